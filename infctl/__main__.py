@@ -1,0 +1,3 @@
+from infctl.cli.main import run
+
+run()

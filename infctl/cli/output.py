@@ -1,0 +1,65 @@
+"""Rendering results and errors. Commands hand plain data here; nothing else prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from infctl.cli.context import GlobalOptions, OutputFormat
+from infctl.errors import InfctlError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def emit(
+    opts: GlobalOptions,
+    data: Any,
+    *,
+    table: Callable[[Any], Table | str] | None = None,
+) -> None:
+    """Print ``data`` as JSON/YAML when asked, otherwise through ``table`` (or as YAML when there is none)."""
+    if opts.output is OutputFormat.json:
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    elif opts.output is OutputFormat.yaml or table is None:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+    else:
+        console.print(table(data))
+
+
+def simple_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    return t
+
+
+def fail(err: InfctlError) -> NoReturn:
+    """One red line with what was wrong, one with the fix; exit with the error's code."""
+    err_console.print(f"[bold red]error:[/] {err.message}", highlight=False)
+    if err.hint:
+        err_console.print(f"[yellow]fix:[/] {err.hint}", highlight=False)
+    raise typer.Exit(err.exit_code)
+
+
+@contextmanager
+def errors_as_exit() -> Iterator[None]:
+    """Turn InfctlError raised by core code into a clean message and exit code."""
+    try:
+        yield
+    except InfctlError as err:
+        fail(err)
+
+
+def kv_table(title: str, data: Mapping[str, Any]) -> Table:
+    return simple_table(title, ["key", "value"], [(k, v) for k, v in data.items()])

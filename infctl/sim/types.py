@@ -1,0 +1,95 @@
+"""Records exchanged between the simulated engine's core (pure, clock-free) and its drivers.
+
+Drivers are the HTTP server (``infctl sim``, real time scaled by ``--time-scale``) and the cluster
+simulator (virtual clock). Both call ``EngineCore.step(now)`` and wait ``StepOutput.duration`` before
+delivering its outputs: the step's work is done at ``now + duration``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class SimRequest:
+    """One request as the engine core sees it."""
+
+    request_id: str
+    prompt_ids: list[int]
+    """Prompt token ids (see ``infctl.tokens``)."""
+    max_tokens: int
+    """Tokens to generate; generation stops after this many (no EOS in the simulator)."""
+    arrival: float
+    """Time the request reached the engine, in the driver's clock (seconds)."""
+    remote_prefill: bool = False
+    """Decode role: the prompt's KV comes from a prefill engine; charge transfer time instead of prefill."""
+    seed: int = 0
+    """Selects the generated words (``infctl.tokens.output_word``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    """Tokens a request produced in one step."""
+
+    request_id: str
+    new_tokens: int
+    """Tokens generated in this step (0 for a prefill chunk that did not finish the prompt)."""
+    finished: bool
+    finish_reason: str | None = None
+    """"length" when max_tokens was reached, "abort" when aborted, "error" when it cannot fit."""
+    cached_tokens: int = 0
+    """On the first token: prompt tokens served from the prefix cache (or transferred, for remote prefill)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStored:
+    """Full blocks that became cached (vLLM KV event BlockStored)."""
+
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRemoved:
+    """Cached blocks evicted from the pool (vLLM KV event BlockRemoved)."""
+
+    block_hashes: list[int]
+
+
+KVEvent = BlockStored | BlockRemoved
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What one scheduler step did."""
+
+    duration: float
+    """Simulated seconds the step takes (beta0 + beta1*prefill + beta2*decode + attention term)."""
+    events: list[TokenEvent] = field(default_factory=list)
+    prefill_tokens: int = 0
+    decode_seqs: int = 0
+    preempted: list[str] = field(default_factory=list)
+    """Requests preempted (KV freed, sent back to waiting) in this step."""
+    kv_events: list[KVEvent] = field(default_factory=list)
+    """Cache changes in this step, in order; published only when KV events are enabled."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStats:
+    """Gauges and counters the personalities turn into /metrics (counters are cumulative)."""
+
+    running: int
+    waiting: int
+    kv_usage: float
+    """Used blocks / total blocks, 0..1 (cached-but-free blocks do not count as used)."""
+    num_gpu_blocks: int
+    block_size: int
+    used_blocks: int
+    prefix_queries: int
+    """Prompt tokens looked up in the prefix cache (tokens)."""
+    prefix_hits: int
+    prompt_tokens: int
+    generation_tokens: int
+    preemptions: int
