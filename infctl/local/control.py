@@ -1,0 +1,91 @@
+"""``status`` and ``delete`` of a local release, usable from any shell (they read the state file)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from infctl.errors import LocalTargetError
+from infctl.local.http import probe, sync_client
+from infctl.local.procs import group_alive, kill_group, pid_alive, wait_until
+from infctl.local.state import PLAN_FILE, STATE_FILE, TERMINAL, RunState, is_live, read_state, release_dir
+
+
+def status(
+    run_dir: Path,
+    release: str,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    probe_timeout: float = 1.0,
+) -> dict[str, Any]:
+    """The release's recorded state plus a live health probe of every process, as plain data."""
+    state = read_state(run_dir, release)
+    if state is None:
+        raise LocalTargetError(
+            f"no local release {release!r} in {run_dir}",
+            hint="deploy with `infctl deploy --target local -f PROFILE`; `infctl status` lists releases",
+        )
+    live = is_live(state)
+    with sync_client(timeout=probe_timeout, transport=transport) as client:
+        processes = [
+            {**_process_row(asdict(p)), "healthy": live and probe(client, p.health_url)}
+            for p in state.processes
+        ]
+    return {
+        "release": state.release,
+        "run_dir": str(run_dir),
+        "status": state.status if live or state.status in TERMINAL else "stale",
+        "supervisor_pid": state.supervisor_pid,
+        "started_at": state.started_at,
+        "error": state.error,
+        "processes": processes,
+    }
+
+
+def _process_row(p: dict[str, Any]) -> dict[str, Any]:
+    keys = ("name", "kind", "role", "group", "pool", "url", "pid", "status", "restarts", "last_exit", "log")
+    return {k: p[k] for k in keys}
+
+
+def delete(run_dir: Path, release: str) -> dict[str, Any]:
+    """Stop the release and remove its state (logs stay). Idempotent: no release means nothing to do."""
+    state = read_state(run_dir, release)
+    if state is None:
+        message = f"nothing to delete: no local release {release!r} in {run_dir}"
+        return {"release": release, "deleted": False, "message": message}
+    if is_live(state):
+        _stop_supervisor(state)
+    leftovers = [p.name for p in state.processes if p.pid is not None and _kill_leftover(p.pid, state)]
+    for name in (STATE_FILE, PLAN_FILE):
+        (release_dir(run_dir, release) / name).unlink(missing_ok=True)
+    return {
+        "release": release,
+        "deleted": True,
+        "killed_leftovers": leftovers,
+        "logs": str(release_dir(run_dir, release) / "logs"),
+        "message": f"deleted local release {release!r}",
+    }
+
+
+def _stop_supervisor(state: RunState) -> None:
+    pid = state.supervisor_pid
+    _signal(pid, signal.SIGTERM)
+    # The supervisor itself gives each process the grace period, router first then engines.
+    if not wait_until(lambda: not pid_alive(pid), 2 * state.grace_period + 5):
+        _signal(pid, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(pid), 5.0)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _kill_leftover(pgid: int, state: RunState) -> bool:
+    return group_alive(pgid) and kill_group(pgid, state.grace_period)

@@ -1,0 +1,128 @@
+"""What the local target runs: process specs, the plan that holds them, and port allocation (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from infctl.errors import LocalTargetError
+
+ProcessKind = Literal["engine", "router", "autoscaler"]
+
+START_ORDER: tuple[ProcessKind, ...] = ("engine", "router", "autoscaler")
+"""Kinds start in this order, each after the previous kind is healthy; they stop in reverse order."""
+
+LOCALHOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One supervised local process."""
+
+    name: str
+    """Unique within the plan; also the log file name, e.g. ``engine-g0-prefill-0``."""
+    kind: ProcessKind
+    argv: tuple[str, ...]
+    port: int
+    """The HTTP port the process serves on (127.0.0.1)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables added to the supervisor's environment."""
+    health_path: str = "/health"
+    role: str | None = None
+    """Engines: prefill, decode or both."""
+    group: str | None = None
+    pool: str | None = None
+    ports: Mapping[str, int] = field(default_factory=dict)
+    """Further ports the process binds, by purpose (e.g. ``kv_events``)."""
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOCALHOST}:{self.port}"
+
+    @property
+    def health_url(self) -> str:
+        return self.url + self.health_path
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProcessSpec:
+        fields = {**data, "argv": tuple(data["argv"]), "env": dict(data["env"]), "ports": dict(data["ports"])}
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """Everything one local release runs, in start order."""
+
+    release: str
+    run_dir: Path
+    """Parent of the release directory ``<run_dir>/<release>`` (logs, state.json, plan.json)."""
+    model: str
+    """The served model name clients put in requests."""
+    specs: tuple[ProcessSpec, ...]
+
+    @property
+    def release_dir(self) -> Path:
+        return self.run_dir / self.release
+
+    def log_path(self, name: str) -> Path:
+        return self.release_dir / "logs" / f"{name}.log"
+
+    def stages(self) -> list[tuple[ProcessSpec, ...]]:
+        """Specs grouped by kind in start order, empty kinds left out."""
+        stages = [tuple(s for s in self.specs if s.kind == kind) for kind in START_ORDER]
+        return [stage for stage in stages if stage]
+
+    @property
+    def entrypoint(self) -> ProcessSpec:
+        """Where clients send requests: the router when the plan has one, else the first engine."""
+        routers = [s for s in self.specs if s.kind == "router"]
+        engines = [s for s in self.specs if s.kind == "engine"]
+        if not (routers or engines):
+            hint = "add engines to the profile"
+            raise LocalTargetError(f"release {self.release!r} runs no engine", hint=hint)
+        return (routers or engines)[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "release": self.release,
+            "run_dir": str(self.run_dir),
+            "model": self.model,
+            "specs": [s.to_dict() for s in self.specs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LocalPlan:
+        return cls(
+            release=data["release"],
+            run_dir=Path(data["run_dir"]),
+            model=data["model"],
+            specs=tuple(ProcessSpec.from_dict(s) for s in data["specs"]),
+        )
+
+
+class PortAllocator:
+    """Hands out ports from ``start`` upward, skipping those ``is_free`` rejects and those already given."""
+
+    def __init__(self, start: int, is_free: Callable[[int], bool], *, taken: Iterable[int] = ()) -> None:
+        self._next = start
+        self._is_free = is_free
+        self._taken = set(taken)
+
+    def take(self) -> int:
+        start = self._next
+        while self._next <= 65535:
+            port, self._next = self._next, self._next + 1
+            if port not in self._taken and self._is_free(port):
+                self._taken.add(port)
+                return port
+        raise LocalTargetError(
+            f"no free port from {start} to 65535",
+            hint="set local.base_port to a lower free range (e.g. --set local.base_port=18000)",
+        )
