@@ -1,0 +1,67 @@
+"""Typed profiles (model, cluster, deployment) and the YAML loader that reports file:line and key path.
+
+Load a deployment with :func:`load_deployment`; every mistake in it raises :class:`infctl.errors.ConfigError`
+naming the file, line, key path, what was expected and what was found.
+"""
+
+from infctl.config.cluster import ClusterProfile, StorageHints, Toleration
+from infctl.config.deployment import (
+    DeploymentProfile,
+    GroupLayout,
+    Mode,
+    PoolLayout,
+    ReplicaSpec,
+    Role,
+    Target,
+)
+from infctl.config.loader import AnyProfile, load_cluster, load_deployment, load_model, load_profile
+from infctl.config.model import (
+    Engine,
+    KVEventsConfig,
+    KVOffloadConfig,
+    ModelProfile,
+    PDConfig,
+    SimSettings,
+    SpeculativeConfig,
+)
+from infctl.config.overrides import apply_overrides
+from infctl.config.settings import (
+    AutoscalerSettings,
+    LocalSettings,
+    RouterSettings,
+    ScaleBounds,
+    Thresholds,
+    UsageThresholds,
+)
+
+__all__ = [
+    "AnyProfile",
+    "AutoscalerSettings",
+    "ClusterProfile",
+    "DeploymentProfile",
+    "Engine",
+    "GroupLayout",
+    "KVEventsConfig",
+    "KVOffloadConfig",
+    "LocalSettings",
+    "Mode",
+    "ModelProfile",
+    "PDConfig",
+    "PoolLayout",
+    "ReplicaSpec",
+    "Role",
+    "RouterSettings",
+    "ScaleBounds",
+    "SimSettings",
+    "SpeculativeConfig",
+    "StorageHints",
+    "Target",
+    "Thresholds",
+    "Toleration",
+    "UsageThresholds",
+    "apply_overrides",
+    "load_cluster",
+    "load_deployment",
+    "load_model",
+    "load_profile",
+]

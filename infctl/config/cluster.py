@@ -1,0 +1,88 @@
+"""The cluster profile: what the nodes look like and how to tell which switch a node hangs off."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from infctl.config._base import Count, Problem, ProfileModel, check_label_key, raise_problems
+
+
+class Toleration(ProfileModel):
+    """A Kubernetes toleration, in the API's own shape."""
+
+    key: str | None = None
+    """Taint key; None with operator Exists tolerates every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    """Equal matches ``value``; Exists matches any value. Default Equal."""
+    value: str | None = None
+    """Taint value for operator Equal; must be absent for Exists."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to tolerate. Default None: every effect."""
+
+    @model_validator(mode="after")
+    def _check_operator(self) -> Toleration:
+        problems = []
+        if self.operator == "Exists" and self.value is not None:
+            problems.append(
+                Problem(("value",), f"must be absent with operator 'Exists', found {self.value!r}")
+            )
+        if self.operator == "Equal" and self.key is None:
+            problems.append(
+                Problem(
+                    ("key",),
+                    "expected a taint key with operator 'Equal', found nothing",
+                    hint="use operator: Exists without a key to tolerate every taint",
+                )
+            )
+        raise_problems(problems)
+        return self
+
+
+class StorageHints(ProfileModel):
+    """Where engines find model weights, so replicas do not each download them."""
+
+    host_path: str | None = None
+    """Directory on every node holding the model cache, mounted as a hostPath volume."""
+    pvc: str | None = None
+    """Name of a PersistentVolumeClaim (ReadOnlyMany or ReadWriteMany) holding the model cache."""
+    mount_path: str = "/root/.cache/huggingface"
+    """Where the cache is mounted in the engine container. Default ``/root/.cache/huggingface``."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StorageHints:
+        if self.host_path is not None and self.pvc is not None:
+            raise_problems([Problem(("pvc",), "expected either host_path or pvc, found both")])
+        return self
+
+
+class ClusterProfile(ProfileModel):
+    """A pool of GPU nodes: resource names, placement labels, taints and storage."""
+
+    name: str = Field(min_length=1)
+    """Name shown in summaries and labels, e.g. ``h200-ib``."""
+    switch_label: str
+    """Node label whose value names the network switch (or block) a node is attached to, e.g.
+    ``network.topology.nvidia.com/block``; a PD group is kept under one value of it."""
+    gpu_resource: str = "nvidia.com/gpu"
+    """Extended resource name of a GPU. Default ``nvidia.com/gpu``."""
+    gpus_per_node: Count
+    """GPUs on each node; replicas larger than this span whole nodes."""
+    nodes_per_switch: Count | None = None
+    """Nodes under one switch label value, when known; placement checks a group fits. Default None."""
+    rdma_resource: str | None = None
+    """Extended resource for RDMA NICs, e.g. ``rdma/ib`` or ``vpc.amazonaws.com/efa``. Default None."""
+    rdma_per_pod: Count = 1
+    """How many ``rdma_resource`` units each engine pod requests. Default 1."""
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Labels every engine node must carry, e.g. ``nvidia.com/gpu.product: NVIDIA-H200``."""
+    tolerations: list[Toleration] = Field(default_factory=list)
+    """Taints engine pods tolerate."""
+    storage: StorageHints | None = None
+    """Model-cache volume. Default None: every pod downloads the weights."""
+
+    @field_validator("switch_label")
+    @classmethod
+    def _switch_label_is_a_label_key(cls, value: str) -> str:
+        return check_label_key(value)

@@ -1,0 +1,137 @@
+"""Loading profiles from YAML, with errors that name the file, line and key path.
+
+A deployment may give ``model:`` and ``cluster:`` inline or as a path relative to the deployment file
+(``model: models/qwen3-8b-vllm.yaml``). Overrides (``--set group.decode=3``) apply after references are
+read, so they can reach into referenced profiles (``--set model.tensor_parallel_size=4``).
+
+Every failure raises :class:`~infctl.errors.ConfigError`, one line per problem (up to ten), e.g.::
+
+    profiles/x.yaml:12: group.prefill: expected an integer >= 1, found 0
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from infctl.config._base import Loc, format_loc
+from infctl.config._messages import Explained, explain
+from infctl.config._yaml import Locations, Source, nearby_hint, read_mapping
+from infctl.config.cluster import ClusterProfile
+from infctl.config.deployment import DeploymentProfile
+from infctl.config.model import ModelProfile
+from infctl.config.overrides import parse_override, set_value
+from infctl.errors import ConfigError
+
+MAX_PROBLEMS = 10
+"""Problems listed in one error; the rest are counted."""
+
+P = TypeVar("P", bound=BaseModel)
+AnyProfile = DeploymentProfile | ModelProfile | ClusterProfile
+_REFERENCES = ("model", "cluster")
+
+
+def load_deployment(path: str | Path, overrides: Sequence[str] = ()) -> DeploymentProfile:
+    """Read, resolve references, apply ``KEY.PATH=VALUE`` overrides and validate a deployment profile."""
+    return _load(DeploymentProfile, Path(path), overrides)
+
+
+def load_model(path: str | Path, overrides: Sequence[str] = ()) -> ModelProfile:
+    """Read and validate a model profile (``profiles/models/*.yaml``)."""
+    return _load(ModelProfile, Path(path), overrides)
+
+
+def load_cluster(path: str | Path, overrides: Sequence[str] = ()) -> ClusterProfile:
+    """Read and validate a cluster profile (``profiles/clusters/*.yaml``)."""
+    return _load(ClusterProfile, Path(path), overrides)
+
+
+def load_profile(path: str | Path, overrides: Sequence[str] = ()) -> AnyProfile:
+    """Any of the three, told apart by their keys (``engine`` -> model, ``switch_label`` -> cluster)."""
+    path = Path(path)
+    raw, locations = read_mapping(path, str(path))
+    if "mode" not in raw and "engine" in raw:
+        return _validate(ModelProfile, raw, locations, path, overrides)
+    if "mode" not in raw and "switch_label" in raw:
+        return _validate(ClusterProfile, raw, locations, path, overrides)
+    return _validate(DeploymentProfile, raw, locations, path, overrides)
+
+
+def _load(cls: type[P], path: Path, overrides: Sequence[str]) -> P:
+    raw, locations = read_mapping(path, str(path))
+    return _validate(cls, raw, locations, path, overrides)
+
+
+def _validate(cls: type[P], raw: dict[str, Any], locs: Locations, path: Path, overrides: Sequence[str]) -> P:
+    if cls is DeploymentProfile:
+        _resolve_references(raw, locs, path)
+    for expr in overrides:
+        loc, value = parse_override(expr)
+        set_value(raw, loc, value, expr)
+        for stale in [k for k in locs if k[: len(loc)] == loc]:
+            del locs[stale]
+        locs[loc] = Source(f"--set {expr}")
+    if cls is DeploymentProfile and overrides:
+        _resolve_references(raw, locs, path)  # an override may have named another file
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as err:
+        raise _config_error([e for d in err.errors() for e in explain(d, cls)], locs, str(path)) from None
+
+
+def _resolve_references(raw: dict[str, Any], locs: Locations, path: Path) -> None:
+    for key in _REFERENCES:
+        ref = raw.get(key)
+        if not isinstance(ref, str):
+            continue
+        where = locs.get((key,), locs[()])
+        target = path.parent / ref
+        shown = os.path.normpath(target)
+        if not target.is_file():
+            raise ConfigError(
+                f"{where}: {key}: expected a {key} profile (a path relative to {path.parent or '.'}/), "
+                f"found no file at {shown}",
+                hint=nearby_hint(target),
+            )
+        sub, sub_locs = read_mapping(target, shown)
+        raw[key] = sub
+        locs.update({(key, *k): v for k, v in sub_locs.items()})
+
+
+def _config_error(problems: list[Explained], locs: Locations, shown: str) -> ConfigError:
+    files: dict[str, int] = {}
+    for src in locs.values():
+        files.setdefault(src.file, len(files))
+    located = sorted(
+        ((_source(locs, p.loc, p.anchor), p) for p in problems),
+        key=lambda sp: (files.get(sp[0].file, len(files)), sp[0].line or 0),
+    )
+    lines: list[str] = []
+    for src, p in located:
+        line = f"{src}: {format_loc(p.loc)}: {p.text}"
+        if line not in lines:
+            lines.append(line)
+    again = f"fix it, then check again with: infctl validate -f {shown}"
+    if len(lines) == 1:
+        return ConfigError(lines[0], hint=located[0][1].hint or again)
+    listed = [f"  {line}" for line in lines[:MAX_PROBLEMS]]
+    if len(lines) > MAX_PROBLEMS:
+        listed.append(f"  ... and {len(lines) - MAX_PROBLEMS} more")
+    return ConfigError(
+        f"{shown}: {len(lines)} problems\n" + "\n".join(listed),
+        hint=f"fix each, then check again with: infctl validate -f {shown}",
+    )
+
+
+def _source(locs: Locations, loc: Loc, anchor: Loc | None = None) -> Source:
+    """Where ``loc`` was written, else ``anchor``, else its nearest written ancestor."""
+    if loc not in locs and anchor is not None and anchor in locs:
+        return locs[anchor]
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in locs:
+            return locs[loc[:n]]
+    return Source("?")
