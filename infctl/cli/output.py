@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat
@@ -46,9 +47,10 @@ def simple_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any
 
 def fail(err: InfctlError) -> NoReturn:
     """One red line with what was wrong, one with the fix; exit with the error's code."""
-    err_console.print(f"[bold red]error:[/] {err.message}", highlight=False)
+    # Messages carry file:line and user text: never wrap them, never read them as markup.
+    err_console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False, soft_wrap=True)
     if err.hint:
-        err_console.print(f"[yellow]fix:[/] {err.hint}", highlight=False)
+        err_console.print(f"[yellow]fix:[/] {escape(err.hint)}", highlight=False, soft_wrap=True)
     raise typer.Exit(err.exit_code)
 
 

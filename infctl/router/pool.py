@@ -1,0 +1,178 @@
+"""The router's live view of its backends: registry, health, last signals and its own in-flight counts.
+
+This is mutable I/O-side state owned by one router process. Decisions never read it directly: they read the
+frozen :class:`~infctl.router.snapshot.Snapshot` that :meth:`BackendPool.snapshot` builds from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from infctl.router import health
+from infctl.router.snapshot import Backend, BackendState, Snapshot
+from infctl.telemetry.signals import EngineSignals
+
+
+@dataclass(slots=True)
+class _Live:
+    backend: Backend
+    health: health.HealthState = field(default_factory=health.HealthState)
+    signals: EngineSignals | None = None
+    scraped_at: float | None = None
+    inflight: int = 0
+    queued_tokens: float = 0.0
+    inflight_tokens: float = 0.0
+    served: int = 0
+    failed: int = 0
+
+
+class BackendPool:
+    """Backends by id, with their health and load. Not thread-safe: one event loop owns it."""
+
+    def __init__(self, backends: Iterable[Backend], policy: health.HealthPolicy | None = None) -> None:
+        self.health_policy = policy or health.HealthPolicy()
+        self._live: dict[str, _Live] = {}
+        for b in backends:
+            self.add(b)
+
+    # registry -------------------------------------------------------------------------------------------
+    def add(self, backend: Backend) -> None:
+        if backend.id in self._live:
+            self._live[backend.id].backend = backend
+        else:
+            self._live[backend.id] = _Live(backend)
+
+    def remove(self, backend_id: str) -> Backend | None:
+        live = self._live.pop(backend_id, None)
+        return live.backend if live else None
+
+    def set_draining(self, backend_id: str, draining: bool = True) -> None:
+        live = self._get(backend_id)
+        live.backend = replace(live.backend, draining=draining)
+
+    def set_weight(self, backend_id: str, weight: float) -> None:
+        live = self._get(backend_id)
+        live.backend = replace(live.backend, weight=weight)
+
+    def ids(self) -> list[str]:
+        return list(self._live)
+
+    def backend(self, backend_id: str) -> Backend:
+        return self._get(backend_id).backend
+
+    def __contains__(self, backend_id: object) -> bool:
+        return backend_id in self._live
+
+    # signals and health ---------------------------------------------------------------------------------
+    def record_signals(self, backend_id: str, signals: EngineSignals, now: float) -> None:
+        live = self._live.get(backend_id)
+        if live is not None:
+            live.signals, live.scraped_at = signals, now
+
+    def record_failure(self, backend_id: str, now: float, *, fatal: bool, error: str) -> bool:
+        """Count a failure; returns True when it ejected the backend."""
+        live = self._live.get(backend_id)
+        if live is None:
+            return False
+        was = live.health.ejected
+        live.health = health.on_failure(live.health, self.health_policy, now, fatal=fatal, error=error)
+        live.failed += 1
+        return live.health.ejected and not was
+
+    def record_success(self, backend_id: str) -> None:
+        live = self._live.get(backend_id)
+        if live is not None:
+            live.health = health.on_request_success(live.health)
+            live.served += 1
+
+    def record_probe_ok(self, backend_id: str, now: float) -> bool:
+        """A health probe succeeded; returns True when it re-admitted the backend."""
+        live = self._live.get(backend_id)
+        if live is None:
+            return False
+        was = live.health.ejected
+        live.health = health.on_probe_success(live.health, now)
+        return was and not live.health.ejected
+
+    def health_of(self, backend_id: str) -> health.HealthState:
+        return self._get(backend_id).health
+
+    # in-flight accounting -------------------------------------------------------------------------------
+    def start(self, backend_id: str, prompt_tokens: int, expected_tokens: int) -> None:
+        live = self._get(backend_id)
+        live.inflight += 1
+        live.queued_tokens += prompt_tokens
+        live.inflight_tokens += prompt_tokens + expected_tokens
+
+    def first_token(self, backend_id: str, prompt_tokens: int) -> None:
+        live = self._live.get(backend_id)
+        if live is not None:
+            live.queued_tokens = max(0.0, live.queued_tokens - prompt_tokens)
+
+    def finish(self, backend_id: str, prompt_tokens: int, expected_tokens: int, *, got_first: bool) -> None:
+        live = self._live.get(backend_id)
+        if live is None:
+            return
+        live.inflight = max(0, live.inflight - 1)
+        if not got_first:
+            live.queued_tokens = max(0.0, live.queued_tokens - prompt_tokens)
+        live.inflight_tokens = max(0.0, live.inflight_tokens - prompt_tokens - expected_tokens)
+
+    def inflight(self, backend_id: str) -> int:
+        live = self._live.get(backend_id)
+        return live.inflight if live else 0
+
+    # the frozen view ------------------------------------------------------------------------------------
+    def snapshot(self, now: float) -> Snapshot:
+        backends = []
+        states = {}
+        for bid, live in self._live.items():
+            b = live.backend
+            if b.ejected != live.health.ejected:
+                b = live.backend = replace(b, ejected=live.health.ejected)
+            backends.append(b)
+            age = now - live.scraped_at if live.scraped_at is not None else float("inf")
+            states[bid] = BackendState(
+                signals=live.signals,
+                signals_age_s=age,
+                inflight=live.inflight,
+                queued_tokens=live.queued_tokens,
+                inflight_tokens=live.inflight_tokens,
+            )
+        return Snapshot(backends=tuple(backends), states=states, now=now)
+
+    def describe(self, now: float) -> list[dict[str, object]]:
+        """Plain data for the admin API and `infctl status`."""
+        out: list[dict[str, object]] = []
+        for bid, live in self._live.items():
+            b, h, s = live.backend, live.health, live.signals
+            out.append(
+                {
+                    "id": bid,
+                    "url": b.url,
+                    "role": b.role,
+                    "group": b.group,
+                    "pool": b.pool,
+                    "upstream": b.upstream,
+                    "weight": b.weight,
+                    "draining": b.draining,
+                    "ejected": h.ejected,
+                    "ejections": h.total_ejections,
+                    "last_error": h.last_error,
+                    "inflight": live.inflight,
+                    "served": live.served,
+                    "failed": live.failed,
+                    "signals_age_s": None if live.scraped_at is None else round(now - live.scraped_at, 3),
+                    "queue": None if s is None else s.queue,
+                    "running": None if s is None else s.running,
+                    "kv_usage": None if s is None else s.kv_usage,
+                }
+            )
+        return out
+
+    def _get(self, backend_id: str) -> _Live:
+        try:
+            return self._live[backend_id]
+        except KeyError:
+            raise KeyError(f"unknown backend {backend_id!r}") from None
