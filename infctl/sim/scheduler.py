@@ -1,0 +1,394 @@
+"""The simulated engine core: vLLM v1's continuous-batching scheduler over a KV block pool, on a given clock.
+
+Pure: no asyncio and no wall clock; drivers pass ``now`` and wait ``StepOutput.duration`` before delivering
+a step's outputs (see ``infctl.sim.types``). One step:
+
+1. **Running requests first**, in admission order: a decoding sequence costs 1 token of the step's budget
+   (``max_num_batched_tokens``), a request mid-prefill takes ``min(remaining, budget)`` (chunked prefill).
+   A request that needs a new block when none is free preempts the most recently admitted running request
+   (recompute mode: its blocks are freed, it goes back to the front of the queue, its generated tokens are
+   kept and recomputed as prefill on readmission), possibly itself.
+2. **Then the FCFS queue**, unless something was preempted in this step: remote-KV arrivals first, then the
+   queue's head while budget, ``max_num_seqs`` and free blocks allow. Admission looks up the longest cached
+   prefix, never the whole sequence: at least the last token is recomputed, as in vLLM.
+3. **Execute**: duration from the profile's step-time model; a chunk that completes the known tokens emits one
+   token; full blocks become cached; finished requests free their blocks (their full blocks stay cached).
+
+Counting conventions (what the personalities turn into metrics):
+
+* ``prefix_queries``/``prefix_hits`` count tokens, once per request at its first admission: queries += prompt
+  length, hits += tokens served from the local cache. Readmissions after preemption are not counted again.
+* ``TokenEvent.cached_tokens`` (first token only) is the local prefix hit at first admission; for a remote
+  prefill it is the whole prompt (its KV arrived from the prefill engine).
+* Remote prefill (``SimRequest.remote_prefill`` on a "decode" or "both" core): blocks for the whole prompt
+  are allocated FCFS (at ``add_request`` if nothing is queued, else when it reaches the queue's head);
+  only the tokens missing from the local cache are transferred, taking ``tokens * kv_bytes_per_token /
+  (kv_transfer_gbps * 1e9)`` seconds from allocation. The request then joins the batch as a decoding
+  sequence; its first step emits the first token.
+* ``abort`` frees the request's blocks at once; the next step reports ``TokenEvent(finished=True,
+  finish_reason="abort")``. A request whose prompt plus output can never fit the pool is reported by the next
+  step with ``finish_reason="error"``. Such steps may have ``duration == 0``: deliver their events anyway.
+* A step that ran nothing has ``duration == 0`` and no events. Then ``next_ready_time()`` is the earliest
+  remote-KV arrival to sleep until (or until a new request); None means step again (rare: a step that
+  only preempted) or, when ``has_work()`` is False, wait for a request.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Literal
+
+from infctl.sim.kvcache import BlockPool, SequenceHashes
+from infctl.sim.profiles import SimProfile
+from infctl.sim.types import CoreStats, SimRequest, StepOutput, TokenEvent
+
+Role = Literal["prefill", "decode", "both"]
+
+
+class _Req:
+    """A request's scheduling state. Known tokens = prompt + ``n_out`` generated; ``n_computed`` have KV."""
+
+    __slots__ = (
+        "blocks",
+        "cached_tokens",
+        "decoding",
+        "done",
+        "hashes",
+        "max_tokens",
+        "n_cached",
+        "n_computed",
+        "n_out",
+        "prompt",
+        "prompt_len",
+        "ready_at",
+        "remote",
+        "rid",
+        "seed",
+    )
+
+    def __init__(self, req: SimRequest, remote: bool) -> None:
+        self.rid = req.request_id
+        self.prompt = req.prompt_ids
+        self.prompt_len = len(req.prompt_ids)
+        self.max_tokens = req.max_tokens
+        self.seed = req.seed
+        self.remote = remote
+        """Waiting for its prompt's KV from a prefill engine (cleared when it arrives)."""
+        self.n_out = 0
+        self.n_computed = 0
+        self.blocks: list[int] = []
+        self.hashes: SequenceHashes | None = None
+        """Chained block hashes, made at first admission and extended as tokens are generated."""
+        self.n_cached = 0
+        """Leading blocks already registered in the prefix cache (or found there)."""
+        self.cached_tokens = -1
+        """Prefix hit at first admission; -1 until then."""
+        self.decoding = False
+        self.done = False
+        self.ready_at = 0.0
+
+
+class EngineCore:
+    """One simulated engine: submit requests, call ``step(now)`` while ``has_work()``."""
+
+    def __init__(
+        self,
+        profile: SimProfile,
+        *,
+        role: Role = "both",
+        kv_events: bool = False,
+        hash_seed: str | None = None,
+    ) -> None:
+        self.profile = profile
+        self.role = role
+        self._bs = profile.block_size
+        self._caching = profile.enable_prefix_caching
+        self._seed = profile.model if hash_seed is None else hash_seed
+        self._pool = BlockPool(profile.num_gpu_blocks, record_events=kv_events)
+        self._transfer_bytes_per_s = profile.kv_transfer_gbps * 1e9
+        self._running: list[_Req] = []
+        self._waiting: deque[_Req] = deque()
+        self._transferring: list[_Req] = []
+        self._requests: dict[str, _Req] = {}
+        self._early: list[TokenEvent] = []
+        """Aborts and errors, reported by the next step."""
+        self._queries = self._hits = self._prompt_tokens = self._generated = self._preemptions = 0
+
+    @property
+    def pool(self) -> BlockPool:
+        """The KV block pool (read it; do not change it)."""
+        return self._pool
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def add_request(self, req: SimRequest, now: float) -> None:
+        """Queue ``req``; raises ValueError for a duplicate id or lengths the server should have refused."""
+        n_prompt = len(req.prompt_ids)
+        if req.request_id in self._requests:
+            raise ValueError(f"request {req.request_id!r} is already active")
+        if n_prompt < 1 or req.max_tokens < 1:
+            raise ValueError(f"request {req.request_id!r}: empty prompt or max_tokens < 1")
+        if n_prompt + req.max_tokens > self.profile.max_model_len:
+            raise ValueError(
+                f"request {req.request_id!r}: {n_prompt} prompt + {req.max_tokens} output tokens "
+                f"exceed max_model_len {self.profile.max_model_len}"
+            )
+        # The last generated token's KV is never computed.
+        if -(-(n_prompt + req.max_tokens - 1) // self._bs) > self.profile.num_gpu_blocks:
+            self._early.append(TokenEvent(req.request_id, 0, True, "error"))
+            return
+        r = _Req(req, remote=req.remote_prefill and self.role != "prefill")
+        self._requests[r.rid] = r
+        if r.remote and not self._waiting and self._start_transfer(r, now):
+            return
+        self._waiting.append(r)
+
+    def abort(self, request_id: str) -> None:
+        """Drop a request and free its blocks now; the next step reports it finished with "abort"."""
+        r = self._requests.pop(request_id, None)
+        if r is None:
+            return
+        for queue in (self._running, self._transferring, self._waiting):
+            if r in queue:
+                queue.remove(r)
+                break
+        self._pool.free(r.blocks)
+        r.blocks = []
+        r.done = True
+        self._early.append(TokenEvent(request_id, 0, True, "abort"))
+
+    def has_work(self) -> bool:
+        return bool(self._running or self._waiting or self._transferring or self._early)
+
+    def next_ready_time(self) -> float | None:
+        """When nothing can run before some remote KV arrives: the earliest arrival; else None.
+
+        None means "step now" (there is runnable work) or "nothing to wait for" (see ``has_work``).
+        A float may be in the past; a driver waits until it (or until a new request arrives), then steps.
+        """
+        if self._running or self._early or not self._transferring:
+            return None
+        if self._waiting and self._plan(self._waiting[0], self.profile.max_num_batched_tokens) is not None:
+            return None
+        return min(r.ready_at for r in self._transferring)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget all cached prefixes; refused (False) while any request holds blocks, as in vLLM."""
+        return self._pool.reset_cache()
+
+    def stats(self) -> CoreStats:
+        pool = self._pool
+        return CoreStats(
+            running=len(self._running),
+            waiting=len(self._waiting) + len(self._transferring),
+            kv_usage=pool.used / pool.num_blocks,
+            num_gpu_blocks=pool.num_blocks,
+            block_size=self._bs,
+            used_blocks=pool.used,
+            prefix_queries=self._queries,
+            prefix_hits=self._hits,
+            prompt_tokens=self._prompt_tokens,
+            generation_tokens=self._generated,
+            preemptions=self._preemptions,
+        )
+
+    def block_tables(self) -> dict[str, list[int]]:
+        """Blocks held by each active request (for tests and inspection)."""
+        return {rid: list(r.blocks) for rid, r in self._requests.items() if r.blocks}
+
+    # -- the step --------------------------------------------------------------------------------
+
+    def step(self, now: float) -> StepOutput:
+        """Schedule and execute one step starting at ``now``; its outputs are due at ``now + duration``."""
+        bs = self._bs
+        pool = self._pool
+        running = self._running
+        budget = self.profile.max_num_batched_tokens
+        sched: list[_Req] = []
+        n_sched: list[int] = []
+        preempted: list[str] = []
+
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n_new = r.prompt_len + r.n_out - r.n_computed
+            if n_new > budget:
+                n_new = budget
+            need = (r.n_computed + n_new + bs - 1) // bs - len(r.blocks)
+            if need > 0:
+                if not self._make_room(r, need, preempted):
+                    break
+                r.blocks += pool.allocate(need)
+            sched.append(r)
+            n_sched.append(n_new)
+            budget -= n_new
+            i += 1
+        if not preempted:
+            self._admit(now, budget, sched, n_sched)
+        return self._execute(sched, n_sched, preempted)
+
+    def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
+        """Preempt from the back of the running list until ``need`` blocks are free; False if ``r`` went."""
+        while self._pool.num_free < need:
+            victim = self._running.pop()
+            self._pool.free(victim.blocks)
+            victim.blocks = []
+            victim.n_computed = victim.n_cached = 0
+            self._waiting.appendleft(victim)
+            self._preemptions += 1
+            preempted.append(victim.rid)
+            if victim is r:
+                return False
+        return True
+
+    def _admit(self, now: float, budget: int, sched: list[_Req], n_sched: list[int]) -> None:
+        running = self._running
+        max_seqs = self.profile.max_num_seqs
+        if self._transferring:
+            # Arrived remote KV goes first, as vLLM puts finished receives back at the queue's front.
+            pending: list[_Req] = []
+            for r in self._transferring:
+                if r.ready_at <= now and budget > 0 and len(running) < max_seqs:
+                    r.remote = False
+                    r.decoding = True
+                    running.append(r)
+                    sched.append(r)
+                    n_sched.append(1)
+                    budget -= 1
+                else:
+                    pending.append(r)
+            self._transferring = pending
+        waiting = self._waiting
+        while waiting and budget > 0 and len(running) < max_seqs:
+            r = waiting[0]
+            if r.remote:
+                if not self._start_transfer(r, now):
+                    break
+                waiting.popleft()
+                continue
+            plan = self._plan(r, budget)
+            if plan is None:
+                break
+            waiting.popleft()
+            hit_tokens = self._take(r, *plan)
+            running.append(r)
+            sched.append(r)
+            n_sched.append(plan[1] - hit_tokens)
+            budget -= plan[1] - hit_tokens
+
+    def _plan(self, r: _Req, budget: int) -> tuple[list[int], int] | None:
+        """Cache-hit blocks and tokens to cover with blocks if ``r`` is admitted now; None if no room."""
+        bs = self._bs
+        n_tokens = r.prompt_len + r.n_out
+        hits: list[int] = []
+        limit = (n_tokens - 1) // bs
+        if self._caching and limit:
+            hits = self._pool.lookup(self._hashes(r, limit), limit)
+        hit_tokens = len(hits) * bs
+        covered = n_tokens if r.remote else hit_tokens + min(n_tokens - hit_tokens, budget)
+        need = (covered + bs - 1) // bs - len(hits)
+        if need > self._pool.num_free - self._pool.count_unreferenced(hits):
+            return None
+        return hits, covered
+
+    def _take(self, r: _Req, hits: list[int], covered: int) -> int:
+        """Give ``r`` its hit blocks and fresh ones covering ``covered`` tokens; returns the hit in tokens."""
+        pool = self._pool
+        pool.touch(hits)
+        r.blocks = hits + pool.allocate((covered + self._bs - 1) // self._bs - len(hits))
+        hit_tokens = len(hits) * self._bs
+        r.n_computed = hit_tokens
+        r.n_cached = len(hits)
+        if r.cached_tokens < 0:
+            r.cached_tokens = hit_tokens
+            self._queries += r.prompt_len
+            self._hits += hit_tokens
+        return hit_tokens
+
+    def _start_transfer(self, r: _Req, now: float) -> bool:
+        plan = self._plan(r, 0)
+        if plan is None:
+            return False
+        hit_tokens = self._take(r, *plan)
+        r.cached_tokens = r.prompt_len
+        transfer_bytes = (r.prompt_len - hit_tokens) * self.profile.kv_bytes_per_token
+        r.ready_at = now + transfer_bytes / self._transfer_bytes_per_s
+        # vLLM recomputes the last prompt token after a remote load; it is the first decode step's input.
+        r.n_computed = r.prompt_len - 1
+        self._transferring.append(r)
+        return True
+
+    def _execute(self, sched: list[_Req], n_sched: list[int], preempted: list[str]) -> StepOutput:
+        bs = self._bs
+        caching = self._caching
+        events = self._early
+        self._early = []
+        prefill = decode = context = generated = 0
+        finished = False
+        for r, n_new in zip(sched, n_sched, strict=True):
+            n_tokens = r.prompt_len + r.n_out
+            if n_new == 1 and r.decoding:
+                decode += 1
+                context += n_tokens
+            else:
+                prefill += n_new
+            r.n_computed += n_new
+            if caching and r.n_computed // bs > r.n_cached:
+                self._cache_full_blocks(r)
+            if r.n_computed < n_tokens:
+                events.append(TokenEvent(r.rid, 0, False))
+                continue
+            r.n_out += 1
+            generated += 1
+            cached = 0
+            if r.n_out == 1:
+                r.decoding = True
+                cached = r.cached_tokens
+                self._prompt_tokens += r.prompt_len
+            if r.n_out >= r.max_tokens:
+                events.append(TokenEvent(r.rid, 1, True, "length", cached))
+                self._pool.free(r.blocks)
+                r.blocks = []
+                r.done = True
+                del self._requests[r.rid]
+                finished = True
+            else:
+                events.append(TokenEvent(r.rid, 1, False, None, cached))
+        self._generated += generated
+        if finished:
+            self._running = [r for r in self._running if not r.done]
+        duration = self.profile.step_time(prefill, decode, context) if sched else 0.0
+        return StepOutput(
+            duration=duration,
+            events=events,
+            prefill_tokens=prefill,
+            decode_seqs=decode,
+            preempted=preempted,
+            kv_events=self._pool.drain_events() if self._pool.record_events else [],
+        )
+
+    # -- prefix-cache hashes ----------------------------------------------------------------------
+
+    def _hashes(self, r: _Req, n_blocks: int) -> list[int]:
+        if r.hashes is None:
+            r.hashes = SequenceHashes(r.prompt, r.seed, self._bs, self._seed)
+        return r.hashes.upto(n_blocks)
+
+    def _cache_full_blocks(self, r: _Req) -> None:
+        """Register ``r``'s newly computed full blocks; one BlockStored per run of newly cached blocks."""
+        pool = self._pool
+        full = r.n_computed // self._bs
+        hashes = self._hashes(r, full)
+        runs: list[list[int]] = []
+        for i in range(r.n_cached, full):
+            if pool.cache(r.blocks[i], hashes[i]):
+                if runs and runs[-1][-1] == i - 1:
+                    runs[-1].append(i)
+                else:
+                    runs.append([i])
+        r.n_cached = full
+        if pool.record_events and r.hashes is not None:
+            for run in runs:
+                ids = [t for i in run for t in r.hashes.block_ids(i)]
+                parent = hashes[run[0] - 1] if run[0] else None
+                pool.record_stored([hashes[i] for i in run], parent, ids, self._bs)
