@@ -1,4 +1,4 @@
-"""The one record every consumer (router, autoscaler, bench, doctor) reads engine state from."""
+"""The records every consumer (router, autoscaler, bench, doctor) reads engine state from."""
 
 from __future__ import annotations
 
@@ -44,3 +44,34 @@ class EngineSignals:
     def hit_rate(self) -> float | None:
         """Lifetime prefix-cache hit rate, or None before any lookup."""
         return self.prefix_hits / self.prefix_queries if self.prefix_queries else None
+
+
+@dataclass(frozen=True, slots=True)
+class RankLoad:
+    """One data-parallel rank's load, as an engine's load endpoint reports it."""
+
+    dp_rank: int
+    running: float
+    waiting: float
+    kv_usage: float | None = None
+    """Fraction of the rank's KV capacity in use, 0..1, when reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """An engine's load endpoint (vLLM ``/load``, SGLang ``/v1/loads``), engine-neutral.
+
+    Cheaper and fresher than /metrics, but engines report different things: vLLM only counts requests
+    in flight at its API server; SGLang reports running and waiting per data-parallel rank.
+    """
+
+    in_flight: float
+    """Requests accepted and not finished (running + waiting)."""
+    running: float | None = None
+    """Requests in the running batch, when reported."""
+    waiting: float | None = None
+    """Requests waiting to be scheduled, when reported."""
+    kv_usage: float | None = None
+    """Mean KV usage over ranks, 0..1, when reported."""
+    ranks: tuple[RankLoad, ...] = ()
+    """Per data-parallel rank, when reported (pin a request to the least loaded one)."""

@@ -1,0 +1,174 @@
+"""What every engine adapter provides, and the engine-neutral records its functions exchange.
+
+An adapter is the only place that knows an engine's metric names, HTTP paths, PD wire protocol and
+command line. Everything here is pure: adapters build dicts and argument lists, they never do I/O.
+The telemetry package does the scraping (``infctl.telemetry.scrape``); the router calls
+``prefill_body``/``decode_body``; the local target and the manifests call ``launch_command``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from infctl.telemetry.prometheus import MetricFamilies
+from infctl.telemetry.signals import EngineSignals, LoadReport
+
+if TYPE_CHECKING:
+    from infctl.config.model import ModelProfile
+
+PDStyle = Literal["sequential", "parallel"]
+"""How a disaggregated request reaches the two engines.
+
+sequential (vLLM): the prefill leg runs to completion first; its response carries the KV handle
+(``kv_transfer_params``) that the decode leg must be sent with.
+parallel (SGLang): both legs carry the same bootstrap rendezvous (host, port, room) and are sent at
+once; the engines meet over the bootstrap server and the client's stream comes from decode.
+"""
+
+Role = Literal["prefill", "decode", "both"]
+"""An engine's part in PD serving; ``both`` is an aggregated (non-disaggregated) engine."""
+
+Body = dict[str, Any]
+"""An OpenAI request or response body, as parsed JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class PDEndpoint:
+    """Where the prefill leg of one request goes, as the decode leg needs to know it."""
+
+    host: str
+    """Prefill engine's host or IP, as reachable from the decode engine."""
+    port: int
+    """Prefill engine's HTTP port."""
+    bootstrap_port: int | None = None
+    """SGLang: the prefill engine's ``--disaggregation-bootstrap-port``; None means the engine default."""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSpec:
+    """How to tell whether an engine can take traffic."""
+
+    path: str = "/health"
+    """Cheap liveness/readiness probe: HTTP 200 means ready."""
+    deep_path: str | None = None
+    """Probe that runs a real one-token generation (slower; for doctor, not for every tick)."""
+    fatal_statuses: tuple[int, ...] = ()
+    """Statuses of ``path`` that mean the engine is dead and will not recover without a restart."""
+    starting_statuses: tuple[int, ...] = ()
+    """Statuses of ``path`` that mean the engine is still loading (wait, do not restart)."""
+
+    def state(self, status: int | None) -> Literal["ready", "starting", "dead", "unhealthy"]:
+        """Classify one probe: ``status`` None means the connection failed (not listening yet, or gone)."""
+        if status == 200:
+            return "ready"
+        if status is None or status in self.starting_statuses:
+            return "starting"
+        if status in self.fatal_statuses:
+            return "dead"
+        return "unhealthy"
+
+
+def new_bootstrap_room(rng: random.Random | None = None) -> int:
+    """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``)."""
+    return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
+
+
+def number_arg(x: float) -> str:
+    """A number as a command-line value: ``8`` rather than ``8.0``, ``0.5`` as is."""
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+class EngineAdapter(Protocol):
+    """One engine's surfaces. Implementations are stateless; module-level singletons are fine."""
+
+    @property
+    def name(self) -> str:
+        """Registry key and ``ModelProfile.engine`` value: ``vllm``, ``sglang``."""
+        ...
+
+    @property
+    def metrics_path(self) -> str: ...
+
+    @property
+    def metrics_hint(self) -> str:
+        """What to check when /metrics cannot be read (e.g. SGLang needs ``--enable-metrics``)."""
+        ...
+
+    @property
+    def wanted_metrics(self) -> frozenset[str]:
+        """Every sample name :meth:`signals` reads; pass it to ``parse_metrics`` as the filter."""
+        ...
+
+    @property
+    def health(self) -> HealthSpec: ...
+
+    @property
+    def load_paths(self) -> tuple[str, ...]:
+        """Load endpoints to try in order (a 404 moves on to the next); empty when there is none."""
+        ...
+
+    @property
+    def pd_style(self) -> PDStyle: ...
+
+    @property
+    def dp_rank_header(self) -> str | None:
+        """Request header that pins a request to one data-parallel rank, if the engine has one."""
+        ...
+
+    @property
+    def default_image(self) -> str:
+        """Container image used when the profile names none."""
+        ...
+
+    def signals(self, families: MetricFamilies) -> EngineSignals:
+        """Engine-neutral signals from parsed /metrics (filtered with :attr:`wanted_metrics` or not)."""
+        ...
+
+    def parse_load(self, body: object) -> LoadReport:
+        """Parse the JSON body of one of :attr:`load_paths`; raises ``EngineError`` on a foreign shape."""
+        ...
+
+    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+        """The request body for the prefill leg (a new dict; ``body`` is not modified)."""
+        ...
+
+    def decode_body(
+        self,
+        body: Mapping[str, Any],
+        prefill_response: Mapping[str, Any] | None,
+        prefill: PDEndpoint,
+        room: int | None = None,
+    ) -> Body:
+        """The request body for the decode leg.
+
+        Sequential style needs ``prefill_response`` (the prefill leg's parsed JSON); parallel style
+        needs ``room`` (the same one given to :meth:`prefill_body`) and ignores the response.
+        """
+        ...
+
+    def launch_command(
+        self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
+    ) -> list[str]:
+        """argv that starts one engine replica serving ``model`` in ``role`` on ``host:port``."""
+        ...
+
+    def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
+        """Environment variables the engine needs for ``model`` (the profile's own ``env`` included)."""
+        ...
+
+
+__all__ = [
+    "Body",
+    "EngineAdapter",
+    "EngineSignals",
+    "HealthSpec",
+    "LoadReport",
+    "PDEndpoint",
+    "PDStyle",
+    "Role",
+    "new_bootstrap_room",
+    "number_arg",
+]

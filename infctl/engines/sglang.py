@@ -1,0 +1,259 @@
+"""SGLang: metric names, signals, health and load endpoints, PD protocol, command line.
+
+SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name`` plus rank
+labels (``tp_rank``, ``pp_rank``, with DP attention one series per data-parallel rank); tokenizer
+counters and histograms carry ``model_name``. Older releases labelled the model ``name``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, Role, number_arg
+from infctl.errors import ConfigError, EngineError
+from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
+from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
+
+if TYPE_CHECKING:
+    from infctl.config.model import ModelProfile
+
+NAME = "sglang"
+MODEL_NAME_LABEL = "model_name"
+LEGACY_MODEL_NAME_LABEL = "name"
+
+# Scheduler gauges.
+NUM_RUNNING_REQS = "sglang:num_running_reqs"
+NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+TOKEN_USAGE = "sglang:token_usage"
+"""KV-cache usage, 0..1."""
+CACHE_HIT_RATE = "sglang:cache_hit_rate"
+GEN_THROUGHPUT = "sglang:gen_throughput"
+"""Generated tokens per second."""
+MAX_TOTAL_NUM_TOKENS = "sglang:max_total_num_tokens"
+"""KV-cache capacity in tokens."""
+NUM_USED_TOKENS = "sglang:num_used_tokens"
+NUM_PREFILL_PREALLOC_QUEUE_REQS = "sglang:num_prefill_prealloc_queue_reqs"
+NUM_DECODE_PREALLOC_QUEUE_REQS = "sglang:num_decode_prealloc_queue_reqs"
+NUM_DECODE_TRANSFER_QUEUE_REQS = "sglang:num_decode_transfer_queue_reqs"
+
+# Counters (sample names).
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+CACHED_TOKENS = "sglang:cached_tokens_total"
+"""Prompt tokens served from the radix cache."""
+NUM_REQUESTS = "sglang:num_requests_total"
+NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
+
+# Histograms (family names).
+TIME_TO_FIRST_TOKEN = "sglang:time_to_first_token_seconds"
+INTER_TOKEN_LATENCY = "sglang:inter_token_latency_seconds"
+E2E_REQUEST_LATENCY = "sglang:e2e_request_latency_seconds"
+
+GAUGES = (
+    NUM_RUNNING_REQS,
+    NUM_QUEUE_REQS,
+    TOKEN_USAGE,
+    CACHE_HIT_RATE,
+    GEN_THROUGHPUT,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_USED_TOKENS,
+    NUM_PREFILL_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_TRANSFER_QUEUE_REQS,
+)
+COUNTERS = (PROMPT_TOKENS, GENERATION_TOKENS, CACHED_TOKENS, NUM_REQUESTS, NUM_ABORTED_REQUESTS)
+HISTOGRAMS = (TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY, E2E_REQUEST_LATENCY)
+PD_QUEUE_GAUGES = (
+    NUM_PREFILL_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_TRANSFER_QUEUE_REQS,
+)
+METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
+
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                400.0)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
+               0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+               400.0, 600.0, 1200.0, 1800.0, 2400.0)
+TIME_BUCKETS = {
+    TIME_TO_FIRST_TOKEN: TTFT_BUCKETS,
+    INTER_TOKEN_LATENCY: ITL_BUCKETS,
+    E2E_REQUEST_LATENCY: E2E_BUCKETS,
+}
+
+DEFAULT_BOOTSTRAP_PORT = 8998
+
+_SIGNALS = (NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE, MAX_TOTAL_NUM_TOKENS, PROMPT_TOKENS,
+            GENERATION_TOKENS, CACHED_TOKENS)
+
+
+class SGLangAdapter:
+    """The SGLang adapter (stateless; use the module's ``ADAPTER``)."""
+
+    name = NAME
+    metrics_path = "/metrics"
+    metrics_hint = "SGLang serves /metrics only when started with --enable-metrics"
+    wanted_metrics = frozenset(_SIGNALS)
+    health = HealthSpec(path="/health", deep_path="/health_generate", starting_statuses=(503,))
+    """SGLang answers 503 until its warm-up request has run (and again when unhealthy)."""
+    load_paths = ("/v1/loads", "/get_load")
+    """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
+    pd_style: PDStyle = "parallel"
+    dp_rank_header: str | None = None
+    default_image = "lmsys/sglang:v0.5.3"
+
+    def signals(self, families: MetricFamilies) -> EngineSignals:
+        capacity = value(families, MAX_TOTAL_NUM_TOKENS, -1.0)
+        names = label_values(families, _SIGNALS, MODEL_NAME_LABEL) or label_values(
+            families, _SIGNALS, LEGACY_MODEL_NAME_LABEL
+        )
+        return EngineSignals(
+            queue=value(families, NUM_QUEUE_REQS),
+            running=value(families, NUM_RUNNING_REQS),
+            kv_usage=mean_value(families, TOKEN_USAGE),
+            prefix_queries=value(families, PROMPT_TOKENS),
+            prefix_hits=value(families, CACHED_TOKENS),
+            prompt_tokens=value(families, PROMPT_TOKENS),
+            generation_tokens=value(families, GENERATION_TOKENS),
+            cache_capacity_tokens=int(capacity) if capacity >= 0 else None,
+            model_names=names,
+        )
+
+    def parse_load(self, body: object) -> LoadReport:
+        """``/v1/loads`` (``{"loads": [per rank]}``) or the legacy ``/get_load`` list.
+
+        Legacy entries count ``num_reqs`` as running + waiting.
+        """
+        if isinstance(body, dict) and isinstance(body.get("loads"), list):
+            ranks = tuple(_rank(r, legacy=False) for r in body["loads"])
+        elif isinstance(body, list):
+            ranks = tuple(_rank(r, legacy=True) for r in body)
+        else:
+            raise EngineError(f"SGLang load endpoint answered {str(body)[:120]!r}",
+                              hint="expected /v1/loads {'loads': [...]} or /get_load [...]")
+        usages = [r.kv_usage for r in ranks if r.kv_usage is not None]
+        running = sum(r.running for r in ranks)
+        waiting = sum(r.waiting for r in ranks)
+        return LoadReport(
+            in_flight=running + waiting,
+            running=running,
+            waiting=waiting,
+            kv_usage=sum(usages) / len(usages) if usages else None,
+            ranks=ranks,
+        )
+
+    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+        """The client's body plus the bootstrap rendezvous; the decode leg gets the very same body."""
+        if room is None:
+            raise ValueError("SGLang PD needs one bootstrap room for both legs: pass new_bootstrap_room()")
+        out = dict(body)
+        out["bootstrap_host"] = prefill.host
+        out["bootstrap_port"] = prefill.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
+        out["bootstrap_room"] = room
+        return out
+
+    def decode_body(
+        self,
+        body: Mapping[str, Any],
+        prefill_response: Mapping[str, Any] | None,
+        prefill: PDEndpoint,
+        room: int | None = None,
+    ) -> Body:
+        """Identical to the prefill leg: both are sent at once and meet at the bootstrap server."""
+        return self.prefill_body(body, prefill, room)
+
+    def launch_command(
+        self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
+    ) -> list[str]:
+        """``python3 -m sglang.launch_server ...``; a local runner may swap argv[0]."""
+        tp, dp = model.tensor_parallel_size, model.data_parallel_size
+        # With DP attention the replica is one TP group of tp*dp GPUs whose attention runs dp-way.
+        tp_size = tp * dp if model.dp_attention else tp
+        args = [
+            "python3", "-m", "sglang.launch_server",
+            "--model-path", model.model,
+            "--served-model-name", model.served_model_name,
+            "--host", host,
+            "--port", str(port),
+            "--tp-size", str(tp_size),
+            "--dp-size", str(dp),
+        ]
+        if model.dp_attention:
+            args.append("--enable-dp-attention")
+        if model.expert_parallel:
+            args += ["--ep-size", str(tp_size)]
+        if model.enable_eplb:
+            args.append("--enable-eplb")
+        if model.max_model_len is not None:
+            args += ["--context-length", str(model.max_model_len)]
+        if not model.enable_prefix_caching:
+            args.append("--disable-radix-cache")
+        if model.gpu_memory_utilization is not None:
+            args += ["--mem-fraction-static", str(model.gpu_memory_utilization)]
+        args += _pd_args(model, role)
+        if model.kv_offload is not None:
+            args += ["--enable-hierarchical-cache", "--hicache-size", number_arg(model.kv_offload.size_gib)]
+            if model.kv_offload.storage_backend:
+                args += ["--hicache-storage-backend", model.kv_offload.storage_backend]
+        if model.kv_events is not None and model.kv_events.enabled:
+            topic = model.kv_events.topic.replace("$MODEL", model.served_model_name)
+            config = {"publisher": "zmq", "endpoint": f"tcp://*:{model.kv_events.port}", "topic": topic}
+            args += ["--kv-events-config", json.dumps(config, separators=(",", ":"))]
+        args += _speculative_args(model)
+        args += ["--enable-metrics", "--enable-cache-report"]
+        return args + list(model.extra_args)
+
+    def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
+        return dict(model.env)
+
+
+def _rank(raw: object, *, legacy: bool) -> RankLoad:
+    if not isinstance(raw, dict):
+        raise EngineError(f"SGLang load entry {str(raw)[:80]!r} is not an object")
+    try:
+        waiting = float(raw.get("num_waiting_reqs", 0))
+        running = float(raw["num_reqs"]) - waiting if legacy else float(raw["num_running_reqs"])
+        usage = raw.get("token_usage")
+        return RankLoad(int(raw.get("dp_rank", 0)), max(running, 0.0), waiting,
+                        float(usage) if usage is not None else None)
+    except (KeyError, TypeError, ValueError) as e:
+        raise EngineError(f"SGLang load entry {str(raw)[:80]!r} lacks {e}") from None
+
+
+def _pd_args(model: ModelProfile, role: Role) -> list[str]:
+    if role == "both":
+        return []
+    pd = model.pd
+    if pd is None:
+        raise ConfigError(
+            f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
+            hint="add `pd: {transfer_backend: mooncake}` to the model profile",
+        )
+    args = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
+    if role == "prefill":
+        args += ["--disaggregation-bootstrap-port", str(pd.bootstrap_port)]
+    if pd.ib_device:
+        args += ["--disaggregation-ib-device", pd.ib_device]
+    return args
+
+
+def _speculative_args(model: ModelProfile) -> list[str]:
+    spec = model.speculative
+    if spec is None:
+        return []
+    n = spec.num_speculative_tokens
+    if spec.method == "ngram":
+        return ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(n + 1)]
+    # MTP is SGLang's EAGLE path over the model's own MTP layers (no draft path needed); a chain
+    # (topk 1) of n steps verifies n + 1 tokens.
+    args = ["--speculative-algorithm", "EAGLE"]
+    if spec.draft_model is not None:
+        args += ["--speculative-draft-model-path", spec.draft_model]
+    args += ["--speculative-num-steps", str(n), "--speculative-eagle-topk", "1"]
+    return [*args, "--speculative-num-draft-tokens", str(n + 1)]
+
+
+ADAPTER = SGLangAdapter()

@@ -1,0 +1,389 @@
+"""vLLM (v0.11+): metric names, signals, health and load endpoints, PD protocol, command line.
+
+Metric names are module constants so the simulator's vLLM personality, doctor and dashboards import
+them instead of spelling them. Every sample carries the labels ``model_name`` and ``engine`` (the
+data-parallel engine index); counters end in ``_total``; histogram constants are family names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, Role, number_arg
+from infctl.errors import ConfigError, EngineError
+from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
+from infctl.telemetry.signals import EngineSignals, LoadReport
+
+if TYPE_CHECKING:
+    from infctl.config.model import ModelProfile
+
+NAME = "vllm"
+MODEL_NAME_LABEL = "model_name"
+ENGINE_LABEL = "engine"
+
+# Gauges.
+NUM_REQUESTS_RUNNING = "vllm:num_requests_running"
+NUM_REQUESTS_WAITING = "vllm:num_requests_waiting"
+NUM_REQUESTS_WAITING_BY_REASON = "vllm:num_requests_waiting_by_reason"
+"""Label ``reason``: ``capacity`` or ``deferred``."""
+KV_CACHE_USAGE_PERC = "vllm:kv_cache_usage_perc"
+"""A fraction 0..1 despite the name."""
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+"""Value 1; every cache-config field is a label (block_size, num_gpu_blocks, enable_prefix_caching, ...)."""
+LORA_REQUESTS_INFO = "vllm:lora_requests_info"
+"""Labels max_lora, running_lora_adapters, waiting_lora_adapters."""
+
+# Counters (sample names, with ``_total``).
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+"""Prompt tokens looked up in the prefix cache."""
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+"""Prompt tokens found in the prefix cache."""
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+NUM_PREEMPTIONS = "vllm:num_preemptions_total"
+REQUEST_SUCCESS = "vllm:request_success_total"
+"""Label ``finished_reason``: stop, length, abort."""
+
+# Histograms (family names; samples are ``<name>_bucket{le=...}``, ``_sum``, ``_count``).
+TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"
+INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
+REQUEST_TIME_PER_OUTPUT_TOKEN = "vllm:request_time_per_output_token_seconds"
+E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
+REQUEST_QUEUE_TIME = "vllm:request_queue_time_seconds"
+REQUEST_PREFILL_TIME = "vllm:request_prefill_time_seconds"
+REQUEST_DECODE_TIME = "vllm:request_decode_time_seconds"
+REQUEST_INFERENCE_TIME = "vllm:request_inference_time_seconds"
+"""Time in the RUNNING phase (prefill + decode)."""
+REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
+REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
+REQUEST_PARAMS_MAX_TOKENS = "vllm:request_params_max_tokens"
+REQUEST_PARAMS_N = "vllm:request_params_n"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+"""Tokens per engine step; a histogram despite the ``_total``."""
+
+# Deprecated names still seen in the field; read as fallbacks only.
+GPU_CACHE_USAGE_PERC = "vllm:gpu_cache_usage_perc"
+GPU_PREFIX_CACHE_QUERIES = "vllm:gpu_prefix_cache_queries_total"
+"""Counted KV *blocks* (v0.8), not tokens."""
+GPU_PREFIX_CACHE_HITS = "vllm:gpu_prefix_cache_hits_total"
+TIME_PER_OUTPUT_TOKEN = "vllm:time_per_output_token_seconds"
+
+GAUGES = (
+    NUM_REQUESTS_RUNNING,
+    NUM_REQUESTS_WAITING,
+    NUM_REQUESTS_WAITING_BY_REASON,
+    KV_CACHE_USAGE_PERC,
+    CACHE_CONFIG_INFO,
+    LORA_REQUESTS_INFO,
+)
+COUNTERS = (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, PROMPT_TOKENS, GENERATION_TOKENS, NUM_PREEMPTIONS,
+            REQUEST_SUCCESS)
+HISTOGRAMS = (
+    TIME_TO_FIRST_TOKEN,
+    INTER_TOKEN_LATENCY,
+    REQUEST_TIME_PER_OUTPUT_TOKEN,
+    E2E_REQUEST_LATENCY,
+    REQUEST_QUEUE_TIME,
+    REQUEST_PREFILL_TIME,
+    REQUEST_DECODE_TIME,
+    REQUEST_INFERENCE_TIME,
+    REQUEST_PROMPT_TOKENS,
+    REQUEST_GENERATION_TOKENS,
+    REQUEST_PARAMS_MAX_TOKENS,
+    REQUEST_PARAMS_N,
+    ITERATION_TOKENS,
+)
+DEPRECATED = (GPU_CACHE_USAGE_PERC, GPU_PREFIX_CACHE_QUERIES, GPU_PREFIX_CACHE_HITS, TIME_PER_OUTPUT_TOKEN)
+METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
+"""Every current name vLLM emits that infctl knows (histograms as family names)."""
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+               40.0, 80.0)
+"""Also the buckets of request_time_per_output_token_seconds."""
+REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+                           120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+"""Buckets of e2e, queue, inference, prefill and decode time."""
+ITERATION_TOKENS_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+                            16384.0)
+REQUEST_PARAMS_N_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0)
+TIME_BUCKETS = {
+    TIME_TO_FIRST_TOKEN: TTFT_BUCKETS,
+    INTER_TOKEN_LATENCY: ITL_BUCKETS,
+    REQUEST_TIME_PER_OUTPUT_TOKEN: ITL_BUCKETS,
+    E2E_REQUEST_LATENCY: REQUEST_LATENCY_BUCKETS,
+    REQUEST_QUEUE_TIME: REQUEST_LATENCY_BUCKETS,
+    REQUEST_INFERENCE_TIME: REQUEST_LATENCY_BUCKETS,
+    REQUEST_PREFILL_TIME: REQUEST_LATENCY_BUCKETS,
+    REQUEST_DECODE_TIME: REQUEST_LATENCY_BUCKETS,
+}
+"""Bucket bounds of every time histogram. Token-count histograms (request_prompt_tokens,
+request_generation_tokens, request_params_max_tokens) use ``token_buckets(max_model_len)``."""
+
+
+def token_buckets(max_model_len: int) -> tuple[float, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to ``max_model_len``: request_prompt/generation_tokens buckets."""
+    out: list[float] = []
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(out)
+            out.append(float(m * scale))
+        scale *= 10
+
+
+def bucket_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
+    """Bucket bounds of every histogram in HISTOGRAMS, for an engine with this context length."""
+    tokens = token_buckets(max_model_len)
+    return {
+        **TIME_BUCKETS,
+        REQUEST_PROMPT_TOKENS: tokens,
+        REQUEST_GENERATION_TOKENS: tokens,
+        REQUEST_PARAMS_MAX_TOKENS: tokens,
+        REQUEST_PARAMS_N: REQUEST_PARAMS_N_BUCKETS,
+        ITERATION_TOKENS: ITERATION_TOKENS_BUCKETS,
+    }
+
+
+DP_RANK_HEADER = "x-data-parallel-rank"
+KV_CONNECTORS = {
+    "nixl": "NixlConnector",
+    "mooncake": "MooncakeConnector",
+    "p2pnccl": "P2pNcclConnector",
+    "lmcache": "LMCacheConnectorV1",
+}
+"""Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name."""
+KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
+LMCACHE_CHUNK_SIZE = 256
+"""Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
+
+_SIGNAL_GAUGES = (NUM_REQUESTS_WAITING, NUM_REQUESTS_RUNNING, KV_CACHE_USAGE_PERC)
+_SIGNAL_COUNTERS = (
+    PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, PROMPT_TOKENS, GENERATION_TOKENS, NUM_PREEMPTIONS
+)
+_DEPRECATED_PREFIX = (
+    (GPU_PREFIX_CACHE_QUERIES, GPU_PREFIX_CACHE_HITS),
+    # prometheus_client adds _total; a hand-rolled exporter of the v0.8 names may not have.
+    (GPU_PREFIX_CACHE_QUERIES.removesuffix("_total"), GPU_PREFIX_CACHE_HITS.removesuffix("_total")),
+)
+
+
+class VLLMAdapter:
+    """The vLLM adapter (stateless; use the module's ``ADAPTER``)."""
+
+    name = NAME
+    metrics_path = "/metrics"
+    metrics_hint = "check that vLLM is up on that port (its API server serves /metrics by default)"
+    wanted_metrics = frozenset(
+        (*_SIGNAL_GAUGES, *_SIGNAL_COUNTERS, CACHE_CONFIG_INFO, GPU_CACHE_USAGE_PERC,
+         *(n for pair in _DEPRECATED_PREFIX for n in pair))
+    )
+    health = HealthSpec(path="/health", fatal_statuses=(503,))
+    """vLLM listens only once the model is loaded (refused = starting); 503 means the engine died."""
+    load_paths = ("/load",)
+    """Only with ``--enable-server-load-tracking`` (which launch_command always passes)."""
+    pd_style: PDStyle = "sequential"
+    dp_rank_header: str | None = DP_RANK_HEADER
+    default_image = "vllm/vllm-openai:v0.11.0"
+
+    def signals(self, families: MetricFamilies) -> EngineSignals:
+        deprecated: list[str] = []
+        if KV_CACHE_USAGE_PERC in families:
+            kv_usage = mean_value(families, KV_CACHE_USAGE_PERC)
+        else:
+            kv_usage = mean_value(families, GPU_CACHE_USAGE_PERC)
+            if GPU_CACHE_USAGE_PERC in families:
+                deprecated.append(GPU_CACHE_USAGE_PERC)
+        capacity, block_size, prefix_caching = _cache_config(families)
+        queries, hits = value(families, PREFIX_CACHE_QUERIES), value(families, PREFIX_CACHE_HITS)
+        if PREFIX_CACHE_QUERIES not in families:
+            for q_name, h_name in _DEPRECATED_PREFIX:
+                if q_name in families:
+                    scale = block_size or 1  # blocks -> tokens; the hit rate is right either way
+                    queries = value(families, q_name) * scale
+                    hits = value(families, h_name) * scale
+                    deprecated += [q_name, h_name]
+                    break
+        return EngineSignals(
+            queue=value(families, NUM_REQUESTS_WAITING),
+            running=value(families, NUM_REQUESTS_RUNNING),
+            kv_usage=kv_usage,
+            prefix_queries=queries,
+            prefix_hits=hits,
+            prompt_tokens=value(families, PROMPT_TOKENS),
+            generation_tokens=value(families, GENERATION_TOKENS),
+            preemptions=value(families, NUM_PREEMPTIONS),
+            cache_capacity_tokens=capacity,
+            block_size=block_size,
+            prefix_caching=prefix_caching,
+            model_names=label_values(families, self.wanted_metrics, MODEL_NAME_LABEL),
+            deprecated=tuple(deprecated),
+        )
+
+    def parse_load(self, body: object) -> LoadReport:
+        """``/load`` answers ``{"server_load": <requests in flight at the API server>}``."""
+        load = body.get("server_load") if isinstance(body, dict) else None
+        if isinstance(load, bool) or not isinstance(load, int | float):
+            raise EngineError(
+                f"vLLM /load answered {str(body)[:120]!r}, expected {{'server_load': <number>}}",
+                hint="is this a vLLM server started with --enable-server-load-tracking?",
+            )
+        return LoadReport(in_flight=float(load))
+
+    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+        """The client's body made a one-token, non-streaming prefill that keeps its KV for a remote decode."""
+        out = dict(body)
+        out["max_tokens"] = 1
+        if "max_completion_tokens" in out:
+            out["max_completion_tokens"] = 1
+        out["stream"] = False
+        out.pop("stream_options", None)
+        out.pop("min_tokens", None)  # a min_tokens above 1 would make vLLM reject max_tokens 1
+        out["kv_transfer_params"] = {
+            "do_remote_decode": True,
+            "do_remote_prefill": False,
+            "remote_engine_id": None,
+            "remote_block_ids": None,
+            "remote_host": None,
+            "remote_port": None,
+        }
+        return out
+
+    def decode_body(
+        self,
+        body: Mapping[str, Any],
+        prefill_response: Mapping[str, Any] | None,
+        prefill: PDEndpoint,
+        room: int | None = None,
+    ) -> Body:
+        """The client's body plus the prefill response's ``kv_transfer_params``, passed on unchanged."""
+        params = prefill_response.get("kv_transfer_params") if prefill_response is not None else None
+        if not isinstance(params, dict):
+            raise EngineError(
+                f"prefill engine {prefill.host}:{prefill.port} answered without kv_transfer_params",
+                hint="start the prefill engine with --kv-transfer-config and kv_role kv_producer or kv_both",
+            )
+        out = dict(body)
+        out["kv_transfer_params"] = params
+        return out
+
+    def launch_command(
+        self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
+    ) -> list[str]:
+        """``python3 -m vllm.entrypoints.openai.api_server ...``; a local runner may swap argv[0]."""
+        args = [
+            "python3", "-m", "vllm.entrypoints.openai.api_server",
+            "--model", model.model,
+            "--served-model-name", model.served_model_name,
+            "--host", host,
+            "--port", str(port),
+            "--tensor-parallel-size", str(model.tensor_parallel_size),
+            "--data-parallel-size", str(model.data_parallel_size),
+        ]
+        if model.expert_parallel:
+            args.append("--enable-expert-parallel")
+        if model.enable_eplb:
+            args.append("--enable-eplb")
+        if model.max_model_len is not None:
+            args += ["--max-model-len", str(model.max_model_len)]
+        caching = "--enable-prefix-caching" if model.enable_prefix_caching else "--no-enable-prefix-caching"
+        args.append(caching)
+        if model.gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", str(model.gpu_memory_utilization)]
+        transfer = _kv_transfer_config(model, role)
+        if transfer is not None:
+            args += ["--kv-transfer-config", _json(transfer)]
+        if model.kv_offload is not None:
+            args += ["--kv-offloading-size", number_arg(model.kv_offload.size_gib),
+                     "--kv-offloading-backend", model.kv_offload.backend]
+        if model.kv_events is not None and model.kv_events.enabled:
+            args += ["--kv-events-config", _json(_kv_events_config(model))]
+        if model.speculative is not None:
+            args += ["--speculative-config", _json(_speculative_config(model))]
+        args += ["--enable-prompt-tokens-details", "--enable-server-load-tracking"]
+        return args + list(model.extra_args)
+
+    def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
+        env: dict[str, str] = {}
+        uses_lmcache = (model.kv_offload is not None and model.kv_offload.backend == "lmcache") or (
+            role != "both" and model.pd is not None and model.pd.kv_connector == "lmcache"
+        )
+        if uses_lmcache:
+            env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
+        if model.kv_offload is not None and model.kv_offload.backend == "lmcache":
+            env["LMCACHE_LOCAL_CPU"] = "True"
+            env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
+        if role != "both" and model.pd is not None and model.pd.ib_device:
+            env["UCX_NET_DEVICES"] = model.pd.ib_device
+            if model.pd.kv_connector == "p2pnccl":
+                env["NCCL_IB_HCA"] = model.pd.ib_device
+        env.update(model.env)
+        return env
+
+
+def _cache_config(families: MetricFamilies) -> tuple[int | None, int | None, bool | None]:
+    """(capacity in tokens, block size, prefix caching) from ``vllm:cache_config_info`` labels."""
+    blocks_by_engine: dict[str, int] = {}
+    block_size: int | None = None
+    prefix_flags: set[bool] = set()
+    for s in families.get(CACHE_CONFIG_INFO, ()):
+        size = _int_label(s.labels, "block_size")
+        block_size = block_size or size
+        blocks = _int_label(s.labels, "num_gpu_blocks")
+        if blocks is not None:
+            # One sample per data-parallel engine: each has its own KV pool, so they add up.
+            blocks_by_engine[s.labels.get(ENGINE_LABEL, str(len(blocks_by_engine)))] = blocks
+        flag = s.labels.get("enable_prefix_caching")
+        if flag is not None:
+            prefix_flags.add(flag.lower() == "true")
+    capacity = sum(blocks_by_engine.values()) * block_size if blocks_by_engine and block_size else None
+    prefix_caching = prefix_flags.pop() if len(prefix_flags) == 1 else (True if prefix_flags else None)
+    return capacity, block_size, prefix_caching
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int | None:
+    raw = labels.get(key)
+    try:
+        return int(float(raw)) if raw is not None else None
+    except ValueError:  # "None" before the engine profiled its memory
+        return None
+
+
+def _kv_transfer_config(model: ModelProfile, role: Role) -> dict[str, Any] | None:
+    if role != "both":
+        if model.pd is None:
+            raise ConfigError(
+                f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
+                hint="add `pd: {kv_connector: nixl}` to the model profile",
+            )
+        return {"kv_connector": KV_CONNECTORS[model.pd.kv_connector], "kv_role": KV_ROLES[role]}
+    return None
+
+
+def _kv_events_config(model: ModelProfile) -> dict[str, Any]:
+    events = model.kv_events
+    assert events is not None
+    # $MODEL is known here; $POD_IP is left for the runner (Kubernetes renders it as $(POD_IP)).
+    topic = events.topic.replace("$MODEL", model.served_model_name)
+    return {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events.port}",
+            "topic": topic}
+
+
+def _speculative_config(model: ModelProfile) -> dict[str, Any]:
+    spec = model.speculative
+    assert spec is not None
+    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
+    if spec.draft_model is not None:
+        config["model"] = spec.draft_model
+    return config
+
+
+def _json(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+ADAPTER = VLLMAdapter()

@@ -1,0 +1,265 @@
+import json
+import shlex
+from typing import Any
+
+import pytest
+
+from infctl.engines import get_adapter
+from infctl.errors import ConfigError
+
+model_module = pytest.importorskip("infctl.config.model")
+ModelProfile = model_module.ModelProfile
+
+VLLM = "python3 -m vllm.entrypoints.openai.api_server"
+SGLANG = "python3 -m sglang.launch_server"
+
+
+def profile(engine: str, **fields: Any) -> Any:
+    return ModelProfile(engine=engine, model="org/model", **fields)
+
+
+def command(engine: str, role: str = "both", port: int = 8000, **fields: Any) -> str:
+    return shlex.join(get_adapter(engine).launch_command(profile(engine, **fields), role=role, port=port))
+
+
+def flag_json(argv: list[str], flag: str) -> Any:
+    return json.loads(argv[argv.index(flag) + 1])
+
+
+# --- vLLM -------------------------------------------------------------------------------------------
+
+
+def test_vllm_aggregated_defaults() -> None:
+    assert command("vllm") == (
+        f"{VLLM} --model org/model --served-model-name org/model --host 0.0.0.0 --port 8000"
+        " --tensor-parallel-size 1 --data-parallel-size 1 --enable-prefix-caching"
+        " --enable-prompt-tokens-details --enable-server-load-tracking"
+    )
+
+
+def test_vllm_wide_expert_parallel_without_prefix_caching() -> None:
+    assert command(
+        "vllm",
+        port=9000,
+        served_model_name="dsv3",
+        tensor_parallel_size=1,
+        data_parallel_size=16,
+        expert_parallel=True,
+        enable_eplb=True,
+        max_model_len=32768,
+        enable_prefix_caching=False,
+        gpu_memory_utilization=0.85,
+        extra_args=["--max-num-seqs", "512"],
+    ) == (
+        f"{VLLM} --model org/model --served-model-name dsv3 --host 0.0.0.0 --port 9000"
+        " --tensor-parallel-size 1 --data-parallel-size 16 --enable-expert-parallel --enable-eplb"
+        " --max-model-len 32768 --no-enable-prefix-caching --gpu-memory-utilization 0.85"
+        " --enable-prompt-tokens-details --enable-server-load-tracking --max-num-seqs 512"
+    )
+
+
+@pytest.mark.parametrize(
+    ("connector", "name"),
+    [
+        ("nixl", "NixlConnector"),
+        ("mooncake", "MooncakeConnector"),
+        ("p2pnccl", "P2pNcclConnector"),
+        ("lmcache", "LMCacheConnectorV1"),
+    ],
+)
+@pytest.mark.parametrize(("role", "kv_role"), [("prefill", "kv_producer"), ("decode", "kv_consumer")])
+def test_vllm_pd_roles_and_connectors(connector: str, name: str, role: str, kv_role: str) -> None:
+    argv = get_adapter("vllm").launch_command(
+        profile("vllm", pd={"kv_connector": connector}), role=role, port=1
+    )
+    assert flag_json(argv, "--kv-transfer-config") == {"kv_connector": name, "kv_role": kv_role}
+    assert argv[argv.index("--kv-transfer-config") + 1] == json.dumps(
+        {"kv_connector": name, "kv_role": kv_role}, separators=(",", ":")
+    )
+
+
+def test_vllm_aggregated_engine_ignores_pd_settings() -> None:
+    argv = get_adapter("vllm").launch_command(
+        profile("vllm", pd={"kv_connector": "nixl"}), role="both", port=1
+    )
+    assert "--kv-transfer-config" not in argv
+
+
+def test_vllm_pd_role_without_a_pd_section_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="prefill engine needs the profile's pd section"):
+        get_adapter("vllm").launch_command(profile("vllm"), role="prefill", port=1)
+
+
+def test_vllm_everything_at_once() -> None:
+    argv = get_adapter("vllm").launch_command(
+        profile(
+            "vllm",
+            served_model_name="llama",
+            pd={"kv_connector": "nixl", "ib_device": "mlx5_0"},
+            kv_offload={"backend": "native", "size_gib": 8},
+            kv_events={"port": 5560},
+            speculative={"method": "mtp", "num_speculative_tokens": 2},
+        ),
+        role="decode",
+        port=8200,
+        host="127.0.0.1",
+    )
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--kv-offloading-size") + 1] == "8"
+    assert argv[argv.index("--kv-offloading-backend") + 1] == "native"
+    assert flag_json(argv, "--kv-events-config") == {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": "tcp://*:5560",
+        "topic": "kv@$POD_IP@llama",
+    }
+    assert flag_json(argv, "--speculative-config") == {"method": "mtp", "num_speculative_tokens": 2}
+    assert argv[-2:] == ["--enable-prompt-tokens-details", "--enable-server-load-tracking"]
+
+
+def test_vllm_disabled_kv_events_add_no_flag() -> None:
+    argv = get_adapter("vllm").launch_command(
+        profile("vllm", kv_events={"enabled": False}), role="both", port=1
+    )
+    assert "--kv-events-config" not in argv
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"method": "eagle", "num_speculative_tokens": 3, "draft_model": "org/eagle"},
+            {"method": "eagle", "num_speculative_tokens": 3, "model": "org/eagle"},
+        ),
+        ({"method": "ngram", "num_speculative_tokens": 4}, {"method": "ngram", "num_speculative_tokens": 4}),
+    ],
+)
+def test_vllm_speculative_config(spec: dict[str, Any], expected: dict[str, Any]) -> None:
+    argv = get_adapter("vllm").launch_command(profile("vllm", speculative=spec), role="both", port=1)
+    assert flag_json(argv, "--speculative-config") == expected
+
+
+def test_vllm_env_for_lmcache_offload_rdma_and_the_profile_env() -> None:
+    adapter = get_adapter("vllm")
+    model = profile(
+        "vllm",
+        kv_offload={"backend": "lmcache", "size_gib": 20.5},
+        pd={"kv_connector": "p2pnccl", "ib_device": "mlx5_0,mlx5_1"},
+        env={"LMCACHE_CHUNK_SIZE": "512", "X": "1"},
+    )
+    assert adapter.launch_env(model, "prefill") == {
+        "LMCACHE_CHUNK_SIZE": "512",  # the profile's own env wins
+        "LMCACHE_LOCAL_CPU": "True",
+        "LMCACHE_MAX_LOCAL_CPU_SIZE": "20.5",
+        "UCX_NET_DEVICES": "mlx5_0,mlx5_1",
+        "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+        "X": "1",
+    }
+    assert adapter.launch_env(profile("vllm"), "both") == {}
+    assert adapter.launch_env(profile("vllm", pd={"kv_connector": "lmcache"}), "decode") == {
+        "LMCACHE_CHUNK_SIZE": "256"
+    }
+
+
+# --- SGLang -----------------------------------------------------------------------------------------
+
+
+def test_sglang_aggregated_defaults() -> None:
+    assert command("sglang", port=30000) == (
+        f"{SGLANG} --model-path org/model --served-model-name org/model --host 0.0.0.0 --port 30000"
+        " --tp-size 1 --dp-size 1 --enable-metrics --enable-cache-report"
+    )
+
+
+def test_sglang_prefill_with_dp_attention_and_expert_parallel() -> None:
+    assert command(
+        "sglang",
+        role="prefill",
+        port=30000,
+        tensor_parallel_size=8,
+        data_parallel_size=2,
+        dp_attention=True,
+        expert_parallel=True,
+        enable_eplb=True,
+        max_model_len=65536,
+        gpu_memory_utilization=0.8,
+        pd={"transfer_backend": "mooncake", "bootstrap_port": 9001, "ib_device": "mlx5_0"},
+    ) == (
+        f"{SGLANG} --model-path org/model --served-model-name org/model --host 0.0.0.0 --port 30000"
+        " --tp-size 16 --dp-size 2 --enable-dp-attention --ep-size 16 --enable-eplb --context-length 65536"
+        " --mem-fraction-static 0.8 --disaggregation-mode prefill --disaggregation-transfer-backend mooncake"
+        " --disaggregation-bootstrap-port 9001 --disaggregation-ib-device mlx5_0"
+        " --enable-metrics --enable-cache-report"
+    )
+
+
+def test_sglang_decode_has_no_bootstrap_port_and_plain_dp_keeps_tp() -> None:
+    assert command(
+        "sglang",
+        role="decode",
+        port=30001,
+        tensor_parallel_size=4,
+        data_parallel_size=2,
+        expert_parallel=True,
+        enable_prefix_caching=False,
+        pd={"transfer_backend": "nixl"},
+    ) == (
+        f"{SGLANG} --model-path org/model --served-model-name org/model --host 0.0.0.0 --port 30001"
+        " --tp-size 4 --dp-size 2 --ep-size 4 --disable-radix-cache --disaggregation-mode decode"
+        " --disaggregation-transfer-backend nixl --enable-metrics --enable-cache-report"
+    )
+
+
+def test_sglang_pd_role_without_a_pd_section_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="decode engine needs the profile's pd section"):
+        get_adapter("sglang").launch_command(profile("sglang"), role="decode", port=1)
+
+
+def test_sglang_hierarchical_cache_and_kv_events() -> None:
+    argv = get_adapter("sglang").launch_command(
+        profile(
+            "sglang",
+            served_model_name="ds",
+            kv_offload={"backend": "hicache", "size_gib": 64, "storage_backend": "mooncake"},
+            kv_events={},
+        ),
+        role="both",
+        port=1,
+    )
+    joined = shlex.join(argv)
+    assert "--enable-hierarchical-cache --hicache-size 64 --hicache-storage-backend mooncake" in joined
+    assert flag_json(argv, "--kv-events-config") == {
+        "publisher": "zmq",
+        "endpoint": "tcp://*:5557",
+        "topic": "kv@$POD_IP@ds",
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"method": "mtp", "num_speculative_tokens": 1},
+            "--speculative-algorithm EAGLE --speculative-num-steps 1 --speculative-eagle-topk 1"
+            " --speculative-num-draft-tokens 2",
+        ),
+        (
+            {"method": "eagle", "num_speculative_tokens": 3, "draft_model": "org/eagle3"},
+            "--speculative-algorithm EAGLE --speculative-draft-model-path org/eagle3"
+            " --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+        ),
+        (
+            {"method": "ngram", "num_speculative_tokens": 7},
+            "--speculative-algorithm NGRAM --speculative-num-draft-tokens 8",
+        ),
+    ],
+)
+def test_sglang_speculative_args(spec: dict[str, Any], expected: str) -> None:
+    assert expected in command("sglang", speculative=spec)
+
+
+def test_sglang_env_is_the_profile_env_and_extra_args_come_last() -> None:
+    adapter = get_adapter("sglang")
+    model = profile("sglang", env={"SGLANG_X": "1"}, extra_args=["--page-size", "16"])
+    assert adapter.launch_env(model, "decode") == {"SGLANG_X": "1"}
+    assert adapter.launch_command(model, role="both", port=1)[-2:] == ["--page-size", "16"]
