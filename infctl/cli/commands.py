@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import validate
+from infctl.cli import delete, demo, deploy, status, validate
 
 
 def register(app: typer.Typer) -> None:
     """Attach every working command to the root app."""
     validate.register(app)
+    deploy.register(app)
+    status.register(app)
+    delete.register(app)
+    demo.register(app)

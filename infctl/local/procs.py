@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+def _stat(entry: Path) -> tuple[str, int] | None:
+    """(state letter, process group) from ``/proc/<pid>/stat``, or None when unreadable."""
+    try:
+        text = (entry / "stat").read_text()
+    except OSError:
+        return None
+    # The fields after the parenthesised command name (which may contain spaces): state, ppid, pgrp, ...
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields[0], int(fields[2])
 
 
 def pid_alive(pid: int) -> bool:
@@ -17,23 +31,23 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    # The state letter follows the parenthesised command name, which may itself contain spaces.
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    stat = _stat(_PROC / str(pid))
+    return stat is None or stat[0] != "Z"
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of the group ``pgid`` remains."""
+    """Whether a process of the group ``pgid`` still runs (zombies, e.g. left to an init that does not
+    reap, do not count)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    if not _PROC.is_dir():
+        return True
+    stats = (_stat(entry) for entry in _PROC.iterdir() if entry.name.isdigit())
+    return any(stat is not None and stat[1] == pgid and stat[0] != "Z" for stat in stats)
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:
@@ -69,4 +83,16 @@ def kill_group(pgid: int, grace: float) -> bool:
     if not wait_until(lambda: not group_alive(pgid), grace):
         signal_group(pgid, signal.SIGKILL)
         wait_until(lambda: not group_alive(pgid), 5.0)
+    return True
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could bind ``host:port`` now (the planner's ``is_free`` probe)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the servers themselves do: a port whose old connections linger in TIME_WAIT is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
     return True

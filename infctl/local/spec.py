@@ -36,6 +36,8 @@ class ProcessSpec:
     pool: str | None = None
     ports: Mapping[str, int] = field(default_factory=dict)
     """Further ports the process binds, by purpose (e.g. ``kv_events``)."""
+    install_hint: str | None = None
+    """What to do when the program is not installed (shown by the pre-flight check)."""
 
     @property
     def url(self) -> str:

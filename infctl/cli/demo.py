@@ -1,0 +1,63 @@
+"""``infctl demo``: the first command to try. Starts the local demo stack, sends it two requests, stops it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.table import Table
+
+from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.output import console, emit, err_console, errors_as_exit, kv_table
+from infctl.config import load_deployment
+from infctl.local.demo import DemoResult, demo_plan, find_demo_profile, run_demo
+
+
+def demo(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None, typer.Option("-f", "--file", help="Profile to run; default: profiles/local-demo.yaml.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a profile key, e.g. --set replicas=2.")
+    ] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option("--run-dir", help="Where logs go; default: local.run_dir.")
+    ] = None,
+) -> None:
+    """Start the local demo stack, send it two chat requests, show TTFT and prefix-cache hits, stop it.
+
+    The stack is profiles/local-demo.yaml: simulated engines, no GPU needed. The second request repeats the
+    first one's system prompt, so its cached_tokens show the prefix cache at work.
+    """
+    opts = global_options(ctx)
+    with errors_as_exit():
+        path = find_demo_profile(file)
+        plan = demo_plan(load_deployment(path, [*(overrides or []), "target=local"]), run_dir)
+        if opts.output is OutputFormat.table:
+            with err_console.status(f"starting {len(plan.specs)} processes from {path}...") as spinner:
+                result = run_demo(plan, progress=spinner.update)
+            console.print(demo_report(result))
+        else:
+            emit(opts, run_demo(plan).to_dict())
+
+
+def demo_report(result: DemoResult) -> Group:
+    first, second = result.first, result.repeated_prefix
+    hit = f"{second.cached_tokens} of {second.prompt_tokens} prompt tokens" if second.prompt_tokens else "n/a"
+    summary: Table = kv_table(
+        "infctl demo",
+        {
+            "stack": f"{result.processes} processes, healthy in {result.startup_s:.1f} s",
+            "endpoint": f"{result.url}  (model {result.model})",
+            "TTFT": f"{first.ttft_s * 1e3:.0f} ms, then {second.ttft_s * 1e3:.0f} ms (repeated prefix)",
+            "prefix cache": f"{hit} served from cache on the repeated-prefix request",
+        },
+    )
+    return Group(f"[bold]reply:[/] {first.reply}", summary, "everything the demo started is stopped")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)

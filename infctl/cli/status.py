@@ -1,0 +1,84 @@
+"""``infctl status``: the processes of a local release, with a live health probe of each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from infctl.cli.context import global_options
+from infctl.cli.output import emit, errors_as_exit, simple_table
+from infctl.config import LocalSettings, load_deployment
+from infctl.errors import ConfigError
+from infctl.local import list_releases, status
+
+FileOption = Annotated[
+    Path | None, typer.Option("-f", "--file", help="Deployment profile; its name is the release.")
+]
+ReleaseOption = Annotated[str | None, typer.Option("--release", help="Release (deployment) name.")]
+RunDirOption = Annotated[
+    Path | None,
+    typer.Option("--run-dir", help="Where releases keep state; default: local.run_dir or .infctl."),
+]
+
+
+def release_of(file: Path | None, release: str | None, run_dir: Path | None) -> tuple[str | None, Path]:
+    """The release and run directory named by ``-f`` or ``--release`` (None: neither was given)."""
+    if file is not None and release is not None:
+        raise ConfigError("give -f PROFILE or --release NAME, not both", hint="drop one of them")
+    if file is not None:
+        profile = load_deployment(file)
+        return profile.name, (run_dir or profile.local.run_dir).absolute()
+    return release, (run_dir or LocalSettings().run_dir).absolute()
+
+
+def status_cmd(
+    ctx: typer.Context, file: FileOption = None, release: ReleaseOption = None, run_dir: RunDirOption = None
+) -> None:
+    """Show a local release's processes: URL, status, restarts and a live health probe.
+
+    With neither -f nor --release, every release under the run directory is listed.
+    """
+    opts = global_options(ctx)
+    with errors_as_exit():
+        name, directory = release_of(file, release, run_dir)
+        if name is not None:
+            emit(opts, status(directory, name), table=status_table)
+            return
+        reports = [status(directory, n) for n in list_releases(directory)]
+        if not reports:
+            emit(opts, [], table=lambda _: f"no local releases in {directory}")
+            return
+        emit(opts, reports, table=releases_table)
+
+
+COLUMNS = ["name", "role", "url", "status", "health", "restarts", "pid"]
+
+
+def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [
+        (p["name"], p["role"], p["url"], p["status"], "[green]up[/]" if p["healthy"] else "[red]down[/]",
+         p["restarts"], p["pid"])
+        for p in report["processes"]
+    ]
+
+
+def releases_table(reports: list[dict[str, Any]]) -> Table:
+    rows = [(r["release"], r["status"], *row) for r in reports for row in _rows(r)]
+    return simple_table("local releases", ["release", "release status", *COLUMNS], rows)
+
+
+def status_table(report: dict[str, Any]) -> Table:
+    title = f"{report['release']}: {report['status']} (supervisor pid {report['supervisor_pid']})"
+    table = simple_table(title, COLUMNS, _rows(report))
+    if report["status"] == "stale":
+        table.caption = f"the supervisor is gone; clean up with: infctl delete --release {report['release']}"
+    elif report.get("error"):
+        table.caption = report["error"]
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status_cmd)

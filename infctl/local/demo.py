@@ -1,0 +1,208 @@
+"""``infctl demo``: start the local demo stack, send it two chat requests, measure, tear it down.
+
+The second request repeats the first one's long system prompt, so its ``usage.prompt_tokens_details
+.cached_tokens`` shows the prefix cache at work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import infctl
+from infctl.config import DeploymentProfile
+from infctl.errors import EngineError, InfctlError, LocalTargetError
+from infctl.local.control import delete
+from infctl.local.deploy import prepare
+from infctl.local.http import async_client
+from infctl.local.plan import build_plan
+from infctl.local.procs import port_is_free
+from infctl.local.settings import SupervisorSettings
+from infctl.local.spec import LocalPlan
+from infctl.local.state import RunState
+from infctl.local.supervisor import serve
+
+DEMO_PROFILE = Path("profiles/local-demo.yaml")
+
+SYSTEM_PROMPT = (
+    "You are the operations assistant of an inference platform. You answer in short plain sentences, you "
+    "never invent numbers, and when a question is about latency you first name the metric you mean: time to "
+    "first token, time per output token, or end to end latency. Prefill and decode may run on separate "
+    "engines; the router sends each request to the engine most likely to hold its prompt prefix in cache."
+)
+QUESTIONS = ("What does the router optimise for?", "Why does a repeated prompt prefix start faster?")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One streamed chat completion, measured on the client."""
+
+    reply: str
+    ttft_s: float
+    """Seconds from sending the request to the first chunk with content."""
+    total_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    """``usage.prompt_tokens_details.cached_tokens``: prompt tokens served from the prefix cache."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    release: str
+    url: str
+    """Where the requests went: the router when the plan has one, else the first engine."""
+    model: str
+    processes: int
+    startup_s: float
+    first: ChatResult
+    repeated_prefix: ChatResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_demo_profile(path: Path | None = None) -> Path:
+    """``path``, else ``profiles/local-demo.yaml`` from the working directory or the source checkout."""
+    if path is not None:
+        return path
+    candidates = [DEMO_PROFILE, Path(infctl.__file__).resolve().parent.parent / DEMO_PROFILE]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise LocalTargetError(
+            f"the demo profile {DEMO_PROFILE} was not found here nor in the infctl checkout",
+            hint="run from the repository root, or pass one: infctl demo -f PROFILE",
+        )
+    return found
+
+
+def demo_plan(profile: DeploymentProfile, run_dir: Path | None = None) -> LocalPlan:
+    """The demo's plan: the profile's processes as release ``<name>-demo``, beside any deployed copy."""
+    demo = profile.model_copy(update={"name": f"{profile.name}-demo"})
+    return build_plan(demo, is_free=port_is_free, run_dir=(run_dir or profile.local.run_dir).absolute())
+
+
+def run_demo(
+    plan: LocalPlan,
+    settings: SupervisorSettings | None = None,
+    *,
+    progress: Progress | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> DemoResult:
+    """Run the demo (sync entry point, owns the event loop); Ctrl-C interrupts it and still tears down."""
+    settings = settings or SupervisorSettings(health_timeout=30.0, grace_period=5.0)
+    prepare(plan, settings)
+    result = asyncio.run(_main(plan, settings, progress or (lambda _: None), transport))
+    delete(plan.run_dir, plan.release)
+    return result
+
+
+async def _main(
+    plan: LocalPlan,
+    settings: SupervisorSettings,
+    progress: Progress,
+    transport: httpx.AsyncBaseTransport | None,
+) -> DemoResult:
+    ready, stop = asyncio.Event(), asyncio.Event()
+    supervisor = asyncio.create_task(
+        serve(plan, settings, ready=ready, stop=stop, on_change=lambda s: progress(_starting(s)))
+    )
+    work = asyncio.create_task(_exercise(plan, ready, supervisor, progress, transport))
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, work.cancel)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise InfctlError("demo interrupted; everything it started was stopped") from None
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        progress("stopping")
+        stop.set()
+        await asyncio.gather(supervisor, return_exceptions=True)
+
+
+def _starting(state: RunState) -> str:
+    healthy = sum(p.status == "healthy" for p in state.processes)
+    return f"{state.status}: {healthy}/{len(state.processes)} processes healthy"
+
+
+async def _exercise(
+    plan: LocalPlan,
+    ready: asyncio.Event,
+    supervisor: asyncio.Task[RunState],
+    progress: Progress,
+    transport: httpx.AsyncBaseTransport | None,
+) -> DemoResult:
+    started = time.monotonic()
+    waiter = asyncio.ensure_future(ready.wait())
+    await asyncio.wait({waiter, supervisor}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if not ready.is_set():
+        supervisor.result()  # raises why it could not start
+        raise LocalTargetError("the supervisor stopped before the demo stack was healthy")
+    startup = time.monotonic() - started
+    url = plan.entrypoint.url
+    async with async_client(timeout=30.0, transport=transport) as client:
+        results = []
+        for question in QUESTIONS:
+            progress(f"asking {url}: {question}")
+            results.append(await stream_chat(client, url, plan.model, question))
+    return DemoResult(
+        release=plan.release,
+        url=url,
+        model=plan.model,
+        processes=len(plan.specs),
+        startup_s=startup,
+        first=results[0],
+        repeated_prefix=results[1],
+    )
+
+
+async def stream_chat(client: httpx.AsyncClient, url: str, model: str, question: str) -> ChatResult:
+    """Send one streaming chat completion and measure it (TTFT: first chunk with non-empty content)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}],
+        "max_tokens": 24,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    parts: list[str] = []
+    usage: dict[str, Any] = {}
+    ttft: float | None = None
+    sent = time.monotonic()
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as resp:
+        if resp.status_code != 200:
+            text = (await resp.aread()).decode(errors="replace")[:300]
+            raise EngineError(f"{url}/v1/chat/completions answered {resp.status_code}: {text}")
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:") or line.endswith("[DONE]"):
+                continue
+            chunk = json.loads(line[5:])
+            for choice in chunk.get("choices") or ():
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    ttft = ttft if ttft is not None else time.monotonic() - sent
+                    parts.append(content)
+            usage = chunk.get("usage") or usage
+    details = usage.get("prompt_tokens_details") or {}
+    return ChatResult(
+        reply="".join(parts).strip(),
+        ttft_s=ttft if ttft is not None else float("nan"),
+        total_s=time.monotonic() - sent,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+    )
+
+

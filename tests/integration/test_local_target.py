@@ -1,0 +1,163 @@
+"""The local target end to end over simulated engines: deploy, self-heal, stop, and the CLI round trip."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from infctl.config import load_deployment
+from infctl.local import RunState, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local.procs import group_alive
+
+PROFILE = """\
+name: {name}
+target: local
+mode: aggregated
+replicas: 2
+model:
+  engine: vllm
+  model: meta-llama/Llama-3.1-8B-Instruct
+  served_model_name: llama3-8b
+  sim:
+    profile: llama3-8b-h100
+    num_gpu_blocks: 256
+    time_scale: 100
+local:
+  base_port: {port}
+  run_dir: {run_dir}
+  simulate: true
+"""
+
+FAST = SupervisorSettings(health_timeout=20, health_interval=0.05, grace_period=3, backoff_initial=0.1)
+
+
+def write_profile(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    base_port = 24000 + (os.getpid() * 7) % 20000
+    path.write_text(PROFILE.format(name=name, port=base_port, run_dir=tmp_path / "run"))
+    return path
+
+
+async def healthy(url: str) -> bool:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        try:
+            return (await client.get(url, timeout=2)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+async def test_a_killed_engine_is_restarted_and_everything_stops_cleanly(tmp_path: Path) -> None:
+    plan = build_plan(load_deployment(write_profile(tmp_path, "heal")), is_free=port_is_free)
+    states: list[RunState] = []
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop, on_change=states.append))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        assert [await healthy(s.health_url) for s in plan.specs] == [True, True]
+        victim = states[-1].process("engine-1")
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+
+        async def restarted() -> RunState:
+            while True:
+                p = states[-1].process("engine-1")
+                if p.restarts == 1 and p.status == "healthy":
+                    return states[-1]
+                await asyncio.sleep(0.05)
+
+        after = await asyncio.wait_for(restarted(), 20)
+        healed = after.process("engine-1")
+        assert healed.pid != victim.pid
+        assert healed.last_exit == -signal.SIGKILL
+        assert after.process("engine-0").restarts == 0
+        assert await healthy(plan.specs[1].health_url)
+    finally:
+        stop.set()
+        final = await asyncio.wait_for(task, 30)
+    assert final.status == "stopped"
+    pids = {p.pid for s in states for p in s.processes if p.pid is not None}
+    assert len(pids) == 3
+    assert not [pid for pid in pids if group_alive(pid)]
+    assert not _children()
+
+
+def _children() -> list[int]:
+    """Live (non-zombie) children of this test process."""
+    me = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except (OSError, ValueError):
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def infctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infctl", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_deploy_detach_status_delete_round_trip(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path, "roundtrip")
+    deployed = infctl("-o", "json", "deploy", "-f", str(profile), "--detach")
+    assert deployed.returncode == 0, deployed.stderr
+    summary = json.loads(deployed.stdout)
+    try:
+        assert summary["status"] == "running"
+        assert [p["name"] for p in summary["processes"]] == ["engine-0", "engine-1"]
+
+        again = infctl("deploy", "-f", str(profile), "--detach")
+        assert again.returncode == 1
+        assert "already running" in again.stderr
+
+        shown = infctl("-o", "json", "status", "--release", "roundtrip", "--run-dir", str(tmp_path / "run"))
+        assert shown.returncode == 0, shown.stderr
+        report = json.loads(shown.stdout)
+        assert report["status"] == "running"
+        assert [(p["status"], p["healthy"], p["restarts"]) for p in report["processes"]] == [
+            ("healthy", True, 0),
+            ("healthy", True, 0),
+        ]
+        pids = [p["pid"] for p in report["processes"]] + [report["supervisor_pid"]]
+    finally:
+        deleted = infctl("-o", "json", "delete", "-f", str(profile))
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout)["deleted"] is True
+    assert not [pid for pid in pids if group_alive(pid)]
+
+    nothing = infctl("delete", "-f", str(profile))
+    assert nothing.returncode == 0
+    assert "nothing to delete" in nothing.stdout
+    gone = infctl("status", "-f", str(profile))
+    assert gone.returncode == 1
+    assert "no local release 'roundtrip'" in gone.stderr
+
+
+def test_kubernetes_target_is_not_pretended(tmp_path: Path) -> None:
+    result = infctl("deploy", "--target", "kubernetes", "-f", str(write_profile(tmp_path, "k")))
+    assert result.returncode == 1
+    assert "not implemented yet" in result.stderr and "issue 5" in result.stderr
+    assert "--target local" in result.stderr
+
+
+def test_demo_as_json(tmp_path: Path) -> None:
+    result = infctl("-o", "json", "demo", "--set", "replicas=2", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["processes"] == 2
+    assert data["first"]["reply"] and data["first"]["completion_tokens"] > 0
+    assert 0 < data["first"]["ttft_s"] < 5
+    assert data["first"]["cached_tokens"] == 0
+    assert data["repeated_prefix"]["cached_tokens"] >= 16
+    assert not list((tmp_path / "run").glob("*/state.json"))
