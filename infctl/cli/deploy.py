@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.live import Live
@@ -12,10 +12,11 @@ from rich.table import Table
 
 from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
-from infctl.config import DeploymentProfile, load_deployment
+from infctl.cli.status import whole_urls
+from infctl.config import DeploymentProfile, LocalSettings, load_deployment
 from infctl.errors import InfctlError
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
-from infctl.local.deploy import read_plan, run_foreground, start_detached
+from infctl.local.deploy import prepare, read_plan, start_detached
 from infctl.local.supervisor import run as run_supervisor
 
 
@@ -64,17 +65,19 @@ def deploy(
         profile = load_target_profile(file, target, overrides or [])
         plan = local_plan(profile, run_dir)
         settings = SupervisorSettings(health_timeout=timeout)
+        prepare(plan, settings)
         if detach:
             with err_console.status("starting...") as spinner:
                 state = start_detached(plan, settings, on_change=lambda s: spinner.update(_progress(s)))
-            emit(opts, state_summary(plan, state), table=lambda _: process_table(state, detached=True))
+            table = process_table(state, stop=delete_command(plan))
+            emit(opts, state_summary(plan, state), table=lambda _: table)
         elif opts.output is OutputFormat.table:
             with Live(process_table(None, plan=plan), console=console, refresh_per_second=4) as live:
-                state = run_foreground(plan, settings, on_change=lambda s: live.update(process_table(s)))
+                state = run_supervisor(plan, settings, on_change=lambda s: live.update(process_table(s)))
             logs = plan.release_dir / "logs"
             console.print(f"stopped local release [bold]{plan.release}[/]; logs in {logs}")
         else:
-            emit(opts, state_summary(plan, run_foreground(plan, settings)))
+            emit(opts, state_summary(plan, run_supervisor(plan, settings)))
 
 
 def load_target_profile(file: Path, target: DeployTarget | None, overrides: list[str]) -> DeploymentProfile:
@@ -87,7 +90,7 @@ def load_target_profile(file: Path, target: DeployTarget | None, overrides: list
     return profile
 
 
-def _kubernetes_not_ready(file: Path) -> None:
+def _kubernetes_not_ready(file: Path) -> NoReturn:
     raise InfctlError(
         "deploying to Kubernetes is not implemented yet: it arrives with `infctl render` / `infctl deploy` "
         "(issue 5)",
@@ -106,9 +109,17 @@ def supervise(plan_file: Annotated[Path, typer.Argument(help="plan.json of the r
         run_supervisor(plan, settings)
 
 
+def delete_command(plan: LocalPlan) -> str:
+    """The command that stops ``plan``'s release from another shell."""
+    command = f"infctl delete --release {plan.release}"
+    default = LocalSettings().run_dir.absolute()
+    return command if plan.run_dir == default else f"{command} --run-dir {plan.run_dir}"
+
+
 def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:
     return {
         "release": state.release,
+        "stop": delete_command(plan),
         "status": state.status,
         "supervisor_pid": state.supervisor_pid,
         "url": plan.entrypoint.url,
@@ -127,17 +138,18 @@ def _progress(state: RunState) -> str:
     return f"starting {state.release}: {healthy}/{len(state.processes)} healthy"
 
 
-def process_table(state: RunState | None, *, plan: LocalPlan | None = None, detached: bool = False) -> Table:
+def process_table(state: RunState | None, *, plan: LocalPlan | None = None, stop: str | None = None) -> Table:
     columns = ["name", "role", "url", "status", "restarts", "pid"]
     if state is None:
         assert plan is not None
         pending = [(s.name, s.role, s.url, "pending", 0, None) for s in plan.specs]
-        return simple_table(f"{plan.release}: starting", columns, pending)
+        return whole_urls(simple_table(f"{plan.release}: starting", columns, pending))
     rows = [(p.name, p.role, p.url, _status_cell(p.status), p.restarts, p.pid) for p in state.processes]
-    table = simple_table(f"{state.release}: {state.status}", columns, rows)
-    table.caption = (
-        f"stop it with: infctl delete --release {state.release}" if detached else "Ctrl-C stops everything"
-    )
+    table = whole_urls(simple_table(f"{state.release}: {state.status}", columns, rows))
+    if stop is not None:
+        table.caption = f"stop it with: {stop}"
+    elif state.status in ("starting", "running"):
+        table.caption = "Ctrl-C stops everything"
     return table
 
 

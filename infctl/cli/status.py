@@ -57,6 +57,14 @@ def status_cmd(
 COLUMNS = ["name", "role", "url", "status", "health", "restarts", "pid"]
 
 
+def whole_urls(table: Table) -> Table:
+    """URLs are what people copy from these tables: never cut them, squeeze the other columns instead."""
+    for column in table.columns:
+        if column.header == "url":
+            column.no_wrap, column.min_width = True, len("http://127.0.0.1:65535")
+    return table
+
+
 def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [
         (p["name"], p["role"], p["url"], p["status"], "[green]up[/]" if p["healthy"] else "[red]down[/]",
@@ -66,13 +74,20 @@ def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def releases_table(reports: list[dict[str, Any]]) -> Table:
-    rows = [(r["release"], r["status"], *row) for r in reports for row in _rows(r)]
-    return simple_table("local releases", ["release", "release status", *COLUMNS], rows)
+    """One row per process of every release (narrower: no role, no pid)."""
+    rows = [
+        (f"{r['release']} ({r['status']})", name, url, status, health, restarts)
+        for r in reports
+        for name, _, url, status, health, restarts, _ in _rows(r)
+    ]
+    return whole_urls(
+        simple_table("local releases", ["release", "name", "url", "status", "health", "restarts"], rows)
+    )
 
 
 def status_table(report: dict[str, Any]) -> Table:
     title = f"{report['release']}: {report['status']} (supervisor pid {report['supervisor_pid']})"
-    table = simple_table(title, COLUMNS, _rows(report))
+    table = whole_urls(simple_table(title, COLUMNS, _rows(report)))
     if report["status"] == "stale":
         table.caption = f"the supervisor is gone; clean up with: infctl delete --release {report['release']}"
     elif report.get("error"):

@@ -1,4 +1,4 @@
-"""Deploying a plan on this machine: in the foreground, or detached in a supervisor of its own."""
+"""Deploying a plan on this machine: pre-flight checks, and a detached supervisor of its own."""
 
 from __future__ import annotations
 
@@ -6,16 +6,15 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from infctl.errors import LocalTargetError
-from infctl.local import supervisor
 from infctl.local.control import delete
 from infctl.local.launch import tail
 from infctl.local.settings import SupervisorSettings
@@ -27,7 +26,8 @@ SUPERVISOR_LOG = "supervisor.log"
 
 
 def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
-    """Check the release can start, clear a stale earlier run, and write the plan file; return its path."""
+    """Check the release can start, clear an earlier stopped or stale run, and write the plan file (which
+    ``deploy --detach`` hands to its supervisor); return its path."""
     state = read_state(plan.run_dir, plan.release)
     if state is not None and is_live(state):
         raise LocalTargetError(
@@ -71,24 +71,16 @@ def _is_this_python(program: str) -> bool:
     return found is not None and Path(found).resolve() == Path(sys.executable).resolve()
 
 
-def run_foreground(
-    plan: LocalPlan, settings: SupervisorSettings, *, on_change: OnChange | None = None
-) -> RunState:
-    """Supervise ``plan`` in this process until SIGINT/SIGTERM; return the final state."""
-    prepare(plan, settings)
-    return supervisor.run(plan, settings, on_change=on_change)
-
-
 def start_detached(
     plan: LocalPlan,
     settings: SupervisorSettings,
     *,
-    on_change: Callable[[RunState], None] | None = None,
+    on_change: OnChange | None = None,
     poll_interval: float = 0.2,
 ) -> RunState:
     """Start a supervisor in a session of its own (``python -m infctl supervise``) and wait until every
-    process is healthy; the supervisor keeps running after this returns."""
-    plan_path = prepare(plan, settings)
+    process is healthy; the supervisor keeps running after this returns. Call :func:`prepare` first."""
+    plan_path = plan.release_dir / PLAN_FILE
     log_path = plan.release_dir / SUPERVISOR_LOG
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
@@ -111,7 +103,7 @@ def _wait_running(
     plan: LocalPlan,
     proc: subprocess.Popen[bytes],
     log_path: Path,
-    on_change: Callable[[RunState], None] | None,
+    on_change: OnChange | None,
     poll_interval: float,
     settings: SupervisorSettings,
 ) -> RunState:
@@ -133,7 +125,7 @@ def _wait_running(
                 hint=f"read {log_path}",
             )
         time.sleep(poll_interval)
-    os.kill(proc.pid, 15)
+    os.kill(proc.pid, signal.SIGTERM)
     raise LocalTargetError(
         f"local release {plan.release!r} was not healthy in time", hint=f"read the logs in {plan.release_dir}"
     )

@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 
 from infctl.config import load_deployment
-from infctl.local import RunState, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local import RunState, SupervisorSettings, build_plan, port_is_free, read_state, serve
 from infctl.local.procs import group_alive
 
 PROFILE = """\
@@ -161,3 +162,30 @@ def test_demo_as_json(tmp_path: Path) -> None:
     assert data["first"]["cached_tokens"] == 0
     assert data["repeated_prefix"]["cached_tokens"] >= 16
     assert not list((tmp_path / "run").glob("*/state.json"))
+
+
+def test_ctrl_c_stops_a_foreground_deploy_and_its_engines(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path, "fg")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infctl", "deploy", "-f", str(profile)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        state = _wait_for_state(tmp_path / "run", "fg", "running", timeout=30)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped local release fg" in out
+    assert not [p.pid for p in state.processes if p.pid is not None and group_alive(p.pid)]
+
+
+def _wait_for_state(run_dir: Path, release: str, status: str, timeout: float) -> RunState:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = read_state(run_dir, release)
+        if state is not None and state.status == status:
+            return state
+        time.sleep(0.05)
+    raise AssertionError(f"{release} never reached {status}")
