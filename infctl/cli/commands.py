@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import delete, demo, deploy, status, validate
+from infctl.cli import delete, demo, deploy, router, sim, status, validate
 
 
 def register(app: typer.Typer) -> None:
@@ -14,3 +14,5 @@ def register(app: typer.Typer) -> None:
     status.register(app)
     delete.register(app)
     demo.register(app)
+    sim.register(app)
+    router.register(app)

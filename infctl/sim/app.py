@@ -1,0 +1,252 @@
+"""One simulated engine instance: core + driver + personality behind an aiohttp listener.
+
+Common endpoints live here (``/v1/models``, ``/health``, ``/metrics``, ``/admin/faults``); generation is in
+``routes``; engine-specific endpoints come from the personality. A crash (``--fault crash-after``) closes
+the listener and resets every open connection without a response, as a killed engine would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from infctl.errors import ConfigError
+from infctl.sim import routes
+from infctl.sim.faults import FaultState, plan_update
+from infctl.sim.kv_events import AllBlocksCleared, KVEventPublisher
+from infctl.sim.personality import get_personality
+from infctl.sim.personality.base import (
+    BootstrapRegistry,
+    Capacity,
+    EngineMetrics,
+    SimHTTPError,
+    json_response,
+)
+from infctl.sim.personality.exposition import CONTENT_TYPE
+from infctl.sim.profiles import SimProfile
+from infctl.sim.scheduler import EngineCore
+from infctl.sim.settings import SimSettings
+from infctl.sim.types import CoreStats, KVEvent, SimRequest
+
+if TYPE_CHECKING:
+    from infctl.sim.server import SimClock
+
+SHUTDOWN_SECONDS = 2.0
+"""How long a clean stop waits for in-flight responses before closing their connections."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class SimInstance:
+    """One engine: implements the ``EngineView`` a personality reads."""
+
+    def __init__(
+        self,
+        settings: SimSettings,
+        index: int,
+        *,
+        clock: SimClock,
+        registry: BootstrapRegistry,
+        profile: SimProfile,
+        capacity: Capacity,
+    ) -> None:
+        from infctl.sim.server import Driver
+
+        self.settings = settings
+        self.index = index
+        self.model = settings.model or profile.model
+        self.host = settings.host
+        base = settings.first_port
+        self.port = base + index if base else 0
+        self.engine_id = str(uuid.uuid4())
+        self.role = settings.role_of(index)
+        self.capacity = capacity
+        self.registry = registry
+        self.clock = clock
+        self.faults = FaultState(settings.faults, seed=index)
+        self.personality = get_personality(settings.personality)(self)
+        self.metrics = EngineMetrics(self.personality.buckets())
+        self.publisher: KVEventPublisher | None = None
+        kv_events = settings.kv_events_port is not None
+        # The served name seeds the block hashes, as routers seed their prefix index with it.
+        core = EngineCore(profile, role=self.role, kv_events=kv_events, hash_seed=self.model)
+        self.driver = Driver(
+            core, clock, self.faults, self.metrics, kv_sink=self._publish if kv_events else None
+        )
+        self.crashed = asyncio.Event()
+        self.server_load = 0
+        self.pd_waiting = 0
+        self._seq = 0
+        self._runner: web.AppRunner | None = None
+        self._teardown: asyncio.Task[None] | None = None
+
+    # -- EngineView --------------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def kv_endpoint(self) -> str | None:
+        return self.publisher.endpoint if self.publisher else None
+
+    def stats(self) -> CoreStats:
+        return self.driver.stats()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def gen_throughput(self) -> float:
+        return self.driver.gen_throughput()
+
+    def reset_cache(self) -> bool:
+        if not self.driver.reset_cache():
+            return False
+        if self.publisher is not None:
+            self.publisher.publish([AllBlocksCleared()])
+        return True
+
+    def next_request_id(self, external: str) -> str:
+        """A core request id unique in this instance even when clients reuse x-request-id."""
+        self._seq += 1
+        return f"{self._seq}-{external}"
+
+    async def probe(self) -> bool:
+        req = SimRequest(self.next_request_id("health"), [0], 1, self.now())
+        track = self.driver.submit(req)
+        try:
+            while not (await asyncio.wait_for(track.queue.get(), 30.0)).finished:
+                pass
+        except TimeoutError:
+            self.driver.abort(req.request_id)
+            return False
+        return track.finish_reason in ("length", "stop")
+
+    def _publish(self, events: Sequence[KVEvent]) -> None:
+        if self.publisher is not None:
+            self.publisher.publish(events)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        s = self.settings
+        if s.kv_events_port is not None:
+            host = "*" if self.host in ("0.0.0.0", "") else self.host
+            port = s.kv_events_port + self.index if s.kv_events_port else "*"
+            self.publisher = KVEventPublisher(f"tcp://{host}:{port}", topic=s.kv_events_topic)
+        self._runner = web.AppRunner(
+            self._build_app(), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        self.port = int(self._runner.addresses[0][1])
+        if self.role == "prefill":
+            self.registry.local_ports.add(s.bootstrap_port + self.index)
+        self.driver.start()
+        self.faults.on_crash = self.crash
+        self.faults.arm_crash()
+
+    async def stop(self) -> None:
+        self.faults.close()
+        if self._teardown is not None:
+            await self._teardown
+            return
+        await self.driver.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.publisher is not None:
+            self.publisher.close()
+            self.publisher = None
+
+    def crash(self) -> None:
+        """Die abruptly: no more steps, every connection reset, the listener closed."""
+        if self.crashed.is_set() or self._runner is None:
+            return
+        self.crashed.set()
+        self.driver.kill()
+        server = self._runner.server
+        for conn in server.connections if server is not None else []:
+            if conn.transport is not None:
+                conn.transport.abort()
+        self._teardown = asyncio.create_task(self._crash_teardown())
+
+    async def _crash_teardown(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        if self.publisher is not None:
+            self.publisher.close()
+            self.publisher = None
+
+    # -- HTTP ----------------------------------------------------------------------------------------------
+    def _build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors], client_max_size=64 * 1024**2)
+
+        def bind(f: Callable[..., Awaitable[web.StreamResponse]]) -> Handler:
+            return functools.partial(f, self)
+
+        app.add_routes([
+            web.post("/v1/completions", bind(routes.completions)),
+            web.post("/v1/chat/completions", bind(routes.chat_completions)),
+            web.get("/v1/models", self._models),
+            web.get("/health", self._health),
+            web.get("/metrics", self._metrics),
+            web.get("/admin/faults", self._faults_get),
+            web.post("/admin/faults", self._faults_post),
+            web.delete("/admin/faults", self._faults_delete),
+            *self.personality.routes(),
+        ])  # fmt: skip
+        return app
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            resp = await handler(request)
+        except SimHTTPError as err:
+            resp = json_response(self.personality.error_body(err), status=err.status)
+        except web.HTTPException as exc:
+            # FastAPI's shape for unknown routes and methods, which both real engines answer with.
+            resp = json_response({"detail": exc.reason}, status=exc.status)
+        rid = request.headers.get("x-request-id")
+        if rid and not resp.prepared:
+            resp.headers["x-request-id"] = rid
+        return resp
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return json_response({"object": "list", "data": [self.personality.model_card(int(time.time()))]})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=503 if self.faults.plan.health_fail else 200)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=self.personality.render_metrics().encode(), headers={"Content-Type": CONTENT_TYPE}
+        )
+
+    def _faults_view(self) -> dict[str, Any]:
+        return {"faults": self.faults.plan.active(), "crashed": self.crashed.is_set()}
+
+    async def _faults_get(self, request: web.Request) -> web.Response:
+        return json_response(self._faults_view())
+
+    async def _faults_post(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return json_response({"error": "the body is not valid JSON"}, status=400)
+        try:
+            update = plan_update(body)
+            self.faults.update(update)
+        except (ConfigError, TypeError, ValueError) as err:
+            return json_response({"error": getattr(err, "message", str(err))}, status=400)
+        return json_response(self._faults_view())
+
+    async def _faults_delete(self, request: web.Request) -> web.Response:
+        self.faults.clear()
+        return json_response(self._faults_view())

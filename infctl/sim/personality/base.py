@@ -1,0 +1,275 @@
+"""What a personality (vLLM or SGLang) decides, and the engine state it reads to decide it.
+
+The driver and the HTTP layer are engine-neutral; a personality supplies the engine-specific parts:
+metric names, labels and buckets; error bodies; extra endpoints; the PD wire protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, ClassVar, Protocol
+
+from aiohttp import web
+
+from infctl.sim.faults import FaultState
+from infctl.sim.personality.exposition import Histogram
+from infctl.sim.settings import SimSettings
+from infctl.sim.types import CoreStats
+
+HISTOGRAMS = (
+    "ttft", "itl", "tpot", "e2e", "queue", "inference", "prefill", "decode",
+    "prompt_tokens", "generation_tokens", "iteration_tokens", "max_tokens",
+)  # fmt: skip
+"""Neutral names of the histograms the driver observes; a personality renders those it has buckets for."""
+
+_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+
+
+def error_type(status: int) -> str:
+    """vLLM-style error type for an HTTP status (``BadRequestError``, ``ServiceUnavailableError``...)."""
+    if status in _ERROR_TYPES:
+        return _ERROR_TYPES[status]
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+    return phrase.title().replace(" ", "").replace("-", "") + "Error"
+
+
+class SimHTTPError(Exception):
+    """A request the engine refuses; the personality shapes the body."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, err_type: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.err_type = err_type or error_type(status)
+
+
+def compact_json(obj: Any) -> str:
+    """JSON as FastAPI (vLLM, SGLang) writes it: no spaces, UTF-8 kept."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_response(body: Any, *, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.json_response(body, status=status, headers=headers, dumps=compact_json)
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object body, or a 400 shaped by the personality."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise SimHTTPError(400, "JSON decode error: the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise SimHTTPError(400, "Input should be a valid dictionary")
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The profile values the HTTP surface reports."""
+
+    block_size: int
+    num_gpu_blocks: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    enable_prefix_caching: bool
+
+
+class EngineMetrics:
+    """Request-level observations (simulated seconds / tokens); counters and gauges come from CoreStats."""
+
+    def __init__(self, buckets: Mapping[str, Sequence[float]]) -> None:
+        self.hist: dict[str, Histogram] = {k: Histogram(b) for k, b in buckets.items()}
+        self.finished: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
+        self._gen_samples: deque[tuple[float, int]] = deque(maxlen=64)
+
+    def observe(self, key: str, value: float, n: int = 1) -> None:
+        h = self.hist.get(key)
+        if h is not None:
+            h.observe(value, n)
+
+    def finish(self, reason: str) -> None:
+        self.finished[reason] = self.finished.get(reason, 0) + 1
+
+    def sample_generation(self, now: float, generation_tokens: int) -> None:
+        """Record (time, cumulative generated tokens) at most every 0.5 simulated seconds."""
+        if not self._gen_samples or now - self._gen_samples[-1][0] >= 0.5:
+            self._gen_samples.append((now, generation_tokens))
+
+    def gen_throughput(self, now: float, generation_tokens: int, window: float = 5.0) -> float:
+        """Generated tokens per simulated second over about the last ``window`` seconds."""
+        base: tuple[float, int] | None = None
+        for t, g in reversed(self._gen_samples):
+            base = (t, g)
+            if now - t >= window:
+                break
+        if base is None or now - base[0] <= 0:
+            return 0.0
+        return (generation_tokens - base[1]) / (now - base[0])
+
+
+class BootstrapRegistry:
+    """SGLang PD rendezvous between instances of one process, keyed by ``bootstrap_room``.
+
+    A prefill instance registers its bootstrap port; a decode request whose ``bootstrap_port`` is one of
+    them waits until the prefill of its room completes here, instead of charging a modelled transfer.
+    """
+
+    def __init__(self) -> None:
+        self.local_ports: set[int] = set()
+        self._rooms: dict[int, asyncio.Future[bool]] = {}
+        self.waiting = 0
+
+    def _future(self, room: int) -> asyncio.Future[bool]:
+        fut = self._rooms.get(room)
+        if fut is None:
+            fut = self._rooms[room] = asyncio.get_running_loop().create_future()
+        return fut
+
+    def complete(self, room: int, ok: bool) -> None:
+        fut = self._future(room)
+        if not fut.done():
+            fut.set_result(ok)
+        # Nobody may ever wait for it (decode went elsewhere): forget it after a while.
+        asyncio.get_running_loop().call_later(60.0, self._rooms.pop, room, None)
+
+    async def wait(self, room: int, limit: float) -> bool:
+        """True when the room's prefill succeeded; False on failure or after ``limit`` wall seconds."""
+        fut = self._future(room)
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(limit):
+                return await asyncio.shield(fut)
+        except TimeoutError:
+            return False
+        finally:
+            self.waiting -= 1
+            if fut.done():
+                self._rooms.pop(room, None)
+
+
+class EngineView(Protocol):
+    """What a personality reads from its instance."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def settings(self) -> SimSettings: ...
+    @property
+    def capacity(self) -> Capacity: ...
+    @property
+    def metrics(self) -> EngineMetrics: ...
+    @property
+    def faults(self) -> FaultState: ...
+    @property
+    def registry(self) -> BootstrapRegistry: ...
+    @property
+    def server_load(self) -> int:
+        """Generation requests in flight on this instance (vLLM ``/load``)."""
+
+    @property
+    def pd_waiting(self) -> int:
+        """Decode requests waiting for their KV (SGLang transfer queue)."""
+
+    def stats(self) -> CoreStats: ...
+    def now(self) -> float: ...
+    def gen_throughput(self) -> float: ...
+    def reset_cache(self) -> bool: ...
+    async def probe(self) -> bool:
+        """Generate one token end to end (SGLang ``/health_generate``)."""
+
+
+@dataclass(slots=True)
+class PDPlan:
+    """How one request takes part in prefill/decode disaggregation."""
+
+    max_tokens: int | None = None
+    """Forced max_tokens (a prefill leg generates one token)."""
+    remote_prefill: bool = False
+    """The prompt's KV comes from another engine (the core charges transfer time)."""
+    room: int | None = None
+    """SGLang bootstrap room."""
+    prefill_leg: bool = False
+    wait_local: bool = False
+    """SGLang decode: wait for the room's prefill on an instance of this process first."""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Personality(ABC):
+    """Engine-specific behaviour of one instance."""
+
+    name: ClassVar[str]
+    owned_by: ClassVar[str]
+
+    def __init__(self, engine: EngineView) -> None:
+        self.engine = engine
+
+    @abstractmethod
+    def buckets(self) -> dict[str, tuple[float, ...]]:
+        """Histogram bounds by neutral name (see HISTOGRAMS); names left out are not recorded."""
+
+    @abstractmethod
+    def render_metrics(self) -> str:
+        """The full /metrics body."""
+
+    @abstractmethod
+    def error_body(self, err: SimHTTPError) -> dict[str, Any]:
+        """The JSON body of an error response."""
+
+    @abstractmethod
+    def routes(self) -> list[web.RouteDef]:
+        """Engine-specific endpoints."""
+
+    @abstractmethod
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+        """Read the PD fields of a request body (raises SimHTTPError when they are wrong)."""
+
+    def accepts_model(self, name: object) -> bool:
+        return name is None or name == self.engine.model
+
+    def too_long(self, prompt_tokens: int, max_tokens: int | None) -> str:
+        limit = self.engine.capacity.max_model_len
+        if max_tokens is None:
+            return (
+                f"This model's maximum context length is {limit} tokens. However, your request has "
+                f"{prompt_tokens} input tokens. Please reduce the length of the input messages."
+            )
+        return (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+
+    def pd_finished(self, plan: PDPlan, ok: bool) -> None:  # noqa: B027 - optional hook
+        """Called when a request's prefill completed (ok) or failed."""
+
+    def response_extras(self, plan: PDPlan, prompt_tokens: int) -> dict[str, Any]:
+        """Top-level fields added to a non-streaming response (vLLM ``kv_transfer_params``)."""
+        return {}
+
+    def model_card(self, created: int) -> dict[str, Any]:
+        m = self.engine.model
+        return {
+            "id": m, "object": "model", "created": created, "owned_by": self.owned_by,
+            "root": m, "parent": None, "max_model_len": self.engine.capacity.max_model_len,
+        }  # fmt: skip

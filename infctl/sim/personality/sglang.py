@@ -1,0 +1,208 @@
+"""The SGLang personality: metric families, flat error bodies, native endpoints, bootstrap-room PD.
+
+PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``bootstrap_port`` and
+``bootstrap_room`` to the body and sends it to a prefill and a decode server in parallel.
+
+* ``--role prefill``: the request runs its prefill and answers with one token (max_tokens is ignored);
+  its room is then marked complete in the process's :class:`BootstrapRegistry`.
+* ``--role decode``: when ``bootstrap_port`` is the bootstrap port of a prefill instance in this process
+  (``--bootstrap-port`` + index), the request waits for that room's prefill, then decodes with the prompt's
+  KV transferred; otherwise (the prefill runs in another process) it decodes at once and the core charges
+  the modelled transfer time.
+* ``--role both``: bootstrap fields are ignored, as SGLang does without ``--disaggregation-mode``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from aiohttp import web
+
+from infctl.engines import sglang as names
+from infctl.sim.personality.base import PDPlan, Personality, SimHTTPError, json_response
+from infctl.sim.personality.exposition import Writer, label_pairs
+
+VERSION = "0.5.4"
+
+# Counters infctl.engines.sglang does not name (nothing outside the simulator reads them).
+NUM_REQUESTS = "sglang:num_requests_total"
+NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
+
+
+class SglangPersonality(Personality):
+    name: ClassVar[str] = "sglang"
+    owned_by: ClassVar[str] = "sglang"
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model})
+        self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+
+    def buckets(self) -> dict[str, tuple[float, ...]]:
+        b = names.TIME_BUCKETS
+        return {
+            "ttft": b[names.TIME_TO_FIRST_TOKEN],
+            "itl": b[names.INTER_TOKEN_LATENCY],
+            "e2e": b[names.E2E_REQUEST_LATENCY],
+        }
+
+    @property
+    def _capacity_tokens(self) -> int:
+        cap = self.engine.capacity
+        return int(cap.num_gpu_blocks * cap.block_size)
+
+    def render_metrics(self) -> str:
+        e = self.engine
+        s = e.stats()
+        lb = self._labels
+        w = Writer(self._bucket_cache)
+        hit_rate = s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0
+        finished = e.metrics.finished
+        hist = e.metrics.hist
+        # fmt: off
+        w.gauge(names.NUM_RUNNING_REQS, "The number of running requests.", lb, s.running)
+        w.gauge(names.NUM_QUEUE_REQS, "The number of requests in the waiting queue.", lb, s.waiting)
+        w.gauge(names.NUM_USED_TOKENS, "The number of used tokens.", lb, s.used_blocks * s.block_size)
+        w.gauge(names.MAX_TOTAL_NUM_TOKENS, "Maximum total number of tokens in the KV cache pool.",
+                lb, self._capacity_tokens)
+        w.gauge(names.TOKEN_USAGE, "The token usage.", lb, s.kv_usage)
+        w.gauge(names.GEN_THROUGHPUT, "The generation throughput (token/s).", lb, e.gen_throughput())
+        w.gauge(names.CACHE_HIT_RATE, "The prefix cache hit rate.", lb, hit_rate)
+        w.gauge(names.NUM_PREFILL_PREALLOC_QUEUE_REQS,
+                "The number of requests in the prefill prealloc queue.", lb, 0)
+        w.gauge(names.NUM_DECODE_PREALLOC_QUEUE_REQS,
+                "The number of requests in the decode prealloc queue.", lb, 0)
+        w.gauge(names.NUM_DECODE_TRANSFER_QUEUE_REQS,
+                "The number of requests in the decode transfer queue.", lb, e.pd_waiting)
+        w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
+        w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
+        w.counter(names.CACHED_TOKENS, "Number of cached prompt tokens.", lb, s.prefix_hits)
+        w.counter(NUM_REQUESTS, "Number of requests processed.", lb, sum(finished.values()))
+        w.counter(NUM_ABORTED_REQUESTS, "Number of requests aborted.", lb, finished.get("abort", 0))
+        w.histogram(names.TIME_TO_FIRST_TOKEN, "Histogram of time to first token in seconds.",
+                    lb, hist["ttft"])
+        w.histogram(names.INTER_TOKEN_LATENCY, "Histogram of inter-token latency in seconds.",
+                    lb, hist["itl"])
+        w.histogram(names.E2E_REQUEST_LATENCY, "Histogram of End-to-end request latency in seconds",
+                    lb, hist["e2e"])
+        # fmt: on
+        return w.text()
+
+    def error_body(self, err: SimHTTPError) -> dict[str, Any]:
+        return {"object": "error", "message": err.message, "type": err.err_type, "param": err.param,
+                "code": err.status}  # fmt: skip
+
+    def accepts_model(self, name: object) -> bool:
+        # SGLang serves whatever model name a request carries.
+        return True
+
+    def too_long(self, prompt_tokens: int, max_tokens: int | None) -> str:
+        limit = self.engine.capacity.max_model_len
+        if max_tokens is None:
+            return (
+                f"The input ({prompt_tokens} tokens) is longer than the model's context length "
+                f"({limit} tokens)."
+            )
+        return (
+            f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+            f"You requested a total of {prompt_tokens + max_tokens} tokens: {prompt_tokens} tokens from "
+            f"the input messages and {max_tokens} tokens for the completion. Please reduce the number of "
+            "tokens in the input messages or the completion to fit within the limit."
+        )
+
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+        room = body.get("bootstrap_room")
+        role = self.engine.role
+        if room is None or role == "both":
+            return PDPlan()
+        if not isinstance(room, int) or isinstance(room, bool):
+            raise SimHTTPError(400, "bootstrap_room must be an integer", param="bootstrap_room")
+        if role == "prefill":
+            return PDPlan(max_tokens=1, prefill_leg=True, room=room)
+        port = body.get("bootstrap_port") or names.DEFAULT_BOOTSTRAP_PORT
+        return PDPlan(remote_prefill=True, room=room, wait_local=port in self.engine.registry.local_ports)
+
+    def pd_finished(self, plan: PDPlan, ok: bool) -> None:
+        if plan.prefill_leg and plan.room is not None:
+            self.engine.registry.complete(plan.room, ok)
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/get_server_info", self._server_info),
+            web.get("/server_info", self._server_info),
+            web.get("/get_model_info", self._model_info),
+            web.get("/model_info", self._model_info),
+            web.get("/v1/loads", self._loads),
+            web.get("/get_load", self._get_load),
+            web.get("/health_generate", self._health_generate),
+            web.get("/flush_cache", self._flush_cache),
+            web.post("/flush_cache", self._flush_cache),
+        ]
+
+    def _load(self) -> dict[str, Any]:
+        e = self.engine
+        s = e.stats()
+        cap = e.capacity
+        return {
+            "dp_rank": 0, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
+            "num_total_reqs": s.running + s.waiting, "num_used_tokens": s.used_blocks * s.block_size,
+            "max_total_num_tokens": self._capacity_tokens, "token_usage": s.kv_usage,
+            "gen_throughput": e.gen_throughput(),
+            "cache_hit_rate": s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0,
+            "utilization": s.running / cap.max_num_seqs if cap.max_num_seqs else 0.0,
+            "max_running_requests": cap.max_num_seqs,
+        }  # fmt: skip
+
+    async def _loads(self, request: web.Request) -> web.Response:
+        load = self._load()
+        return json_response({
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "version": VERSION,
+            "dp_rank_count": 1, "loads": [load],
+            "aggregate": {k: v for k, v in load.items() if k != "dp_rank"},
+        })  # fmt: skip
+
+    async def _get_load(self, request: web.Request) -> web.Response:
+        load = self._load()
+        return json_response([{
+            "dp_rank": 0, "num_reqs": load["num_total_reqs"], "num_waiting_reqs": load["num_waiting_reqs"],
+            "num_tokens": load["num_used_tokens"],
+        }])  # fmt: skip
+
+    async def _server_info(self, request: web.Request) -> web.Response:
+        e = self.engine
+        cap = e.capacity
+        mode = {"both": "null"}.get(e.role, e.role)
+        return json_response({
+            "model_path": e.model, "served_model_name": e.model, "tokenizer_path": e.model,
+            "host": e.host, "port": e.port, "context_length": cap.max_model_len, "page_size": cap.block_size,
+            "max_running_requests": cap.max_num_seqs, "chunked_prefill_size": cap.max_num_batched_tokens,
+            "max_prefill_tokens": cap.max_num_batched_tokens,
+            "disable_radix_cache": not cap.enable_prefix_caching,
+            "disaggregation_mode": mode, "disaggregation_bootstrap_port": e.settings.bootstrap_port + e.index,
+            "enable_metrics": True, "enable_cache_report": True, "tp_size": 1, "dp_size": 1,
+            "max_total_num_tokens": self._capacity_tokens,
+            "internal_states": [{"last_gen_throughput": e.gen_throughput(), "avg_spec_accept_length": None}],
+            "version": VERSION,
+        })  # fmt: skip
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        m = self.engine.model
+        return json_response({
+            "model_path": m, "tokenizer_path": m, "is_generation": True, "preferred_sampling_params": None,
+            "weight_version": "default", "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": "llama", "architectures": ["LlamaForCausalLM"],
+        })  # fmt: skip
+
+    async def _health_generate(self, request: web.Request) -> web.Response:
+        if self.engine.faults.plan.health_fail or not await self.engine.probe():
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    async def _flush_cache(self, request: web.Request) -> web.Response:
+        if not self.engine.reset_cache():
+            return web.Response(
+                status=400, text="Cache not flushed. Please check if there are pending requests."
+            )
+        return web.Response(status=200, text="Cache flushed.\nPlease check backend logs for more details.")

@@ -1,0 +1,229 @@
+"""The vLLM personality (v0.11 V1 engine): metric families, error bodies, extra endpoints, NIXL-style PD.
+
+PD follows vLLM's two-step connector protocol: a prefill leg carries ``kv_transfer_params`` with
+``do_remote_decode: true`` and generates one token; its response returns filled-in params
+(``do_remote_prefill: true``, ``remote_engine_id``, ``remote_block_ids``, ``remote_host``,
+``remote_port`` = NIXL side-channel port 5600 + instance index), which the decode leg sends back
+unchanged; a request with ``do_remote_prefill: true`` is decoded with the prompt's KV "transferred"
+(the core charges transfer time instead of prefill).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from aiohttp import web
+
+from infctl import tokens
+from infctl.engines import vllm as names
+from infctl.sim.personality.base import PDPlan, Personality, SimHTTPError, json_response, read_json_object
+from infctl.sim.personality.exposition import Writer, label_pairs
+
+VERSION = "0.11.0"
+NIXL_SIDE_CHANNEL_PORT = 5600
+
+# Families infctl.engines.vllm does not name (nothing outside the simulator reads them).
+REQUEST_INFERENCE_TIME = "vllm:request_inference_time_seconds"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+REQUEST_PARAMS_MAX_TOKENS = "vllm:request_params_max_tokens"
+ITERATION_TOKENS_BUCKETS = (
+    1.0,
+    8.0,
+    16.0,
+    32.0,
+    64.0,
+    128.0,
+    256.0,
+    512.0,
+    1024.0,
+    2048.0,
+    4096.0,
+    8192.0,
+    16384.0,
+)
+
+# (family, neutral histogram, help)
+_HISTOGRAMS = (
+    (names.TIME_TO_FIRST_TOKEN, "ttft", "Histogram of time to first token in seconds."),
+    (names.INTER_TOKEN_LATENCY, "itl", "Histogram of inter-token latency in seconds."),
+    (names.REQUEST_TIME_PER_OUTPUT_TOKEN, "tpot", "Histogram of time_per_output_token_seconds per request."),
+    (names.E2E_REQUEST_LATENCY, "e2e", "Histogram of e2e request latency in seconds."),
+    (names.REQUEST_QUEUE_TIME, "queue", "Histogram of time spent in WAITING phase for request."),
+    (REQUEST_INFERENCE_TIME, "inference", "Histogram of time spent in RUNNING phase for request."),
+    (names.REQUEST_PREFILL_TIME, "prefill", "Histogram of time spent in PREFILL phase for request."),
+    (names.REQUEST_DECODE_TIME, "decode", "Histogram of time spent in DECODE phase for request."),
+    (names.REQUEST_PROMPT_TOKENS, "prompt_tokens", "Number of prefill tokens processed."),
+    (names.REQUEST_GENERATION_TOKENS, "generation_tokens", "Number of generation tokens processed."),
+    (ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
+    (REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
+)
+
+
+class VllmPersonality(Personality):
+    name: ClassVar[str] = "vllm"
+    owned_by: ClassVar[str] = "vllm"
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: "0"})
+        self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+        # /detokenize can only invert ids it has seen: generated words and /tokenize'd prompts.
+        words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
+        self._vocab: dict[int, str] = dict(zip(tokens.token_ids(" ".join(words)), words, strict=True))
+        self._cache_info = self._cache_config_labels()
+
+    def buckets(self) -> dict[str, tuple[float, ...]]:
+        token_buckets = names.token_buckets(self.engine.capacity.max_model_len)
+        time_buckets = names.TIME_BUCKETS
+        return {
+            "ttft": time_buckets[names.TIME_TO_FIRST_TOKEN],
+            "itl": time_buckets[names.INTER_TOKEN_LATENCY],
+            "tpot": time_buckets[names.REQUEST_TIME_PER_OUTPUT_TOKEN],
+            "e2e": time_buckets[names.E2E_REQUEST_LATENCY],
+            "queue": time_buckets[names.REQUEST_QUEUE_TIME],
+            "inference": names.REQUEST_LATENCY_BUCKETS,
+            "prefill": time_buckets[names.REQUEST_PREFILL_TIME],
+            "decode": time_buckets[names.REQUEST_DECODE_TIME],
+            "prompt_tokens": token_buckets,
+            "generation_tokens": token_buckets,
+            "max_tokens": token_buckets,
+            "iteration_tokens": ITERATION_TOKENS_BUCKETS,
+        }
+
+    def _cache_config_labels(self) -> str:
+        cap = self.engine.capacity
+        # vLLM turns every CacheConfig field into a label (values as Python str()).
+        return label_pairs({
+            "block_size": str(cap.block_size), "cache_dtype": "auto", "calculate_kv_scales": "False",
+            "cpu_offload_gb": "0", "enable_prefix_caching": str(cap.enable_prefix_caching),
+            "engine": "0", "gpu_memory_utilization": "0.9", "is_attention_free": "False",
+            "num_cpu_blocks": "None", "num_gpu_blocks": str(cap.num_gpu_blocks),
+            "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256",
+            "sliding_window": "None", "swap_space": "4",
+        })  # fmt: skip
+
+    def render_metrics(self) -> str:
+        s = self.engine.stats()
+        m = self.engine.metrics
+        lb = self._labels
+        w = Writer(self._bucket_cache)
+        # fmt: off
+        w.gauge(names.NUM_REQUESTS_RUNNING, "Number of requests in model execution batches.", lb, s.running)
+        w.gauge(names.NUM_REQUESTS_WAITING, "Number of requests waiting to be processed.", lb, s.waiting)
+        w.header(names.NUM_REQUESTS_WAITING_BY_REASON, "gauge", "Number of requests waiting, by reason.")
+        w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="capacity"', s.waiting)
+        w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="deferred"', 0)
+        w.gauge(names.KV_CACHE_USAGE_PERC, "KV-cache usage. 1 means 100 percent usage.", lb, s.kv_usage)
+        w.gauge(names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig", self._cache_info, 1)
+        w.counter(names.PREFIX_CACHE_QUERIES, "Prefix cache queries, in terms of number of queried tokens.",
+                  lb, s.prefix_queries)
+        w.counter(names.PREFIX_CACHE_HITS, "Prefix cache hits, in terms of number of cached tokens.",
+                  lb, s.prefix_hits)
+        w.counter(names.NUM_PREEMPTIONS, "Cumulative number of preemption from the engine.",
+                  lb, s.preemptions)
+        w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
+        w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
+        w.counters(names.REQUEST_SUCCESS, "Count of successfully processed requests.",
+                   ((f'{lb},finished_reason="{r}"', n) for r, n in m.finished.items()))
+        for family, key, help_ in _HISTOGRAMS:
+            w.histogram(family, help_, lb, m.hist[key])
+        if self.engine.settings.legacy_metrics:
+            bs = max(1, s.block_size)
+            w.gauge(names.GPU_CACHE_USAGE_PERC, "GPU KV-cache usage. 1 means 100 percent usage.",
+                    lb, s.kv_usage)
+            w.counter(names.GPU_PREFIX_CACHE_QUERIES,
+                      "GPU prefix cache queries, in terms of number of queried blocks.",
+                      lb, s.prefix_queries // bs)
+            w.counter(names.GPU_PREFIX_CACHE_HITS,
+                      "GPU prefix cache hits, in terms of number of cached blocks.", lb, s.prefix_hits // bs)
+            w.histogram(names.TIME_PER_OUTPUT_TOKEN, "Histogram of time per output token in seconds.",
+                        lb, m.hist["itl"])
+        # fmt: on
+        return w.text()
+
+    def error_body(self, err: SimHTTPError) -> dict[str, Any]:
+        return {
+            "error": {"message": err.message, "type": err.err_type, "param": err.param, "code": err.status}
+        }
+
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+        params = body.get("kv_transfer_params")
+        if params is None:
+            return PDPlan()
+        if not isinstance(params, dict):
+            raise SimHTTPError(400, "kv_transfer_params must be an object", param="kv_transfer_params")
+        if params.get("do_remote_decode"):
+            return PDPlan(max_tokens=1, prefill_leg=True)
+        if params.get("do_remote_prefill"):
+            return PDPlan(remote_prefill=True)
+        return PDPlan()
+
+    def response_extras(self, plan: PDPlan, prompt_tokens: int) -> dict[str, Any]:
+        if not plan.prefill_leg:
+            return {"kv_transfer_params": None}
+        e = self.engine
+        n_blocks = math.ceil(prompt_tokens / e.capacity.block_size)
+        return {
+            "kv_transfer_params": {
+                "do_remote_prefill": True, "do_remote_decode": False,
+                "remote_block_ids": list(range(n_blocks)), "remote_engine_id": e.engine_id,
+                "remote_host": e.host, "remote_port": NIXL_SIDE_CHANNEL_PORT + e.index, "tp_size": 1,
+            }
+        }  # fmt: skip
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/tokenize", self._tokenize),
+            web.post("/detokenize", self._detokenize),
+            web.get("/load", self._load),
+            web.get("/version", self._version),
+            web.get("/ping", self._ping),
+            web.post("/ping", self._ping),
+            web.get("/is_sleeping", self._is_sleeping),
+            web.post("/reset_prefix_cache", self._reset_prefix_cache),
+        ]
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        body = await read_json_object(request)
+        if "messages" in body:
+            text = tokens.chat_prompt_text(body["messages"])
+        elif isinstance(body.get("prompt"), str):
+            text = body["prompt"]
+        else:
+            raise SimHTTPError(400, "Field required: prompt or messages", param="prompt")
+        words = text.split()
+        ids = tokens.token_ids(text)
+        if len(self._vocab) < 100_000:
+            self._vocab.update(zip(ids, words, strict=True))
+        strs = words if body.get("return_token_strs") else None
+        cap = self.engine.capacity.max_model_len
+        return json_response({"count": len(ids), "max_model_len": cap, "tokens": ids, "token_strs": strs})
+
+    async def _detokenize(self, request: web.Request) -> web.Response:
+        body = await read_json_object(request)
+        ids = body.get("tokens")
+        if not isinstance(ids, list):
+            raise SimHTTPError(400, "Field required: tokens", param="tokens")
+        return json_response({"prompt": " ".join(self._vocab.get(int(i), "<unk>") for i in ids)})
+
+    async def _load(self, request: web.Request) -> web.Response:
+        return json_response({"server_load": self.engine.server_load})
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return json_response({"version": VERSION})
+
+    async def _ping(self, request: web.Request) -> web.Response:
+        return web.Response(status=503 if self.engine.faults.plan.health_fail else 200)
+
+    async def _is_sleeping(self, request: web.Request) -> web.Response:
+        return json_response({"is_sleeping": False})
+
+    async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
+        if not self.engine.reset_cache():
+            raise SimHTTPError(400, "Cannot reset the prefix cache while requests are running.")
+        return web.Response(status=200)
+
+
+__all__ = ["VllmPersonality"]

@@ -1,0 +1,292 @@
+"""``/v1/completions`` and ``/v1/chat/completions``: OpenAI-compatible, streamed exactly like vLLM.
+
+Streaming sends ``data: {json}\\n\\n`` events: for chat a first chunk with ``role`` and empty content, then
+content chunks (``--stream-interval`` tokens each; the last carries ``finish_reason``), a usage chunk with
+empty ``choices`` when ``stream_options.include_usage`` is set, and ``data: [DONE]``.
+A client that disconnects aborts its request in the engine core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from infctl import tokens
+from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response, read_json_object
+from infctl.sim.server import Delta, RequestTrack
+from infctl.sim.types import SimRequest
+
+if TYPE_CHECKING:
+    from infctl.sim.app import SimInstance
+
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+"""vLLM's (and OpenAI's) default max_tokens for /v1/completions."""
+
+
+@dataclass(slots=True)
+class Generation:
+    """A validated generation request."""
+
+    chat: bool
+    request_id: str
+    response_id: str
+    created: int
+    model: str
+    prompt_ids: list[int]
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    seed: int
+
+    def text(self, start: int, n: int) -> str:
+        return "".join(" " + tokens.output_word(self.seed, i) for i in range(start, start + n))
+
+
+async def completions(inst: SimInstance, request: web.Request) -> web.StreamResponse:
+    return await _generate(inst, request, chat=False)
+
+
+async def chat_completions(inst: SimInstance, request: web.Request) -> web.StreamResponse:
+    return await _generate(inst, request, chat=True)
+
+
+def _int(body: Mapping[str, Any], key: str, minimum: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SimHTTPError(400, f"{key} must be an integer", param=key)
+    if value < minimum:
+        raise SimHTTPError(400, f"{key} must be at least {minimum}, got {value}.", param=key)
+    return value
+
+
+def _prompt_ids(body: Mapping[str, Any], chat: bool) -> list[int]:
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise SimHTTPError(
+                400, "Field required: messages must be a non-empty list of objects", param="messages"
+            )
+        return tokens.token_ids(tokens.chat_prompt_text(messages))
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        ids = tokens.token_ids(prompt)
+    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        ids = list(prompt)
+    else:
+        raise SimHTTPError(
+            400, "Field required: prompt must be a string or a list of token ids", param="prompt"
+        )
+    if not ids:
+        raise SimHTTPError(400, "The prompt cannot be empty.", param="prompt")
+    return ids
+
+
+def parse_generation(
+    inst: SimInstance, body: Mapping[str, Any], *, chat: bool, request_id: str
+) -> Generation:
+    persona = inst.personality
+    model = body.get("model")
+    if not persona.accepts_model(model):
+        raise SimHTTPError(404, f"The model `{model}` does not exist.", param="model")
+    ids = _prompt_ids(body, chat)
+    if _int(body, "n", 1) not in (None, 1):
+        raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
+    max_tokens = _int(body, "max_completion_tokens", 1) if chat else None
+    if max_tokens is None:
+        max_tokens = _int(body, "max_tokens", 1)
+    limit = inst.capacity.max_model_len
+    if max_tokens is None:
+        if not chat:
+            max_tokens = COMPLETIONS_DEFAULT_MAX_TOKENS
+        elif len(ids) >= limit:
+            raise SimHTTPError(400, persona.too_long(len(ids), None))
+        else:
+            max_tokens = min(inst.settings.max_default_tokens, limit - len(ids))
+    if len(ids) + max_tokens > limit:
+        raise SimHTTPError(400, persona.too_long(len(ids), max_tokens))
+    options = body.get("stream_options")
+    seed = _int(body, "seed", -(2**63))
+    prefix = "chatcmpl" if chat else "cmpl"
+    return Generation(
+        chat=chat, request_id=request_id, response_id=f"{prefix}-{request_id}", created=int(time.time()),
+        model=str(model) if model is not None else inst.model, prompt_ids=ids, max_tokens=max_tokens,
+        stream=bool(body.get("stream", False)),
+        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+        seed=seed if seed is not None else zlib.crc32(request_id.encode()),
+    )  # fmt: skip
+
+
+async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    body = await read_json_object(request)
+    rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+    gen = parse_generation(inst, body, chat=chat, request_id=rid)
+    plan = inst.personality.pd_plan(body, len(gen.prompt_ids))
+    if plan.max_tokens is not None:
+        gen.max_tokens = plan.max_tokens
+    ok = False
+    inst.server_load += 1
+    try:
+        status = inst.faults.injected_error()
+        if status is not None:
+            raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
+        if plan.wait_local and plan.room is not None:
+            await _wait_for_prefill(inst, plan.room)
+        req = SimRequest(
+            request_id=inst.next_request_id(rid), prompt_ids=gen.prompt_ids, max_tokens=gen.max_tokens,
+            arrival=inst.now(), remote_prefill=plan.remote_prefill, seed=gen.seed,
+        )  # fmt: skip
+        track = inst.driver.submit(req, interval=inst.settings.stream_interval)
+        try:
+            resp = await (
+                _stream(inst, request, gen, track)
+                if gen.stream
+                else _respond(inst, request, gen, track, plan)
+            )
+            ok = track.first_token_at is not None
+            return resp
+        finally:
+            if not track.done:
+                inst.driver.abort(req.request_id)
+    finally:
+        inst.server_load -= 1
+        inst.personality.pd_finished(plan, ok)
+
+
+async def _wait_for_prefill(inst: SimInstance, room: int) -> None:
+    inst.pd_waiting += 1
+    try:
+        ok = await inst.registry.wait(room, inst.settings.pd_wait_timeout)
+    finally:
+        inst.pd_waiting -= 1
+    if not ok:
+        raise SimHTTPError(500, f"KV transfer failed: no prefill completed for bootstrap_room {room}.")
+
+
+def _cut(request: web.Request) -> None:
+    """The disconnect-after fault: reset the connection mid-response."""
+    if request.transport is not None:
+        request.transport.abort()
+    raise asyncio.CancelledError
+
+
+def _usage(gen: Generation, track: RequestTrack, produced: int) -> dict[str, Any]:
+    n = len(gen.prompt_ids)
+    return {
+        "prompt_tokens": n, "total_tokens": n + produced, "completion_tokens": produced,
+        "prompt_tokens_details": {"cached_tokens": track.cached_tokens},
+    }  # fmt: skip
+
+
+def _capacity_error(track: RequestTrack) -> SimHTTPError:
+    return SimHTTPError(
+        400, "The request cannot be scheduled: its prompt needs more KV cache than the engine has."
+    )
+
+
+async def _respond(
+    inst: SimInstance, request: web.Request, gen: Generation, track: RequestTrack, plan: PDPlan
+) -> web.Response:
+    limit = inst.faults.plan.disconnect_after
+    produced = 0
+    while True:
+        delta: Delta = await track.queue.get()
+        produced += delta.tokens
+        if limit is not None and produced >= limit:
+            _cut(request)
+        if delta.finished:
+            break
+    reason = track.finish_reason or "length"
+    if reason == "error":
+        raise _capacity_error(track)
+    text = gen.text(0, produced)
+    if gen.chat:
+        choice: dict[str, Any] = {
+            "index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": None, "finish_reason": reason, "stop_reason": None,
+        }  # fmt: skip
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+    body: dict[str, Any] = {
+        "id": gen.response_id, "object": "chat.completion" if gen.chat else "text_completion",
+        "created": gen.created, "model": gen.model, "choices": [choice],
+        "usage": _usage(gen, track, produced),
+        **inst.personality.response_extras(plan, len(gen.prompt_ids)),
+    }  # fmt: skip
+    return json_response(body, headers={"x-request-id": gen.request_id})
+
+
+class _ChunkEncoder:
+    """SSE events from templates: the hot path only JSON-encodes the new text."""
+
+    def __init__(self, gen: Generation) -> None:
+        self.gen = gen
+        obj = "chat.completion.chunk" if gen.chat else "text_completion"
+        head = compact_json(
+            {"id": gen.response_id, "object": obj, "created": gen.created, "model": gen.model}
+        )
+        self._head = head[:-1]
+        key = '"delta":{"content":' if gen.chat else '"text":'
+        self._open = f'data: {self._head},"choices":[{{"index":0,{key}'
+        self._close = "}" if gen.chat else ""
+
+    def role(self) -> bytes:
+        return (
+            f'data: {self._head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},'
+            '"logprobs":null,"finish_reason":null}]}\n\n'
+        ).encode()
+
+    def content(self, text: str, finish_reason: str | None) -> bytes:
+        reason = "null" if finish_reason is None else json.dumps(finish_reason)
+        stop = "" if self.gen.chat else ',"stop_reason":null'
+        return (
+            f'{self._open}{compact_json(text)}{self._close},"logprobs":null,"finish_reason":{reason}{stop}}}]}}\n\n'
+        ).encode()
+
+    def usage(self, usage: dict[str, Any]) -> bytes:
+        return f'data: {self._head},"choices":[],"usage":{compact_json(usage)}}}\n\n'.encode()
+
+
+async def _stream(
+    inst: SimInstance, request: web.Request, gen: Generation, track: RequestTrack
+) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+                 "x-request-id": gen.request_id}
+    )  # fmt: skip
+    await resp.prepare(request)
+    enc = _ChunkEncoder(gen)
+    if gen.chat:
+        await resp.write(enc.role())
+    limit = inst.faults.plan.disconnect_after
+    produced = 0
+    while True:
+        delta: Delta = await track.queue.get()
+        reason = delta.finish_reason if delta.finished else None
+        if reason == "error":
+            err = _capacity_error(track)
+            await resp.write(f"data: {compact_json(inst.personality.error_body(err))}\n\n".encode())
+            break
+        if delta.tokens or delta.finished:
+            await resp.write(enc.content(gen.text(produced, delta.tokens), reason))
+            produced += delta.tokens
+        if limit is not None and produced >= limit:
+            _cut(request)
+        if delta.finished:
+            break
+    if gen.include_usage:
+        await resp.write(enc.usage(_usage(gen, track, produced)))
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp

@@ -1,0 +1,358 @@
+"""The simulated engine's driver (one asyncio step loop per instance) and ``serve``, which runs N instances.
+
+The driver owns an ``EngineCore``: while the core has work it calls ``step(now)``, sleeps until the step's
+deadline (``step_start + duration * time_scale`` on the wall clock; the next step starts at that deadline,
+not at wake-up, so sleep overshoot never accumulates), then delivers the step's tokens to the waiting
+requests' queues and records their timings. Idle, it waits for ``submit`` (or the core's next ready time).
+One loop per instance, never a timer per request.
+
+Times given to the core and recorded in histograms are *simulated* seconds: wall seconds since start
+divided by ``time_scale``. At ``--time-scale 0.1`` a 50 ms simulated TTFT is seen after 5 wall ms by
+clients but reported as 0.05 s in ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from infctl.errors import EngineError
+from infctl.sim.faults import FaultState
+from infctl.sim.personality.base import BootstrapRegistry, Capacity, EngineMetrics
+from infctl.sim.profiles import SimProfile, get_profile
+from infctl.sim.settings import SimSettings
+from infctl.sim.types import CoreStats, KVEvent, SimRequest, StepOutput
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 0.05
+"""Wall seconds the loop may fall behind its deadlines before the step clock restarts from now."""
+
+
+class EngineCoreLike(Protocol):
+    """The contract of ``infctl.sim.scheduler.EngineCore`` the driver relies on."""
+
+    def add_request(self, req: SimRequest, now: float) -> None: ...
+    def abort(self, request_id: str) -> None: ...
+    def has_work(self) -> bool: ...
+    def next_ready_time(self) -> float | None: ...
+    def step(self, now: float) -> StepOutput: ...
+    def stats(self) -> CoreStats: ...
+    def reset_prefix_cache(self) -> bool: ...
+
+
+class SimClock:
+    """Simulated seconds since start: wall (loop) time divided by ``time_scale``."""
+
+    def __init__(self, time_scale: float) -> None:
+        self.scale = time_scale
+        self._loop = asyncio.get_running_loop()
+        self._t0 = self._loop.time()
+
+    def now(self) -> float:
+        return (self._loop.time() - self._t0) / self.scale
+
+    def to_sim(self, wall: float) -> float:
+        return (wall - self._t0) / self.scale
+
+    def to_wall(self, sim: float) -> float:
+        return self._t0 + sim * self.scale
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """Tokens handed to a request's consumer in one wake-up (coalesced by ``stream_interval``)."""
+
+    tokens: int
+    finished: bool = False
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class RequestTrack:
+    """A request in flight: its queue of deltas and its timings (simulated seconds)."""
+
+    request: SimRequest
+    interval: int
+    queue: asyncio.Queue[Delta] = field(default_factory=asyncio.Queue)
+    pending: int = 0
+    produced: int = 0
+    cached_tokens: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+
+class Driver:
+    """Runs one core in real time (scaled) and fans its tokens out to the requests' queues."""
+
+    def __init__(
+        self,
+        core: EngineCoreLike,
+        clock: SimClock,
+        faults: FaultState,
+        metrics: EngineMetrics,
+        *,
+        kv_sink: Callable[[Sequence[KVEvent]], None] | None = None,
+    ) -> None:
+        self.core = core
+        self.clock = clock
+        self.faults = faults
+        self.metrics = metrics
+        self.kv_sink = kv_sink
+        self._tracks: dict[str, RequestTrack] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._generated = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="sim-driver")
+
+    def kill(self) -> None:
+        """Stop stepping at once and end every request with finish reason "abort"."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        for track in list(self._tracks.values()):
+            self._end(track, "abort", self.clock.now())
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.kill()
+
+    # -- requests --------------------------------------------------------------------------------------
+    def submit(self, req: SimRequest, *, interval: int = 1) -> RequestTrack:
+        track = RequestTrack(req, max(1, interval))
+        self._tracks[req.request_id] = track
+        self.core.add_request(req, self.clock.now())
+        self._wake.set()
+        return track
+
+    def abort(self, request_id: str) -> None:
+        track = self._tracks.get(request_id)
+        if track is not None:
+            self.core.abort(request_id)
+            self._end(track, "abort", self.clock.now())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tracks)
+
+    def stats(self) -> CoreStats:
+        return self.core.stats()
+
+    def reset_cache(self) -> bool:
+        """Drop the prefix cache; False while requests are in flight (as vLLM and SGLang refuse)."""
+        if self._tracks or self.core.has_work():
+            return False
+        return self.core.reset_prefix_cache()
+
+    def gen_throughput(self) -> float:
+        return self.metrics.gen_throughput(self.clock.now(), self._generated)
+
+    # -- the loop --------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = self.clock
+        prev_end: float | None = None
+        while True:
+            if not self.faults.resumed.is_set():
+                prev_end = None
+                await self.faults.resumed.wait()
+                continue
+            ready = self.core.next_ready_time()
+            if not self.core.has_work() or (ready is not None and clock.to_wall(ready) > loop.time()):
+                prev_end = None
+                await self._idle(loop, ready)
+                continue
+            wall = loop.time()
+            start = prev_end if prev_end is not None and wall - prev_end < RESYNC_SECONDS else wall
+            sim_start = clock.to_sim(start)
+            out = self.core.step(sim_start)
+            if out.duration <= 0 and not out.events:
+                prev_end = None  # nothing runnable yet
+                await self._idle(loop, self.core.next_ready_time())
+                continue
+            duration = out.duration * self.faults.plan.slowdown
+            end = start + duration * clock.scale
+            # Always yield, so that HTTP handlers run between back-to-back steps.
+            await asyncio.sleep(max(0.0, end - loop.time()))
+            prev_end = end
+            self._deliver(out, sim_start, sim_start + duration)
+
+    async def _idle(self, loop: asyncio.AbstractEventLoop, ready: float | None) -> None:
+        """Until a request is submitted or the core's next ready time (remote KV arriving)."""
+        self._wake.clear()
+        timeout = None if ready is None else max(0.0, self.clock.to_wall(ready) - loop.time())
+        if timeout is None and self.core.has_work():
+            timeout = 0.01  # work the core cannot schedule and no ready time: poll, never spin
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _deliver(self, out: StepOutput, start: float, end: float) -> None:
+        m = self.metrics
+        if out.kv_events and self.kv_sink is not None:
+            self.kv_sink(out.kv_events)
+        if out.prefill_tokens or out.decode_seqs:
+            m.observe("iteration_tokens", out.prefill_tokens + out.decode_seqs)
+        for ev in out.events:
+            track = self._tracks.get(ev.request_id)
+            if track is None:
+                continue
+            if track.scheduled_at is None:
+                track.scheduled_at = start
+            first = False
+            if ev.new_tokens:
+                n = ev.new_tokens
+                if track.first_token_at is None:
+                    first = True
+                    track.first_token_at = end
+                    track.cached_tokens = ev.cached_tokens
+                    m.observe("ttft", end - track.request.arrival)
+                elif track.last_token_at is not None:
+                    m.observe("itl", (end - track.last_token_at) / n, n)
+                track.last_token_at = end
+                track.produced += n
+                track.pending += n
+                self._generated += n
+            if ev.finished:
+                self._end(track, ev.finish_reason or "length", end)
+            elif track.pending >= track.interval or (first and track.pending):
+                track.queue.put_nowait(Delta(track.pending))
+                track.pending = 0
+        m.sample_generation(end, self._generated)
+
+    def _end(self, track: RequestTrack, reason: str, now: float) -> None:
+        self._tracks.pop(track.request.request_id, None)
+        track.done = True
+        track.finish_reason = reason
+        track.queue.put_nowait(Delta(track.pending, True, reason))
+        track.pending = 0
+        self._record(track, reason, now)
+
+    def _record(self, track: RequestTrack, reason: str, now: float) -> None:
+        m = self.metrics
+        m.finish("abort" if reason not in ("stop", "length") else reason)
+        if track.first_token_at is None or track.scheduled_at is None:
+            return
+        req = track.request
+        scheduled, first = track.scheduled_at, track.first_token_at
+        m.observe("e2e", now - req.arrival)
+        m.observe("queue", max(0.0, scheduled - req.arrival))
+        m.observe("prefill", first - scheduled)
+        m.observe("decode", now - first)
+        m.observe("inference", now - scheduled)
+        m.observe("prompt_tokens", len(req.prompt_ids))
+        m.observe("generation_tokens", track.produced)
+        m.observe("max_tokens", req.max_tokens)
+        if track.produced > 1:
+            m.observe("tpot", (now - first) / (track.produced - 1))
+
+
+# -- serve -----------------------------------------------------------------------------------------------
+
+
+def resolve_profile(cfg: SimSettings) -> tuple[SimProfile, Capacity]:
+    """The core's profile (with the CLI overrides) and the capacity figures the HTTP surface reports."""
+    profile = get_profile(cfg.profile).with_overrides(**cfg.profile_overrides())
+    cap = Capacity(
+        block_size=profile.block_size,
+        num_gpu_blocks=profile.num_gpu_blocks,
+        max_model_len=profile.max_model_len,
+        max_num_seqs=profile.max_num_seqs,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
+        enable_prefix_caching=profile.enable_prefix_caching,
+    )
+    return profile, cap
+
+
+class SimCluster:
+    """N simulated engines on consecutive ports, sharing one clock and one SGLang bootstrap registry."""
+
+    def __init__(self, cfg: SimSettings) -> None:
+        from infctl.sim.app import SimInstance
+
+        self.cfg = cfg
+        self.clock = SimClock(cfg.time_scale)
+        self.registry = BootstrapRegistry()
+        profile, cap = resolve_profile(cfg)
+        self.instances = [
+            SimInstance(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
+            for i in range(cfg.instances)
+        ]
+
+    @property
+    def urls(self) -> list[str]:
+        return [inst.url for inst in self.instances]
+
+    async def start(self) -> None:
+        try:
+            for inst in self.instances:
+                await inst.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        await asyncio.gather(*(inst.stop() for inst in self.instances), return_exceptions=True)
+
+    async def wait(self, stop: asyncio.Event | None) -> bool:
+        """Until ``stop`` is set (True) or every instance has crashed (False)."""
+
+        async def all_crashed() -> bool:
+            for inst in self.instances:
+                await inst.crashed.wait()
+            return True
+
+        waiters = [asyncio.create_task(all_crashed())]
+        if stop is not None:
+            waiters.append(asyncio.create_task(stop.wait()))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        return not all(inst.crashed.is_set() for inst in self.instances)
+
+
+async def serve(
+    cfg: SimSettings,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[SimCluster], None] | None = None,
+) -> None:
+    """Run the engines until ``stop`` is set; raises EngineError when every instance crashed (``--fault``)."""
+    started = time.monotonic()
+    cluster = SimCluster(cfg)
+    try:
+        await cluster.start()
+        log.info(
+            "%d simulated %s engine(s) up in %.2fs",
+            cfg.instances,
+            cfg.personality,
+            time.monotonic() - started,
+        )
+        if on_ready is not None:
+            on_ready(cluster)
+        if ready is not None:
+            ready.set()
+        if not await cluster.wait(stop):
+            raise EngineError(
+                "every simulated engine crashed (fault injection)",
+                hint="drop --fault crash-after=... or clear it with DELETE /admin/faults before it fires",
+            )
+    finally:
+        await cluster.close()

@@ -1,0 +1,91 @@
+"""Settings of ``infctl sim``: one frozen record the CLI builds and ``infctl.sim.server.serve`` runs.
+
+Every field is documented with its unit and default. Profile values (``num_gpu_blocks`` ...) are
+overrides: ``None`` keeps the value of the named ``infctl.sim.profiles`` profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from infctl.sim.faults import FaultPlan
+
+Personality = Literal["vllm", "sglang"]
+Role = Literal["prefill", "decode", "both"]
+
+DEFAULT_PORTS: dict[str, int] = {"vllm": 8000, "sglang": 30000}
+"""The port each real engine listens on by default."""
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """How to run one or more simulated engines in this process."""
+
+    personality: Personality = "vllm"
+    """Which engine to imitate: HTTP extras, error bodies, metric names and the PD protocol."""
+    profile: str = "llama3-8b-h100"
+    """Name of the timing/capacity profile (``infctl.sim.profiles.PROFILES``)."""
+    model: str | None = None
+    """Served model name (``/v1/models``, ``model_name`` label); None: the profile's name."""
+    host: str = "127.0.0.1"
+    """Address to listen on."""
+    port: int | None = None
+    """First instance's port; instance i listens on port + i. None: the engine's default
+    (vLLM 8000, SGLang 30000); 0: a free port per instance (tests)."""
+    instances: int = 1
+    """Engines to run, one event loop, consecutive ports."""
+    roles: tuple[Role, ...] = ("both",)
+    """PD role of each instance, cycled over the instances (``--role prefill,decode`` with two instances
+    gives a PD pair in one process): ``prefill`` serves prefill legs, ``decode`` takes transferred KV,
+    ``both`` is colocated."""
+    time_scale: float = 1.0
+    """Wall seconds per simulated second: 1.0 runs in real time, 0.1 ten times faster."""
+    stream_interval: int = 1
+    """Tokens coalesced into one SSE chunk (vLLM ``--stream-interval``); the first token is never held."""
+    kv_events_port: int | None = None
+    """Publish vLLM-format KV events on ZMQ PUB ``tcp://*:port+i``; None: off; 0: a free port (tests)."""
+    kv_events_topic: str = ""
+    """ZMQ topic frame of every KV event message (vLLM's default is empty)."""
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    """Faults active from start (``--fault``); change them at runtime through ``/admin/faults``."""
+    legacy_metrics: bool = False
+    """Also expose deprecated vLLM metric names (gpu_cache_usage_perc, gpu_prefix_cache_*, ...)."""
+    max_default_tokens: int = 1024
+    """Cap on the tokens a chat request generates when it gives no max_tokens (vLLM would use all of
+    the remaining context)."""
+    bootstrap_port: int = 8998
+    """SGLang PD: instance i's bootstrap port is bootstrap_port + i (reported, never bound)."""
+    pd_wait_timeout: float = 30.0
+    """SGLang PD: wall seconds a decode request waits for its in-process prefill before failing."""
+    num_gpu_blocks: int | None = None
+    """Profile override: KV blocks in the pool."""
+    block_size: int | None = None
+    """Profile override: tokens per KV block."""
+    max_num_seqs: int | None = None
+    """Profile override: most sequences in one batch."""
+    max_num_batched_tokens: int | None = None
+    """Profile override: most tokens (prefill + decode) in one step."""
+    max_model_len: int | None = None
+    """Profile override: context length (prompt + generated tokens)."""
+    enable_prefix_caching: bool | None = None
+    """Profile override: False disables the prefix cache (``--no-prefix-caching``)."""
+
+    def profile_overrides(self) -> dict[str, object]:
+        """The profile fields given explicitly, for ``SimProfile.with_overrides``."""
+        values = {
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "block_size": self.block_size,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_model_len": self.max_model_len,
+            "enable_prefix_caching": self.enable_prefix_caching,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+    def role_of(self, index: int) -> Role:
+        return self.roles[index % len(self.roles)]
+
+    @property
+    def first_port(self) -> int:
+        return DEFAULT_PORTS[self.personality] if self.port is None else self.port

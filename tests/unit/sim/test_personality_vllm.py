@@ -1,0 +1,181 @@
+"""The vLLM personality: metric names, labels and buckets, extra endpoints, the NIXL-style PD protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from infctl import tokens
+from infctl.sim.profiles import get_profile
+
+MODEL = get_profile("llama3-8b-h100").model
+LABELS = f'model_name="{MODEL}",engine="0"'
+
+TTFT = (
+    "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1.0 2.5 5.0 7.5 10.0 20.0 40.0 80.0 160.0 640.0 "
+    "2560.0"
+)
+ITL = "0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1.0 2.5 5.0 7.5 10.0 20.0 40.0 80.0"
+LATENCY = (
+    "0.3 0.5 0.8 1.0 1.5 2.0 2.5 5.0 10.0 15.0 20.0 30.0 40.0 50.0 60.0 120.0 240.0 480.0 960.0 1920.0 7680.0"
+)
+TOKENS_32K = "1.0 2.0 5.0 10.0 20.0 50.0 100.0 200.0 500.0 1000.0 2000.0 5000.0 10000.0 20000.0"
+
+
+def buckets(samples: dict[str, float], family: str) -> str:
+    prefix = f"{family}_bucket{{{LABELS},le="
+    return " ".join(k[len(prefix) + 1 : -2] for k in samples if k.startswith(prefix))
+
+
+async def complete(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=30) as client:
+        resp = await client.post(f"{url}/v1/completions", json=body)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+
+async def test_metrics_carry_vllm_names_labels_and_buckets(sim_url: str, scrape: Any) -> None:
+    prompt = tokens.synth_words(100)
+    await complete(sim_url, {"prompt": prompt, "max_tokens": 5})
+    await complete(sim_url, {"prompt": prompt, "max_tokens": 5})
+    s = await scrape(sim_url)
+    for gauge in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"):
+        assert s[f"vllm:{gauge}{{{LABELS}}}"] == 0.0
+    assert s[f"vllm:prompt_tokens_total{{{LABELS}}}"] == 200
+    assert s[f"vllm:generation_tokens_total{{{LABELS}}}"] == 10
+    assert s[f"vllm:prefix_cache_queries_total{{{LABELS}}}"] == 200
+    assert s[f"vllm:prefix_cache_hits_total{{{LABELS}}}"] == 96
+    assert s[f"vllm:num_preemptions_total{{{LABELS}}}"] == 0
+    assert s[f'vllm:request_success_total{{{LABELS},finished_reason="length"}}'] == 2
+    assert s[f'vllm:num_requests_waiting_by_reason{{{LABELS},reason="capacity"}}'] == 0
+    info = next(k for k in s if k.startswith("vllm:cache_config_info{"))
+    assert 'block_size="16"' in info and 'num_gpu_blocks="28700"' in info
+    assert 'enable_prefix_caching="True"' in info and 'engine="0"' in info
+    assert buckets(s, "vllm:time_to_first_token_seconds") == TTFT + " +Inf"
+    for family in ("vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"):
+        assert buckets(s, family) == ITL + " +Inf"
+    for phase in ("e2e_request_latency", "request_queue_time", "request_prefill_time", "request_decode_time"):
+        assert buckets(s, f"vllm:{phase}_seconds") == LATENCY + " +Inf"
+    for family in ("vllm:request_prompt_tokens", "vllm:request_generation_tokens"):
+        assert buckets(s, family) == TOKENS_32K + " +Inf"
+    assert s[f"vllm:time_to_first_token_seconds_count{{{LABELS}}}"] == 2
+    assert s[f"vllm:inter_token_latency_seconds_count{{{LABELS}}}"] == 8
+    assert s[f'vllm:request_prompt_tokens_bucket{{{LABELS},le="100.0"}}'] == 2
+    assert s[f'vllm:request_prompt_tokens_bucket{{{LABELS},le="50.0"}}'] == 0
+    assert not any(k.startswith("vllm:gpu_cache_usage_perc") for k in s)
+
+
+async def test_exposition_has_help_and_type_for_every_family(sim_url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        resp = await client.get(f"{sim_url}/metrics")
+    assert resp.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    lines = resp.text.splitlines()
+    typed = {line.split()[2]: line.split()[3] for line in lines if line.startswith("# TYPE")}
+    helped = {line.split()[2] for line in lines if line.startswith("# HELP")}
+    assert set(typed) == helped
+    assert (
+        typed["vllm:prompt_tokens"] == "counter" and typed["vllm:time_to_first_token_seconds"] == "histogram"
+    )
+    for line in lines:
+        if not line.startswith("#"):
+            name = line.split("{")[0]
+            family = (
+                name.removesuffix("_total") if name.endswith("_total") and "iteration" not in name else name
+            )
+            family = family.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            assert family in typed or name in typed, line
+
+
+async def test_legacy_metrics_flag_adds_deprecated_names(start_sim: Any, scrape: Any) -> None:
+    url = (await start_sim(legacy_metrics=True)).urls[0]
+    await complete(url, {"prompt": tokens.synth_words(40), "max_tokens": 3})
+    s = await scrape(url)
+    assert s[f"vllm:gpu_cache_usage_perc{{{LABELS}}}"] == 0.0
+    assert s[f"vllm:gpu_prefix_cache_queries_total{{{LABELS}}}"] == 2  # blocks: 40 tokens // 16
+    assert s[f"vllm:time_per_output_token_seconds_count{{{LABELS}}}"] == 2
+    assert s[f"vllm:kv_cache_usage_perc{{{LABELS}}}"] == 0.0
+
+
+async def test_small_cache_preempts(start_sim: Any, scrape: Any) -> None:
+    url = (await start_sim(num_gpu_blocks=24)).urls[0]
+    bodies = [{"prompt": tokens.synth_words(64, salt=i), "max_tokens": 100} for i in range(6)]
+    results = await asyncio.gather(*(complete(url, b) for b in bodies))
+    assert all(r["usage"]["completion_tokens"] == 100 for r in results)
+    s = await scrape(url)
+    assert s[f"vllm:num_preemptions_total{{{LABELS}}}"] > 0
+    assert 'num_gpu_blocks="24"' in next(k for k in s if k.startswith("vllm:cache_config_info"))
+
+
+async def test_tokenize_detokenize_load_and_version(sim_url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        tok = (await client.post(f"{sim_url}/tokenize", json={"prompt": "hello big world"})).json()
+        detok = (await client.post(f"{sim_url}/detokenize", json={"tokens": tok["tokens"]})).json()
+        chat = (
+            await client.post(f"{sim_url}/tokenize", json={"messages": [{"role": "user", "content": "hi"}]})
+        ).json()
+        load = (await client.get(f"{sim_url}/load")).json()
+        version = (await client.get(f"{sim_url}/version")).json()
+    assert tok["count"] == 3 and tok["tokens"] == tokens.token_ids("hello big world")
+    assert tok["max_model_len"] == 32_768
+    assert detok == {"prompt": "hello big world"}
+    assert chat["count"] == 3
+    assert load == {"server_load": 0}
+    assert "version" in version
+
+
+async def test_load_counts_requests_in_flight(start_sim: Any) -> None:
+    url = (await start_sim(time_scale=1.0)).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        pending = asyncio.create_task(
+            client.post(f"{url}/v1/completions", json={"prompt": "a", "max_tokens": 30})
+        )
+        await asyncio.sleep(0.05)
+        load = (await client.get(f"{url}/load")).json()
+        await pending
+        after = (await client.get(f"{url}/load")).json()
+    assert load == {"server_load": 1} and after == {"server_load": 0}
+
+
+async def test_pd_two_step_protocol(start_sim: Any, scrape: Any) -> None:
+    prefill = (await start_sim(roles=("prefill",))).instances[0]
+    decode = (await start_sim(roles=("decode",))).instances[0]
+    prompt = tokens.synth_words(200, salt=9)
+    leg1 = await complete(
+        prefill.url,
+        {
+            "prompt": prompt,
+            "max_tokens": 50,
+            "kv_transfer_params": {
+                "do_remote_decode": True,
+                "do_remote_prefill": False,
+                "remote_engine_id": None,
+                "remote_block_ids": None,
+                "remote_host": None,
+                "remote_port": None,
+            },
+        },
+    )
+    params = leg1["kv_transfer_params"]
+    assert leg1["usage"]["completion_tokens"] == 1
+    assert params["do_remote_prefill"] is True and params["do_remote_decode"] is False
+    assert params["remote_engine_id"] == prefill.engine_id
+    assert params["remote_block_ids"] == list(range(13))  # ceil(200 / 16)
+    assert params["remote_host"] == "127.0.0.1" and isinstance(params["remote_port"], int)
+    body = {"prompt": prompt, "max_tokens": 50, "stream": True, "kv_transfer_params": params}
+    body["stream_options"] = {"include_usage": True}
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("POST", f"{decode.url}/v1/completions", json=body) as resp,
+    ):
+        events = [
+            line[6:] for line in (await resp.aread()).decode().split("\n\n") if line.startswith("data: {")
+        ]
+    usage = json.loads(events[-1])["usage"]
+    assert usage["completion_tokens"] == 50
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 200  # the whole prompt arrived as KV
+    s = await scrape(decode.url)
+    assert s[f"vllm:prefix_cache_hits_total{{{LABELS}}}"] == 0  # nothing was computed or cached locally
+    assert s[f"vllm:generation_tokens_total{{{LABELS}}}"] == 50
