@@ -14,7 +14,14 @@ from infctl.config.deployment import (
     Role,
     Target,
 )
-from infctl.config.loader import AnyProfile, load_cluster, load_deployment, load_model, load_profile
+from infctl.config.loader import (
+    AnyProfile,
+    load_cluster,
+    load_deployment,
+    load_model,
+    load_profile,
+    load_router,
+)
 from infctl.config.model import (
     Engine,
     KVEventsConfig,
@@ -25,6 +32,7 @@ from infctl.config.model import (
     SpeculativeConfig,
 )
 from infctl.config.overrides import apply_overrides
+from infctl.config.router import BackendEntry, RouterFile
 from infctl.config.settings import (
     AutoscalerSettings,
     LocalSettings,
@@ -37,6 +45,7 @@ from infctl.config.settings import (
 __all__ = [
     "AnyProfile",
     "AutoscalerSettings",
+    "BackendEntry",
     "ClusterProfile",
     "DeploymentProfile",
     "Engine",
@@ -50,6 +59,7 @@ __all__ = [
     "PoolLayout",
     "ReplicaSpec",
     "Role",
+    "RouterFile",
     "RouterSettings",
     "ScaleBounds",
     "SimSettings",
@@ -64,4 +74,5 @@ __all__ = [
     "load_deployment",
     "load_model",
     "load_profile",
+    "load_router",
 ]

@@ -25,6 +25,7 @@ from infctl.config.cluster import ClusterProfile
 from infctl.config.deployment import DeploymentProfile
 from infctl.config.model import ModelProfile
 from infctl.config.overrides import parse_override, set_value
+from infctl.config.router import RouterFile
 from infctl.errors import ConfigError
 
 MAX_PROBLEMS = 10
@@ -48,6 +49,11 @@ def load_model(path: str | Path, overrides: Sequence[str] = ()) -> ModelProfile:
 def load_cluster(path: str | Path, overrides: Sequence[str] = ()) -> ClusterProfile:
     """Read and validate a cluster profile (``profiles/clusters/*.yaml``)."""
     return _load(ClusterProfile, Path(path), overrides)
+
+
+def load_router(path: str | Path, overrides: Sequence[str] = ()) -> RouterFile:
+    """Read and validate a router file (``infctl router -f router.yaml``)."""
+    return _load(RouterFile, Path(path), overrides)
 
 
 def load_profile(path: str | Path, overrides: Sequence[str] = ()) -> AnyProfile:

@@ -35,12 +35,16 @@ class RelayResult:
 class UpstreamFailed(Exception):
     """The backend failed before anything reached the client: safe to retry elsewhere."""
 
-    def __init__(self, reason: str, *, status: int | None = None, fatal: bool = False) -> None:
+    def __init__(
+        self, reason: str, *, status: int | None = None, fatal: bool = False, backend: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.status = status
         self.fatal = fatal
         """True for failures that say the backend is gone (connect refused), not just busy."""
+        self.backend = backend
+        """The backend to blame when it is not the one the request was finally sent to (a PD prefill leg)."""
 
 
 def make_session(*, connect_timeout_s: float, read_timeout_s: float, limit: int = 0) -> aiohttp.ClientSession:

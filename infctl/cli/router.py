@@ -1,0 +1,129 @@
+"""``infctl router``: the cache-, load- and length-aware router daemon."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from infctl.cli.output import err_console, errors_as_exit
+from infctl.config import RouterFile, load_router
+from infctl.errors import ConfigError
+from infctl.router import PRESETS
+from infctl.router.config import from_file
+from infctl.router.server import run
+
+EXAMPLES = """
+Examples:
+
+  # Two engines, cache- and load-aware routing
+  infctl router --port 8000 --backend http://127.0.0.1:8101 --backend http://127.0.0.1:8102
+
+  # A PD group: prefill and decode roles, vLLM's two-step protocol
+  infctl router --backend http://10.0.0.1:8000,role=prefill,group=g0 --backend http://10.0.0.2:8000,role=decode,group=g0
+
+  # Everything else (buckets, weights, settings) from a file; flags given here win
+  infctl router -f router.yaml --port 9000
+
+Admin API (set INFCTL_ROUTER_ADMIN_TOKEN to require a bearer token): GET/POST /admin/backends,
+POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy.
+"""
+
+_BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id")
+
+
+def parse_backend(spec: str) -> dict[str, Any]:
+    """``URL[,key=value...]`` -> a backend entry mapping (validated later with the router file's model)."""
+    url, *pairs = [p.strip() for p in spec.split(",")]
+    entry: dict[str, Any] = {"url": url}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in _BACKEND_KEYS:
+            raise ConfigError(
+                f"--backend {spec}: cannot read {pair!r}",
+                hint=f"use URL[,key=value...] with keys {', '.join(_BACKEND_KEYS)}",
+            )
+        entry[key] = value
+    return entry
+
+
+def router(
+    file: Annotated[
+        Path | None, typer.Option("-f", "--file", help="Router YAML (see infctl.config.router).")
+    ] = None,
+    backends: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend", metavar="URL[,role=..,group=..]", help="An engine to route to (repeatable)."
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", help=f"Preset: {', '.join(sorted(PRESETS))}. Default cache_aware."),
+    ] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Listen address. Default 127.0.0.1.")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Listen port. Default 8000.")] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="vllm or sglang, for unnamed backends.")
+    ] = None,
+    scrape_interval: Annotated[
+        float | None, typer.Option("--scrape-interval", help="Engine metrics interval, seconds. Default 0.1.")
+    ] = None,
+    health_interval: Annotated[
+        float | None, typer.Option("--health-interval", help="Health probe interval, seconds. Default 1.")
+    ] = None,
+) -> None:
+    """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures."""
+    with errors_as_exit():
+        cfg = from_file(
+            _router_file(file, backends, policy, host, port, engine, scrape_interval, health_interval),
+            admin_token=os.environ.get("INFCTL_ROUTER_ADMIN_TOKEN"),
+        )
+        from infctl.router.policies import build_policy
+
+        build_policy(cfg.policy)  # a bad policy fails here, before the port opens
+    err_console.print(
+        f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
+        f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
+        highlight=False,
+    )
+    run(cfg)
+
+
+def _router_file(
+    file: Path | None,
+    backends: list[str] | None,
+    policy: str | None,
+    host: str | None,
+    port: int | None,
+    engine: str | None,
+    scrape_interval: float | None,
+    health_interval: float | None,
+) -> RouterFile:
+    flags: dict[str, Any] = {
+        "policy": policy,
+        "host": host,
+        "port": port,
+        "engine": engine,
+        "scrape_interval_s": scrape_interval,
+        "health_interval_s": health_interval,
+    }
+    if backends:
+        flags["backends"] = [parse_backend(b) for b in backends]
+    given = {k: v for k, v in flags.items() if v is not None}
+    base: dict[str, Any] = load_router(file).model_dump(exclude_unset=True) if file else {}
+    if not file and "backends" not in given:
+        raise ConfigError("no backends", hint="give --backend URL (repeatable) or -f router.yaml")
+    try:
+        return RouterFile.model_validate({**base, **given})
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{where}: {first['msg']}", hint="see infctl router --help") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="router", epilog=EXAMPLES)(router)

@@ -1,0 +1,76 @@
+"""The router's own file (``infctl router -f router.yaml``): listener, backends, policy, intervals."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from infctl.config._base import Count, Port, ProfileModel
+
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class BackendEntry(ProfileModel):
+    """One engine (or one data-parallel rank of an engine) the router sends requests to."""
+
+    url: str
+    """Base URL of the engine, e.g. ``http://10.0.0.7:8000``."""
+    id: str | None = None
+    """Stable id (keys the prefix index). Default: the URL, plus ``#dpN`` when ``dp_rank`` is set."""
+    role: Literal["prefill", "decode", "both"] = "both"
+    """PD role. Default both (aggregated)."""
+    group: str | None = None
+    """PD group; prefill and decode pair inside one group in group mode."""
+    pool: str | None = None
+    """Pool name that length buckets map to."""
+    upstream: str = "default"
+    """Upstream group for weighted splits (cutover old/new)."""
+    engine: Literal["vllm", "sglang"] | None = None
+    """Engine kind; default the file's ``engine``."""
+    dp_rank: Annotated[int, Field(ge=0)] | None = None
+    """Data-parallel rank this entry pins (sent in the engine's DP-rank header)."""
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    """Relative capacity. Default 1."""
+    models: list[str] = Field(default_factory=list)
+    """Models served; empty means any."""
+
+
+class RouterFile(ProfileModel):
+    """Full router configuration. Every key is optional except ``backends``."""
+
+    backends: list[BackendEntry] = Field(min_length=1)
+    """Engines to route to."""
+    policy: str | dict[str, Any] = "cache_aware"
+    """A preset (round_robin, random, least_load, power_of_two, session, kv_usage, prefix, prefix_precise,
+    cache_aware) or a policy mapping (filters, scorers, picker, index, settings, buckets, upstreams)."""
+    host: str = "127.0.0.1"
+    """Listen address. Default 127.0.0.1 (use 0.0.0.0 in a pod)."""
+    port: Port = 8000
+    """Listen port. Default 8000."""
+    engine: Literal["vllm", "sglang"] = "vllm"
+    """Engine kind of backends that do not name one. Default vllm."""
+    scrape_interval_s: Seconds = 0.1
+    """Engine /metrics scrape interval, seconds. Default 0.1."""
+    health_interval_s: Seconds = 1.0
+    """Active health probe interval, seconds. Default 1."""
+    connect_timeout_s: Seconds = 2.0
+    """Upstream connect timeout, seconds. Default 2."""
+    read_timeout_s: Seconds = 600.0
+    """Longest upstream silence, seconds. Default 600."""
+    max_body_bytes: Count = 32 * 1024 * 1024
+    """Largest request body accepted, bytes. Default 32 MiB."""
+    max_attempts: Count = 3
+    """Backends tried per request before anything reached the client. Default 3."""
+    block_size: Count = 16
+    """Tokens per prefix-hash block; match the engines' KV block size. Default 16."""
+    session_header: str = "x-session-id"
+    """Header that keys session affinity. Default x-session-id."""
+    pd_mode: Literal["group", "pool"] = "group"
+    """How prefill and decode pair. Default group."""
+    pd_min_uncached_tokens: Annotated[int, Field(ge=0)] = 512
+    """Disaggregate only above this many uncached prompt tokens. Default 512."""
+    admin_token_env: str | None = None
+    """Name of the environment variable holding the admin bearer token (never the token itself)."""
+    drain_timeout_s: Seconds = 30.0
+    """Grace for in-flight requests on SIGTERM, seconds. Default 30."""

@@ -1,0 +1,93 @@
+"""Settings of the router daemon (``infctl router``): where it listens, what it routes to, how often."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from infctl.config.router import RouterFile
+from infctl.router.health import HealthPolicy
+from infctl.router.snapshot import Backend
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """Everything ``serve`` needs. Built by the CLI from flags or a ``-f router.yaml``."""
+
+    backends: tuple[Backend, ...]
+    """Static backends (engines, or one per data-parallel rank)."""
+    policy: str | Mapping[str, Any] = "cache_aware"
+    """A preset name or a policy dict (see ``infctl.router.policies.pipeline``)."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    engine: str = "vllm"
+    """Engine adapter for backends that do not name one (metric names, health, PD protocol)."""
+    scrape_interval_s: float = 0.1
+    """How often every engine's /metrics is scraped, seconds."""
+    health_interval_s: float = 1.0
+    """How often every engine's health path is probed, seconds (also bounds ejection-to-readmission)."""
+    connect_timeout_s: float = 2.0
+    """Upstream connect timeout, seconds; a timeout counts as a fatal failure of that backend."""
+    read_timeout_s: float = 600.0
+    """Longest silence allowed between upstream bytes, seconds."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """Largest request body accepted; larger ones get 413."""
+    max_attempts: int = 3
+    """Backends tried per request while nothing has reached the client (first try included)."""
+    block_size: int = 16
+    """Tokens per block for prefix hashes (match the engines' KV block size for precise routing)."""
+    session_header: str = "x-session-id"
+    """Header whose value keys session affinity."""
+    pd_mode: Literal["group", "pool"] = "group"
+    """How prefill and decode backends pair when both roles are present."""
+    pd_min_uncached_tokens: int = 512
+    """Disaggregate only when more prompt tokens than this are uncached on the decode side."""
+    admin_token: str | None = None
+    """Bearer token required by /admin/*; None leaves the admin API open (local use only)."""
+    drain_timeout_s: float = 30.0
+    """On SIGTERM, how long in-flight requests may run before the router exits, seconds."""
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    """Passive ejection and backoff settings."""
+
+
+def backend_id(url: str, dp_rank: int | None) -> str:
+    return url if dp_rank is None else f"{url}#dp{dp_rank}"
+
+
+def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig:
+    """The daemon's settings from a validated router file (or flags turned into one)."""
+    backends = tuple(
+        Backend(
+            id=b.id or backend_id(b.url.rstrip("/"), b.dp_rank),
+            url=b.url.rstrip("/"),
+            role=b.role,
+            group=b.group,
+            pool=b.pool,
+            upstream=b.upstream,
+            engine=b.engine or rf.engine,
+            dp_rank=b.dp_rank,
+            weight=b.weight,
+            models=tuple(b.models),
+        )
+        for b in rf.backends
+    )
+    return RouterConfig(
+        backends=backends,
+        policy=rf.policy,
+        host=rf.host,
+        port=rf.port,
+        engine=rf.engine,
+        scrape_interval_s=rf.scrape_interval_s,
+        health_interval_s=rf.health_interval_s,
+        connect_timeout_s=rf.connect_timeout_s,
+        read_timeout_s=rf.read_timeout_s,
+        max_body_bytes=rf.max_body_bytes,
+        max_attempts=rf.max_attempts,
+        block_size=rf.block_size,
+        session_header=rf.session_header.lower(),
+        pd_mode=rf.pd_mode,
+        pd_min_uncached_tokens=rf.pd_min_uncached_tokens,
+        admin_token=admin_token,
+        drain_timeout_s=rf.drain_timeout_s,
+    )

@@ -1,0 +1,76 @@
+"""The router's own /metrics: what it decided, what it saw, what it cost."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from infctl.sim.personality.exposition import Histogram, Writer, label_pairs
+
+_LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+PREFIX = "infctl_router_"
+
+
+class RouterMetrics:
+    """Counters and histograms, rendered on demand. One per router process."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, str]] = Counter()
+        """(backend, status class) -> requests."""
+        self.decisions: Counter[tuple[str, str]] = Counter()
+        """(policy, reason) -> decisions."""
+        self.retries = 0
+        self.rejected: Counter[str] = Counter()
+        """reason -> requests answered by the router itself (no backend, bad request)."""
+        self.ejections: Counter[str] = Counter()
+        self.readmissions: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.estimated_cached_tokens = 0
+        self.ttft = Histogram(_LATENCY_BUCKETS)
+        self.e2e = Histogram(_LATENCY_BUCKETS)
+        self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+
+    def render(self, inflight: Iterable[tuple[str, int]], policy: str) -> str:
+        w = Writer(self._prefixes)
+        w.counters(
+            f"{PREFIX}requests_total",
+            "Requests proxied, by backend and status class.",
+            ((label_pairs({"backend": b, "status": s}), n) for (b, s), n in sorted(self.requests.items())),
+        )
+        w.counters(
+            f"{PREFIX}decisions_total",
+            "Routing decisions by policy and reason.",
+            ((label_pairs({"policy": p, "reason": r}), n) for (p, r), n in sorted(self.decisions.items())),
+        )
+        w.counter(f"{PREFIX}retries_total", "Attempts retried on another backend.", "", self.retries)
+        w.counters(
+            f"{PREFIX}rejected_total",
+            "Requests the router answered itself, by reason.",
+            ((label_pairs({"reason": r}), n) for r, n in sorted(self.rejected.items())),
+        )
+        w.counters(
+            f"{PREFIX}ejections_total",
+            "Backends ejected after failures.",
+            ((label_pairs({"backend": b}), n) for b, n in sorted(self.ejections.items())),
+        )
+        w.counters(
+            f"{PREFIX}readmissions_total",
+            "Ejected backends re-admitted by a health probe.",
+            ((label_pairs({"backend": b}), n) for b, n in sorted(self.readmissions.items())),
+        )
+        w.counter(f"{PREFIX}prompt_tokens_total", "Prompt tokens routed (estimate).", "", self.prompt_tokens)
+        w.counter(
+            f"{PREFIX}estimated_cached_tokens_total",
+            "Prompt tokens the chosen backend was expected to hold in its prefix cache.",
+            "",
+            self.estimated_cached_tokens,
+        )
+        w.header(f"{PREFIX}inflight_requests", "gauge", "Requests in flight per backend.")
+        for backend, n in inflight:
+            w.sample(f"{PREFIX}inflight_requests", label_pairs({"backend": backend}), n)
+        w.gauge(f"{PREFIX}policy_info", "The active policy.", label_pairs({"policy": policy}), 1)
+        w.histogram(f"{PREFIX}time_to_first_byte_seconds", "Send to first byte (router TTFT).", "", self.ttft)
+        w.histogram(f"{PREFIX}e2e_request_latency_seconds", "Router-side end-to-end latency.", "", self.e2e)
+        return w.text()

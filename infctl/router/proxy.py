@@ -1,0 +1,168 @@
+"""The per-request path: read, decide, forward, relay, account. Decisions come from RouterCore (pure)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
+from infctl.router.errors import NoBackendError
+from infctl.router.requests import BadRequest, error_response, parse_body, request_info
+from infctl.router.snapshot import RequestInfo, Snapshot
+from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
+
+if TYPE_CHECKING:
+    from infctl.router.server import RouterState
+
+log = logging.getLogger(__name__)
+
+# Expected output when the client does not say: only used to weigh decode load, never sent upstream.
+_DEFAULT_EXPECTED_OUTPUT = 128
+
+
+async def generate(state: RouterState, request: web.Request, *, path: str) -> web.StreamResponse:
+    """Route one /v1/completions or /v1/chat/completions request."""
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    try:
+        raw = await request.read()
+        body = parse_body(raw)
+        info = request_info(
+            body,
+            chat=path.endswith("chat/completions"),
+            request_id=request_id,
+            headers=request.headers,
+            block_size=state.cfg.block_size,
+            session_header=state.cfg.session_header,
+        )
+    except BadRequest as exc:
+        state.metrics.rejected["bad_request"] += 1
+        return error_response(exc.status, str(exc))
+    state.metrics.prompt_tokens += info.prompt_tokens
+    headers = upstream_headers(request.headers, request_id)
+    expected = info.max_tokens or _DEFAULT_EXPECTED_OUTPUT
+    tried: set[str] = set()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    last_error = "no attempt"
+    for attempt in range(state.cfg.max_attempts):
+        snap = _without(state.pool.snapshot(loop.time()), tried)
+        try:
+            prefill, decode, reason, matched = _decide(state, snap, info)
+        except NoBackendError as exc:
+            if tried:
+                break  # every backend left has failed this request
+            state.metrics.rejected[exc.reason] += 1
+            return error_response(503, exc.message, kind="ServiceUnavailableError")
+        state.metrics.decisions[(state.policy_name, reason)] += 1
+        if attempt == 0:
+            state.metrics.estimated_cached_tokens += matched * info.block_size
+        else:
+            state.metrics.retries += 1
+        try:
+            out = await _attempt(state, request, body, raw, headers, info, prefill, decode, expected)
+        except UpstreamFailed as exc:
+            failed = exc.backend or decode
+            tried.add(failed)
+            last_error = f"{failed}: {exc.reason}"
+            if state.pool.record_failure(failed, loop.time(), fatal=exc.fatal, error=exc.reason):
+                state.metrics.ejections[failed] += 1
+                log.warning("ejected %s after %s", failed, exc.reason)
+            continue
+        state.metrics.e2e.observe(loop.time() - started)
+        return out
+    state.metrics.rejected["upstream_failed"] += 1
+    return error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError")
+
+
+def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str | None, str, str, int]:
+    """(prefill or None, decode/target, reason, matched blocks) from the pure core."""
+    if state.disaggregated:
+        pd = state.core.route_pd(snap, info, state.pd_settings)
+        return pd.prefill, pd.decode, pd.reason, 0
+    d = state.core.route(snap, info)
+    return None, d.backend_id, d.reason, d.matched_blocks
+
+
+async def _attempt(
+    state: RouterState,
+    request: web.Request,
+    body: dict[str, Any],
+    raw: bytes,
+    headers: Mapping[str, str],
+    info: RequestInfo,
+    prefill: str | None,
+    decode: str,
+    expected: int,
+) -> web.StreamResponse:
+    pool, loop = state.pool, asyncio.get_running_loop()
+    backend = pool.backend(decode)
+    send_headers = dict(headers)
+    adapter = get_adapter(backend.engine or state.cfg.engine)
+    if backend.dp_rank is not None and adapter.dp_rank_header:
+        send_headers[adapter.dp_rank_header] = str(backend.dp_rank)
+    pool.start(decode, info.prompt_tokens, expected)
+    got_first = False
+    try:
+        if prefill is None:
+            payload = raw
+        else:
+            payload = await _pd_payload(state, body, send_headers, prefill, decode)
+        url = backend.url + request.path
+        out, result = await forward(
+            request, state.session, url, payload, send_headers, request_id=info.request_id
+        )
+        got_first = result.first_byte_s is not None
+        if got_first:
+            pool.first_token(decode, info.prompt_tokens)
+            state.metrics.ttft.observe(result.first_byte_s or 0.0)
+        status = f"{result.status // 100}xx" if result.completed else "broken"
+        state.metrics.requests[(decode, status)] += 1
+        if result.completed and result.status < 500:
+            pool.record_success(decode)
+        elif not result.completed:
+            pool.record_failure(decode, loop.time(), fatal=False, error="stream broken")
+        return out
+    finally:
+        pool.finish(decode, info.prompt_tokens, expected, got_first=got_first)
+
+
+async def _pd_payload(
+    state: RouterState, body: dict[str, Any], headers: Mapping[str, str], prefill_id: str, decode_id: str
+) -> bytes:
+    """Run the PD protocol's prefill side and return the decode leg's body (adapter-defined wire format)."""
+    prefill = state.pool.backend(prefill_id)
+    adapter = get_adapter(prefill.engine or state.cfg.engine)
+    host, _, port = prefill.url.rpartition("//")[2].partition(":")
+    endpoint = PDEndpoint(host=host, port=int(port or 80))
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    if adapter.pd_style == "sequential":
+        leg = adapter.prefill_body(body, endpoint)
+        try:
+            _, data = await post_json(state.session, prefill.url + path, json.dumps(leg).encode(), headers)
+        except UpstreamFailed as exc:
+            exc.backend = prefill_id  # blame the prefill leg, not the decode backend
+            raise
+        answer = json.loads(data)
+        return json.dumps(adapter.decode_body(body, answer, endpoint)).encode()
+    room = new_bootstrap_room()
+    leg = adapter.prefill_body(body, endpoint, room)
+    leg_bytes = json.dumps(leg).encode()
+    task = asyncio.create_task(post_json(state.session, prefill.url + path, leg_bytes, headers))
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+    return json.dumps(adapter.decode_body(body, None, endpoint, room)).encode()
+
+
+def _without(snap: Snapshot, tried: set[str]) -> Snapshot:
+    if not tried:
+        return snap
+    backends = tuple(replace(b, draining=True) if b.id in tried else b for b in snap.backends)
+    return Snapshot(backends=backends, states=snap.states, now=snap.now)
+

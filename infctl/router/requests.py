@@ -1,0 +1,77 @@
+"""Reading an OpenAI request body into what the router needs, with errors shaped like the engines'."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from infctl.router.snapshot import RequestInfo
+from infctl.tokens import chat_prompt_text, token_ids
+
+
+def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
+    """An error in the OpenAI shape vLLM uses, so clients handle router and engine errors alike."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return web.json_response(body, status=status)
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def prompt_text(body: Mapping[str, Any], *, chat: bool) -> str:
+    """The prompt under the token convention of ``infctl.tokens`` (an estimate for real tokenizers)."""
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise BadRequest("'messages' must be a list of messages")
+        return chat_prompt_text(m for m in messages if isinstance(m, dict))
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+        return " ".join(prompt)
+    raise BadRequest("'prompt' must be a string (or a list of strings)")
+
+
+def request_info(
+    body: Mapping[str, Any],
+    *,
+    chat: bool,
+    request_id: str,
+    headers: Mapping[str, str],
+    block_size: int,
+    session_header: str,
+) -> RequestInfo:
+    prompt = body.get("prompt")
+    ids = (
+        [int(t) for t in prompt]
+        if not chat and isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
+        else token_ids(prompt_text(body, chat=chat))
+    )
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    model = body.get("model")
+    return RequestInfo.from_ids(
+        request_id,
+        ids,
+        block_size=block_size,
+        model=model if isinstance(model, str) else "",
+        session_key=headers.get(session_header),
+        is_stream=bool(body.get("stream")),
+        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+    )

@@ -1,0 +1,224 @@
+"""The router daemon: aiohttp app, background scraping and probing, graceful drain."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import httpx
+from aiohttp import web
+
+from infctl.engines import get_adapter
+from infctl.engines.base import EngineAdapter
+from infctl.errors import MetricsError
+from infctl.router import admin
+from infctl.router.config import RouterConfig
+from infctl.router.core import RouterCore
+from infctl.router.metrics import RouterMetrics
+from infctl.router.policies import PDSettings, build_policy
+from infctl.router.pool import BackendPool
+from infctl.router.proxy import generate
+from infctl.router.upstream import make_session
+from infctl.telemetry.scrape import make_client, scrape_many
+
+log = logging.getLogger(__name__)
+STATE: web.AppKey[RouterState] = web.AppKey("router_state")
+
+
+@dataclass
+class RouterState:
+    """Everything one router process owns. Handlers reach it through the app, never through globals."""
+
+    cfg: RouterConfig
+    core: RouterCore
+    pool: BackendPool
+    session: aiohttp.ClientSession
+    scraper: httpx.AsyncClient
+    metrics: RouterMetrics = field(default_factory=RouterMetrics)
+    policy_name: str = ""
+    pd_settings: PDSettings = field(default_factory=PDSettings)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    draining: bool = False
+
+    @property
+    def disaggregated(self) -> bool:
+        roles = {self.pool.backend(b).role for b in self.pool.ids()}
+        return "prefill" in roles
+
+    def adapter(self, backend_id: str) -> EngineAdapter:
+        return get_adapter(self.pool.backend(backend_id).engine or self.cfg.engine)
+
+
+def build_state(cfg: RouterConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> RouterState:
+    policy = build_policy(cfg.policy)
+    return RouterState(
+        cfg=cfg,
+        core=RouterCore(policy),
+        pool=BackendPool(cfg.backends, cfg.health),
+        session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
+        scraper=make_client(transport, timeout=max(cfg.scrape_interval_s * 5, 1.0)),
+        policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
+        pd_settings=PDSettings(mode=cfg.pd_mode, min_uncached_tokens=cfg.pd_min_uncached_tokens),
+    )
+
+
+def build_app(state: RouterState) -> web.Application:
+    app = web.Application(client_max_size=state.cfg.max_body_bytes)
+    app[STATE] = state
+
+    def route(path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await generate(state, request, path=path)
+
+        return handler
+
+    app.router.add_post("/v1/completions", route("/v1/completions"))
+    app.router.add_post("/v1/chat/completions", route("/v1/chat/completions"))
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/ready", _ready)
+    app.router.add_get("/metrics", _metrics)
+    admin.add_routes(app, state)
+    return app
+
+
+async def _models(request: web.Request) -> web.Response:
+    """Union of the models every routable backend serves (asked live, so it is never stale)."""
+    state = request.app[STATE]
+    urls = sorted({state.pool.backend(b).url for b in state.pool.ids()})
+    seen: dict[str, dict[str, object]] = {}
+
+    async def one(url: str) -> None:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            r = await state.scraper.get(url + "/v1/models")
+            for m in r.json().get("data", []):
+                if isinstance(m, dict) and "id" in m:
+                    seen.setdefault(str(m["id"]), m)
+
+    await asyncio.gather(*(one(u) for u in urls))
+    return web.json_response({"object": "list", "data": list(seen.values())})
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def _ready(request: web.Request) -> web.Response:
+    """Ready when not draining and at least one backend is in rotation."""
+    state = request.app[STATE]
+    routable = [b for b in state.pool.snapshot(0.0).backends if b.routable]
+    if state.draining or not routable:
+        return web.json_response({"ready": False, "routable": len(routable)}, status=503)
+    return web.json_response({"ready": True, "routable": len(routable)})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    text = state.metrics.render(((b, state.pool.inflight(b)) for b in state.pool.ids()), state.policy_name)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+async def scrape_loop(state: RouterState, stop: asyncio.Event) -> None:
+    """Refresh every backend's engine signals each ``scrape_interval_s`` (one scrape per engine URL)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        started = loop.time()
+        by_url: dict[str, list[str]] = {}
+        for bid in state.pool.ids():
+            by_url.setdefault(state.pool.backend(bid).url, []).append(bid)
+        targets = {url: state.adapter(ids[0]) for url, ids in by_url.items()}
+        results = await scrape_many(state.scraper, targets)
+        now = loop.time()
+        for url, result in results.items():
+            if isinstance(result, MetricsError):
+                continue  # stale signals count as saturated; ejection is the prober's call
+            for bid in by_url.get(url, ()):
+                state.pool.record_signals(bid, result, now)
+        await _sleep_until(stop, started + state.cfg.scrape_interval_s - loop.time())
+
+
+async def probe_loop(state: RouterState, stop: asyncio.Event) -> None:
+    """Probe every backend's health path; eject on failure, re-admit after backoff on success."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        started = loop.time()
+        ids = state.pool.ids()
+        results = await asyncio.gather(*(_probe(state, b) for b in ids))
+        now = loop.time()
+        for bid, error in zip(ids, results, strict=True):
+            if bid not in state.pool:
+                continue
+            if error is None:
+                if state.pool.record_probe_ok(bid, now):
+                    state.metrics.readmissions[bid] += 1
+                    log.warning("re-admitted %s", bid)
+            elif state.pool.record_failure(bid, now, fatal=True, error=error):
+                state.metrics.ejections[bid] += 1
+                log.warning("ejected %s: %s", bid, error)
+        await _sleep_until(stop, started + state.cfg.health_interval_s - loop.time())
+
+
+async def _probe(state: RouterState, backend_id: str) -> str | None:
+    backend = state.pool.backend(backend_id)
+    spec = state.adapter(backend_id).health
+    try:
+        r = await state.scraper.get(backend.url + spec.path, timeout=state.cfg.health_interval_s)
+    except httpx.HTTPError as exc:
+        return f"health probe failed: {type(exc).__name__}"
+    verdict = spec.state(r.status_code)
+    return None if verdict == "ready" else f"health probe: HTTP {r.status_code} ({verdict})"
+
+
+async def _sleep_until(stop: asyncio.Event, delay: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=max(0.0, delay))
+
+
+async def serve(
+    cfg: RouterConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> None:
+    """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests."""
+    stop = stop or asyncio.Event()
+    state = build_state(cfg, transport=transport)
+    # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
+    runner = web.AppRunner(build_app(state), handler_cancellation=True, shutdown_timeout=cfg.drain_timeout_s)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await runner.setup()
+        await web.TCPSite(runner, cfg.host, cfg.port).start()
+        tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+        state.draining = True
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await runner.cleanup()
+        for t in list(state.background):
+            t.cancel()
+        await state.session.close()
+        await state.scraper.aclose()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+
+def run(cfg: RouterConfig) -> None:
+    """The one sync entry point (the CLI's)."""
+    asyncio.run(serve(cfg))
