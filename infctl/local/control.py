@@ -14,7 +14,16 @@ import httpx
 from infctl.errors import LocalTargetError
 from infctl.local.http import probe, sync_client
 from infctl.local.procs import group_alive, kill_group, pid_alive, wait_until
-from infctl.local.state import PLAN_FILE, STATE_FILE, TERMINAL, RunState, is_live, read_state, release_dir
+from infctl.local.state import (
+    PLAN_FILE,
+    STATE_FILE,
+    TERMINAL,
+    ProcessState,
+    RunState,
+    is_live,
+    read_state,
+    release_dir,
+)
 
 
 def status(
@@ -61,7 +70,7 @@ def delete(run_dir: Path, release: str) -> dict[str, Any]:
         return {"release": release, "deleted": False, "message": message}
     if is_live(state):
         _stop_supervisor(state)
-    leftovers = [p.name for p in state.processes if p.pid is not None and _kill_leftover(p.pid, state)]
+    leftovers = [p.name for p in state.processes if _kill_leftover(p, state.grace_period)]
     for name in (STATE_FILE, PLAN_FILE):
         (release_dir(run_dir, release) / name).unlink(missing_ok=True)
     return {
@@ -75,7 +84,7 @@ def delete(run_dir: Path, release: str) -> dict[str, Any]:
 
 def _stop_supervisor(state: RunState) -> None:
     pid = state.supervisor_pid
-    _signal(pid, signal.SIGTERM)
+    _signal(pid, signal.SIGTERM)  # is_live checked that the pid is still the supervisor
     # The supervisor itself gives each process the grace period, router first then engines.
     if not wait_until(lambda: not pid_alive(pid), 2 * state.grace_period + 5):
         _signal(pid, signal.SIGKILL)
@@ -87,5 +96,11 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def _kill_leftover(pgid: int, state: RunState) -> bool:
-    return group_alive(pgid) and kill_group(pgid, state.grace_period)
+def _kill_leftover(process: ProcessState, grace: float) -> bool:
+    pgid = process.pid
+    if pgid is None or not group_alive(pgid):
+        return False
+    # A group outliving its leader keeps the leader's pid reserved; a live leader must be the one recorded.
+    if pid_alive(pgid) and not pid_alive(pgid, process.pid_started):
+        return False
+    return kill_group(pgid, grace)

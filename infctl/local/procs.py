@@ -12,27 +12,43 @@ from pathlib import Path
 _PROC = Path("/proc")
 
 
-def _stat(entry: Path) -> tuple[str, int] | None:
-    """(state letter, process group) from ``/proc/<pid>/stat``, or None when unreadable."""
+def _stat(entry: Path) -> tuple[str, int, int] | None:
+    """(state letter, process group, start time) from ``/proc/<pid>/stat``, or None when unreadable."""
     try:
         text = (entry / "stat").read_text()
     except OSError:
         return None
-    # The fields after the parenthesised command name (which may contain spaces): state, ppid, pgrp, ...
+    # The fields after the parenthesised command name (which may contain spaces): state, ppid, pgrp, ...;
+    # starttime (clock ticks after boot) is the 22nd field of the line, the 20th of these.
     fields = text.rsplit(")", 1)[-1].split()
-    return fields[0], int(fields[2])
+    return fields[0], int(fields[2]), int(fields[19])
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, exited but not yet reaped, counts as gone)."""
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks after boot (Linux); None when unknown.
+
+    Recorded beside a pid, it tells the process apart from a later one that got the same pid (after a
+    reboot, say), so ``delete`` never signals a stranger.
+    """
+    stat = _stat(_PROC / str(pid))
+    return None if stat is None else stat[2]
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Whether ``pid`` runs and, when ``started`` is given, is the process that started then.
+
+    A zombie (exited, not yet reaped) counts as gone.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return started is None
     stat = _stat(_PROC / str(pid))
-    return stat is None or stat[0] != "Z"
+    if stat is None:
+        return True
+    return stat[0] != "Z" and (started is None or stat[2] == started)
 
 
 def group_alive(pgid: int) -> bool:

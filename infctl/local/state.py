@@ -44,6 +44,8 @@ class ProcessState:
     status: ProcessStatus = "pending"
     pid: int | None = None
     """Also the process-group id: each process leads its own group."""
+    pid_started: int | None = None
+    """The pid's start time (``procs.start_time``), so a later process reusing the pid is not taken for it."""
     restarts: int = 0
     """Restarts after crashes since the release started."""
     started_at: float | None = None
@@ -61,6 +63,8 @@ class RunState:
     started_at: float
     status: RunStatus
     processes: tuple[ProcessState, ...]
+    supervisor_started: int | None = None
+    """The supervisor pid's start time (``procs.start_time``)."""
     grace_period: float = 10.0
     """The supervisor's SIGTERM-to-SIGKILL grace, so ``delete`` knows how long to wait for it."""
     error: str | None = None
@@ -112,14 +116,18 @@ def read_state(run_dir: Path, release: str) -> RunState | None:
     return RunState.from_dict(json.loads(text))
 
 
-def is_stale(state: RunState, *, alive: Callable[[int], bool] = pid_alive) -> bool:
+Alive = Callable[[int, int | None], bool]
+"""``(pid, start time) -> runs``; ``procs.pid_alive`` unless a test injects another."""
+
+
+def is_stale(state: RunState, *, alive: Alive = pid_alive) -> bool:
     """True when the supervisor died without marking the release stopped or failed."""
-    return state.status not in TERMINAL and not alive(state.supervisor_pid)
+    return state.status not in TERMINAL and not alive(state.supervisor_pid, state.supervisor_started)
 
 
-def is_live(state: RunState, *, alive: Callable[[int], bool] = pid_alive) -> bool:
+def is_live(state: RunState, *, alive: Alive = pid_alive) -> bool:
     """True when the release's supervisor still runs."""
-    return state.status not in TERMINAL and alive(state.supervisor_pid)
+    return state.status not in TERMINAL and alive(state.supervisor_pid, state.supervisor_started)
 
 
 def list_releases(run_dir: Path) -> list[str]:

@@ -24,6 +24,7 @@ from infctl.errors import LocalTargetError
 from infctl.local.backoff import next_restart
 from infctl.local.http import aprobe, async_client
 from infctl.local.launch import spawn, tail, terminate
+from infctl.local.procs import start_time
 from infctl.local.settings import SupervisorSettings
 from infctl.local.spec import LocalPlan, ProcessSpec
 from infctl.local.state import ProcessState, RunState, write_state
@@ -58,6 +59,7 @@ class _Supervisor:
         self.state = RunState(
             release=plan.release,
             supervisor_pid=os.getpid(),
+            supervisor_started=start_time(os.getpid()),
             started_at=time.time(),
             status="starting",
             processes=tuple(_initial_state(plan, spec) for spec in plan.specs),
@@ -93,7 +95,9 @@ class _Supervisor:
         child.proc = await spawn(child.spec, self.plan.log_path(child.spec.name))
         child.started = time.monotonic()
         restarts = self.state.process(child.spec.name).restarts + int(restart)
-        self.update(child, status="starting", pid=child.proc.pid, started_at=time.time(), restarts=restarts)
+        pid = child.proc.pid
+        started = {"pid": pid, "pid_started": start_time(pid), "started_at": time.time()}
+        self.update(child, status="starting", restarts=restarts, **started)
 
     async def wait_healthy(self, child: _Child) -> str | None:
         """None once the health URL answers 200, else why not (exited, timed out, asked to stop)."""
@@ -160,7 +164,7 @@ class _Supervisor:
             return
         self.update(child, status="stopping")
         code = await terminate(child.proc, self.settings.grace_period)
-        self.update(child, status="stopped", pid=None, last_exit=code)
+        self.update(child, status="stopped", pid=None, pid_started=None, last_exit=code)
 
 
 def _initial_state(plan: LocalPlan, spec: ProcessSpec) -> ProcessState:

@@ -1,7 +1,9 @@
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
+from infctl.local.procs import pid_alive, start_time
 from infctl.local.state import (
     ProcessState,
     RunState,
@@ -55,30 +57,35 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
 
 def test_a_state_whose_supervisor_is_gone_is_stale() -> None:
     state = _state()
-    assert is_stale(state, alive=lambda pid: False)
-    assert not is_live(state, alive=lambda pid: False)
-    assert is_live(state, alive=lambda pid: pid == 4242)
-    assert not is_stale(state, alive=lambda pid: True)
+    assert is_stale(state, alive=lambda pid, started: False)
+    assert not is_live(state, alive=lambda pid, started: False)
+    assert is_live(state, alive=lambda pid, started: pid == 4242)
+    assert not is_stale(state, alive=lambda pid, started: True)
 
 
 def test_a_stopped_or_failed_release_is_neither_stale_nor_live() -> None:
     for status in ("stopped", "failed"):
         state = _state(status)
-        assert not is_stale(state, alive=lambda pid: False)
-        assert not is_live(state, alive=lambda pid: True)
+        assert not is_stale(state, alive=lambda pid, started: False)
+        assert not is_live(state, alive=lambda pid, started: True)
 
 
 def test_the_current_process_is_alive_and_a_dead_pid_is_not() -> None:
-    from infctl.local.procs import pid_alive
-
     assert pid_alive(os.getpid())
     assert not pid_alive(2**22 + 12345)
 
 
 def test_with_process_replaces_one_process() -> None:
-    from dataclasses import replace
-
     state = _state()
     updated = state.with_process(replace(state.processes[0], restarts=3))
     assert updated.process("engine-agg-0").restarts == 3
     assert state.process("engine-agg-0").restarts == 2
+
+
+def test_a_reused_pid_is_not_taken_for_the_recorded_process() -> None:
+    started = start_time(os.getpid())
+    assert started is not None
+    assert pid_alive(os.getpid(), started)
+    assert not pid_alive(os.getpid(), started + 1)
+    state = replace(_state(pid=os.getpid()), supervisor_started=started + 1)
+    assert is_stale(state)
