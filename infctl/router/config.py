@@ -27,6 +27,8 @@ class RouterConfig:
     """How often every engine's /metrics is scraped, seconds."""
     health_interval_s: float = 1.0
     """How often every engine's health path is probed, seconds (also bounds ejection-to-readmission)."""
+    probe_timeout_s: float = 2.0
+    """Health probe timeout, seconds; a timed-out probe counts toward ejection, a refused one ejects."""
     connect_timeout_s: float = 2.0
     """Upstream connect timeout, seconds; a timeout counts as a fatal failure of that backend."""
     read_timeout_s: float = 600.0

@@ -151,28 +151,33 @@ async def probe_loop(state: RouterState, stop: asyncio.Event) -> None:
         ids = state.pool.ids()
         results = await asyncio.gather(*(_probe(state, b) for b in ids))
         now = loop.time()
-        for bid, error in zip(ids, results, strict=True):
+        for bid, (error, fatal) in zip(ids, results, strict=True):
             if bid not in state.pool:
                 continue
             if error is None:
                 if state.pool.record_probe_ok(bid, now):
                     state.metrics.readmissions[bid] += 1
                     log.warning("re-admitted %s", bid)
-            elif state.pool.record_failure(bid, now, fatal=True, error=error):
+            elif state.pool.record_failure(bid, now, fatal=fatal, error=error):
                 state.metrics.ejections[bid] += 1
                 log.warning("ejected %s: %s", bid, error)
         await _sleep_until(stop, started + state.cfg.health_interval_s - loop.time())
 
 
-async def _probe(state: RouterState, backend_id: str) -> str | None:
+async def _probe(state: RouterState, backend_id: str) -> tuple[str | None, bool]:
+    """(error or None, fatal). Refused connections and dead verdicts are fatal; a slow probe only counts."""
     backend = state.pool.backend(backend_id)
     spec = state.adapter(backend_id).health
     try:
-        r = await state.scraper.get(backend.url + spec.path, timeout=state.cfg.health_interval_s)
+        r = await state.scraper.get(backend.url + spec.path, timeout=state.cfg.probe_timeout_s)
+    except httpx.TimeoutException as exc:
+        return f"health probe timed out: {type(exc).__name__}", False
     except httpx.HTTPError as exc:
-        return f"health probe failed: {type(exc).__name__}"
+        return f"health probe failed: {type(exc).__name__}", True
     verdict = spec.state(r.status_code)
-    return None if verdict == "ready" else f"health probe: HTTP {r.status_code} ({verdict})"
+    if verdict == "ready":
+        return None, False
+    return f"health probe: HTTP {r.status_code} ({verdict})", verdict != "starting"
 
 
 async def _sleep_until(stop: asyncio.Event, delay: float) -> None:
@@ -186,8 +191,11 @@ async def serve(
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests."""
+    """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests.
+
+    ``on_ready`` receives the base URL once listening (useful with ``port=0``)."""
     stop = stop or asyncio.Event()
     state = build_state(cfg, transport=transport)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
@@ -201,6 +209,9 @@ async def serve(
         await runner.setup()
         await web.TCPSite(runner, cfg.host, cfg.port).start()
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
+        host, port = runner.addresses[0][:2]
+        if on_ready is not None:
+            on_ready(f"http://{host}:{port}")
         if ready is not None:
             ready.set()
         await stop.wait()

@@ -1,0 +1,153 @@
+"""The router daemon against real simulated engines over HTTP: relay, errors, PD, ejection, admin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from infctl.router.snapshot import Backend
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def chat(content: str, **extra: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 6, **extra}
+
+
+def sse_payloads(text: str) -> list[Any]:
+    out: list[Any] = []
+    for line in text.splitlines():
+        if line.startswith("data: "):
+            data = line[6:]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+async def test_stream_is_relayed_intact_and_request_id_kept(start_sim, start_router) -> None:
+    sim = await start_sim(instances=2)
+    url = await start_router([Backend(id=u, url=u) for u in sim.urls], policy="round_robin")
+    body = chat("tell me a story", stream=True, stream_options={"include_usage": True})
+    async with httpx.AsyncClient(timeout=10) as c:
+        via = await c.post(f"{url}/v1/chat/completions", json=body, headers={"x-request-id": "req-42"})
+        direct = await c.post(f"{sim.urls[0]}/v1/chat/completions", json=body)
+    assert via.status_code == 200 and via.headers["x-request-id"] == "req-42"
+    assert via.headers["content-type"].startswith("text/event-stream")
+    got, want = sse_payloads(via.text), sse_payloads(direct.text)
+    assert got[-1] == "[DONE]"
+    assert len(got) == len(want)
+    assert got[-2]["usage"] == want[-2]["usage"]
+    text = "".join(p["choices"][0]["delta"].get("content", "") for p in got[:-2] if p["choices"])
+    assert len(text.split()) == 6
+
+
+async def test_non_stream_and_models_and_ready(start_sim, start_router) -> None:
+    sim = await start_sim(instances=2)
+    url = await start_router([Backend(id=u, url=u) for u in sim.urls])
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "a b c d", "max_tokens": 3})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+        models = (await c.get(f"{url}/v1/models")).json()
+        assert [m["id"] for m in models["data"]] == [MODEL]
+        assert (await c.get(f"{url}/ready")).json()["routable"] == 2
+
+
+async def test_bad_requests_answered_by_the_router(start_sim, start_router) -> None:
+    sim = await start_sim()
+    url = await start_router([Backend(id=u, url=u) for u in sim.urls], max_body_bytes=1024)
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/v1/completions", content=b"{not json")
+        assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+        r = await c.post(f"{url}/v1/completions", json={"model": MODEL})
+        assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
+        r = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "x " * 2000})
+        assert r.status_code == 413
+        # Engine errors pass through untouched (unknown model: the engine's 404).
+        r = await c.post(f"{url}/v1/completions", json={"model": "nope", "prompt": "a", "max_tokens": 1})
+        assert r.status_code == 404
+
+
+async def test_repeated_prefix_sticks_to_one_backend(start_sim, start_router) -> None:
+    sim = await start_sim(instances=4)
+    url = await start_router([Backend(id=u, url=u) for u in sim.urls], policy="cache_aware")
+    system = " ".join(f"sys{i}" for i in range(400))
+    async with httpx.AsyncClient(timeout=10) as c:
+        for i in range(6):
+            body = {"model": MODEL, "prompt": f"{system} question {i}", "max_tokens": 2}
+            r = await c.post(f"{url}/v1/completions", json=body)
+            assert r.status_code == 200
+            if i:
+                assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] >= 400
+            await asyncio.sleep(0.06)  # let a scrape see the engine idle again
+        metrics = (await c.get(f"{url}/metrics")).text
+    assert 'reason="prefix_hit"' in metrics
+
+
+async def test_dead_engine_is_ejected_and_requests_keep_succeeding(start_sim, start_router) -> None:
+    alive = await start_sim()
+    doomed = await start_sim()
+    backends = [Backend(id=u, url=u) for u in (*alive.urls, *doomed.urls)]
+    url = await start_router(backends, policy="round_robin")
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{doomed.urls[0]}/admin/faults", json={"specs": ["crash-after=0"]})
+        assert r.status_code == 200
+        await asyncio.sleep(0.05)
+        statuses = [
+            (await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": f"p {i}", "max_tokens": 2}))
+            .status_code
+            for i in range(8)
+        ]
+        assert statuses == [200] * 8
+        listed = {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
+    assert listed[doomed.urls[0]]["ejected"] is True
+    assert listed[alive.urls[0]]["served"] == 8
+
+
+async def test_vllm_pd_pair_two_step_protocol(start_sim, start_router) -> None:
+    prefill = await start_sim(roles=("prefill",))
+    decode = await start_sim(roles=("decode",))
+    url = await start_router(
+        [
+            Backend(id="p", url=prefill.urls[0], role="prefill", group="g0"),
+            Backend(id="d", url=decode.urls[0], role="decode", group="g0"),
+        ],
+        pd_min_uncached_tokens=16,
+    )
+    prompt = " ".join(f"w{i}" for i in range(300))
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 5, "stream": True}
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/v1/completions", json=body)
+        assert r.status_code == 200
+        chunks = sse_payloads(r.text)
+        text = "".join(p["choices"][0]["text"] for p in chunks[:-1] if p["choices"])
+        assert len(text.split()) == 5
+        metrics = (await c.get(f"{url}/metrics")).text
+        prefill_metrics = (await c.get(f"{prefill.urls[0]}/metrics")).text
+    assert 'reason="disaggregated"' in metrics
+    assert "vllm:prompt_tokens_total" in prefill_metrics
+
+
+async def test_admin_drain_weight_policy_and_token(start_sim, start_router) -> None:
+    sim = await start_sim(instances=2)
+    a, b = sim.urls
+    url = await start_router([Backend(id=a, url=a), Backend(id=b, url=b)], admin_token="s3cret")
+    auth = {"authorization": "Bearer s3cret"}
+    async with httpx.AsyncClient(timeout=10) as c:
+        assert (await c.get(f"{url}/admin/backends")).status_code == 401
+        r = await c.post(f"{url}/admin/backends/{a}/drain", headers=auth)
+        assert r.status_code == 200 and r.json()["draining"] is True
+        for i in range(4):
+            await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": f"q{i}", "max_tokens": 1})
+        listed = {x["id"]: x for x in (await c.get(f"{url}/admin/backends", headers=auth)).json()["backends"]}
+        assert listed[a]["served"] == 0 and listed[b]["served"] == 4
+        r = await c.put(f"{url}/admin/backends/{b}/weight", json={"weight": 0}, headers=auth)
+        assert r.status_code == 400
+        r = await c.put(f"{url}/admin/policy", json="no_such_policy", headers=auth)
+        assert r.status_code == 400
+        r = await c.put(f"{url}/admin/policy", json="least_load", headers=auth)
+        assert r.status_code == 200
+        assert (await c.get(f"{url}/admin/policy", headers=auth)).json()["name"] == "least_load"
+        r = await c.delete(f"{url}/admin/backends/http://nowhere:1", headers=auth)
+        assert r.status_code == 404
