@@ -41,9 +41,11 @@ def status(
             hint="deploy with `infctl deploy --target local -f PROFILE`; `infctl status` lists releases",
         )
     live = is_live(state)
+    # A stopped release's ports may serve someone else by now; a stale one's leftovers may still answer.
+    running = state.status not in TERMINAL
     with sync_client(timeout=probe_timeout, transport=transport) as client:
         processes = [
-            {**_process_row(asdict(p)), "healthy": live and probe(client, p.health_url)}
+            {**_process_row(asdict(p)), "healthy": running and probe(client, p.health_url)}
             for p in state.processes
         ]
     return {

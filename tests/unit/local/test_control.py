@@ -41,9 +41,17 @@ def test_status_probes_every_process(tmp_path: Path) -> None:
 
 
 def test_status_of_a_release_whose_supervisor_died_is_stale(tmp_path: Path) -> None:
-    write_state(tmp_path, state(DEAD_PID, proc("engine-0", 18000)))
+    write_state(tmp_path, state(DEAD_PID, proc("engine-0", 18000), proc("engine-1", 18001)))
     report = status(tmp_path, "r", transport=httpx.MockTransport(health))
     assert report["status"] == "stale"
+    # Leftovers of a dead supervisor may still serve: the probe tells.
+    assert [p["healthy"] for p in report["processes"]] == [True, False]
+
+
+def test_a_stopped_release_is_not_probed(tmp_path: Path) -> None:
+    write_state(tmp_path, replace(state(DEAD_PID, proc("engine-0", 18000)), status="stopped"))
+    report = status(tmp_path, "r", transport=httpx.MockTransport(health))
+    assert report["status"] == "stopped"
     assert report["processes"][0]["healthy"] is False
 
 
