@@ -34,6 +34,8 @@ class BackendEntry(ProfileModel):
     """Relative capacity. Default 1."""
     models: list[str] = Field(default_factory=list)
     """Models served; empty means any."""
+    kv_events: str | None = None
+    """ZMQ endpoint of the engine's KV-cache events (e.g. ``tcp://10.0.0.7:5557``), for precise routing."""
 
 
 class RouterFile(ProfileModel):

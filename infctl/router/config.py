@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from infctl.config.router import RouterFile
 from infctl.router.health import HealthPolicy
+from infctl.router.kv_events import KVSource
 from infctl.router.snapshot import Backend
 
 
@@ -51,6 +52,8 @@ class RouterConfig:
     """On SIGTERM, how long in-flight requests may run before the router exits, seconds."""
     health: HealthPolicy = field(default_factory=HealthPolicy)
     """Passive ejection and backoff settings."""
+    kv_sources: tuple[KVSource, ...] = ()
+    """Engines' KV-event publishers feeding the precise prefix index."""
 
 
 def backend_id(url: str, dp_rank: int | None) -> str:
@@ -59,9 +62,14 @@ def backend_id(url: str, dp_rank: int | None) -> str:
 
 def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig:
     """The daemon's settings from a validated router file (or flags turned into one)."""
+    ids = [b.id or backend_id(b.url.rstrip("/"), b.dp_rank) for b in rf.backends]
+    sources: dict[str, dict[int | None, str]] = {}
+    for b, bid in zip(rf.backends, ids, strict=True):
+        if b.kv_events:
+            sources.setdefault(b.kv_events, {})[b.dp_rank] = bid
     backends = tuple(
         Backend(
-            id=b.id or backend_id(b.url.rstrip("/"), b.dp_rank),
+            id=bid,
             url=b.url.rstrip("/"),
             role=b.role,
             group=b.group,
@@ -72,7 +80,7 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
             weight=b.weight,
             models=tuple(b.models),
         )
-        for b in rf.backends
+        for b, bid in zip(rf.backends, ids, strict=True)
     )
     return RouterConfig(
         backends=backends,
@@ -92,4 +100,5 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
         pd_min_uncached_tokens=rf.pd_min_uncached_tokens,
         admin_token=admin_token,
         drain_timeout_s=rf.drain_timeout_s,
+        kv_sources=tuple(KVSource(endpoint=e, backends=m) for e, m in sources.items()),
     )

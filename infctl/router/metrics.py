@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from infctl.router.kv_events import KVStats
 from infctl.sim.personality.exposition import Histogram, Writer, label_pairs
 
 _LATENCY_BUCKETS = (
@@ -32,7 +33,7 @@ class RouterMetrics:
         self.e2e = Histogram(_LATENCY_BUCKETS)
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
-    def render(self, inflight: Iterable[tuple[str, int]], policy: str) -> str:
+    def render(self, inflight: Iterable[tuple[str, int]], policy: str, kv: KVStats | None = None) -> str:
         w = Writer(self._prefixes)
         w.counters(
             f"{PREFIX}requests_total",
@@ -71,6 +72,9 @@ class RouterMetrics:
         for backend, n in inflight:
             w.sample(f"{PREFIX}inflight_requests", label_pairs({"backend": backend}), n)
         w.gauge(f"{PREFIX}policy_info", "The active policy.", label_pairs({"policy": policy}), 1)
+        if kv is not None:
+            w.counter(f"{PREFIX}kv_event_batches_total", "KV event batches applied.", "", kv.batches)
+            w.counter(f"{PREFIX}kv_event_batches_missed_total", "KV event batches lost.", "", kv.missed)
         w.histogram(f"{PREFIX}time_to_first_byte_seconds", "Send to first byte (router TTFT).", "", self.ttft)
         w.histogram(f"{PREFIX}e2e_request_latency_seconds", "Router-side end-to-end latency.", "", self.e2e)
         return w.text()

@@ -20,6 +20,7 @@ from infctl.errors import MetricsError
 from infctl.router import admin
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
+from infctl.router.kv_events import KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
@@ -45,6 +46,7 @@ class RouterState:
     pd_settings: PDSettings = field(default_factory=PDSettings)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     draining: bool = False
+    kv_stats: KVStats = field(default_factory=KVStats)
 
     @property
     def disaggregated(self) -> bool:
@@ -120,7 +122,8 @@ async def _ready(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    text = state.metrics.render(((b, state.pool.inflight(b)) for b in state.pool.ids()), state.policy_name)
+    inflight = ((b, state.pool.inflight(b)) for b in state.pool.ids())
+    text = state.metrics.render(inflight, state.policy_name, state.kv_stats)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
@@ -209,6 +212,9 @@ async def serve(
         await runner.setup()
         await web.TCPSite(runner, cfg.host, cfg.port).start()
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
+        tasks += [
+            asyncio.create_task(subscribe(state.core, src, stop, state.kv_stats)) for src in cfg.kv_sources
+        ]
         host, port = runner.addresses[0][:2]
         if on_ready is not None:
             on_ready(f"http://{host}:{port}")

@@ -151,3 +151,33 @@ async def test_admin_drain_weight_policy_and_token(start_sim, start_router) -> N
         assert (await c.get(f"{url}/admin/policy", headers=auth)).json()["name"] == "least_load"
         r = await c.delete(f"{url}/admin/backends/http://nowhere:1", headers=auth)
         assert r.status_code == 404
+
+
+async def test_precise_index_follows_engine_kv_events(start_sim, start_router) -> None:
+    sims = [await start_sim(kv_events_port=0) for _ in range(2)]
+    backends = [Backend(id=s.urls[0], url=s.urls[0]) for s in sims]
+    from infctl.router.kv_events import KVSource
+
+    sources = tuple(
+        KVSource(endpoint=s.instances[0].kv_endpoint.replace("*", "127.0.0.1"), backends={None: s.urls[0]})
+        for s in sims
+    )
+    url = await start_router(backends, policy="prefix_precise", kv_sources=sources)
+    await asyncio.sleep(0.3)  # ZMQ slow joiner: let the SUB sockets connect
+    async with httpx.AsyncClient(timeout=10) as c:
+
+        async def ask(prompt: str) -> int:
+            r = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
+            assert r.status_code == 200
+            return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+        systems = [" ".join(f"ctx{k}x{i}" for i in range(300)) for k in range(3)]
+        for system in systems:
+            await ask(f"{system} first")
+        await asyncio.sleep(0.2)  # the engines' BlockStored events reach the router
+        # Only the precise index (fed by events) can send every follow-up where its prefix lives: 6 coin flips.
+        cached = [await ask(f"{system} again {j}") for system in systems for j in range(2)]
+        metrics = (await c.get(f"{url}/metrics")).text
+    assert all(c >= 288 for c in cached), cached
+    batches = [ln for ln in metrics.splitlines() if ln.startswith("infctl_router_kv_event_batches_total")]
+    assert batches and float(batches[0].split()[-1]) > 0
