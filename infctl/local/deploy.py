@@ -32,8 +32,7 @@ def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
     if state is not None and is_live(state):
         raise LocalTargetError(
             f"local release {plan.release!r} is already running (supervisor pid {state.supervisor_pid})",
-            hint=f"see it with `infctl status --release {plan.release}`, stop it with "
-            f"`infctl delete --release {plan.release}`",
+            hint=f"stop it first: infctl delete --release {plan.release} --run-dir {plan.run_dir}",
         )
     if state is not None:
         delete(plan.run_dir, plan.release)

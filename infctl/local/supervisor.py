@@ -24,7 +24,7 @@ from infctl.errors import LocalTargetError
 from infctl.local.backoff import next_restart
 from infctl.local.http import aprobe, async_client
 from infctl.local.launch import spawn, tail, terminate
-from infctl.local.procs import start_time
+from infctl.local.procs import signal_group, start_time
 from infctl.local.settings import SupervisorSettings
 from infctl.local.spec import LocalPlan, ProcessSpec
 from infctl.local.state import ProcessState, RunState, write_state
@@ -55,6 +55,8 @@ class _Supervisor:
     ) -> None:
         self.plan, self.settings, self.client, self.on_change = plan, settings, client, on_change
         self.children = [_Child(spec) for spec in plan.specs]
+        by_name = {c.spec.name: c for c in self.children}
+        self.stages = [[by_name[spec.name] for spec in stage] for stage in plan.stages()]
         self.halt = asyncio.Event()
         self.state = RunState(
             release=plan.release,
@@ -78,8 +80,7 @@ class _Supervisor:
 
     async def start(self) -> bool:
         """Start every stage and wait for its health; False when asked to stop meanwhile."""
-        for stage in self.plan.stages():
-            children = [c for c in self.children if c.spec.name in {s.name for s in stage}]
+        for children in self.stages:
             for child in children:
                 await self.launch(child)
             reasons = await asyncio.gather(*(self.wait_healthy(c) for c in children))
@@ -131,10 +132,12 @@ class _Supervisor:
             if self.halt.is_set():
                 return
             code = child.proc.returncode
+            # Whatever the crashed leader forked (an engine's workers) must not hold its port or memory.
+            signal_group(child.proc.pid, signal.SIGKILL)
             decision = next_restart(child.streak, time.monotonic() - child.started, self.settings)
             child.streak = decision.streak
             log.warning("%s exited with code %s; restarting in %.1f s", child.spec.name, code, decision.delay)
-            self.update(child, status="backoff", last_exit=code)
+            self.update(child, status="backoff", last_exit=code, pid=None, pid_started=None)
             await self.sleep(decision.delay)
             if self.halt.is_set():
                 return
@@ -153,8 +156,7 @@ class _Supervisor:
         """Stop every process, the last stage first (router before engines)."""
         final = "failed" if self.state.status == "failed" else "stopped"
         self.publish(status="stopping")
-        for stage in reversed(self.plan.stages()):
-            children = [c for c in self.children if c.spec.name in {s.name for s in stage}]
+        for children in reversed(self.stages):
             await asyncio.gather(*(self.stop_child(c) for c in children))
         self.publish(status=final)
 

@@ -20,7 +20,7 @@ from infctl.local import (
     port_is_free,
     serve,
 )
-from infctl.local.procs import group_alive
+from infctl.local.procs import group_alive, pid_alive
 from infctl.local.state import read_state
 
 FAST = SupervisorSettings(health_timeout=10, health_interval=0.05, grace_period=2, backoff_initial=0.05)
@@ -113,3 +113,38 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     stop.set()
     final = await asyncio.wait_for(task, 10)
     assert final.process("engine-0").last_exit == -signal.SIGKILL
+
+
+async def test_the_workers_of_a_crashed_process_are_killed_before_it_restarts(
+    tmp_path: Path, ports: PortAllocator
+) -> None:
+    port, pidfile = ports.take(), tmp_path / "worker.pid"
+    code = (
+        "import subprocess, sys, http.server;"
+        "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        f"open({str(pidfile)!r}, 'w').write(str(w.pid));"
+        f"http.server.ThreadingHTTPServer(('127.0.0.1', {port}), http.server.SimpleHTTPRequestHandler)"
+        ".serve_forever()"
+    )
+    argv = (sys.executable, "-c", code)
+    spec = ProcessSpec(name="engine-0", kind="engine", argv=argv, port=port, health_path="/")
+    states: list[RunState] = []
+    ready, restarted, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def record(state: RunState) -> None:
+        states.append(state)
+        if state.process("engine-0").restarts:
+            restarted.set()
+
+    task = asyncio.create_task(serve(plan_of(tmp_path, spec), FAST, ready=ready, stop=stop, on_change=record))
+    try:
+        await asyncio.wait_for(ready.wait(), 15)
+        worker = int(pidfile.read_text())
+        leader = states[-1].process("engine-0").pid
+        assert leader is not None
+        os.kill(leader, signal.SIGKILL)
+        await asyncio.wait_for(restarted.wait(), 10)
+        assert not pid_alive(worker)
+    finally:
+        stop.set()
+        await task
