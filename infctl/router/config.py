@@ -52,6 +52,12 @@ class RouterConfig:
     """On SIGTERM, how long in-flight requests may run before the router exits, seconds."""
     health: HealthPolicy = field(default_factory=HealthPolicy)
     """Passive ejection and backoff settings."""
+    admission_queue: int = 1024
+    """Requests held while every backend is saturated (0 turns admission control off)."""
+    admission_deadline_s: float = 30.0
+    """Longest a request waits for capacity before a 429, seconds."""
+    short_prompt_tokens: int = 2048
+    """Prompts up to this many tokens are released first from the admission queue."""
     kv_sources: tuple[KVSource, ...] = ()
     """Engines' KV-event publishers feeding the precise prefix index."""
 

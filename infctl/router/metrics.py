@@ -33,7 +33,9 @@ class RouterMetrics:
         self.e2e = Histogram(_LATENCY_BUCKETS)
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
-    def render(self, inflight: Iterable[tuple[str, int]], policy: str, kv: KVStats | None = None) -> str:
+    def render(
+        self, inflight: Iterable[tuple[str, int]], policy: str, kv: KVStats | None = None, waiting: int = 0
+    ) -> str:
         w = Writer(self._prefixes)
         w.counters(
             f"{PREFIX}requests_total",
@@ -71,6 +73,7 @@ class RouterMetrics:
         w.header(f"{PREFIX}inflight_requests", "gauge", "Requests in flight per backend.")
         for backend, n in inflight:
             w.sample(f"{PREFIX}inflight_requests", label_pairs({"backend": backend}), n)
+        w.gauge(f"{PREFIX}queue_depth", "Requests held by admission control.", "", waiting)
         w.gauge(f"{PREFIX}policy_info", "The active policy.", label_pairs({"policy": policy}), 1)
         if kv is not None:
             w.counter(f"{PREFIX}kv_event_batches_total", "KV event batches applied.", "", kv.batches)

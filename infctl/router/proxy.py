@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
+from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import RequestInfo, Snapshot
@@ -44,12 +45,39 @@ async def generate(state: RouterState, request: web.Request, *, path: str) -> we
     except BadRequest as exc:
         state.metrics.rejected["bad_request"] += 1
         return error_response(exc.status, str(exc))
-    state.metrics.prompt_tokens += info.prompt_tokens
-    headers = upstream_headers(request.headers, request_id)
-    expected = info.max_tokens or _DEFAULT_EXPECTED_OUTPUT
-    tried: set[str] = set()
     loop = asyncio.get_running_loop()
     started = loop.time()
+    snap = state.pool.snapshot(started)
+    try:
+        await state.admission.admit(
+            0 if info.prompt_tokens <= state.cfg.short_prompt_tokens else 1,
+            saturated_now=saturated(snap, state.core.policy.settings),
+        )
+    except (QueueFull, Deadline) as exc:
+        reason = "admission_full" if isinstance(exc, QueueFull) else "admission_deadline"
+        state.metrics.rejected[reason] += 1
+        resp = error_response(429, f"all backends are saturated ({reason})", kind="RateLimitError")
+        resp.headers["retry-after"] = "1"
+        return resp
+    try:
+        return await _route(state, request, body, raw, info, started)
+    finally:
+        state.admission.wake()
+
+
+async def _route(
+    state: RouterState,
+    request: web.Request,
+    body: dict[str, Any],
+    raw: bytes,
+    info: RequestInfo,
+    started: float,
+) -> web.StreamResponse:
+    loop = asyncio.get_running_loop()
+    state.metrics.prompt_tokens += info.prompt_tokens
+    headers = upstream_headers(request.headers, info.request_id)
+    expected = info.max_tokens or _DEFAULT_EXPECTED_OUTPUT
+    tried: set[str] = set()
     last_error = "no attempt"
     for attempt in range(state.cfg.max_attempts):
         snap = _without(state.pool.snapshot(loop.time()), tried)

@@ -18,6 +18,7 @@ from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import MetricsError
 from infctl.router import admin
+from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.kv_events import KVStats, subscribe
@@ -47,6 +48,15 @@ class RouterState:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     draining: bool = False
     kv_stats: KVStats = field(default_factory=KVStats)
+    admission: AdmissionQueue = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.admission = AdmissionQueue(
+            self.cfg.admission_queue, self.cfg.admission_deadline_s, self.is_saturated
+        )
+
+    def is_saturated(self) -> bool:
+        return saturated(self.pool.snapshot(asyncio.get_running_loop().time()), self.core.policy.settings)
 
     @property
     def disaggregated(self) -> bool:
@@ -123,7 +133,7 @@ async def _ready(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     inflight = ((b, state.pool.inflight(b)) for b in state.pool.ids())
-    text = state.metrics.render(inflight, state.policy_name, state.kv_stats)
+    text = state.metrics.render(inflight, state.policy_name, state.kv_stats, state.admission.waiting)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
@@ -143,6 +153,7 @@ async def scrape_loop(state: RouterState, stop: asyncio.Event) -> None:
                 continue  # stale signals count as saturated; ejection is the prober's call
             for bid in by_url.get(url, ()):
                 state.pool.record_signals(bid, result, now)
+        state.admission.wake()
         await _sleep_until(stop, started + state.cfg.scrape_interval_s - loop.time())
 
 

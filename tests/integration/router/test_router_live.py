@@ -181,3 +181,25 @@ async def test_precise_index_follows_engine_kv_events(start_sim, start_router) -
     assert all(c >= 288 for c in cached), cached
     batches = [ln for ln in metrics.splitlines() if ln.startswith("infctl_router_kv_event_batches_total")]
     assert batches and float(batches[0].split()[-1]) > 0
+
+
+async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_sim, start_router) -> None:
+    sim = await start_sim(time_scale=1.0, max_num_seqs=1)
+    policy = {"preset": "least_load", "settings": {"saturation_queue": 2}}
+    url = await start_router(
+        [Backend(id=sim.urls[0], url=sim.urls[0])], policy=policy, admission_queue=2, admission_deadline_s=20
+    )
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40}
+    async with httpx.AsyncClient(timeout=30) as c:
+        first = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(4)]
+        await asyncio.sleep(0.3)  # the engine runs one, queues three; a scrape sees it saturated
+        later = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(6)]
+        await asyncio.sleep(0.05)
+        depth = [
+            ln for ln in (await c.get(f"{url}/metrics")).text.splitlines() if ln.startswith("infctl_router_queue")
+        ]
+        results = await asyncio.gather(*first, *later)
+    statuses = sorted(r.status_code for r in results)
+    assert statuses == [200] * 6 + [429] * 4
+    assert all(r.headers.get("retry-after") == "1" for r in results if r.status_code == 429)
+    assert depth == ["infctl_router_queue_depth 2.0"]
