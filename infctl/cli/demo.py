@@ -21,7 +21,8 @@ def demo(
         Path | None, typer.Option("-f", "--file", help="Profile to run; default: profiles/local-demo.yaml.")
     ] = None,
     overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a profile key, e.g. --set replicas=2.")
+        list[str] | None,
+        typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, e.g. replicas=2."),
     ] = None,
     run_dir: Annotated[
         Path | None, typer.Option("--run-dir", help="Where logs go; default: local.run_dir.")

@@ -43,7 +43,8 @@ def deploy(
         DeployTarget | None, typer.Option("--target", help="Where to run; default: the profile's `target`.")
     ] = None,
     overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a profile key, e.g. --set replicas=3.")
+        list[str] | None,
+        typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, e.g. replicas=3."),
     ] = None,
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Run in the background; return once healthy.")
