@@ -34,11 +34,11 @@ async def start_sim() -> AsyncIterator[StartSim]:
         stop = asyncio.Event()
         started: list[SimCluster] = []
         task = asyncio.create_task(serve(cfg, stop=stop, on_ready=started.append))
-        running.append((stop, task))
         while not started:
             if task.done():
                 task.result()  # raises what serve raised
             await asyncio.sleep(0.001)
+        running.append((stop, task))
         return started[0]
 
     yield start

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import zmq
 from aiohttp import web
 
 from infctl.errors import ConfigError
@@ -138,12 +139,24 @@ class SimInstance:
         if s.kv_events_port is not None:
             host = "*" if self.host in ("0.0.0.0", "") else self.host
             port = s.kv_events_port + self.index if s.kv_events_port else "*"
-            self.publisher = KVEventPublisher(f"tcp://{host}:{port}", topic=s.kv_events_topic)
+            try:
+                self.publisher = KVEventPublisher(f"tcp://{host}:{port}", topic=s.kv_events_topic)
+            except zmq.ZMQError as err:
+                raise ConfigError(
+                    f"cannot publish KV events on tcp://{host}:{port}: {err}",
+                    hint="pick another --kv-events-port (instance i uses port + i)",
+                ) from None
         self._runner = web.AppRunner(
             self._build_app(), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
         )
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        try:
+            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
+        except OSError as err:
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port}: {err.strerror}",
+                hint="pick another --port (instance i uses port + i), or stop what is using it",
+            ) from None
         self.port = int(self._runner.addresses[0][1])
         if self.role == "prefill":
             self.registry.local_ports.add(s.bootstrap_port + self.index)

@@ -262,3 +262,74 @@ async def test_time_scale_sets_the_pace_and_metrics_report_simulated_seconds(
     assert wall >= expected * scale * 0.95  # tokens are never delivered before their step ends
     e2e = (await scrape(url))[f'vllm:e2e_request_latency_seconds_sum{{model_name="{MODEL}",engine="0"}}']
     assert e2e == pytest.approx(expected, rel=0.1)
+
+
+async def test_non_streaming_client_that_gives_up_aborts_its_request(start_sim: Any, scrape: Any) -> None:
+    url = (await start_sim(time_scale=1.0)).urls[0]
+    with pytest.raises(httpx.ReadTimeout):
+        async with httpx.AsyncClient(timeout=0.1) as client:
+            await client.post(f"{url}/v1/completions", json={"prompt": "a", "max_tokens": 2000})
+    labels = f'model_name="{MODEL}",engine="0"'
+    for _ in range(200):
+        samples = await scrape(url)
+        if samples[f"vllm:num_requests_running{{{labels}}}"] == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert samples[f'vllm:request_success_total{{{labels},finished_reason="abort"}}'] == 1.0
+
+
+async def test_a_prompt_larger_than_the_kv_cache_is_refused(start_sim: Any) -> None:
+    url = (await start_sim(num_gpu_blocks=4)).urls[0]  # 64 tokens of KV
+    plain = await post(url, "/v1/completions", {"prompt": words(100), "max_tokens": 1})
+    assert plain.status_code == 400 and "KV cache" in plain.json()["error"]["message"]
+    _, events = await sse_events(
+        url, "/v1/completions", {"prompt": words(100), "max_tokens": 1, "stream": True}
+    )
+    assert json.loads(events[0])["error"]["code"] == 400 and events[-1] == "[DONE]"
+
+
+async def test_a_port_in_use_is_a_config_error(start_sim: Any) -> None:
+    from infctl.errors import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(ConfigError, match="cannot listen"):
+            await start_sim(port=taken.getsockname()[1])
+
+
+def test_cli_rejects_bad_flags_with_a_fix() -> None:
+    from typer.testing import CliRunner
+
+    from infctl.cli.main import _register, app
+
+    _register()
+    runner = CliRunner()
+    for args, needle in ((["--role", "sideways"], "--role"), (["--fault", "explode"], "unknown fault")):
+        result = runner.invoke(app, ["sim", *args])
+        assert result.exit_code == 2, result.output
+        assert needle in result.output
+
+
+async def test_cli_serves_until_sigterm() -> None:
+    import os
+    import signal
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infctl", "sim", "--port", "0", "--instances", "2", "--personality", "sglang",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode() for _ in range(2)]
+        urls = [line.split("ready: ")[1].split()[0] for line in lines]
+        assert all("sglang sim (llama3-8b-h100, role both)" in line for line in lines)
+        async with httpx.AsyncClient() as client:
+            assert [(await client.get(f"{u}/health")).status_code for u in urls] == [200, 200]
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
