@@ -265,7 +265,19 @@ async def _stream(
         headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
                  "x-request-id": gen.request_id}
     )  # fmt: skip
-    await resp.prepare(request)
+    try:
+        await resp.prepare(request)
+        await _write_events(inst, request, resp, gen, track)
+        await resp.write_eof()
+    except ConnectionResetError:
+        # The client left between two writes: end quietly, as aiohttp does when it notices first.
+        raise asyncio.CancelledError from None
+    return resp
+
+
+async def _write_events(
+    inst: SimInstance, request: web.Request, resp: web.StreamResponse, gen: Generation, track: RequestTrack
+) -> None:
     enc = _ChunkEncoder(gen)
     if gen.chat:
         await resp.write(enc.role())
@@ -288,5 +300,3 @@ async def _stream(
     if gen.include_usage:
         await resp.write(enc.usage(_usage(gen, track, produced)))
     await resp.write(b"data: [DONE]\n\n")
-    await resp.write_eof()
-    return resp

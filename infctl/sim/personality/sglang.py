@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from infctl.engines import sglang as names
-from infctl.sim.personality.base import PDPlan, Personality, SimHTTPError, json_response
+from infctl.sim.personality.base import EngineView, PDPlan, Personality, SimHTTPError, json_response
 from infctl.sim.personality.exposition import Writer, label_pairs
 
 VERSION = "0.5.4"
@@ -35,7 +35,7 @@ class SglangPersonality(Personality):
     name: ClassVar[str] = "sglang"
     owned_by: ClassVar[str] = "sglang"
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: EngineView) -> None:
         super().__init__(engine)
         self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model})
         self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}

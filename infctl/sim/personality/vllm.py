@@ -18,7 +18,14 @@ from aiohttp import web
 
 from infctl import tokens
 from infctl.engines import vllm as names
-from infctl.sim.personality.base import PDPlan, Personality, SimHTTPError, json_response, read_json_object
+from infctl.sim.personality.base import (
+    EngineView,
+    PDPlan,
+    Personality,
+    SimHTTPError,
+    json_response,
+    read_json_object,
+)
 from infctl.sim.personality.exposition import Writer, label_pairs
 
 VERSION = "0.11.0"
@@ -65,7 +72,7 @@ class VllmPersonality(Personality):
     name: ClassVar[str] = "vllm"
     owned_by: ClassVar[str] = "vllm"
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: EngineView) -> None:
         super().__init__(engine)
         self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: "0"})
         self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
