@@ -9,10 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
+from infctl.cli.main import _register, app
 from infctl.config import load_deployment
 from infctl.local import RunState, SupervisorSettings, build_plan, port_is_free, read_state, serve
 from infctl.local.procs import group_alive
@@ -103,27 +108,30 @@ def _children() -> list[int]:
     return found
 
 
-def infctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infctl", *args], capture_output=True, text=True, timeout=60, check=False
-    )
+@pytest.fixture(scope="module")
+def infctl() -> Callable[..., Result]:
+    """Run the real root app in this process (the detached supervisor still is a process of its own)."""
+    if not any(c.name == "deploy" for c in app.registered_commands):
+        _register()
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args))
 
 
-def test_deploy_detach_status_delete_round_trip(tmp_path: Path) -> None:
+def test_deploy_detach_status_delete_round_trip(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     profile = write_profile(tmp_path, "roundtrip")
     deployed = infctl("-o", "json", "deploy", "-f", str(profile), "--detach")
-    assert deployed.returncode == 0, deployed.stderr
+    assert deployed.exit_code == 0, deployed.output
     summary = json.loads(deployed.stdout)
     try:
         assert summary["status"] == "running"
         assert [p["name"] for p in summary["processes"]] == ["engine-0", "engine-1"]
 
         again = infctl("deploy", "-f", str(profile), "--detach")
-        assert again.returncode == 1
+        assert again.exit_code == 1
         assert "already running" in again.stderr
 
         shown = infctl("-o", "json", "status", "--release", "roundtrip", "--run-dir", str(tmp_path / "run"))
-        assert shown.returncode == 0, shown.stderr
+        assert shown.exit_code == 0, shown.output
         report = json.loads(shown.stdout)
         assert report["status"] == "running"
         assert [(p["status"], p["healthy"], p["restarts"]) for p in report["processes"]] == [
@@ -133,28 +141,28 @@ def test_deploy_detach_status_delete_round_trip(tmp_path: Path) -> None:
         pids = [p["pid"] for p in report["processes"]] + [report["supervisor_pid"]]
     finally:
         deleted = infctl("-o", "json", "delete", "-f", str(profile))
-    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.exit_code == 0, deleted.output
     assert json.loads(deleted.stdout)["deleted"] is True
     assert not [pid for pid in pids if group_alive(pid)]
 
     nothing = infctl("delete", "-f", str(profile))
-    assert nothing.returncode == 0
+    assert nothing.exit_code == 0
     assert "nothing to delete" in nothing.stdout
     gone = infctl("status", "-f", str(profile))
-    assert gone.returncode == 1
+    assert gone.exit_code == 1
     assert "no local release 'roundtrip'" in gone.stderr
 
 
-def test_kubernetes_target_is_not_pretended(tmp_path: Path) -> None:
+def test_kubernetes_target_is_not_pretended(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     result = infctl("deploy", "--target", "kubernetes", "-f", str(write_profile(tmp_path, "k")))
-    assert result.returncode == 1
-    assert "not implemented yet" in result.stderr and "issue 5" in result.stderr
-    assert "--target local" in result.stderr
+    assert result.exit_code == 1
+    assert "not implemented yet" in result.output and "issue 5" in result.output
+    assert "--target local" in result.output
 
 
-def test_demo_as_json(tmp_path: Path) -> None:
+def test_demo_as_json(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     result = infctl("-o", "json", "demo", "--set", "replicas=2", "--run-dir", str(tmp_path / "run"))
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["processes"] == 2
     assert data["first"]["reply"] and data["first"]["completion_tokens"] > 0
