@@ -77,12 +77,12 @@ class Writer:
         self.sample(name, labels, value)
 
     def counter(self, sample: str, help_: str, labels: str, value: float) -> None:
-        """``sample`` is the sample name (``..._total``); HELP/TYPE name the family without the suffix."""
-        self.header(sample.removesuffix("_total"), "counter", help_)
+        """``sample`` ends in ``_total``; HELP and TYPE name it too, as prometheus_client writes 0.0.4."""
+        self.header(sample, "counter", help_)
         self.sample(sample, labels, value)
 
     def counters(self, sample: str, help_: str, samples: Iterable[tuple[str, float]]) -> None:
-        self.header(sample.removesuffix("_total"), "counter", help_)
+        self.header(sample, "counter", help_)
         for labels, value in samples:
             self.sample(sample, labels, value)
 

@@ -101,14 +101,13 @@ class VllmPersonality(Personality):
 
     def _cache_config_labels(self) -> str:
         cap = self.engine.capacity
-        # vLLM turns every CacheConfig field into a label (values as Python str()).
+        # vLLM turns every CacheConfig field into a label (values as Python str()), then adds ``engine``.
         return label_pairs({
-            "block_size": str(cap.block_size), "cache_dtype": "auto", "calculate_kv_scales": "False",
-            "cpu_offload_gb": "0", "enable_prefix_caching": str(cap.enable_prefix_caching),
-            "engine": "0", "gpu_memory_utilization": "0.9", "is_attention_free": "False",
-            "num_cpu_blocks": "None", "num_gpu_blocks": str(cap.num_gpu_blocks),
-            "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256",
-            "sliding_window": "None", "swap_space": "4",
+            "block_size": str(cap.block_size), "gpu_memory_utilization": "0.9", "swap_space": "4",
+            "cache_dtype": "auto", "is_attention_free": "False", "num_gpu_blocks_override": "None",
+            "sliding_window": "None", "enable_prefix_caching": str(cap.enable_prefix_caching),
+            "prefix_caching_hash_algo": "sha256", "cpu_offload_gb": "0", "calculate_kv_scales": "False",
+            "num_gpu_blocks": str(cap.num_gpu_blocks), "num_cpu_blocks": "None", names.ENGINE_LABEL: "0",
         })  # fmt: skip
 
     def render_metrics(self) -> str:
