@@ -133,9 +133,9 @@ class Driver:
 
     # -- requests --------------------------------------------------------------------------------------
     def submit(self, req: SimRequest, *, interval: int = 1) -> RequestTrack:
+        self.core.add_request(req, self.clock.now())
         track = RequestTrack(req, max(1, interval))
         self._tracks[req.request_id] = track
-        self.core.add_request(req, self.clock.now())
         self._wake.set()
         return track
 
