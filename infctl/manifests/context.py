@@ -1,0 +1,139 @@
+"""Template contexts for the router, autoscaler, traffic and monitoring objects (plain data, no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import yaml
+
+from infctl.config import DeploymentProfile
+from infctl.errors import ConfigError
+from infctl.manifests import labels as L
+from infctl.manifests.daemons import ADMIN_TOKEN_ENV, autoscaler_file, router_file
+from infctl.manifests.engine import ENGINE_PORT
+from infctl.manifests.observability import alert_rules, dashboards
+from infctl.manifests.options import RenderOptions
+from infctl.manifests.placement import PlacementPlan
+
+EPP_PORT = 9002
+"""gRPC port of a Gateway API Inference Extension endpoint picker."""
+
+
+def config_hash(text: str) -> str:
+    """Pod annotation that rolls the pods when their config file changes."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, width=10_000)
+
+
+def router_context(
+    profile: DeploymentProfile, plan: PlacementPlan, namespace: str, opts: RenderOptions
+) -> dict[str, Any]:
+    name = f"{profile.name}-router"
+    file = router_file(profile, plan, namespace)
+    return {
+        "name": name,
+        "labels": L.release_labels(profile.name, "router", "infctl-router"),
+        "selector": {L.RELEASE: profile.name, L.COMPONENT: "router"},
+        "file": file,
+        "config_hash": config_hash(_dump(file)),
+        "image": profile.router.image or opts.image,
+        "port": profile.router.port,
+        "replicas": profile.router.replicas,
+        "admin_token_env": ADMIN_TOKEN_ENV,
+    }
+
+
+def autoscaler_context(
+    profile: DeploymentProfile, plan: PlacementPlan, namespace: str, opts: RenderOptions
+) -> dict[str, Any]:
+    file = autoscaler_file(profile, plan, namespace)
+    rules: dict[tuple[str, str], list[str]] = {}
+    for t in file["targets"]:
+        group, resource = (
+            ("leaderworkerset.x-k8s.io", "leaderworkersets")
+            if t["kind"] == "LeaderWorkerSet"
+            else ("apps", "deployments")
+        )
+        rules.setdefault((group, resource), []).append(t["name"])
+    return {
+        "name": f"{profile.name}-autoscaler",
+        "labels": L.release_labels(profile.name, "autoscaler", "infctl-autoscaler"),
+        "selector": {L.RELEASE: profile.name, L.COMPONENT: "autoscaler"},
+        "file": file,
+        "config_hash": config_hash(_dump(file)),
+        "image": profile.router.image or opts.image,
+        "rules": [{"group": g, "resource": r, "names": n} for (g, r), n in sorted(rules.items())],
+    }
+
+
+def traffic_context(profile: DeploymentProfile, namespace: str, opts: RenderOptions) -> dict[str, Any]:
+    gw_ns, _, gw_name = opts.gateway.rpartition("/")
+    parent: dict[str, Any] = {"name": gw_name, **({"namespace": gw_ns} if gw_ns else {})}
+    weight = opts.weight if opts.weight is not None else (0 if opts.old_backend else 100)
+    if not 0 <= weight <= 100:
+        raise ConfigError(f"--weight: expected a percentage 0..100, found {weight}")
+    pool = None
+    if opts.inference_pool_epp is not None:
+        role = "both" if profile.mode == "aggregated" else "decode"
+        pool = {
+            "name": f"{profile.name}-pool",
+            "match_labels": {L.RELEASE: profile.name, L.ROLE: role},
+            "port": ENGINE_PORT,
+            "epp": opts.inference_pool_epp,
+            "epp_port": EPP_PORT,
+        }
+        new: dict[str, Any] = {
+            "group": "inference.networking.k8s.io",
+            "kind": "InferencePool",
+            "name": pool["name"],
+            "weight": weight,
+        }
+    elif profile.router.enabled:
+        new = {"name": f"{profile.name}-router", "port": profile.router.port, "weight": weight}
+    else:
+        raise ConfigError(
+            "traffic needs the router or an InferencePool in front of the engines",
+            hint="enable router, pass --inference-pool-epp SERVICE, or --no-traffic",
+        )
+    refs = [new]
+    if opts.old_backend is not None:
+        refs.append({**_old_ref(opts.old_backend), "weight": 100 - weight})
+    return {
+        "name": profile.name,
+        "labels": L.release_labels(profile.name, "traffic", "infctl-traffic"),
+        "parent_refs": [parent],
+        "backend_refs": refs,
+        "pool": pool,
+    }
+
+
+def _old_ref(spec: str) -> dict[str, Any]:
+    ns, _, rest = spec.rpartition("/")
+    name, sep, port = rest.partition(":")
+    if not sep or not port.isdigit() or not name:
+        raise ConfigError(
+            f"--old-backend {spec!r}: expected [namespace/]service:port",
+            hint="e.g. --old-backend legacy/llm-gateway:80",
+        )
+    return {"name": name, "port": int(port), **({"namespace": ns} if ns else {})}
+
+
+def monitoring_context(profile: DeploymentProfile, namespace: str, opts: RenderOptions) -> dict[str, Any]:
+    return {
+        "name": profile.name,
+        "labels": L.release_labels(profile.name, "monitoring", "infctl-monitoring"),
+        "engine_selector": {L.RELEASE: profile.name, L.COMPONENT: "engine"},
+        "pod_target_labels": [L.ROLE, L.GROUP, L.POOL, L.WORKLOAD],
+        "router": profile.router.enabled,
+        "router_selector": {L.RELEASE: profile.name, L.COMPONENT: "router"},
+        "rule_groups": alert_rules(profile, namespace, opts.ttft_slo_s),
+        "dashboards": dashboards(profile, namespace),
+        "dashboard_labels": {
+            **L.release_labels(profile.name, "monitoring", "infctl-monitoring"),
+            "grafana_dashboard": "1",
+        },
+    }

@@ -1,0 +1,188 @@
+"""Alert rules and Grafana dashboards for a release, as plain data (templates wrap them in objects).
+
+Engine series come from the engines' PodMonitor (job ``<namespace>/<release>-engines``, pod labels
+``infctl.io/role`` and ``infctl.io/group`` copied as ``infctl_io_role``/``infctl_io_group``); router series
+from the router's ServiceMonitor (job ``<release>-router``, the Service name).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infctl.config import DeploymentProfile
+from infctl.manifests.signals import METRICS, prom_le, slo_bucket
+from infctl.router.metrics import PREFIX as ROUTER
+
+TTFT_SLO_S = 2.0
+"""Default TTFT objective, seconds."""
+SLO_TARGET = 0.95
+"""Fraction of requests that must meet the TTFT objective."""
+FAST_BURN = 14.4
+"""Burn rate that spends a 30-day error budget in two days (the usual page threshold)."""
+
+
+def selectors(profile: DeploymentProfile, namespace: str) -> tuple[str, str]:
+    engines = f'namespace="{namespace}",job="{namespace}/{profile.name}-engines"'
+    router = f'namespace="{namespace}",job="{profile.name}-router"'
+    return engines, router
+
+
+def alert_rules(
+    profile: DeploymentProfile, namespace: str, ttft_slo_s: float = TTFT_SLO_S
+) -> list[dict[str, Any]]:
+    """PrometheusRule groups: engine down, TTFT SLO burn, KV usage high, queue growing, router ejections."""
+    m = METRICS[profile.model.engine]
+    eng, rtr = selectors(profile, namespace)
+    le = prom_le(slo_bucket(m, ttft_slo_s))
+    budget = 1 - SLO_TARGET
+    burn = FAST_BURN * budget
+
+    def miss_ratio(window: str) -> str:
+        return (
+            f'(1 - sum(rate({m.ttft}_bucket{{{eng},le="{le}"}}[{window}]))'
+            f" / clamp_min(sum(rate({m.ttft}_count{{{eng}}}[{window}])), 1e-9))"
+        )
+
+    labels = {"release": profile.name}
+    scaler = profile.autoscaler
+    rules: list[dict[str, Any]] = [
+        _alert(
+            "InfctlEngineDown",
+            f"up{{{eng}}} == 0",
+            "5m",
+            "critical",
+            labels,
+            "Engine {{ $labels.pod }} of release " + profile.name + " is not serving /metrics.",
+        ),
+        _alert(
+            "InfctlTTFTBudgetBurn",
+            f"{miss_ratio('5m')} > {burn:.3g} and {miss_ratio('1h')} > {burn:.3g}",
+            "2m",
+            "critical",
+            labels,
+            f"Over {FAST_BURN:g}x the error budget: more than {budget:.0%} of requests take longer than "
+            f"{le}s to the first token (objective {ttft_slo_s:g}s for {SLO_TARGET:.0%}).",
+        ),
+        _alert(
+            "InfctlKVCacheUsageHigh",
+            f"max by (pod) ({m.kv_usage}{{{eng}}}) > {max(scaler.kv_usage.up, 0.9):g}",
+            "10m",
+            "warning",
+            labels,
+            "KV cache of {{ $labels.pod }} is nearly full; expect preemptions and queueing.",
+        ),
+        _alert(
+            "InfctlQueueGrowing",
+            f"sum by (pod) ({m.queue}{{{eng}}}) > {scaler.queue_per_replica.up:g}"
+            f" and sum by (pod) (deriv({m.queue}{{{eng}}}[10m])) > 0",
+            "10m",
+            "warning",
+            labels,
+            "Waiting requests on {{ $labels.pod }} keep growing: add replicas or check the router.",
+        ),
+        _alert(
+            "InfctlRouterEjections",
+            f"sum by (backend) (increase({ROUTER}ejections_total{{{rtr}}}[10m])) > 0",
+            "0m",
+            "warning",
+            labels,
+            "The router ejected backend {{ $labels.backend }} after failures.",
+        ),
+    ]
+    return [{"name": f"{profile.name}.infctl", "rules": rules}]
+
+
+def _alert(
+    name: str, expr: str, for_: str, severity: str, labels: dict[str, str], summary: str
+) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity, **labels},
+        "annotations": {"summary": summary},
+    }
+
+
+def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
+    """File name -> Grafana JSON: gateway (router traffic), scheduler (routing), model performance."""
+    m = METRICS[profile.model.engine]
+    eng, rtr = selectors(profile, namespace)
+    gateway = [
+        _panel("Requests/s by status", f"sum by (status) (rate({ROUTER}requests_total{{{rtr}}}[1m]))"),
+        _panel(
+            "Router TTFB p50/p95 (s)",
+            *(_quantile(q, f"{ROUTER}time_to_first_byte_seconds", rtr) for q in (0.5, 0.95)),
+        ),
+        _panel("In-flight by backend", f"sum by (backend) ({ROUTER}inflight_requests{{{rtr}}})"),
+        _panel("Ejections", f"sum by (backend) (increase({ROUTER}ejections_total{{{rtr}}}[5m]))"),
+    ]
+    scheduler = [
+        _panel("Decisions/s by reason", f"sum by (reason) (rate({ROUTER}decisions_total{{{rtr}}}[1m]))"),
+        _panel(
+            "Retries and rejections/s",
+            f"sum(rate({ROUTER}retries_total{{{rtr}}}[1m]))",
+            f"sum by (reason) (rate({ROUTER}rejected_total{{{rtr}}}[1m]))",
+        ),
+        _panel(
+            "Expected prefix-cache hit ratio",
+            f"sum(rate({ROUTER}estimated_cached_tokens_total{{{rtr}}}[5m]))"
+            f" / clamp_min(sum(rate({ROUTER}prompt_tokens_total{{{rtr}}}[5m])), 1)",
+        ),
+    ]
+    model = [
+        _panel(
+            "TTFT p50/p95 by role (s)", *(_quantile(q, m.ttft, eng, "infctl_io_role") for q in (0.5, 0.95))
+        ),
+        _panel("ITL p95 by role (s)", _quantile(0.95, m.itl, eng, "infctl_io_role")),
+        _panel(
+            "Queue and running by pod",
+            f"sum by (pod) ({m.queue}{{{eng}}})",
+            f"sum by (pod) ({m.running}{{{eng}}})",
+        ),
+        _panel("KV cache usage by pod", f"max by (pod) ({m.kv_usage}{{{eng}}})"),
+        _panel(
+            "Tokens/s",
+            f"sum(rate({m.prompt_tokens}{{{eng}}}[1m]))",
+            f"sum(rate({m.generation_tokens}{{{eng}}}[1m]))",
+        ),
+    ]
+    boards = {"gateway": gateway, "scheduler": scheduler, "model-performance": model}
+    return {
+        f"{profile.name}-{key}.json": json.dumps(
+            _board(f"{profile.name} / {key}", f"infctl-{profile.name}-{key}", panels),
+            indent=1,
+            sort_keys=True,
+        )
+        for key, panels in boards.items()
+    }
+
+
+def _quantile(q: float, family: str, selector: str, by: str = "") -> str:
+    group = f"le, {by}" if by else "le"
+    return f"histogram_quantile({q:g}, sum by ({group}) (rate({family}_bucket{{{selector}}}[5m])))"
+
+
+def _panel(title: str, *exprs: str) -> dict[str, Any]:
+    return {
+        "type": "timeseries",
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "targets": [{"refId": chr(ord("A") + i), "expr": e} for i, e in enumerate(exprs)],
+    }
+
+
+def _board(title: str, uid: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
+    for i, p in enumerate(panels):
+        p["id"] = i + 1
+        p["gridPos"] = {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)}
+    return {
+        "title": title,
+        "uid": uid[:40],
+        "schemaVersion": 39,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "30s",
+        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus"}]},
+        "panels": panels,
+    }

@@ -1,0 +1,195 @@
+"""Placement planning: which workloads a deployment becomes, how many replicas each, and where they may run.
+
+Pure functions of a :class:`~infctl.config.DeploymentProfile`; the renderer turns the plan into objects.
+
+- Group mode: one workload per (group, role). Every pod of group ``gN`` carries ``infctl.io/group=gN`` and a
+  *required* pod affinity to that label with the cluster's switch label as ``topologyKey``, so the scheduler
+  puts a whole group under one switch (the first pod picks the switch, the rest follow it). Groups repel
+  each other with pod anti-affinity on the same key, preferred by default (a busy cluster may still pack two
+  groups under one switch) or required on request (one group per switch, at most). A group that cannot fit
+  under one switch is refused before anything is rendered: the scheduler would leave it Pending forever.
+- Pool mode: one workload per role, each its own scale target; no co-location constraint.
+- Aggregated mode: one workload of replicas that both prefill and decode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from infctl.config import DeploymentProfile, Role
+from infctl.errors import ConfigError
+from infctl.manifests import labels as L
+
+AntiAffinity = Literal["preferred", "required"]
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """One set of identical engine replicas: a Deployment, or a LeaderWorkerSet when a replica spans nodes."""
+
+    workload: str
+    """``g0-prefill``, ``decode``, ``engine`` (see ``ReplicaSpec.workload``)."""
+    name: str
+    """Object name: ``<release>-<workload>``."""
+    role: Role
+    replicas: int
+    """Replicas at deploy time (the autoscaler moves this later)."""
+    nodes_per_replica: int
+    """1: a Deployment; more: a LeaderWorkerSet of this group size."""
+    gpus_per_pod: int
+    """GPUs each pod requests (a multi-node replica has one pod per node)."""
+    group: int | None = None
+    pool: str | None = None
+    selector: Mapping[str, str] = field(default_factory=dict)
+    """Immutable selector labels of the workload's pods."""
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    """Every label of the workload's pods (selector included)."""
+    affinity: Mapping[str, Any] | None = None
+    """The pod ``affinity`` stanza, or None."""
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes_per_replica > 1
+
+
+@dataclass(frozen=True)
+class PlacementPlan:
+    """Every engine workload of a deployment, in ``engine_replicas()`` order."""
+
+    release: str
+    mode: str
+    switch_label: str | None
+    workloads: tuple[WorkloadPlan, ...]
+    nodes_per_group: int | None = None
+    """Group mode: nodes one group occupies under its switch."""
+
+    def replicas_by_role(self) -> dict[Role, int]:
+        counts: dict[Role, int] = {}
+        for w in self.workloads:
+            counts[w.role] = counts.get(w.role, 0) + w.replicas
+        return counts
+
+
+def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = "preferred") -> PlacementPlan:
+    """The workloads of ``profile`` with their labels and affinity; ConfigError if a group cannot fit."""
+    nodes_per_group = check_group_fits(profile) if profile.mode == "group" else None
+    cluster = profile.cluster
+    switch = cluster.switch_label if cluster is not None else None
+    gpus = profile.model.gpus_per_replica
+    per_node = gpus if cluster is None else min(gpus, cluster.gpus_per_node)
+    counts: dict[str, int] = {}
+    firsts: dict[str, tuple[Role, int | None, str | None]] = {}
+    for spec in profile.engine_replicas():
+        counts[spec.workload] = counts.get(spec.workload, 0) + 1
+        firsts.setdefault(spec.workload, (spec.role, spec.group, spec.pool))
+    workloads = []
+    for workload, replicas in counts.items():
+        role, group, pool = firsts[workload]
+        selector = {L.RELEASE: profile.name, L.WORKLOAD: workload}
+        pod_labels = {
+            **L.release_labels(profile.name, "engine", profile.model.engine),
+            **selector,
+            L.ROLE: role,
+            L.ENGINE: profile.model.engine,
+        }
+        if group is not None:
+            pod_labels[L.GROUP] = L.group_value(group)
+        if pool is not None:
+            pod_labels[L.POOL] = pool
+        affinity = (
+            group_affinity(profile.name, group, switch, anti_affinity)
+            if group is not None and switch is not None
+            else None
+        )
+        workloads.append(
+            WorkloadPlan(
+                workload=workload,
+                name=f"{profile.name}-{workload}",
+                role=role,
+                replicas=replicas,
+                nodes_per_replica=profile.nodes_per_replica,
+                gpus_per_pod=per_node,
+                group=group,
+                pool=pool,
+                selector=selector,
+                pod_labels=pod_labels,
+                affinity=affinity,
+            )
+        )
+    return PlacementPlan(profile.name, profile.mode, switch, tuple(workloads), nodes_per_group)
+
+
+def group_affinity(release: str, group: int, switch_label: str, anti: AntiAffinity) -> dict[str, Any]:
+    """Required affinity to the own group under one ``switch_label`` value; anti-affinity to other groups."""
+    own = {"matchLabels": {L.RELEASE: release, L.GROUP: L.group_value(group)}}
+    others = {
+        "matchExpressions": [
+            {"key": L.RELEASE, "operator": "In", "values": [release]},
+            {"key": L.GROUP, "operator": "Exists"},
+            {"key": L.GROUP, "operator": "NotIn", "values": [L.group_value(group)]},
+        ]
+    }
+    repel_term = {"labelSelector": others, "topologyKey": switch_label}
+    repel: dict[str, Any] = (
+        {"requiredDuringSchedulingIgnoredDuringExecution": [repel_term]}
+        if anti == "required"
+        else {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": repel_term}
+            ]
+        }
+    )
+    return {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": own, "topologyKey": switch_label}
+            ]
+        },
+        "podAntiAffinity": repel,
+    }
+
+
+def nodes_for(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
+    """Nodes ``replicas`` engines occupy: whole nodes each when they span nodes, else packed per node."""
+    if gpus_per_replica >= gpus_per_node:
+        return replicas * math.ceil(gpus_per_replica / gpus_per_node)
+    return math.ceil(replicas / (gpus_per_node // gpus_per_replica))
+
+
+def check_group_fits(profile: DeploymentProfile) -> int | None:
+    """Nodes one PD group needs; ConfigError when that exceeds the nodes under one switch.
+
+    None without a cluster profile. Unknown ``nodes_per_switch`` skips the check (nothing to compare with).
+    """
+    cluster, layout = profile.cluster, profile.group
+    if cluster is None or layout is None:
+        return None
+    replicas = layout.prefill + layout.decode
+    gpus = profile.model.gpus_per_replica
+    nodes = nodes_for(replicas, gpus, cluster.gpus_per_node)
+    limit = cluster.nodes_per_switch
+    if limit is not None and nodes > limit:
+        fits = _largest_fitting(layout.prefill, layout.decode, gpus, cluster.gpus_per_node, limit)
+        raise ConfigError(
+            f"a PD group of {layout.prefill} prefill + {layout.decode} decode replicas x {gpus} GPUs needs "
+            f"{nodes} nodes ({replicas * gpus} GPUs) under one switch, but {cluster.name} has "
+            f"{limit} nodes x {cluster.gpus_per_node} GPUs = {limit * cluster.gpus_per_node} GPUs per "
+            f"{cluster.switch_label} value",
+            hint=f"shrink the group (e.g. {fits}) and add groups instead, or use mode: pool",
+        )
+    return nodes
+
+
+def _largest_fitting(prefill: int, decode: int, gpus: int, per_node: int, limit: int) -> str:
+    """A suggestion that keeps the prefill:decode ratio as far as it can."""
+    best = (1, 1)
+    for total in range(2, prefill + decode + 1):
+        p = max(1, min(total - 1, round(total * prefill / (prefill + decode))))
+        if nodes_for(total, gpus, per_node) <= limit:
+            best = (p, total - p)
+    if nodes_for(2, gpus, per_node) > limit:
+        return "smaller replicas: even 1 prefill + 1 decode does not fit"
+    return f"group: {{prefill: {best[0]}, decode: {best[1]}}}"
