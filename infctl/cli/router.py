@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from infctl.config import RouterFile, load_router
 from infctl.errors import ConfigError
 from infctl.router import PRESETS
 from infctl.router.config import from_file
+from infctl.router.policies import build_policy
 from infctl.router.server import run
 
 EXAMPLES = """
@@ -32,7 +34,7 @@ Admin API (set INFCTL_ROUTER_ADMIN_TOKEN to require a bearer token): GET/POST /a
 POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy.
 """
 
-_BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id")
+_BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id", "kv_events")
 
 
 def parse_backend(spec: str) -> dict[str, Any]:
@@ -75,15 +77,32 @@ def router(
     health_interval: Annotated[
         float | None, typer.Option("--health-interval", help="Health probe interval, seconds. Default 1.")
     ] = None,
+    pd_mode: Annotated[
+        str | None,
+        typer.Option("--pd-mode", help="group or pool: how prefill and decode pair. Default group."),
+    ] = None,
+    block_size: Annotated[
+        int | None,
+        typer.Option("--block-size", help="Tokens per prefix-hash block (the engines'). Default 16."),
+    ] = None,
 ) -> None:
-    """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures."""
-    with errors_as_exit():
-        cfg = from_file(
-            _router_file(file, backends, policy, host, port, engine, scrape_interval, health_interval),
-            admin_token=os.environ.get("INFCTL_ROUTER_ADMIN_TOKEN"),
-        )
-        from infctl.router.policies import build_policy
+    """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 
+    --policy takes a preset name or a JSON policy object ({"preset": ..., "settings": {...}, ...})."""
+    with errors_as_exit():
+        flags: dict[str, Any] = {
+            "policy": _policy(policy),
+            "host": host,
+            "port": port,
+            "engine": engine,
+            "scrape_interval_s": scrape_interval,
+            "health_interval_s": health_interval,
+            "pd_mode": pd_mode,
+            "block_size": block_size,
+        }
+        if backends:
+            flags["backends"] = [parse_backend(b) for b in backends]
+        cfg = from_file(_router_file(file, flags), admin_token=os.environ.get("INFCTL_ROUTER_ADMIN_TOKEN"))
         build_policy(cfg.policy)  # a bad policy fails here, before the port opens
     err_console.print(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
@@ -93,26 +112,18 @@ def router(
     run(cfg)
 
 
-def _router_file(
-    file: Path | None,
-    backends: list[str] | None,
-    policy: str | None,
-    host: str | None,
-    port: int | None,
-    engine: str | None,
-    scrape_interval: float | None,
-    health_interval: float | None,
-) -> RouterFile:
-    flags: dict[str, Any] = {
-        "policy": policy,
-        "host": host,
-        "port": port,
-        "engine": engine,
-        "scrape_interval_s": scrape_interval,
-        "health_interval_s": health_interval,
-    }
-    if backends:
-        flags["backends"] = [parse_backend(b) for b in backends]
+def _policy(value: str | None) -> str | dict[str, Any] | None:
+    if value is None or not value.lstrip().startswith("{"):
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--policy: not a JSON object: {exc}") from None
+    return parsed if isinstance(parsed, dict) else value
+
+
+def _router_file(file: Path | None, flags: dict[str, Any]) -> RouterFile:
+    """The file's settings (if any) with every flag that was given on top."""
     given = {k: v for k, v in flags.items() if v is not None}
     base: dict[str, Any] = load_router(file).model_dump(exclude_unset=True) if file else {}
     if not file and "backends" not in given:

@@ -17,7 +17,7 @@ Examples:
 
   infctl validate -f profiles/deepseek-v3-group.yaml
 
-  infctl validate -f profiles/local-demo.yaml --set replicas=2 --set model.sim.time_scale=10
+  infctl validate -f profiles/local-demo.yaml --set replicas=2 --set model.sim.speedup=10
 
   infctl -o json validate -f profiles/kimi-k2-pool.yaml            # summary for scripts
 

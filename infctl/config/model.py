@@ -79,8 +79,9 @@ class SimSettings(ProfileModel):
     """Tokens per KV block. Default None: the simulator profile's value (16)."""
     max_num_seqs: Count | None = None
     """Largest running batch, in sequences. Default None: the simulator profile's value."""
-    time_scale: float = Field(default=1.0, gt=0)
-    """Simulated seconds per wall-clock second; 10 runs ten times faster than the real engine. Default 1.0."""
+    speedup: float = Field(default=1.0, gt=0)
+    """Simulated seconds per wall-clock second: 10 runs ten times faster than the real engine (the sim's
+    ``--time-scale`` is the inverse, wall seconds per simulated second). Default 1.0."""
 
 
 class ModelProfile(ProfileModel):

@@ -8,6 +8,7 @@ specs; the router and the autoscaler plug in there (see :func:`router_specs`). P
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,14 +36,33 @@ SpecBuilder = Callable[[PlanContext], list[ProcessSpec]]
 
 
 def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
-    """The router's spec: none yet.
+    """``infctl router`` in front of the engines, when ``router.enabled``.
 
-    Once ``infctl router`` exists, return (when ``ctx.profile.router.enabled``) one spec of kind ``router``
-    running ``[ctx.python, "-m", "infctl", "router", "--port", str(port), ...engine URLs...]`` with
-    ``port = ctx.ports.take()``. The supervisor starts it after the engines are healthy, stops it before them,
-    and clients (``infctl demo``, ``LocalPlan.entrypoint``) use it instead of the first engine.
+    Every engine becomes a ``--backend URL,role=..,group=..`` (with its KV-events endpoint when it publishes
+    one); the profile's policy and settings pass through as a policy mapping. The supervisor starts it after
+    the engines, stops it first, and clients (``infctl demo``, ``LocalPlan.entrypoint``) use it.
     """
-    return []
+    profile = ctx.profile
+    if not profile.router.enabled or not ctx.engines:
+        return []
+    port = ctx.ports.take()
+    policy: str = profile.router.policy
+    if profile.router.settings:
+        policy = json.dumps({"preset": profile.router.policy, "settings": profile.router.settings})
+    argv = [ctx.python, "-m", "infctl", "router", "--host", LOCALHOST, "--port", str(port),
+            "--engine", profile.model.engine, "--policy", policy]
+    if profile.mode in ("group", "pool"):
+        argv += ["--pd-mode", profile.mode]
+    sim = profile.model.sim
+    if profile.local.simulate and sim is not None and sim.block_size is not None:
+        argv += ["--block-size", str(sim.block_size)]
+    for e in ctx.engines:
+        fields = [e.url, f"role={e.role or 'both'}"]
+        fields += [f"{k}={v}" for k, v in (("group", e.group), ("pool", e.pool)) if v is not None]
+        if "kv_events" in e.ports:
+            fields.append(f"kv_events=tcp://{LOCALHOST}:{e.ports['kv_events']}")
+        argv += ["--backend", ",".join(fields)]
+    return [ProcessSpec(name="router", kind="router", argv=tuple(argv), port=port, health_path="/health")]
 
 
 def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
@@ -126,7 +146,7 @@ def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None,
     # counts wall seconds per simulated second (0.1 = ten times faster).
     argv = [python, "-m", "infctl", "sim", "--personality", model.engine, "--profile", sim.profile,
             "--model", model.served_model_name, "--host", LOCALHOST, "--port", str(port), "--role", role,
-            "--time-scale", f"{1 / sim.time_scale:g}"]
+            "--time-scale", f"{1 / sim.speedup:g}"]
     if kv_port is not None:
         argv += ["--kv-events-port", str(kv_port)]
     for flag, value in (("--num-gpu-blocks", sim.num_gpu_blocks), ("--block-size", sim.block_size),

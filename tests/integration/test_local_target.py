@@ -34,7 +34,7 @@ model:
   sim:
     profile: llama3-8b-h100
     num_gpu_blocks: 256
-    time_scale: 100
+    speedup: 100
 local:
   base_port: {port}
   run_dir: {run_dir}
@@ -66,7 +66,8 @@ async def test_a_killed_engine_is_restarted_and_everything_stops_cleanly(tmp_pat
     task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop, on_change=states.append))
     try:
         await asyncio.wait_for(ready.wait(), 30)
-        assert [await healthy(s.health_url) for s in plan.specs] == [True, True]
+        assert [s.kind for s in plan.specs] == ["engine", "engine", "router"]
+        assert [await healthy(s.health_url) for s in plan.specs] == [True, True, True]
         victim = states[-1].process("engine-1")
         assert victim.pid is not None
         os.kill(victim.pid, signal.SIGKILL)
@@ -84,12 +85,16 @@ async def test_a_killed_engine_is_restarted_and_everything_stops_cleanly(tmp_pat
         assert healed.last_exit == -signal.SIGKILL
         assert after.process("engine-0").restarts == 0
         assert await healthy(plan.specs[1].health_url)
+        async with httpx.AsyncClient(trust_env=False) as client:
+            body = {"model": "llama3-8b", "prompt": "hello there", "max_tokens": 2}
+            r = await client.post(f"{plan.entrypoint.url}/v1/completions", json=body, timeout=10)
+            assert r.status_code == 200
     finally:
         stop.set()
         final = await asyncio.wait_for(task, 30)
     assert final.status == "stopped"
     pids = {p.pid for s in states for p in s.processes if p.pid is not None}
-    assert len(pids) == 3
+    assert len(pids) == 4  # two engines, the router, the restarted engine
     assert not [pid for pid in pids if group_alive(pid)]
     assert not _children()
 
@@ -124,7 +129,7 @@ def test_deploy_detach_status_delete_round_trip(tmp_path: Path, infctl: Callable
     summary = json.loads(deployed.stdout)
     try:
         assert summary["status"] == "running"
-        assert [p["name"] for p in summary["processes"]] == ["engine-0", "engine-1"]
+        assert [p["name"] for p in summary["processes"]] == ["engine-0", "engine-1", "router"]
 
         again = infctl("deploy", "-f", str(profile), "--detach")
         assert again.exit_code == 1
@@ -135,6 +140,7 @@ def test_deploy_detach_status_delete_round_trip(tmp_path: Path, infctl: Callable
         report = json.loads(shown.stdout)
         assert report["status"] == "running"
         assert [(p["status"], p["healthy"], p["restarts"]) for p in report["processes"]] == [
+            ("healthy", True, 0),
             ("healthy", True, 0),
             ("healthy", True, 0),
         ]
@@ -164,7 +170,7 @@ def test_demo_as_json(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     result = infctl("-o", "json", "demo", "--set", "replicas=2", "--run-dir", str(tmp_path / "run"))
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["processes"] == 2
+    assert data["processes"] == 3  # two engines and the router
     assert data["first"]["reply"] and data["first"]["completion_tokens"] > 0
     assert 0 < data["first"]["ttft_s"] < 5
     assert data["first"]["cached_tokens"] == 0

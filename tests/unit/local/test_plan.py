@@ -21,9 +21,10 @@ def profile(**changes: Any) -> DeploymentProfile:
             "model": "meta-llama/Llama-3.1-8B-Instruct",
             "served_model_name": "llama3-8b",
             "pd": {"kv_connector": "nixl"},
-            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 512, "time_scale": 10},
+            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 512, "speedup": 10},
         },
         "local": {"base_port": 18000, "run_dir": "/tmp/runs"},
+        "router": {"enabled": False},
     }
     for key, value in changes.items():
         node = data
@@ -88,7 +89,7 @@ def test_simulated_engine_command() -> None:
     assert flag(spec, "--model") == "llama3-8b"
     assert flag(spec, "--port") == "18001"
     assert flag(spec, "--num-gpu-blocks") == "512"
-    # Profile time_scale 10 (ten times faster) is the simulator's 0.1 wall seconds per simulated second.
+    # Profile speedup 10 (ten times faster) is the simulator's 0.1 wall seconds per simulated second.
     assert flag(spec, "--time-scale") == "0.1"
     assert "--kv-events-port" not in spec.argv
 
@@ -163,3 +164,34 @@ def test_port_allocator_gives_each_port_once_and_fails_past_the_last() -> None:
     assert ports.take() == 65535
     with pytest.raises(LocalTargetError, match="no free port"):
         ports.take()
+
+
+def test_router_spec_lists_every_engine_with_role_group_and_kv_events() -> None:
+    p = profile(
+        **{
+            "router.enabled": True,
+            "router.policy": "cache_aware",
+            "router.settings": {"gate_abs": 4},
+            "model.kv_events": {"port": 5557},
+            "model.sim.block_size": 32,
+        }
+    )
+    plan = plan_of(p)
+    router = plan.specs[-1]
+    assert router.kind == "router" and plan.entrypoint is router
+    assert router.argv[:4] == (PY, "-m", "infctl", "router")
+    backends = [router.argv[i + 1] for i, a in enumerate(router.argv) if a == "--backend"]
+    assert backends == [
+        "http://127.0.0.1:18000,role=both,kv_events=tcp://127.0.0.1:18002",
+        "http://127.0.0.1:18001,role=both,kv_events=tcp://127.0.0.1:18003",
+    ]
+    assert router.port == 18004
+    assert flag(router, "--block-size") == "32"
+    assert '"gate_abs": 4' in flag(router, "--policy")
+
+
+def test_router_spec_passes_the_pd_mode() -> None:
+    p = profile(mode="group", replicas=None, group={"prefill": 1, "decode": 1}, **{"router.enabled": True})
+    router = plan_of(p).specs[-1]
+    assert flag(router, "--pd-mode") == "group"
+    assert any(a.endswith("role=prefill,group=g0") for a in router.argv)
