@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 
 from infctl.router.core import RouterCore
-from infctl.sim.kv_events import decode_message
+from infctl.telemetry.kv_events import decode_message
 
 log = logging.getLogger(__name__)
 

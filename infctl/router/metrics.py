@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from infctl.router.kv_events import KVStats
-from infctl.sim.personality.exposition import Histogram, Writer, label_pairs
+from infctl.telemetry.exposition import Histogram, Writer, label_pairs
 
 _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,

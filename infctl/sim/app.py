@@ -20,7 +20,7 @@ from aiohttp import web
 from infctl.errors import ConfigError
 from infctl.sim import routes
 from infctl.sim.faults import FaultState, plan_update
-from infctl.sim.kv_events import AllBlocksCleared, KVEventPublisher
+from infctl.sim.kv_events import KVEventPublisher
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
     BootstrapRegistry,
@@ -29,11 +29,12 @@ from infctl.sim.personality.base import (
     SimHTTPError,
     json_response,
 )
-from infctl.sim.personality.exposition import CONTENT_TYPE
 from infctl.sim.profiles import SimProfile
 from infctl.sim.scheduler import EngineCore
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats, KVEvent, SimRequest
+from infctl.telemetry.exposition import CONTENT_TYPE
+from infctl.telemetry.kv_events import AllBlocksCleared
 
 if TYPE_CHECKING:
     from infctl.sim.server import SimClock

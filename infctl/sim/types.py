@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from infctl.telemetry.kv_events import BlockRemoved, BlockStored, KVEvent
+
+__all__ = [
+    "BlockRemoved",
+    "BlockStored",
+    "CoreStats",
+    "KVEvent",
+    "SimRequest",
+    "StepOutput",
+    "TokenEvent",
+]
+
 
 @dataclass(slots=True)
 class SimRequest:
@@ -41,24 +53,6 @@ class TokenEvent:
     """On the first token: prompt tokens served from the prefix cache (or transferred, for remote prefill)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlockStored:
-    """Full blocks that became cached (vLLM KV event BlockStored)."""
-
-    block_hashes: list[int]
-    parent_block_hash: int | None
-    token_ids: list[int]
-    block_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class BlockRemoved:
-    """Cached blocks evicted from the pool (vLLM KV event BlockRemoved)."""
-
-    block_hashes: list[int]
-
-
-KVEvent = BlockStored | BlockRemoved
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Protocol
 from aiohttp import web
 
 from infctl.sim.faults import FaultState
-from infctl.sim.personality.exposition import Histogram
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats
+from infctl.telemetry.exposition import Histogram
 
 HISTOGRAMS = (
     "ttft", "itl", "tpot", "e2e", "queue", "inference", "prefill", "decode",

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from infctl.engines import sglang as names
 from infctl.sim.personality.base import EngineView, PDPlan, Personality, SimHTTPError, json_response
-from infctl.sim.personality.exposition import Writer, label_pairs
+from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.5.4"
 

@@ -26,7 +26,7 @@ from infctl.sim.personality.base import (
     json_response,
     read_json_object,
 )
-from infctl.sim.personality.exposition import Writer, label_pairs
+from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.11.0"
 NIXL_SIDE_CHANNEL_PORT = 5600

@@ -12,7 +12,8 @@ import zmq
 import zmq.asyncio
 
 from infctl import tokens
-from infctl.sim.kv_events import (
+from infctl.sim.types import BlockRemoved, BlockStored
+from infctl.telemetry.kv_events import (
     AllBlocksCleared,
     EventBatch,
     KVEventMessage,
@@ -20,7 +21,6 @@ from infctl.sim.kv_events import (
     decode_message,
     encode_batch,
 )
-from infctl.sim.types import BlockRemoved, BlockStored
 
 
 def test_batch_is_encoded_as_vllm_array_like_tagged_structs() -> None:
