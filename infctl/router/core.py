@@ -1,0 +1,71 @@
+"""RouterCore: a policy plus the state it learns (prefix indexes, round-robin cursor), still without I/O.
+
+The live router, the cluster simulator and the benchmarks each hold one RouterCore per router replica and call
+``route`` per request, ``apply_kv_events`` per event batch. Everything else is the pure policy code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from infctl.router.kv_index import ApplyResult, KVIndex
+from infctl.router.policies.pd import PDDecision, PDSettings, pick_pd
+from infctl.router.policies.pipeline import Policy
+from infctl.router.policies.types import Decision, PolicyState
+from infctl.router.prefix_index import ApproxPrefixIndex, capacity_entries
+from infctl.router.snapshot import RequestInfo, Snapshot
+
+
+class RouterCore:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        """Replace it to change policy at run time (indexes and cursor are kept)."""
+        self.state = PolicyState()
+        self.approx = ApproxPrefixIndex(policy.settings.default_index_entries)
+        self.precise = KVIndex()
+
+    def matches(self, request: RequestInfo) -> dict[str, int]:
+        """Backend -> leading blocks of the request it holds, from the index the policy uses."""
+        if not request.block_hashes or self.policy.index == "none":
+            return {}
+        index = self.precise if self.policy.index == "precise" else self.approx
+        return index.match(request.block_hashes)
+
+    def decide(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
+        """Choose a backend without updating the approximate index (call ``learn`` once dispatched, off the
+        request's critical path)."""
+        return self.policy.decide(snapshot, request, matches=self.matches(request), state=self.state)
+
+    def route(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
+        """``decide`` then ``learn``."""
+        decision = self.decide(snapshot, request)
+        self.learn(snapshot, request, decision.backend_id)
+        return decision
+
+    def route_pd(self, snapshot: Snapshot, request: RequestInfo, pd: PDSettings | None = None) -> PDDecision:
+        decision = pick_pd(
+            snapshot, request, matches=self.matches(request), settings=self.policy.settings, pd=pd
+        )
+        self.learn(snapshot, request, decision.prefill or decision.decode)
+        return decision
+
+    def learn(self, snapshot: Snapshot, request: RequestInfo, backend_id: str) -> None:
+        """Record that ``backend_id`` will cache the request's blocks (approximate index only)."""
+        if self.policy.index != "approx" or not request.block_hashes:
+            return
+        sig = snapshot.state(backend_id).signals
+        capacity = capacity_entries(
+            sig.cache_capacity_tokens if sig else None,
+            request.block_size,
+            self.policy.settings.default_index_entries,
+        )
+        self.approx.record(backend_id, request.block_hashes, capacity)
+
+    def apply_kv_events(self, backend_id: str, seq: int, events: Iterable[object]) -> ApplyResult:
+        """Feed one numbered KV event batch from ``backend_id``'s engine to the precise index."""
+        return self.precise.apply(backend_id, seq, events)
+
+    def forget(self, backend_id: str) -> None:
+        """A backend left or restarted: drop what the indexes believe it caches."""
+        self.approx.forget(backend_id)
+        self.precise.forget(backend_id)

@@ -1,0 +1,96 @@
+"""The precise prefix index: what each backend really caches, built from its engine's KV events.
+
+Engines publish numbered batches of events (vLLM: BlockStored, BlockRemoved, AllBlocksCleared; decoded from
+the wire by the subscriber, see ``infctl.telemetry.kv_events``). Batches are applied in sequence order; a gap
+(dropped batches) is reported so the caller can resync, for instance by clearing that backend and replaying.
+Router replicas fed the same batches hold the same index, so they make the same choice for the same request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from infctl.router._owners import OwnerMap
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    applied: bool
+    """False when the batch was a duplicate or older than one already applied (ignored)."""
+    missed: int = 0
+    """Batches skipped between the previous one and this one; non-zero means the index may be wrong."""
+
+
+class KVIndex:
+    """Per-backend sets of cached block hashes, maintained from KV events."""
+
+    __slots__ = ("_blocks", "_owners", "_seq")
+
+    def __init__(self) -> None:
+        self._owners = OwnerMap()
+        self._blocks: dict[str, set[int]] = {}
+        self._seq: dict[str, int] = {}
+
+    def apply(self, backend: str, seq: int, events: Iterable[object]) -> ApplyResult:
+        """Apply the events of batch ``seq`` from ``backend``'s publisher, in sequence order."""
+        last = self._seq.get(backend)
+        if last is not None and seq <= last:
+            return ApplyResult(applied=False)
+        missed = 0 if last is None else seq - last - 1
+        self._seq[backend] = seq
+        for event in events:
+            self.apply_event(backend, event)
+        return ApplyResult(applied=True, missed=missed)
+
+    def apply_event(self, backend: str, event: object) -> None:
+        """Apply one event outside sequence tracking (a simulator may call this directly).
+
+        Events are told apart by their vLLM tag, which is their class name; unknown kinds raise ValueError.
+        """
+        kind = type(event).__name__
+        if kind == "AllBlocksCleared":
+            self.clear(backend)
+            return
+        hashes: Iterable[int] = getattr(event, "block_hashes", ())
+        if kind == "BlockStored":
+            blocks = self._blocks.setdefault(backend, set())
+            new = [h for h in hashes if h not in blocks]
+            if new:
+                blocks.update(new)
+                self._owners.add_many(new, self._owners.bit(backend))
+        elif kind == "BlockRemoved":
+            held = self._blocks.get(backend)
+            if held:
+                bit = self._owners.bit(backend)
+                for h in hashes:
+                    if h in held:
+                        held.discard(h)
+                        self._owners.discard(h, bit)
+        else:
+            raise ValueError(f"unknown KV event {kind}")
+
+    def clear(self, backend: str) -> None:
+        """Forget every block of ``backend`` (AllBlocksCleared, or a resync after a gap); keeps its
+        sequence."""
+        held = self._blocks.pop(backend, None)
+        if held:
+            bit = self._owners.bit(backend)
+            for h in held:
+                self._owners.discard(h, bit)
+        self._owners.release(backend)
+
+    def forget(self, backend: str) -> None:
+        """Drop the backend entirely, sequence included (it was removed, or its publisher restarted)."""
+        self.clear(backend)
+        self._seq.pop(backend, None)
+
+    def match(self, hashes: Sequence[int]) -> dict[str, int]:
+        """Backend -> leading blocks of ``hashes`` it holds (longest chained prefix; zeros omitted)."""
+        return self._owners.match(hashes)
+
+    def blocks(self, backend: str) -> frozenset[int]:
+        return frozenset(self._blocks.get(backend, ()))
+
+    def last_seq(self, backend: str) -> int | None:
+        return self._seq.get(backend)

@@ -1,0 +1,129 @@
+"""Prefill/decode pairing for disaggregated serving.
+
+Group mode (prefill and decode engines share a fast interconnect inside a group): the decode backend is chosen
+first, by its decode load plus the cost of the best prefill its group offers (the prefill engines hold the
+prefix cache, so affinity is scored on that side); then the cheapest prefill of that same group. Pool mode:
+each side is chosen on its own. Either way the request is disaggregated only when the part of the prompt the
+decode backend has not cached exceeds ``min_uncached_tokens`` and a prefill backend exists; otherwise a
+backend that can prefill (role ``both``, or a decode engine that can run a short prefill itself) does the
+whole request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from infctl.router.errors import NoBackendError
+from infctl.router.policies.filters import FILTERS
+from infctl.router.policies.load import decode_tokens
+from infctl.router.policies.pickers import tie_break
+from infctl.router.policies.scorers import prefill_cost
+from infctl.router.policies.types import Candidates, Context
+from infctl.router.settings import PolicySettings
+from infctl.router.snapshot import RequestInfo, Snapshot
+
+_GATE = FILTERS["load_gate"]({}, "pd")
+_FRESH = FILTERS["fresh"]({}, "pd")
+_MODEL = FILTERS["model"]({}, "pd")
+
+
+@dataclass(frozen=True, slots=True)
+class PDSettings:
+    mode: Literal["group", "pool"] = "group"
+    """``group``: prefill and decode from the same group; ``pool``: chosen independently."""
+    min_uncached_tokens: int = 512
+    """Disaggregate only when more prompt tokens than this are uncached on the decode backend (tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PDDecision:
+    decode: str
+    prefill: str | None
+    """None: the decode backend runs the whole request (no KV transfer)."""
+    reason: str
+    """``disaggregated``, ``local_prefill`` (short uncached prompt) or ``no_prefill_backend``."""
+    group: str | None = None
+    costs: Mapping[str, float] = field(default_factory=dict)
+    """Decode candidates' costs (token units), for the decision log."""
+
+
+def pick_pd(
+    snapshot: Snapshot,
+    request: RequestInfo,
+    *,
+    matches: Mapping[str, int] | None = None,
+    settings: PolicySettings | None = None,
+    pd: PDSettings | None = None,
+) -> PDDecision:
+    """Choose the (prefill, decode) pair for ``request``; raises NoBackendError when no decode backend is
+    up."""
+    pd = pd or PDSettings()
+    ctx = Context(snapshot, request, settings or PolicySettings(), matches or {})
+    live = tuple(b.id for b in snapshot.backends if b.routable)
+    live = _MODEL.fn(ctx, live)
+    live = _FRESH.fn(ctx, live) or live
+    by_id = snapshot.by_id
+    decoders = tuple(c for c in live if by_id[c].role in ("decode", "both"))
+    prefillers = tuple(c for c in live if by_id[c].role in ("prefill", "both"))
+    if not decoders:
+        raise NoBackendError(
+            f"no decode backend for request {request.request_id}",
+            reason="no_decode",
+            hint="check decode health",
+        )
+    decoders = _GATE.fn(ctx, decoders) or decoders
+    cheapest: dict[str | None, str | None] = {}  # per group (pool mode: one shared entry)
+    costs: dict[str, float] = {}
+    plans: dict[str, tuple[str, str]] = {}
+    for d in decoders:
+        group = by_id[d].group if pd.mode == "group" else None
+        if group not in cheapest:
+            side = (
+                prefillers if pd.mode == "pool" else tuple(p for p in prefillers if by_id[p].group == group)
+            )
+            cheapest[group] = _cheapest_prefill(ctx, side)
+        plan, why = cheapest[group], "disaggregated"
+        prefill_part = prefill_cost(ctx, plan) if plan else math.inf
+        if _can_prefill(ctx, d):
+            if _uncached(ctx, d) <= pd.min_uncached_tokens:
+                plan, why, prefill_part = d, "local_prefill", prefill_cost(ctx, d)
+            elif plan is None:
+                plan, why, prefill_part = d, "no_prefill_backend", prefill_cost(ctx, d)
+        if plan is None:
+            continue
+        s = ctx.settings
+        decode_part = decode_tokens(snapshot.state(d), s) / by_id[d].weight
+        costs[d] = s.cost_prefill_weight * prefill_part + s.cost_decode_weight * decode_part
+        plans[d] = (plan, "local_prefill" if plan == d and why == "disaggregated" else why)
+    if not costs:
+        raise NoBackendError(
+            f"no prefill backend for request {request.request_id}",
+            reason="no_prefill",
+            hint="start prefill backends or let decode engines prefill",
+        )
+    best = min(costs.values())
+    decode = tie_break(ctx, [d for d, c in costs.items() if c <= best + 1e-9 * max(1.0, best)])
+    prefill, reason = plans[decode]
+    return PDDecision(decode, None if prefill == decode else prefill, reason, by_id[decode].group, costs)
+
+
+def _cheapest_prefill(ctx: Context, cands: Candidates) -> str | None:
+    if not cands:
+        return None
+    cands = _GATE.fn(ctx, cands) or cands
+    costs = [prefill_cost(ctx, c) for c in cands]
+    best = min(costs)
+    return tie_break(ctx, [c for c, v in zip(cands, costs, strict=True) if v <= best + 1e-9 * max(1.0, best)])
+
+
+def _can_prefill(ctx: Context, backend_id: str) -> bool:
+    b = ctx.snapshot.by_id[backend_id]
+    return b.role == "both" or (b.role == "decode" and b.decode_can_prefill)
+
+
+def _uncached(ctx: Context, backend_id: str) -> int:
+    req = ctx.request
+    return max(0, req.prompt_tokens - ctx.matches.get(backend_id, 0) * req.block_size)

@@ -1,0 +1,67 @@
+"""Named policies, matching ``infctl router --policy NAME``. Each is a config dict as ``build_policy`` takes.
+
+- ``round_robin``, ``random``: ignore load and cache (baselines).
+- ``least_load``: fewest requests per unit of weight (router in-flight count or engine running + waiting).
+- ``power_of_two``: two candidates drawn from the request id, the less loaded wins.
+- ``session``: rendezvous hash of the session header; least load when the header is absent.
+- ``kv_usage``: most free KV cache, with the router's own in-flight count against herding between scrapes.
+- ``prefix`` / ``prefix_precise``: plain longest prefix match (approximate / KV-event index). Kept as the
+naive
+  baseline: with a shared system prompt it piles traffic onto one backend. Prefer ``cache_aware``.
+- ``weighted``: llm-d's default scorer weights (queue 2, kv_usage 2, prefix 3).
+- ``cache_aware``: the recommended one. Load gate (SGLang's imbalance test, AIBrix's mean + k sigma band),
+then
+  Dynamo-style cost (uncached prompt + queued prefill + weighted decode tokens); add ``index: precise`` to use
+  KV events instead of the approximate index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "round_robin": {"filters": ["role"], "scorers": [], "picker": "round_robin", "index": "none"},
+    "random": {"filters": ["role"], "scorers": [], "picker": "random", "index": "none"},
+    "least_load": {"filters": ["role"], "scorers": [{"name": "load"}], "picker": "max", "index": "none"},
+    "power_of_two": {
+        "filters": ["role"],
+        "scorers": [{"name": "load"}],
+        "picker": "power_of_two",
+        "index": "none",
+    },
+    "session": {
+        "filters": ["role"],
+        "scorers": [{"name": "session", "weight": 4}, {"name": "load", "weight": 1}],
+        "picker": "max",
+        "index": "none",
+    },
+    "kv_usage": {
+        "filters": ["role"],
+        "scorers": [{"name": "kv_usage", "weight": 2}, {"name": "load", "weight": 1}],
+        "picker": "max",
+        "index": "none",
+    },
+    "prefix": {"filters": ["role"], "scorers": [{"name": "prefix"}], "picker": "max", "index": "approx"},
+    "prefix_precise": {
+        "filters": ["role"],
+        "scorers": [{"name": "prefix"}],
+        "picker": "max",
+        "index": "precise",
+    },
+    "weighted": {
+        "filters": ["role"],
+        "scorers": [
+            {"name": "queue", "weight": 2},
+            {"name": "kv_usage", "weight": 2},
+            {"name": "prefix", "weight": 3},
+        ],
+        "picker": "max",
+        "index": "approx",
+    },
+    "cache_aware": {
+        "filters": ["role", "load_gate"],
+        "scorers": [{"name": "cost"}],
+        "picker": "max",
+        "index": "approx",
+    },
+}

@@ -1,0 +1,78 @@
+"""Weighted upstream groups and mirroring: which serving system (old/new, blue/green) takes a request.
+
+A group is chosen by weighted rendezvous hashing of the request id: group g wins with probability exactly
+w_g / sum(w), every replica computes the same group for the same id, and raising one group's weight only moves
+requests *into* that group, so a cutover step from 10% to 20% never bounces a request back to the old system.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infctl.errors import ConfigError
+from infctl.router.hashing import open_unit, stable_hash, unit
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """Group name -> relative weight (any scale; 0 takes nothing)."""
+    mirror_to: str | None = None
+    """Shadow group that receives a copy of a share of requests (responses discarded)."""
+    mirror_percent: float = 0.0
+    """Share of requests mirrored, 0..100."""
+
+
+def pick_upstream(request_id: str, weights: Mapping[str, float]) -> str | None:
+    """The group for ``request_id``; None when no group has a positive weight."""
+    best, choice = -math.inf, None
+    for group in sorted(weights):
+        w = weights[group]
+        if w <= 0:
+            continue
+        score = -w / math.log(open_unit(stable_hash(request_id, f"upstream:{group}")))
+        if score > best:
+            best, choice = score, group
+    return choice
+
+
+def should_mirror(request_id: str, percent: float) -> bool:
+    """Whether to mirror this request; independent of the group split, stable per request id."""
+    if percent <= 0:
+        return False
+    return unit(stable_hash(request_id, "mirror")) * 100.0 < percent
+
+
+def mirror_target(request_id: str, cfg: UpstreamConfig) -> str | None:
+    """The shadow group to copy this request to, or None."""
+    if cfg.mirror_to and should_mirror(request_id, cfg.mirror_percent):
+        return cfg.mirror_to
+    return None
+
+
+def parse_upstreams(raw: Mapping[str, Any], path: str = "upstreams") -> UpstreamConfig:
+    """``{"weights": {"old": 90, "new": 10}, "mirror": {"to": "shadow", "percent": 5}}``."""
+    unknown = set(raw) - {"weights", "mirror"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}", hint="expected weights and mirror")
+    weights = raw.get("weights", {})
+    if not isinstance(weights, Mapping):
+        raise ConfigError(f"{path}.weights: expected a mapping of group name to weight")
+    clean: dict[str, float] = {}
+    for name, w in weights.items():
+        if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
+            raise ConfigError(f"{path}.weights.{name}: expected a non-negative number, got {w!r}")
+        clean[str(name)] = float(w)
+    mirror = raw.get("mirror") or {}
+    if not isinstance(mirror, Mapping):
+        raise ConfigError(f"{path}.mirror: expected a mapping with 'to' and 'percent'")
+    percent = mirror.get("percent", 0.0)
+    if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100:
+        raise ConfigError(f"{path}.mirror.percent: expected 0..100, got {percent!r}")
+    target = mirror.get("to")
+    if target is not None and not isinstance(target, str):
+        raise ConfigError(f"{path}.mirror.to: expected a group name, got {target!r}")
+    return UpstreamConfig(weights=clean, mirror_to=target, mirror_percent=float(percent))

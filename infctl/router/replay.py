@@ -1,0 +1,176 @@
+"""What-if replay: a request trace through a RouterCore against a fluid model of engine load.
+
+Not an engine simulator (that is ``infctl.sim``): each backend is a FIFO prefill queue drained at a fixed
+token rate, requests then decode for ``output_tokens x tpot``, and its prefix cache is an LRU of block hashes
+sized like the engine's (the approximate index, used here as ground truth). It answers "does this policy pile
+work onto one backend, and what hit rate does it get" in well under a second and deterministically, which is
+what the hot-prefix tests and ``benchmarks/bench_policies.py`` need. Engine signals are always fresh (age 0).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from infctl.router.core import RouterCore
+from infctl.router.prefix_index import ApproxPrefixIndex
+from infctl.router.snapshot import Backend, BackendState, RequestInfo, Snapshot
+from infctl.telemetry.signals import EngineSignals
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    arrival: float
+    """Seconds from the start of the trace."""
+    request: RequestInfo
+    output_tokens: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class FluidModel:
+    prefill_tokens_per_s: float = 10_000.0
+    """Prefill throughput of one backend (tokens/s)."""
+    tpot_s: float = 0.02
+    """Seconds per output token once prefill is done."""
+    cache_tokens: int = 200_000
+    """Prefix-cache capacity of one backend (tokens); also reported as the engine's cache size."""
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    hit_blocks: int = 0
+    prompt_blocks: int = 0
+    prefill_tokens: Counter[str] = field(default_factory=Counter)
+    """Uncached prompt tokens each backend had to compute (its prefill work)."""
+    requests: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    ttft_s: list[float] = field(default_factory=list)
+    """Queueing + prefill time per request, in arrival order."""
+
+    @property
+    def hit_rate(self) -> float:
+        """Prompt blocks already cached on the chosen backend / prompt blocks."""
+        return self.hit_blocks / self.prompt_blocks if self.prompt_blocks else 0.0
+
+    def max_share(self, n_backends: int) -> float:
+        """Largest backend's prefill work over the fair share (1.0 = perfectly even)."""
+        total = sum(self.prefill_tokens.values())
+        return max(self.prefill_tokens.values(), default=0) * n_backends / total if total else 0.0
+
+    def ttft_quantile(self, q: float) -> float:
+        ordered = sorted(self.ttft_s)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+@dataclass(slots=True)
+class _Engine:
+    queue_until: float = 0.0
+    running: list[tuple[float, float, float]] = field(default_factory=list)
+    """Heap of (finish time, context tokens, prefill done time)."""
+
+    def state(self, now: float, model: FluidModel, block_size: int) -> BackendState:
+        while self.running and self.running[0][0] <= now:
+            heapq.heappop(self.running)
+        waiting = sum(1 for _, _, done in self.running if done > now)
+        context = sum(tokens for _, tokens, _ in self.running)
+        signals = EngineSignals(
+            queue=waiting,
+            running=len(self.running) - waiting,
+            kv_usage=min(1.0, context / model.cache_tokens),
+            cache_capacity_tokens=model.cache_tokens,
+            block_size=block_size,
+        )
+        return BackendState(
+            signals=signals,
+            signals_age_s=0.0,
+            inflight=len(self.running),
+            queued_tokens=max(0.0, self.queue_until - now) * model.prefill_tokens_per_s,
+            inflight_tokens=context,
+        )
+
+
+def replay(
+    core: RouterCore, backends: Sequence[Backend], trace: Iterable[TraceRequest], model: FluidModel
+) -> ReplayResult:
+    """Route every request of ``trace`` with ``core`` and account what each backend had to do."""
+    engines = {b.id: _Engine() for b in backends}
+    truth = ApproxPrefixIndex()
+    result = ReplayResult()
+    for item in trace:
+        req, now = item.request, item.arrival
+        states = {bid: e.state(now, model, req.block_size) for bid, e in engines.items()}
+        decision = core.route(Snapshot(tuple(backends), states, now), req)
+        chosen = decision.backend_id
+        hit = truth.match(req.block_hashes).get(chosen, 0)
+        truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
+        uncached = max(0, req.prompt_tokens - hit * req.block_size)
+        engine = engines[chosen]
+        done = max(now, engine.queue_until) + uncached / model.prefill_tokens_per_s
+        engine.queue_until = done
+        finish = done + item.output_tokens * model.tpot_s
+        heapq.heappush(engine.running, (finish, float(req.prompt_tokens + item.output_tokens), done))
+        result.hit_blocks += hit
+        result.prompt_blocks += req.num_blocks
+        result.prefill_tokens[chosen] += uncached
+        result.requests[chosen] += 1
+        result.reasons[decision.reason] += 1
+        result.ttft_s.append(done - now)
+    return result
+
+
+def hot_prefix_trace(
+    n: int = 1000,
+    *,
+    rate: float = 40.0,
+    seed: int = 0,
+    block_size: int = 16,
+    shared_fraction: float = 0.9,
+    conversation_fraction: float = 0.5,
+    system_tokens: int = 2048,
+    active_conversations: int = 48,
+    max_history_tokens: int = 8192,
+) -> list[TraceRequest]:
+    """A workload where nearly everything shares one system prompt.
+
+    ``shared_fraction`` of requests start with the same ``system_tokens``-token prompt;
+    ``conversation_fraction`` of those are turns of multi-turn conversations (each turn's prompt extends the
+    previous turn's prompt and answer, so they share deeper per-conversation prefixes, and they carry the
+    conversation as session key); the rest add a one-off question. The remaining requests are unrelated
+    prompts. Arrivals are Poisson at ``rate`` requests/s. Deterministic for a seed.
+    """
+    rng = random.Random(seed)
+
+    def words(k: int) -> list[int]:
+        return [rng.getrandbits(32) for _ in range(k)]
+
+    system = words(system_tokens)
+    conversations: list[list[int]] = [[] for _ in range(active_conversations)]
+    started = [0] * active_conversations
+    out: list[TraceRequest] = []
+    now = 0.0
+    for i in range(n):
+        now += rng.expovariate(rate)
+        output = rng.randint(64, 256)
+        r = rng.random()
+        session = None
+        if r >= shared_fraction:
+            ids = words(rng.randint(512, 2048))
+        elif r < shared_fraction * conversation_fraction:
+            slot = rng.randrange(active_conversations)
+            history = conversations[slot]
+            if not history or len(history) > max_history_tokens:
+                history = conversations[slot] = system + words(rng.randint(64, 512))
+                started[slot] = i
+            session = f"conv-{seed}-{slot}-{started[slot]}"
+            ids = history + words(rng.randint(32, 256))
+            conversations[slot] = ids + words(output)  # the answer becomes part of the next turn's prompt
+        else:
+            ids = system + words(rng.randint(64, 1024))
+        req = RequestInfo.from_ids(
+            f"req-{seed}-{i}", ids, block_size=block_size, model="m", session_key=session
+        )
+        out.append(TraceRequest(now, req, output))
+    return out

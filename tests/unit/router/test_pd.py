@@ -1,0 +1,117 @@
+"""Prefill/decode pairing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from routerkit import backends_and_states, fresh, matches_for, request, snap
+
+from infctl.router import Backend, NoBackendError, PDSettings, Snapshot, pick_pd
+from infctl.router.policies.pd import PDDecision
+
+GROUPS = [
+    Backend("p0", role="prefill", group="g0"),
+    Backend("d0", role="decode", group="g0", decode_can_prefill=False),
+    Backend("p1", role="prefill", group="g1"),
+    Backend("p1b", role="prefill", group="g1"),
+    Backend("d1", role="decode", group="g1", decode_can_prefill=False),
+]
+
+
+def test_group_mode_follows_the_prefill_cache() -> None:
+    d = pick_pd(snap(GROUPS), request(blocks=200), matches={"p1b": 180})
+    assert (d.decode, d.prefill, d.reason, d.group) == ("d1", "p1b", "disaggregated", "g1")
+
+
+def test_group_mode_picks_the_least_loaded_prefill_of_the_group() -> None:
+    states = {b.id: fresh() for b in GROUPS} | {"p1": fresh(queued_tokens=8000)}
+    states["d0"] = fresh(inflight_tokens=900_000)
+    d = pick_pd(snap(GROUPS, states), request(blocks=200))
+    assert (d.decode, d.prefill) == ("d1", "p1b")
+
+
+def test_decode_load_can_outweigh_prefix() -> None:
+    states = {b.id: fresh() for b in GROUPS} | {"d1": fresh(inflight_tokens=2_000_000)}
+    d = pick_pd(snap(GROUPS, states), request(blocks=200), matches={"p1": 100})
+    assert d.decode == "d0" and d.prefill == "p0"
+
+
+def test_short_uncached_prompt_is_not_disaggregated() -> None:
+    backends = [Backend("p", role="prefill"), Backend("d", role="decode")]
+    d = pick_pd(snap(backends), request(tokens=300))
+    assert (d.decode, d.prefill, d.reason) == ("d", None, "local_prefill")
+    cached = pick_pd(snap(backends), request(blocks=100), matches={"d": 90})  # 160 tokens uncached
+    assert cached.prefill is None
+    long = pick_pd(snap(backends), request(blocks=100))
+    assert (long.prefill, long.reason) == ("p", "disaggregated")
+    never = pick_pd(snap(backends), request(blocks=100), pd=PDSettings(min_uncached_tokens=10_000))
+    assert never.prefill is None
+
+
+def test_a_capable_both_backend_takes_short_requests_whole() -> None:
+    backends = [
+        Backend("p", role="prefill"),
+        Backend("d", role="decode", decode_can_prefill=False),
+        Backend("x"),
+    ]
+    d = pick_pd(snap(backends), request(tokens=100))
+    assert (d.decode, d.prefill) == ("x", None)
+
+
+def test_decode_that_cannot_prefill_always_gets_a_prefill() -> None:
+    backends = [Backend("p", role="prefill"), Backend("d", role="decode", decode_can_prefill=False)]
+    assert pick_pd(snap(backends), request(tokens=10)).prefill == "p"
+
+
+def test_no_prefill_backend_falls_back_to_local_prefill() -> None:
+    backends = [Backend("p", role="prefill", ejected=True), Backend("d", role="decode")]
+    d = pick_pd(snap(backends), request(blocks=100))
+    assert (d.prefill, d.reason) == (None, "no_prefill_backend")
+
+
+def test_errors_when_nothing_can_serve() -> None:
+    with pytest.raises(NoBackendError) as err:
+        pick_pd(snap([Backend("p", role="prefill")]), request())
+    assert err.value.reason == "no_decode"
+    with pytest.raises(NoBackendError) as err:
+        pick_pd(snap([Backend("d", role="decode", decode_can_prefill=False)]), request(blocks=100))
+    assert err.value.reason == "no_prefill"
+
+
+def test_pool_mode_chooses_each_side_on_its_own() -> None:
+    d = pick_pd(snap(GROUPS), request(blocks=200), matches={"p0": 150}, pd=PDSettings(mode="pool"))
+    assert d.prefill == "p0"
+    states = {b.id: fresh() for b in GROUPS} | {"d0": fresh(inflight_tokens=500_000)}
+    d = pick_pd(snap(GROUPS, states), request(blocks=200), matches={"p0": 150}, pd=PDSettings(mode="pool"))
+    assert (d.decode, d.prefill) == ("d1", "p0")
+
+
+def test_data_parallel_ranks_are_separate_targets() -> None:
+    ranks = [Backend(f"http://e:8000#dp{r}", role="both", dp_rank=r) for r in range(4)]
+    states = {b.id: fresh(inflight_tokens=100_000) for b in ranks} | {"http://e:8000#dp2": fresh()}
+    d = pick_pd(snap(ranks, states), request(tokens=100))
+    assert d.decode == "http://e:8000#dp2"
+
+
+def _valid(snapshot: Snapshot, d: PDDecision, mode: str) -> None:
+    dec = snapshot.by_id[d.decode]
+    assert dec.routable and dec.role in ("decode", "both")
+    if d.prefill is not None:
+        pre = snapshot.by_id[d.prefill]
+        assert pre.routable and pre.role in ("prefill", "both")
+        if mode == "group":
+            assert pre.group == dec.group
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), mode=st.sampled_from(["group", "pool"]))
+def test_pairs_are_live_and_in_one_group(data: st.DataObject, mode: str) -> None:
+    snapshot = data.draw(backends_and_states(max_size=12))
+    req = request(blocks=data.draw(st.integers(0, 128)))
+    matches = data.draw(matches_for(snapshot, req))
+    try:
+        d = pick_pd(snapshot, req, matches=matches, pd=PDSettings(mode=mode))  # type: ignore[arg-type]
+    except NoBackendError:
+        return
+    _valid(snapshot, d, mode)
