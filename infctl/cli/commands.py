@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import delete, demo, deploy, router, sim, status, validate
+from infctl.cli import delete, demo, deploy, render, router, sim, status, validate
 
 
 def register(app: typer.Typer) -> None:
@@ -16,3 +16,4 @@ def register(app: typer.Typer) -> None:
     demo.register(app)
     sim.register(app)
     router.register(app)
+    render.register(app)

@@ -73,6 +73,7 @@ def to_json_schema(node: Any) -> Any:
 
 def validate_objects(objects: Iterable[dict[str, Any]], k8s_version: str = DEFAULT_K8S_VERSION) -> list[str]:
     """Every schema problem, one line each: ``Kind/name: path: message``. Empty when all objects are valid."""
+    _check_version(k8s_version)
     problems: list[str] = []
     for obj in objects:
         where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
@@ -94,10 +95,23 @@ def validate_objects(objects: Iterable[dict[str, Any]], k8s_version: str = DEFAU
     return problems
 
 
+def _check_version(version: str) -> None:
+    known = sorted(
+        {".".join(v.split(".")[:2]) for v in _kv().utils.all_versions()},
+        key=lambda v: tuple(map(int, v.split("."))),
+    )
+    parts = version.split(".")
+    if len(parts) < 2 or ".".join(parts[:2]) not in known:
+        raise ConfigError(
+            f"--k8s-version {version}: no schemas for that version",
+            hint=f"use one of {known[0]} .. {known[-1]}, e.g. {DEFAULT_K8S_VERSION}",
+        )
+
+
 def _core(obj: dict[str, Any], version: str, skip: int = 0) -> list[str]:
     import jsonschema  # type: ignore[import-untyped]
-    import kubernetes_validate  # type: ignore[import-untyped]
 
+    kubernetes_validate = _kv()
     try:
         kubernetes_validate.validate(obj, version, strict=True)
     except jsonschema.ValidationError as err:
@@ -111,6 +125,17 @@ def _core(obj: dict[str, Any], version: str, skip: int = 0) -> list[str]:
             hint=f"use a version kubernetes-validate knows, e.g. {DEFAULT_K8S_VERSION}",
         ) from None
     return []
+
+
+def _kv() -> Any:
+    """kubernetes-validate, imported on first use (it loads slowly and only --validate needs it)."""
+    try:
+        import kubernetes_validate  # type: ignore[import-untyped]
+    except ImportError:
+        raise ConfigError(
+            "--validate needs the kubernetes-validate package", hint="pip install kubernetes-validate"
+        ) from None
+    return kubernetes_validate
 
 
 def _custom(obj: dict[str, Any]) -> list[str]:
