@@ -40,9 +40,12 @@ def root(
     context: Annotated[str | None, typer.Option("--context", help="kubeconfig context to use.")] = None,
     namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Kubernetes namespace.")] = None,
     output: Annotated[
-        OutputFormat, typer.Option("-o", "--output", help="Output format: table for people, json/yaml for scripts.")
+        OutputFormat,
+        typer.Option("-o", "--output", help="Output format: table for people, json/yaml for scripts."),
     ] = OutputFormat.table,
-    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")] = 0,
+    verbose: Annotated[
+        int, typer.Option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+    ] = 0,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,

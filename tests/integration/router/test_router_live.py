@@ -95,8 +95,11 @@ async def test_dead_engine_is_ejected_and_requests_keep_succeeding(start_sim, st
         assert r.status_code == 200
         await asyncio.sleep(0.05)
         statuses = [
-            (await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": f"p {i}", "max_tokens": 2}))
-            .status_code
+            (
+                await c.post(
+                    f"{url}/v1/completions", json={"model": MODEL, "prompt": f"p {i}", "max_tokens": 2}
+                )
+            ).status_code
             for i in range(8)
         ]
         assert statuses == [200] * 8
@@ -167,7 +170,9 @@ async def test_precise_index_follows_engine_kv_events(start_sim, start_router) -
     async with httpx.AsyncClient(timeout=10) as c:
 
         async def ask(prompt: str) -> int:
-            r = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
+            r = await c.post(
+                f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2}
+            )
             assert r.status_code == 200
             return int(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
 
@@ -175,7 +180,7 @@ async def test_precise_index_follows_engine_kv_events(start_sim, start_router) -
         for system in systems:
             await ask(f"{system} first")
         await asyncio.sleep(0.2)  # the engines' BlockStored events reach the router
-        # Only the precise index (fed by events) can send every follow-up where its prefix lives: 6 coin flips.
+        # Only the precise index (fed by events) sends every follow-up where its prefix lives (6 coin flips).
         cached = [await ask(f"{system} again {j}") for system in systems for j in range(2)]
         metrics = (await c.get(f"{url}/metrics")).text
     assert all(c >= 288 for c in cached), cached
@@ -196,7 +201,9 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
         later = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(6)]
         await asyncio.sleep(0.05)
         depth = [
-            ln for ln in (await c.get(f"{url}/metrics")).text.splitlines() if ln.startswith("infctl_router_queue")
+            ln
+            for ln in (await c.get(f"{url}/metrics")).text.splitlines()
+            if ln.startswith("infctl_router_queue")
         ]
         results = await asyncio.gather(*first, *later)
     statuses = sorted(r.status_code for r in results)
