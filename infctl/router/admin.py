@@ -9,6 +9,9 @@ Routes::
     PUT    /admin/backends/{id}/weight     {"weight": 2.0}
     GET    /admin/policy                   the active policy config
     PUT    /admin/policy                   a preset name or policy dict; prefix indexes are kept
+    GET    /admin/upstreams                weighted upstream groups, mirror, annotations, version
+    PUT    /admin/upstreams                {"weights": {"old": 60, "new": 40}, "mirror": .., ...}
+                                           with If-Match: <version> for optimistic concurrency (412 if stale)
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.router.policies import build_policy
+from infctl.router.policies.weights import parse_upstreams
 from infctl.router.snapshot import Backend
 
 if TYPE_CHECKING:
@@ -55,6 +60,8 @@ def add_routes(app: web.Application, state: RouterState) -> None:
     app.router.add_put("/admin/backends/{id:.+}/weight", guarded(_weight))
     app.router.add_get("/admin/policy", guarded(_get_policy))
     app.router.add_put("/admin/policy", guarded(_set_policy))
+    app.router.add_get("/admin/upstreams", guarded(_get_upstreams))
+    app.router.add_put("/admin/upstreams", guarded(_set_upstreams))
 
 
 def backend_from_json(body: Any) -> Backend:
@@ -124,6 +131,40 @@ async def _set_policy(state: RouterState, request: web.Request) -> web.Response:
     state.core.policy = policy
     state.policy_name = body if isinstance(body, str) else policy.name
     return web.json_response({"name": state.policy_name})
+
+
+def upstreams_view(state: RouterState) -> dict[str, Any]:
+    cfg = state.core.policy.upstreams
+    return {
+        "weights": dict(cfg.weights) if cfg else {},
+        "mirror": {"to": cfg.mirror_to, "percent": cfg.mirror_percent} if cfg and cfg.mirror_to else None,
+        "annotations": dict(state.upstream_annotations),
+        "version": state.upstream_version,
+        "served": {u: n for (u, _), n in state.metrics.upstream_requests.items()},
+    }
+
+
+async def _get_upstreams(state: RouterState, request: web.Request) -> web.Response:
+    return web.json_response(upstreams_view(state), headers={"etag": str(state.upstream_version)})
+
+
+async def _set_upstreams(state: RouterState, request: web.Request) -> web.Response:
+    expected = request.headers.get("if-match")
+    if expected is not None and expected.strip('"') != str(state.upstream_version):
+        return _error(412, f"stale version {expected}; current is {state.upstream_version}")
+    body = await _json(request)
+    if not isinstance(body, dict):
+        raise ConfigError("expected an object with 'weights' (and optionally 'mirror', 'annotations')")
+    annotations = body.pop("annotations", None)
+    if annotations is not None and not isinstance(annotations, dict):
+        raise ConfigError("'annotations' must be an object of strings")
+    cfg = parse_upstreams(body)
+    state.core.policy = replace(state.core.policy, upstreams=cfg if cfg.weights or cfg.mirror_to else None)
+    if annotations is not None:
+        state.upstream_annotations = {str(k): str(v) for k, v in annotations.items()}
+    state.upstream_version += 1
+    view = upstreams_view(state)
+    return web.json_response(view, headers={"etag": str(state.upstream_version)})
 
 
 async def _json(request: web.Request, default: Any = None) -> Any:

@@ -31,7 +31,19 @@ class RouterMetrics:
         self.estimated_cached_tokens = 0
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
+        self.upstream_requests: Counter[tuple[str, str]] = Counter()
+        """(upstream group, status class) -> requests: what a cutover gate compares, new against old."""
+        self.upstream_ttft: dict[str, Histogram] = {}
+        self.mirrored = 0
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+
+    def observe_upstream(self, upstream: str, status: str, ttft_s: float | None) -> None:
+        self.upstream_requests[(upstream, status)] += 1
+        if ttft_s is not None:
+            hist = self.upstream_ttft.get(upstream)
+            if hist is None:
+                hist = self.upstream_ttft[upstream] = Histogram(_LATENCY_BUCKETS)
+            hist.observe(ttft_s)
 
     def render(
         self, inflight: Iterable[tuple[str, int]], policy: str, kv: KVStats | None = None, waiting: int = 0
@@ -80,4 +92,17 @@ class RouterMetrics:
             w.counter(f"{PREFIX}kv_event_batches_missed_total", "KV event batches lost.", "", kv.missed)
         w.histogram(f"{PREFIX}time_to_first_byte_seconds", "Send to first byte (router TTFT).", "", self.ttft)
         w.histogram(f"{PREFIX}e2e_request_latency_seconds", "Router-side end-to-end latency.", "", self.e2e)
+        w.counters(
+            f"{PREFIX}upstream_requests_total",
+            "Requests by upstream group and status class.",
+            (
+                (label_pairs({"upstream": u, "status": s}), n)
+                for (u, s), n in sorted(self.upstream_requests.items())
+            ),
+        )
+        w.counter(f"{PREFIX}mirrored_total", "Requests copied to a shadow group.", "", self.mirrored)
+        name = f"{PREFIX}upstream_time_to_first_byte_seconds"
+        w.header(name, "histogram", "Router TTFT by upstream group.")
+        for upstream, hist in sorted(self.upstream_ttft.items()):
+            w.histogram_samples(name, label_pairs({"upstream": upstream}), hist)
         return w.text()

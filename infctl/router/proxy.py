@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -15,6 +16,7 @@ from aiohttp import web
 from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
+from infctl.router.policies.weights import mirror_target
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
@@ -91,6 +93,7 @@ async def _route(
         state.metrics.decisions[(state.policy_name, reason)] += 1
         if attempt == 0:
             state.metrics.estimated_cached_tokens += matched * info.block_size
+            _mirror(state, snap, info, request.path, raw, headers)
         else:
             state.metrics.retries += 1
         try:
@@ -114,8 +117,35 @@ def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str 
     if state.disaggregated:
         pd = state.core.route_pd(snap, info, state.pd_settings)
         return pd.prefill, pd.decode, pd.reason, 0
-    d = state.core.route(snap, info)
+    d = state.core.decide(snap, info)
+    # Learning the prefix index costs ~0.2 ms on long prompts: do it right after this request is on its way,
+    # still before any later request is decided (same event loop), instead of in front of its TTFT.
+    asyncio.get_running_loop().call_soon(state.core.learn, snap, info, d.backend_id)
     return None, d.backend_id, d.reason, d.matched_blocks
+
+
+def _mirror(
+    state: RouterState, snap: Snapshot, info: RequestInfo, path: str, raw: bytes, headers: Mapping[str, str]
+) -> None:
+    """Copy the request to the shadow group when the upstream config says so. The copy runs in the
+    background and its answer is discarded: the client never waits for it and never sees it fail."""
+    cfg = state.core.policy.upstreams
+    group = mirror_target(info.request_id, cfg) if cfg else None
+    if group is None:
+        return
+    shadows = [b for b in snap.backends if b.upstream == group and b.routable]
+    if not shadows:
+        return
+    target = min(shadows, key=lambda b: (snap.state(b.id).inflight, b.key))
+    state.metrics.mirrored += 1
+
+    async def send() -> None:
+        with contextlib.suppress(UpstreamFailed):
+            await post_json(state.session, target.url + path, raw, headers)
+
+    task = asyncio.create_task(send())
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
 
 
 async def _attempt(
@@ -152,6 +182,7 @@ async def _attempt(
             state.metrics.ttft.observe(result.first_byte_s or 0.0)
         status = f"{result.status // 100}xx" if result.completed else "broken"
         state.metrics.requests[(decode, status)] += 1
+        state.metrics.observe_upstream(backend.upstream, status, result.first_byte_s)
         if result.completed and result.status < 500:
             pool.record_success(decode)
         elif not result.completed:

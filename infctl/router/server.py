@@ -48,6 +48,10 @@ class RouterState:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     draining: bool = False
     kv_stats: KVStats = field(default_factory=KVStats)
+    upstream_version: int = 0
+    """Bumped on every write of the upstream weights (the If-Match / ETag of /admin/upstreams)."""
+    upstream_annotations: dict[str, str] = field(default_factory=dict)
+    """Opaque state a cutover keeps beside the weights (history, plan), so a second operator sees it."""
     admission: AdmissionQueue = field(init=False)
 
     def __post_init__(self) -> None:

@@ -88,6 +88,10 @@ class Writer:
 
     def histogram(self, name: str, help_: str, labels: str, hist: Histogram) -> None:
         self.header(name, "histogram", help_)
+        self.histogram_samples(name, labels, hist)
+
+    def histogram_samples(self, name: str, labels: str, hist: Histogram) -> None:
+        """One label set's buckets, sum and count (the family's header written once by the caller)."""
         key = (name, labels, hist.bounds)
         prefixes = self._bucket_prefixes.get(key)
         if prefixes is None:

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from infctl.router.snapshot import Backend
+from infctl.telemetry.prometheus import parse_metrics, value
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -210,3 +211,37 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
     assert statuses == [200] * 6 + [429] * 4
     assert all(r.headers.get("retry-after") == "1" for r in results if r.status_code == 429)
     assert depth == ["infctl_router_queue_depth 2.0"]
+
+
+async def test_upstream_weights_split_mirror_and_optimistic_concurrency(start_sim, start_router) -> None:
+    old, new, shadow = [await start_sim() for _ in range(3)]
+    backends = [
+        Backend(id="old", url=old.urls[0], upstream="old"),
+        Backend(id="new", url=new.urls[0], upstream="new"),
+        Backend(id="shadow", url=shadow.urls[0], upstream="shadow"),
+    ]
+    url = await start_router(backends, policy="least_load")
+    async with httpx.AsyncClient(timeout=10) as c:
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+        assert view["version"] == 0 and view["weights"] == {}
+        put = {"weights": {"old": 60, "new": 40}, "mirror": {"to": "shadow", "percent": 50}}
+        first = {**put, "annotations": {"step": "40"}}
+        r = await c.put(f"{url}/admin/upstreams", json=first, headers={"if-match": "0"})
+        assert r.status_code == 200 and r.json()["version"] == 1
+        stale = await c.put(f"{url}/admin/upstreams", json=put, headers={"if-match": "0"})
+        assert stale.status_code == 412
+        for i in range(200):
+            body = {"model": MODEL, "prompt": f"req {i}", "max_tokens": 1}
+            assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
+        await asyncio.sleep(0.2)  # mirrored copies finish in the background
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+        metrics = (await c.get(f"{url}/metrics")).text
+        shadow_served = (await c.get(f"{shadow.urls[0]}/metrics")).text
+    served = view["served"]
+    assert set(served) == {"old", "new"}  # the shadow's answers never count as served
+    assert 0.3 <= served["new"] / 200 <= 0.5  # 40% within binomial tolerance (sd ~3.5%)
+    assert view["annotations"] == {"step": "40"}
+    mirrored = next(ln for ln in metrics.splitlines() if ln.startswith("infctl_router_mirrored_total"))
+    assert 70 <= float(mirrored.split()[-1]) <= 130
+    assert 'infctl_router_upstream_time_to_first_byte_seconds_count{upstream="new"}' in metrics
+    assert 70 <= value(parse_metrics(shadow_served), "vllm:request_success_total") <= 130
