@@ -29,6 +29,9 @@ WORKLOAD = "infctl.io/workload"
 """The set of identical replicas a pod belongs to (``g0-prefill``, ``decode``, ``engine``); the immutable
 part of a workload's selector."""
 
+AUTOSCALED = "infctl.io/autoscaled"
+"""Annotation (not a label) on workloads whose replica count the autoscaler owns; apply leaves it alone."""
+
 MANAGER = "infctl"
 """Value of ``app.kubernetes.io/managed-by`` and the server-side apply field manager."""
 PART_OF_VALUE = "infctl"

@@ -49,6 +49,12 @@ class WorkloadPlan:
     """Every label of the workload's pods (selector included)."""
     affinity: Mapping[str, Any] | None = None
     """The pod ``affinity`` stanza, or None."""
+    autoscaled: bool = False
+    """The autoscaler owns the replica count (bounds for this role and the autoscaler enabled)."""
+
+    @property
+    def annotations(self) -> dict[str, str] | None:
+        return {L.AUTOSCALED: "true"} if self.autoscaled else None
 
     @property
     def multi_node(self) -> bool:
@@ -117,6 +123,7 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
                 selector=selector,
                 pod_labels=pod_labels,
                 affinity=affinity,
+                autoscaled=profile.autoscaler.enabled and getattr(profile.autoscaler, role) is not None,
             )
         )
     return PlacementPlan(profile.name, profile.mode, switch, tuple(workloads), nodes_per_group)

@@ -1,0 +1,149 @@
+"""The one place an API client is built, and the one request function everything else goes through.
+
+``connect(settings)`` reads the kubeconfig (file and context from the global options, else the client's
+default lookup, else in-cluster service-account credentials); tests pass their own ``Configuration``
+pointing at a fake API server. Requests are generic (path, verb, JSON body), so every kind, core or custom,
+goes through :meth:`KubeClient.request`; failures become :class:`KubeError` with the server's status and
+message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+
+from infctl.errors import KubeError
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Where the API server is and which namespace to use (from ``infctl``'s global options)."""
+
+    kubeconfig: Path | None = None
+    context: str | None = None
+    namespace: str | None = None
+    timeout_s: float = 30.0
+    """Per-request timeout, seconds."""
+
+
+class KubeClient:
+    """A thin, typed-enough wrapper over the official client's ``ApiClient``."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, timeout_s: float = 30.0) -> None:
+        self.api = api
+        self.namespace = namespace
+        """The namespace commands default to."""
+        self.timeout_s = timeout_s
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        """Send one request; the decoded JSON answer, or KubeError with the server's status and message."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        method, url, headers, body, _ = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=self.timeout_s
+            )
+            response.read()  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise KubeError(
+                f"cannot reach the Kubernetes API server at {self.host}: {err}",
+                hint="check the kubeconfig context (--context) and that the cluster is up",
+            ) from None
+        data = _decode(response.data)
+        if response.status >= 400:
+            raise api_error(method, path, response.status, data)
+        return data
+
+    def close(self) -> None:
+        self.api.close()  # type: ignore[no-untyped-call]
+
+
+def _decode(raw: bytes | None) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {"message": raw.decode(errors="replace")[:300]}
+    return data if isinstance(data, dict) else {"items": data}
+
+
+def api_error(method: str, path: str, status: int, data: dict[str, Any]) -> KubeError:
+    """KubeError carrying what the server said (its Status message and reason)."""
+    message = str(data.get("message") or data.get("reason") or "no message")
+    hints = {
+        401: "the kubeconfig credentials were refused: log in again",
+        403: "your user lacks RBAC permission for this; ask for it or use another context",
+        404: "the object or its kind does not exist in the cluster",
+        409: "someone else changed it first; re-run",
+        422: "the object is invalid for this cluster: check it with infctl render --validate",
+    }
+    return KubeError(f"{method} {path}: {status} {message}", status=status, hint=hints.get(status))
+
+
+def connect(
+    settings: ClientSettings, configuration: kubernetes.client.Configuration | None = None
+) -> KubeClient:
+    """A client for ``settings``; ``configuration`` (tests) bypasses the kubeconfig entirely."""
+    if configuration is not None:
+        return KubeClient(
+            kubernetes.client.ApiClient(configuration), settings.namespace or "default", settings.timeout_s
+        )
+    cfg = kubernetes.client.Configuration()
+    config_file = str(settings.kubeconfig) if settings.kubeconfig else None
+    namespace = settings.namespace
+    try:
+        if config_file or os.path.exists(os.path.expanduser(kubernetes.config.KUBE_CONFIG_DEFAULT_LOCATION)):
+            kubernetes.config.load_kube_config(config_file, settings.context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+            namespace = namespace or _context_namespace(config_file, settings.context)
+        else:
+            kubernetes.config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            namespace = namespace or _incluster_namespace()
+    except kubernetes.config.ConfigException as err:
+        raise KubeError(
+            f"cannot load Kubernetes credentials: {err}",
+            hint="pass --kubeconfig FILE (and --context NAME), or set KUBECONFIG",
+        ) from None
+    return KubeClient(kubernetes.client.ApiClient(cfg), namespace or "default", settings.timeout_s)
+
+
+def _context_namespace(config_file: str | None, context: str | None) -> str | None:
+    contexts, current = kubernetes.config.list_kube_config_contexts(config_file)  # type: ignore[no-untyped-call]
+    chosen = next((c for c in contexts if c["name"] == context), current) if context else current
+    ns = (chosen or {}).get("context", {}).get("namespace")
+    return str(ns) if ns else None
+
+
+def _incluster_namespace() -> str | None:
+    path = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return path.read_text().strip() if path.is_file() else None
