@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from infctl.config.router import RouterFile
@@ -88,23 +88,13 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
         )
         for b, bid in zip(rf.backends, ids, strict=True)
     )
+    # The file and the daemon share most settings by name; the file validates them, the daemon runs on them.
+    shared = {f.name: getattr(rf, f.name) for f in fields(RouterConfig) if f.name in RouterFile.model_fields}
+    shared["session_header"] = rf.session_header.lower()
+    del shared["backends"]
     return RouterConfig(
+        **shared,
         backends=backends,
-        policy=rf.policy,
-        host=rf.host,
-        port=rf.port,
-        engine=rf.engine,
-        scrape_interval_s=rf.scrape_interval_s,
-        health_interval_s=rf.health_interval_s,
-        connect_timeout_s=rf.connect_timeout_s,
-        read_timeout_s=rf.read_timeout_s,
-        max_body_bytes=rf.max_body_bytes,
-        max_attempts=rf.max_attempts,
-        block_size=rf.block_size,
-        session_header=rf.session_header.lower(),
-        pd_mode=rf.pd_mode,
-        pd_min_uncached_tokens=rf.pd_min_uncached_tokens,
         admin_token=admin_token,
-        drain_timeout_s=rf.drain_timeout_s,
         kv_sources=tuple(KVSource(endpoint=e, backends=m) for e, m in sources.items()),
     )
