@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import delete, demo, deploy, render, router, sim, status, validate
+from infctl.cli import delete, demo, deploy, diff, render, router, sim, status, validate
 
 
 def register(app: typer.Typer) -> None:
@@ -17,3 +17,4 @@ def register(app: typer.Typer) -> None:
     sim.register(app)
     router.register(app)
     render.register(app)
+    diff.register(app)

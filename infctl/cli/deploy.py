@@ -4,25 +4,34 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
 from rich.table import Table
 
-from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.diff import cluster, rendered
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
+from infctl.cli.render import Anti, Epp, Gateway, Image, Monitoring, OldBackend, Traffic, Weight
 from infctl.cli.status import whole_urls
 from infctl.config import DeploymentProfile, LocalSettings, load_deployment
-from infctl.errors import InfctlError
+from infctl.kube import DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.deploy import prepare, read_plan, start_detached
 from infctl.local.supervisor import run as run_supervisor
+from infctl.manifests import DEFAULT_IMAGE
 
 
 class DeployTarget(StrEnum):
     local = "local"
     kubernetes = "kubernetes"
+
+
+class DryRunMode(StrEnum):
+    none = "none"
+    client = "client"
+    server = "server"
 
 
 EXAMPLES = """
@@ -33,6 +42,13 @@ Examples:
   infctl deploy --target local -f profiles/local-demo.yaml --detach   # background; see `infctl status`
 
   infctl deploy -f profiles/local-demo.yaml --set local.base_port=18000 --set replicas=3
+
+  infctl deploy -f profiles/qwen3-8b-aggregated.yaml             # Kubernetes: apply, wait, prune
+
+  infctl deploy -f profiles/kimi-k2-pool.yaml --dry-run server   # the server checks, nothing stays
+
+Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or flag, 3 a CRD is missing,
+4 a field-manager conflict (--force-conflicts), 5 not ready within --timeout.
 """
 
 
@@ -53,8 +69,37 @@ def deploy(
         Path | None, typer.Option("--run-dir", help="Logs and state go to RUN_DIR/<name>.")
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds each process has to become healthy.")
-    ] = SupervisorSettings.health_timeout,
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Seconds to become healthy: per process (local, default 180), or in all "
+            "(kubernetes, default 1800).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        DryRunMode,
+        typer.Option("--dry-run", help="Kubernetes: client (read only) or server (validated, discarded)."),
+    ] = DryRunMode.none,
+    force_conflicts: Annotated[
+        bool, typer.Option("--force-conflicts", help="Kubernetes: take over fields another manager owns.")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Kubernetes: wait for readiness between phases.")
+    ] = True,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune/--no-prune", help="Kubernetes: delete this release's objects no longer rendered."
+        ),
+    ] = True,
+    image: Image = DEFAULT_IMAGE,
+    anti_affinity: Anti = "preferred",
+    gateway: Gateway = "inference-gateway",
+    old_backend: OldBackend = None,
+    weight: Weight = None,
+    inference_pool_epp: Epp = None,
+    traffic: Traffic = True,
+    monitoring: Monitoring = True,
 ) -> None:
     """Deploy a profile; with --target local, as supervised processes on this machine.
 
@@ -64,8 +109,36 @@ def deploy(
     opts = global_options(ctx)
     with errors_as_exit():
         profile = load_target_profile(file, target, overrides or [])
+        if profile.target == "kubernetes":
+            flags = dict(
+                image=image,
+                anti_affinity=anti_affinity,
+                gateway=gateway,
+                old_backend=old_backend,
+                weight=weight,
+                inference_pool_epp=inference_pool_epp,
+                traffic=traffic,
+                monitoring=monitoring,
+            )
+            options = DeployOptions(
+                force=force_conflicts,
+                dry_run=dry_run.value,
+                wait=wait,
+                prune=prune,
+                timeout_s=timeout if timeout is not None else DeployOptions.timeout_s,
+            )
+            deploy_kubernetes(
+                opts,
+                file,
+                [*(overrides or []), *([f"target={target.value}"] if target else [])],
+                flags,
+                options,
+            )
+            return
         plan = local_plan(profile, run_dir)
-        settings = SupervisorSettings(health_timeout=timeout)
+        settings = SupervisorSettings(
+            health_timeout=timeout if timeout is not None else SupervisorSettings.health_timeout
+        )
         prepare(plan, settings)
         if detach:
             with err_console.status("starting...") as spinner:
@@ -82,20 +155,65 @@ def deploy(
 
 
 def load_target_profile(file: Path, target: DeployTarget | None, overrides: list[str]) -> DeploymentProfile:
-    if target is DeployTarget.kubernetes:
-        _kubernetes_not_ready(file)
     sets = [*overrides, *([f"target={target.value}"] if target is not None else [])]
-    profile = load_deployment(file, sets)
-    if profile.target == "kubernetes":
-        _kubernetes_not_ready(file)
-    return profile
+    return load_deployment(file, sets)
 
 
-def _kubernetes_not_ready(file: Path) -> NoReturn:
-    raise InfctlError(
-        "deploying to Kubernetes is not implemented yet: it arrives with `infctl render` / `infctl deploy` "
-        "(issue 5)",
-        hint=f"run the deployment on this machine instead: infctl deploy --target local -f {file}",
+def deploy_kubernetes(
+    opts: GlobalOptions, file: Path, overrides: list[str], flags: dict[str, Any], options: DeployOptions
+) -> None:
+    """Render, apply in order, wait, prune; progress lines on stderr, the summary through ``emit``."""
+    client = cluster(opts)
+    profile, objects, namespace = rendered(opts, client, file, overrides, flags)
+    printer = _KubeProgress(quiet=opts.output is not OutputFormat.table)
+    report = deploy_release(
+        client, objects, release=profile.name, namespace=namespace, options=options, on_event=printer
+    )
+    summary = {
+        "release": report.release,
+        "namespace": report.namespace,
+        "dry_run": report.dry_run,
+        "namespace_created": report.namespace_created,
+        "applied": [{"kind": a.kind, "name": a.name, "action": a.action} for a in report.applied],
+        "pruned": [{"kind": k, "name": n} for k, n in report.pruned],
+        "ready": [
+            {"kind": r.kind, "name": r.name, "ready": r.ready, "detail": r.detail} for r in report.readiness
+        ],
+    }
+    emit(opts, summary, table=_kube_summary)
+
+
+class _KubeProgress:
+    """Deploy events as one stderr line each (waiting lines only when something changed)."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.last = ""
+
+    def __call__(self, event: str, data: Any) -> None:
+        if self.quiet:
+            return
+        if event == "phase":
+            line = f"[bold]{data}[/]"
+        elif event == "applied":
+            line = f"  {data.kind}/{data.name} {data.action}"
+        elif event == "pruned":
+            line = f"  {data[0]}/{data[1]} pruned"
+        else:
+            line = "  waiting: " + ", ".join(f"{r.name} {r.detail}" for r in data)
+        if line != self.last:
+            err_console.print(line, highlight=False, soft_wrap=True)
+            self.last = line
+
+
+def _kube_summary(s: dict[str, Any]) -> str:
+    verb = "would apply" if s["dry_run"] != "none" else "applied"
+    ready = (
+        "" if not s["ready"] else f", {sum(r['ready'] for r in s['ready'])}/{len(s['ready'])} workloads ready"
+    )
+    return (
+        f"{s['release']} in namespace {s['namespace']}: {verb} {len(s['applied'])} objects, "
+        f"pruned {len(s['pruned'])}{ready}"
     )
 
 
@@ -127,8 +245,16 @@ def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:
         "model": plan.model,
         "run_dir": str(plan.run_dir),
         "processes": [
-            {"name": p.name, "kind": p.kind, "role": p.role, "url": p.url, "status": p.status, "pid": p.pid,
-             "restarts": p.restarts, "log": p.log}
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "role": p.role,
+                "url": p.url,
+                "status": p.status,
+                "pid": p.pid,
+                "restarts": p.restarts,
+                "log": p.log,
+            }
             for p in state.processes
         ],
     }

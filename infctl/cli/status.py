@@ -8,10 +8,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from infctl.cli.context import global_options
+from infctl.cli.context import GlobalOptions, global_options
 from infctl.cli.output import emit, errors_as_exit, simple_table
 from infctl.config import LocalSettings, load_deployment
-from infctl.errors import ConfigError
+from infctl.errors import ConfigError, KubeError
 from infctl.local import list_releases, status
 
 FileOption = Annotated[
@@ -34,15 +34,70 @@ def release_of(file: Path | None, release: str | None, run_dir: Path | None) -> 
     return release, (run_dir or LocalSettings().run_dir).absolute()
 
 
-def status_cmd(
-    ctx: typer.Context, file: FileOption = None, release: ReleaseOption = None, run_dir: RunDirOption = None
-) -> None:
-    """Show a local release's processes: URL, status, restarts and a live health probe.
+TargetOption = Annotated[
+    str | None,
+    typer.Option("--target", help="local or kubernetes; default: the profile's target, else local."),
+]
 
-    With neither -f nor --release, every release under the run directory is listed.
+
+def kube_release(file: Path | None, release: str | None, target: str | None) -> tuple[str, str | None] | None:
+    """(release, the profile's namespace) when the command is about a Kubernetes release; None for local."""
+    if target not in (None, "local", "kubernetes"):
+        raise ConfigError(f"--target: expected local or kubernetes, found {target!r}")
+    if target == "local":
+        return None
+    if file is not None:
+        profile = load_deployment(file)
+        return (profile.name, profile.namespace) if "kubernetes" in (profile.target, target) else None
+    if target == "kubernetes":
+        if release is None:
+            raise ConfigError("name the release", hint="add -f PROFILE or --release NAME")
+        return release, None
+    return None
+
+
+def kube_status(opts: GlobalOptions, name: str, namespace: str | None) -> None:
+    from infctl.cli.diff import cluster
+    from infctl.kube import release_status
+
+    client = cluster(opts)
+    ns = namespace or client.namespace
+    rows = release_status(client, release=name, namespace=ns)
+    if not rows:
+        raise KubeError(
+            f"no objects of release {name!r} in namespace {ns}",
+            hint="check -n NAMESPACE and --context, or deploy it: infctl deploy -f PROFILE",
+        )
+    data = {
+        "release": name,
+        "namespace": ns,
+        "ready": all(r.ready for r in rows),
+        "objects": [{"kind": r.kind, "name": r.name, "ready": r.ready, "detail": r.detail} for r in rows],
+    }
+    title = f"{name} in {ns}: {'ready' if data['ready'] else 'not ready'}"
+    cells = [(o["kind"], o["name"], "[green]yes[/]" if o["ready"] else "[red]no[/]", o["detail"])
+             for o in data["objects"]]  # fmt: skip
+    emit(opts, data, table=lambda _: simple_table(title, ["kind", "name", "ready", "detail"], cells))
+
+
+def status_cmd(
+    ctx: typer.Context,
+    file: FileOption = None,
+    release: ReleaseOption = None,
+    run_dir: RunDirOption = None,
+    target: TargetOption = None,
+) -> None:
+    """Show a release: a local one's processes (URL, status, restarts, live health probe), or a Kubernetes
+    one's objects and their readiness.
+
+    With neither -f nor --release, every local release under the run directory is listed.
     """
     opts = global_options(ctx)
     with errors_as_exit():
+        kube = kube_release(file, release, target)
+        if kube is not None:
+            kube_status(opts, *kube)
+            return
         name, directory = release_of(file, release, run_dir)
         if name is not None:
             emit(opts, status(directory, name), table=status_table)
@@ -67,8 +122,15 @@ def whole_urls(table: Table) -> Table:
 
 def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [
-        (p["name"], p["role"], p["url"], p["status"], "[green]up[/]" if p["healthy"] else "[red]down[/]",
-         p["restarts"], p["pid"])
+        (
+            p["name"],
+            p["role"],
+            p["url"],
+            p["status"],
+            "[green]up[/]" if p["healthy"] else "[red]down[/]",
+            p["restarts"],
+            p["pid"],
+        )
         for p in report["processes"]
     ]
 
