@@ -68,15 +68,11 @@ def kube_status(opts: GlobalOptions, name: str, namespace: str | None) -> None:
             f"no objects of release {name!r} in namespace {ns}",
             hint="check -n NAMESPACE and --context, or deploy it: infctl deploy -f PROFILE",
         )
-    data = {
-        "release": name,
-        "namespace": ns,
-        "ready": all(r.ready for r in rows),
-        "objects": [{"kind": r.kind, "name": r.name, "ready": r.ready, "detail": r.detail} for r in rows],
-    }
-    title = f"{name} in {ns}: {'ready' if data['ready'] else 'not ready'}"
-    cells = [(o["kind"], o["name"], "[green]yes[/]" if o["ready"] else "[red]no[/]", o["detail"])
-             for o in data["objects"]]  # fmt: skip
+    objects = [{"kind": r.kind, "name": r.name, "ready": r.ready, "detail": r.detail} for r in rows]
+    ready = all(r.ready for r in rows)
+    data = {"release": name, "namespace": ns, "ready": ready, "objects": objects}
+    title = f"{name} in {ns}: {'ready' if ready else 'not ready'}"
+    cells = [(r.kind, r.name, "[green]yes[/]" if r.ready else "[red]no[/]", r.detail) for r in rows]
     emit(opts, data, table=lambda _: simple_table(title, ["kind", "name", "ready", "detail"], cells))
 
 
