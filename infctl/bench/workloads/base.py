@@ -1,0 +1,80 @@
+"""What a workload yields, and how prompts are shaped for the completions and chat APIs.
+
+Token counts follow :mod:`infctl.tokens` (a token is a whitespace word; a chat prompt costs one marker per
+message plus one), so the simulated engine's ``usage.prompt_tokens`` equals ``RequestSpec.input_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from infctl import tokens
+
+Api = Literal["completions", "chat"]
+Message = dict[str, str]
+
+CHAT_OVERHEAD = 2
+"""Tokens a one-message chat prompt adds to its content: the ``<|user|>`` and ``<|assistant|>`` markers."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send. Exactly one of ``prompt`` (completions) and ``messages`` (chat) is set."""
+
+    input_tokens: int
+    """Prompt tokens as the engine counts them (under the token convention)."""
+    max_tokens: int
+    prompt: str | None = None
+    messages: tuple[Message, ...] | None = None
+    at_s: float | None = None
+    """Trace replay: seconds after the start at which to send it (time compression applied)."""
+    session: int | None = None
+    """Multi-turn: the conversation; a turn is sent only after the previous one finished."""
+    group: int | None = None
+    """Shared-prefix group, mixture component or trace line, for per-group analysis."""
+
+
+class Workload(Protocol):
+    """A deterministic source of requests: ``requests()`` starts over each time it is called."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def size(self) -> int | None:
+        """How many requests it holds; None when it never runs out."""
+        ...
+
+    @property
+    def timed(self) -> bool:
+        """Requests carry ``at_s`` (a trace to replay at its own pace)."""
+        ...
+
+    def requests(self) -> Iterator[RequestSpec]: ...
+
+
+def overhead(api: Api) -> int:
+    return CHAT_OVERHEAD if api == "chat" else 0
+
+
+def single_prompt(api: Api, text: str, n_words: int, max_tokens: int, **extra: object) -> RequestSpec:
+    """A one-message request whose content is ``text`` (``n_words`` words)."""
+    if api == "chat":
+        return RequestSpec(
+            input_tokens=n_words + CHAT_OVERHEAD, max_tokens=max_tokens,
+            messages=({"role": "user", "content": text},), **extra,  # type: ignore[arg-type]
+        )  # fmt: skip
+    return RequestSpec(input_tokens=n_words, max_tokens=max_tokens, prompt=text, **extra)  # type: ignore[arg-type]
+
+
+def conversation_prompt(
+    api: Api, messages: Sequence[Message], max_tokens: int, **extra: object
+) -> RequestSpec:
+    """A chat history: sent as messages (chat) or rendered the way the engine renders them (completions)."""
+    n = tokens.count_tokens(tokens.chat_prompt_text(messages))
+    if api == "chat":
+        return RequestSpec(input_tokens=n, max_tokens=max_tokens, messages=tuple(messages), **extra)  # type: ignore[arg-type]
+    prompt = tokens.chat_prompt_text(messages)
+    return RequestSpec(input_tokens=n, max_tokens=max_tokens, prompt=prompt, **extra)  # type: ignore[arg-type]
