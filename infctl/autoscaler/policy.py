@@ -1,0 +1,165 @@
+"""The scaling decision: signals, current counts, settings and memory -> desired counts with reasons (pure).
+
+Per unit, with ``n`` ready units (pending ones are never capacity):
+
+- **high** when a role's queue per replica or KV usage is over its ``up`` level, or the router's TTFT p99 is
+  over the SLO (entry role). After ``up_window_s`` of high and ``up_cooldown_s`` since the last change, and
+  only when nothing is pending, scale up to the count the load needs, at least one and at most
+  ``max_step_up`` more.
+- **low** when every role is under both ``down`` levels (and TTFT meets the SLO). After ``down_window_s`` of
+  low and ``down_cooldown_s``, remove up to ``max_step_down`` units, but never below the count the load
+  needs: a scale-down never lands in a scale-up, so a constant signal cannot flap.
+- then schedule floors, ``min``/``max``, and the prefill:decode ratio band, in that order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from infctl.autoscaler.load import UnitLoad, unit_load
+from infctl.autoscaler.ratio import fit_band
+from infctl.autoscaler.schedule import schedule_floor
+from infctl.autoscaler.settings import PolicyConfig, UnitConfig, ratio_pairs
+from infctl.autoscaler.snapshot import (
+    Decision,
+    Recommendation,
+    ScalerState,
+    ScalingSnapshot,
+    Unit,
+    UnitState,
+    UnitStatus,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Proposal:
+    unit: UnitConfig
+    status: UnitStatus
+    desired: int
+    reason: str
+    floor: int
+    memory: UnitState
+    inputs: tuple[tuple[str, float], ...]
+
+
+def desired_replicas(
+    snapshot: ScalingSnapshot, current: Mapping[Unit, UnitStatus], config: PolicyConfig, state: ScalerState
+) -> Decision:
+    """One decision for every unit ``current`` reports (units it does not know are left alone)."""
+    proposals = {
+        u.name: _bounded(_propose(snapshot, u, current[u.name], config, state.of(u.name)), snapshot, config)
+        for u in config.units
+        if u.name in current
+    }
+    for p_unit, d_unit in ratio_pairs(config):
+        p, d = proposals.get(p_unit.name), proposals.get(d_unit.name)
+        if p is None or d is None or config.ratio is None:
+            continue
+        fitted = fit_band((p.desired, d.desired), (p_unit, d_unit), config.ratio, (p.floor, d.floor))
+        band = f"ratio band {config.ratio[0]:g}-{config.ratio[1]:g} prefill:decode"
+        for prop, n in ((p, fitted[0]), (d, fitted[1])):
+            if n != prop.desired:
+                proposals[prop.unit.name] = replace(prop, desired=n, reason=f"{band}; {prop.reason}")
+    recommendations, memory = [], state
+    for prop in proposals.values():
+        memory = memory.with_unit(prop.unit.name, _remember(prop, snapshot.now))
+        recommendations.append(
+            Recommendation(prop.unit.name, prop.status.desired, prop.desired, prop.reason, prop.inputs)
+        )
+    return Decision(tuple(recommendations), memory)
+
+
+def _propose(
+    snap: ScalingSnapshot, unit: UnitConfig, status: UnitStatus, config: PolicyConfig, memory: UnitState
+) -> _Proposal:
+    n, base, now = status.ready, status.desired, snap.now
+    load = unit_load(snap, unit, n, config)
+    slo, ttft = config.ttft_slo_s, snap.ttft_p99_s
+    ttft_high = slo is not None and ttft is not None and config.entry_role in unit.roles and ttft > slo
+    needed = load.needed(config) if load.known else base
+    high = ttft_high or (load.known and n > 0 and n < needed)
+    low = load.known and n > 0 and not high and load.is_low(n, config)
+    memory = replace(
+        memory,
+        high_since=(now if memory.high_since is None else memory.high_since) if high else None,
+        low_since=(now if memory.low_since is None else memory.low_since) if low else None,
+    )
+    since_change = math.inf if memory.last_scale_at is None else now - memory.last_scale_at
+    target, reason = base, "within thresholds"
+    if not load.known and not ttft_high:
+        reason = "no signals from ready replicas"
+    elif high:
+        why = _why_high(load, n, config, ttft if ttft_high else None)
+        assert memory.high_since is not None
+        held = now - memory.high_since
+        if status.pending:
+            reason = f"{why}, but {status.pending} pending: no new scale-up until they are ready"
+        elif held < config.up_window_s:
+            reason = f"{why} for {held:.0f}s of the {config.up_window_s:g}s window"
+        elif since_change < config.up_cooldown_s:
+            reason = f"{why}; cooling down ({since_change:.0f}s of {config.up_cooldown_s:g}s)"
+        else:
+            target = min(base + config.max_step_up, max(base + 1, needed))
+            reason = f"{why}: the load needs {needed}"
+    elif low:
+        why = (f"queue/replica {load.queue_per_replica(n):.2f} < {config.queue_down:g} and "
+               f"KV {load.kv_usage(n):.0%} < {config.kv_down:.0%}")
+        assert memory.low_since is not None
+        held = now - memory.low_since
+        if status.pending:
+            reason = f"{why}, but {status.pending} pending"
+        elif held < config.down_window_s:
+            reason = f"{why} for {held:.0f}s of the {config.down_window_s:g}s window"
+        elif since_change < config.down_cooldown_s:
+            reason = f"{why}; cooling down ({since_change:.0f}s of {config.down_cooldown_s:g}s)"
+        elif max(base - config.max_step_down, needed) >= base:
+            reason = f"{why}, but the load needs {needed}"
+        else:
+            target = max(base - config.max_step_down, needed)
+            reason = f"{why} for {held:.0f}s"
+    inputs = (("ready", float(n)), ("pending", float(status.pending)), ("needed", float(needed)),
+              ("queue_per_replica", load.queue_per_replica(n)), ("kv_usage", load.kv_usage(n)),
+              ("router_queue", snap.router_queue), ("ttft_p99_s", ttft if ttft is not None else math.nan))
+    return _Proposal(unit, status, target, reason, 0, memory, inputs)
+
+
+def _bounded(prop: _Proposal, snap: ScalingSnapshot, config: PolicyConfig) -> _Proposal:
+    unit = prop.unit
+    floor, window = schedule_floor(config.schedules, unit.name, snap.time_of_day_s)
+    low = max(unit.min, min(floor, unit.max))
+    target, reason = prop.desired, prop.reason
+    if target < low:
+        why = f"schedule {window}" if window is not None and floor > unit.min else f"min {unit.min}"
+        target, reason = low, f"{why}; {reason}"
+    elif target > unit.max:
+        target, reason = unit.max, f"capped at max {unit.max}; {reason}"
+    return replace(prop, desired=target, reason=reason, floor=low)
+
+
+def _remember(prop: _Proposal, now: float) -> UnitState:
+    memory = prop.memory
+    if prop.desired > prop.status.desired:
+        return replace(memory, last_scale_at=now, high_since=None)
+    if prop.desired < prop.status.desired:
+        return replace(memory, last_scale_at=now, low_since=None)
+    return memory
+
+
+def _why_high(load: UnitLoad, n: int, config: PolicyConfig, ttft: float | None) -> str:
+    if ttft is not None:
+        return f"TTFT p99 {ttft:.2f}s > SLO {config.ttft_slo_s:g}s"
+    qpr, kv = load.queue_per_replica(n), load.kv_usage(n)
+    if qpr > config.queue_up:
+        return f"queue/replica {qpr:.2f} > {config.queue_up:g}"
+    return f"KV {kv:.0%} > {config.kv_up:.0%}"
+
+
+def replicas_by_role(desired: Mapping[Unit, int], config: PolicyConfig) -> dict[str, int]:
+    """Engine replicas per role that ``desired`` unit counts amount to (a group brings all its members)."""
+    totals: dict[str, int] = {}
+    for unit in config.units:
+        for role, per_unit in unit.members:
+            totals[role] = totals.get(role, 0) + desired.get(unit.name, 0) * per_unit
+    return totals

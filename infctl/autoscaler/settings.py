@@ -1,0 +1,151 @@
+"""The policy's settings: units and bounds, thresholds, windows, cooldowns, steps, ratio band, schedules.
+
+Every duration is in seconds of the policy's clock. Units are counted in units (groups in group mode).
+Invalid settings raise :class:`~infctl.errors.ConfigError` when built, never later in a decision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from infctl.autoscaler.schedule import ScheduleWindow
+from infctl.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class UnitConfig:
+    """One scalable unit."""
+
+    name: str
+    """``both``, ``prefill``, ``decode``, ``group``, or a Kubernetes target's name."""
+    min: int
+    """Fewest units."""
+    max: int
+    """Most units."""
+    members: tuple[tuple[str, int], ...] = (("both", 1),)
+    """Replicas per unit by role, e.g. ``(("decode", 1),)``; a group ``(("prefill", 1), ("decode", 2))``."""
+    group: str | None = None
+    """Only replicas of this PD group belong to the unit (per-group Kubernetes targets); None: any."""
+
+    def per_unit(self, role: str) -> int:
+        return dict(self.members).get(role, 0)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(r for r, _ in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """How the policy turns signals into unit counts."""
+
+    units: tuple[UnitConfig, ...]
+    queue_up: float = 8.0
+    """Scale up above this many waiting requests per ready replica."""
+    queue_down: float = 1.0
+    """Scale down only below this many (and below ``kv_down``)."""
+    kv_up: float = 0.85
+    """Scale up above this mean KV-cache usage, 0..1."""
+    kv_down: float = 0.4
+    """Scale down only below this mean KV-cache usage."""
+    ttft_slo_s: float | None = None
+    """Scale the entry role up while the router's TTFT p99 exceeds this; None ignores TTFT."""
+    up_window_s: float = 0.0
+    """A scale-up signal must hold this long first (0: up fast)."""
+    down_window_s: float = 300.0
+    """A scale-down signal must hold this long first (stabilisation)."""
+    up_cooldown_s: float = 30.0
+    """After any change, wait this long before scaling up again."""
+    down_cooldown_s: float = 120.0
+    """After any change, wait this long before scaling down."""
+    max_step_up: int = 4
+    """Most units added by one decision."""
+    max_step_down: int = 1
+    """Most units removed by one decision."""
+    ratio: tuple[float, float] | None = None
+    """Band of prefill replicas per decode replica, ``(low, high)``, kept between prefill and decode units."""
+    schedules: tuple[ScheduleWindow, ...] = field(default=())
+    """Time-of-day floors (see :mod:`infctl.autoscaler.schedule`)."""
+
+    def __post_init__(self) -> None:
+        problems = [*_threshold_problems(self), *_unit_problems(self)]
+        if problems:
+            raise ConfigError("autoscaler: " + "; ".join(problems))
+        for p, d in ratio_pairs(self):
+            if not _ratio_feasible(p, d, self.ratio):
+                raise ConfigError(
+                    f"autoscaler: no {p.name}:{d.name} counts within bounds fit the ratio band {self.ratio}",
+                    hint="widen the ratio band or the prefill/decode bounds",
+                )
+
+    @property
+    def entry_role(self) -> str:
+        """The role the router's queue and TTFT count against: prefill when there is one, else both."""
+        return "prefill" if any("prefill" in u.roles for u in self.units) else "both"
+
+    def unit(self, name: str) -> UnitConfig:
+        return next(u for u in self.units if u.name == name)
+
+    def scaled(self, factor: float) -> PolicyConfig:
+        """The same policy with every duration multiplied by ``factor`` (a fast simulated clock)."""
+        return replace(
+            self,
+            up_window_s=self.up_window_s * factor,
+            down_window_s=self.down_window_s * factor,
+            up_cooldown_s=self.up_cooldown_s * factor,
+            down_cooldown_s=self.down_cooldown_s * factor,
+        )
+
+
+def ratio_pairs(config: PolicyConfig) -> list[tuple[UnitConfig, UnitConfig]]:
+    """(prefill unit, decode unit) pairs the ratio band holds between (same group, one role each)."""
+    if config.ratio is None:
+        return []
+    prefill = [u for u in config.units if u.roles == ("prefill",)]
+    decode = [u for u in config.units if u.roles == ("decode",)]
+    return [(p, d) for p in prefill for d in decode if p.group == d.group]
+
+
+def in_band(prefill: int, decode: int, band: tuple[float, float]) -> bool:
+    # A hair of tolerance so that 1/3 written as 0.3333 still admits 1 prefill per 3 decode.
+    return decode > 0 and band[0] - 1e-9 <= prefill / decode <= band[1] + 1e-9
+
+
+def _ratio_feasible(p: UnitConfig, d: UnitConfig, band: tuple[float, float] | None) -> bool:
+    assert band is not None
+    return any(
+        in_band(np * p.per_unit("prefill"), nd * d.per_unit("decode"), band)
+        for np in range(p.min, p.max + 1) for nd in range(d.min, d.max + 1)
+    )
+
+
+def _threshold_problems(c: PolicyConfig) -> list[str]:
+    problems = []
+    if not 0 <= c.queue_down < c.queue_up:
+        problems.append(f"queue thresholds need 0 <= down < up, got down {c.queue_down:g} up {c.queue_up:g}")
+    if not 0 <= c.kv_down < c.kv_up <= 1:
+        problems.append(f"kv_usage thresholds need 0 <= down < up <= 1, got {c.kv_down:g}/{c.kv_up:g}")
+    durations = (c.up_window_s, c.down_window_s, c.up_cooldown_s, c.down_cooldown_s)
+    if any(not math.isfinite(x) or x < 0 for x in durations):
+        problems.append("windows and cooldowns must be >= 0 seconds")
+    if c.max_step_up < 1 or c.max_step_down < 1:
+        problems.append("max steps must be >= 1")
+    if c.ttft_slo_s is not None and c.ttft_slo_s <= 0:
+        problems.append("ttft_slo_s must be > 0")
+    if c.ratio is not None and not 0 < c.ratio[0] <= c.ratio[1]:
+        problems.append(f"ratio band needs 0 < low <= high, got {c.ratio}")
+    return problems
+
+
+def _unit_problems(c: PolicyConfig) -> list[str]:
+    problems = []
+    names = [u.name for u in c.units]
+    if len(set(names)) != len(names):
+        problems.append(f"unit names repeat: {names}")
+    for u in c.units:
+        if not 1 <= u.min <= u.max:
+            problems.append(f"{u.name}: bounds need 1 <= min <= max, got min {u.min} max {u.max}")
+        if not u.members or any(n < 1 for _, n in u.members):
+            problems.append(f"{u.name}: needs at least one replica per unit")
+    return problems

@@ -1,0 +1,116 @@
+"""The records the policy reads and returns: frozen, plain, the same in the daemon, the benchmark and tests.
+
+A *unit* is what the autoscaler counts and moves: one engine replica of a role (``both``, ``prefill``,
+``decode``) or, in group mode, a whole PD group (``group``: P prefill + D decode replicas).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+Unit = str
+"""``both``, ``prefill``, ``decode``, ``group``, or a Kubernetes target's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSignals:
+    """One engine replica as last observed."""
+
+    name: str
+    """Process name, pod name, or URL."""
+    role: str
+    """The engine's role: both, prefill or decode."""
+    group: str | None = None
+    """PD group (``g0``) in group mode, else None."""
+    ready: bool = True
+    """Serving and registered; unready or pending replicas are never counted as capacity."""
+    queue: float = 0.0
+    """Requests waiting in the engine."""
+    running: float = 0.0
+    """Requests in the running batch."""
+    kv_usage: float = 0.0
+    """KV-cache usage, 0..1."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingSnapshot:
+    """Everything observed at one decision time."""
+
+    now: float
+    """Seconds on the policy's clock (monotonic in the daemon, virtual in the benchmark)."""
+    replicas: tuple[ReplicaSignals, ...] = ()
+    router_queue: float = 0.0
+    """Requests held by the router's admission control (counted against the entry role: prefill or both)."""
+    ttft_p99_s: float | None = None
+    """The router's TTFT p99 over the last interval, seconds; None when unknown or no request finished."""
+    time_of_day_s: float | None = None
+    """Local seconds after midnight, for schedules; None disables schedules."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitStatus:
+    """What the actuator reports for one unit (the Kubernetes /scale view)."""
+
+    desired: int
+    """Units asked for (spec.replicas)."""
+    ready: int
+    """Units serving; a group is ready only when all of its replicas are."""
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.desired - self.ready)
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """The policy's answer for one unit."""
+
+    role: Unit
+    current: int
+    """Units asked for before this decision."""
+    desired: int
+    """Units to ask for now."""
+    reason: str
+    inputs: tuple[tuple[str, float], ...] = ()
+    """What the decision saw (queue per replica, KV usage, ready, pending, needed...) for logs and metrics."""
+
+    @property
+    def changed(self) -> bool:
+        return self.desired != self.current
+
+
+@dataclass(frozen=True, slots=True)
+class UnitState:
+    """Per-unit memory the policy keeps between decisions."""
+
+    high_since: float | None = None
+    """Since when the unit has been continuously over a scale-up threshold."""
+    low_since: float | None = None
+    """Since when it has been continuously under every scale-down threshold."""
+    last_scale_at: float | None = None
+    """When the policy last changed the unit's count (cooldowns count from here)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerState:
+    """The policy's whole memory, passed in and returned (never mutated)."""
+
+    units: tuple[tuple[Unit, UnitState], ...] = ()
+
+    def of(self, unit: Unit) -> UnitState:
+        return next((s for u, s in self.units if u == unit), UnitState())
+
+    def with_unit(self, unit: Unit, state: UnitState) -> ScalerState:
+        rest = tuple((u, s) for u, s in self.units if u != unit)
+        return replace(self, units=(*rest, (unit, state)))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision: a recommendation per unit and the policy's next state."""
+
+    recommendations: tuple[Recommendation, ...]
+    state: ScalerState
+
+    def desired(self) -> dict[Unit, int]:
+        return {r.role: r.desired for r in self.recommendations}
