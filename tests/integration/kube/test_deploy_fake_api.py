@@ -28,7 +28,6 @@ from infctl.manifests import RenderOptions, render
 ROOT = Path(__file__).resolve().parents[3]
 QWEN = ROOT / "profiles" / "qwen3-8b-aggregated.yaml"
 KIMI = ROOT / "profiles" / "kimi-k2-pool.yaml"
-FAST = DeployOptions(interval_s=0.01, timeout_s=5)
 
 
 def objects(path: Path = QWEN, *overrides: str) -> list[dict[str, Any]]:
@@ -99,14 +98,106 @@ async def test_prunes_what_is_no_longer_rendered(cluster: FakeCluster) -> None:
     before = len(cluster.api)
     report, _ = await deploy(cluster, objects(QWEN, "autoscaler.enabled=false", "autoscaler.both=null"))
     kinds = ["ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
-    kinds = ["ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
     assert sorted(report.pruned) == [(k, "qwen3-8b-autoscaler") for k in kinds]
+    later = list(cluster.api)[before:]
+    lists = [r for r in later if r.method.value == "GET" and "labelSelector" in r.params]
+    assert lists
+    assert {r.params["labelSelector"] for r in lists} == {
+        "infctl.io/release=qwen3-8b,app.kubernetes.io/managed-by=infctl"
+    }
+    deletes = [r.url.path for r in later if r.method.value == "DELETE"]
+    assert "/apis/apps/v1/namespaces/inference/deployments/qwen3-8b-autoscaler" in deletes
+    assert "/apis/apps/v1/namespaces/inference/deployments/qwen3-8b-engine" not in deletes
+    assert {a.action for a in report.applied} <= {"unchanged", "configured"}
+
+
+async def test_missing_crd_is_named_with_its_install_command(cluster: FakeCluster) -> None:
+    cluster.api.without |= {
+        "leaderworkerset.x-k8s.io/v1/leaderworkersets",
+        "monitoring.coreos.com/v1/podmonitors",
+    }
+    cluster.api.resources.clear()
+    cluster.api.serve()
+    with pytest.raises(MissingCRDError) as err:
+        await deploy(cluster, objects(KIMI))
+    assert "LeaderWorkerSet (leaderworkersets.leaderworkerset.x-k8s.io)" in err.value.message
+    assert "PodMonitor (podmonitors.monitoring.coreos.com)" in err.value.message
+    assert err.value.hint and "lws" in err.value.hint and "prometheus-operator-crds" in err.value.hint
+    assert err.value.exit_code == 3
+    assert not applies(cluster)
+
+
+async def test_conflict_surfaces_the_server_message_and_force_takes_over(cluster: FakeCluster) -> None:
+    cluster.api.conflicts.add(("deployments", "qwen3-8b-engine"))
+    with pytest.raises(ApplyConflictError) as err:
+        await deploy(cluster, objects())
+    assert err.value.status == 409 and err.value.exit_code == 4
+    assert 'conflict with "kubectl-edit"' in err.value.message
+    assert "Deployment/qwen3-8b-engine" in err.value.message
+    report, _ = await deploy(cluster, objects(), force=True)
+    assert all(r.params["force"] == "true" for r in applies(cluster)[-len(report.applied) :])
+
+
+async def test_server_dry_run_stores_nothing(cluster: FakeCluster) -> None:
+    report, _ = await deploy(cluster, objects(), dry_run="server")
+    assert {a.action for a in report.applied} == {"would apply"}
+    assert all(r.params.get("dryRun") == "All" for r in applies(cluster))
+    assert cluster.api.namespace_calls == [("GET", ""), ("POST", "All")]
+    assert await status(cluster) == []
+
+
+async def test_client_dry_run_writes_nothing(cluster: FakeCluster) -> None:
+    await deploy(cluster, objects(), dry_run="client")
+    assert {r.method.value for r in cluster.api} == {"GET"}
+    assert {m for m, _ in cluster.api.namespace_calls} == {"GET"}
+
+
+async def test_autoscaled_replicas_left_to_the_autoscaler_on_reapply(cluster: FakeCluster) -> None:
+    await deploy(cluster, objects())
+    assert await asyncio.to_thread(scale, cluster.client, "Deployment", "qwen3-8b-engine", 6) == 6
+    scales = [r for r in cluster.api if r.subresource == "scale"]
+    assert scales[-1].url.path == "/apis/apps/v1/namespaces/inference/deployments/qwen3-8b-engine/scale"
+    await deploy(cluster, objects())
+    last = [r for r in applies(cluster) if r.url.path.endswith("/deployments/qwen3-8b-engine")][-1]
+    assert "replicas" not in last.data["spec"]
+    engine = next(s for s in await status(cluster) if (s.kind, s.name) == ("Deployment", "qwen3-8b-engine"))
+    assert engine.detail == "6/6 available"
+
+
+async def test_httproute_weights_with_optimistic_concurrency(cluster: FakeCluster) -> None:
+    await deploy(cluster, objects())
+    route = await asyncio.to_thread(
+        patch_httproute_weights, cluster.client, "qwen3-8b", {"qwen3-8b-router": 40}, namespace="inference"
+    )
+    assert route["spec"]["rules"][0]["backendRefs"][0]["weight"] == 40
+    patches = [
+        r for r in cluster.api if r.method.value == "PATCH" and r.url.path.endswith("/httproutes/qwen3-8b")
+    ]
+    assert patches[-1].headers["Content-Type"] == "application/merge-patch+json"
+    assert patches[-1].data["metadata"]["resourceVersion"]
+
+
+async def test_diff_status_and_delete(cluster: FakeCluster) -> None:
+    objs = objects()
+    diffs = await asyncio.to_thread(
+        diff_release, cluster.client, objs, release="qwen3-8b", namespace="inference"
+    )
+    assert {d.action for d in diffs} == {"create"}
+    await deploy(cluster, objs)
+    changed = objects(QWEN, "router.replicas=3")
+    diffs = await asyncio.to_thread(
+        diff_release, cluster.client, changed, release="qwen3-8b", namespace="inference"
+    )
+    assert ("Deployment", "qwen3-8b-router", "update") in {(d.kind, d.name, d.action) for d in diffs}
+    router = next(d for d in diffs if (d.kind, d.name) == ("Deployment", "qwen3-8b-router"))
+    assert "-  replicas: 1\n+  replicas: 3" in router.diff
     deleted = await asyncio.to_thread(
         delete_release, cluster.client, release="qwen3-8b", namespace="inference"
     )
     assert deleted[0][0] in ("ServiceMonitor", "PodMonitor", "PrometheusRule")
     assert deleted[-1][0] in ("ServiceAccount", "Role", "RoleBinding", "ConfigMap")
-    assert (
-        await asyncio.to_thread(release_status, cluster.client, release="qwen3-8b", namespace="inference")
-        == []
-    )
+    assert await status(cluster) == []
+
+
+async def status(cluster: FakeCluster) -> list[Any]:
+    return await asyncio.to_thread(release_status, cluster.client, release="qwen3-8b", namespace="inference")
