@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from infctl.config._base import Count, Port, ProfileModel
+from infctl.config._base import Count, Port, Problem, ProfileModel, raise_problems
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -38,11 +38,24 @@ class BackendEntry(ProfileModel):
     """ZMQ endpoint of the engine's KV-cache events (e.g. ``tcp://10.0.0.7:5557``), for precise routing."""
 
 
-class RouterFile(ProfileModel):
-    """Full router configuration. Every key is optional except ``backends``."""
+class DiscoveryEntry(ProfileModel):
+    """Find engines as ready Kubernetes pods (watched, not polled)."""
 
-    backends: list[BackendEntry] = Field(min_length=1)
-    """Engines to route to."""
+    namespace: str
+    """Namespace of the engine pods."""
+    selector: str
+    """Label selector, e.g. ``infctl.io/release=ds3,app.kubernetes.io/component=engine``."""
+    port: Port = 8000
+    """Engine HTTP port when the pod names no container port ``http``. Default 8000."""
+
+
+class RouterFile(ProfileModel):
+    """Full router configuration: ``backends``, ``discovery`` or both; every other key is optional."""
+
+    backends: list[BackendEntry] = Field(default_factory=list)
+    """Static engines to route to."""
+    discovery: DiscoveryEntry | None = None
+    """Kubernetes discovery of engine pods (role, group, pool and engine from their labels)."""
     policy: str | dict[str, Any] = "cache_aware"
     """A preset (round_robin, random, least_load, power_of_two, session, kv_usage, prefix, prefix_precise,
     cache_aware) or a policy mapping (filters, scorers, picker, index, settings, buckets, upstreams)."""
@@ -76,3 +89,9 @@ class RouterFile(ProfileModel):
     """Name of the environment variable holding the admin bearer token (never the token itself)."""
     drain_timeout_s: Seconds = 30.0
     """Grace for in-flight requests on SIGTERM, seconds. Default 30."""
+
+    @model_validator(mode="after")
+    def _some_backends(self) -> RouterFile:
+        if not self.backends and self.discovery is None:
+            raise_problems([Problem(("backends",), "expected at least one backend, or a discovery section")])
+        return self

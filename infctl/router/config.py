@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from infctl.config.router import RouterFile
+from infctl.router.discovery import DiscoverySettings
 from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
 from infctl.router.snapshot import Backend
@@ -58,6 +59,8 @@ class RouterConfig:
     """Longest a request waits for capacity before a 429, seconds."""
     short_prompt_tokens: int = 2048
     """Prompts up to this many tokens are released first from the admission queue."""
+    discovery: DiscoverySettings | None = None
+    """Kubernetes discovery of engine pods, when configured."""
     kv_sources: tuple[KVSource, ...] = ()
     """Engines' KV-event publishers feeding the precise prefix index."""
 
@@ -91,7 +94,10 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
     # The file and the daemon share most settings by name; the file validates them, the daemon runs on them.
     shared = {f.name: getattr(rf, f.name) for f in fields(RouterConfig) if f.name in RouterFile.model_fields}
     shared["session_header"] = rf.session_header.lower()
-    del shared["backends"]
+    del shared["backends"], shared["discovery"]
+    d = rf.discovery
+    if d is not None:
+        shared["discovery"] = DiscoverySettings(d.namespace, d.selector, d.port, rf.engine)
     return RouterConfig(
         **shared,
         backends=backends,

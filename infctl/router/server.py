@@ -8,7 +8,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import httpx
@@ -21,6 +21,7 @@ from infctl.router import admin
 from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
+from infctl.router.discovery import discover
 from infctl.router.kv_events import KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
@@ -28,6 +29,9 @@ from infctl.router.pool import BackendPool
 from infctl.router.proxy import generate
 from infctl.router.upstream import make_session
 from infctl.telemetry.scrape import make_client, scrape_many
+
+if TYPE_CHECKING:
+    from infctl.kube.client import KubeClient
 
 log = logging.getLogger(__name__)
 STATE: web.AppKey[RouterState] = web.AppKey("router_state")
@@ -210,6 +214,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     on_ready: Callable[[str], None] | None = None,
+    kube_connect: Callable[[], KubeClient] | None = None,
 ) -> None:
     """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests.
 
@@ -230,6 +235,9 @@ async def serve(
         tasks += [
             asyncio.create_task(subscribe(state.core, src, stop, state.kv_stats)) for src in cfg.kv_sources
         ]
+        if cfg.discovery is not None:
+            connect = kube_connect or _in_cluster(cfg.discovery.namespace)
+            tasks.append(asyncio.create_task(discover(state, cfg.discovery, connect, stop)))
         host, port = runner.addresses[0][:2]
         if on_ready is not None:
             on_ready(f"http://{host}:{port}")
@@ -249,6 +257,16 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+
+
+def _in_cluster(namespace: str) -> Callable[[], KubeClient]:
+    def connect() -> KubeClient:
+        from infctl.kube.client import ClientSettings
+        from infctl.kube.client import connect as kube_connect
+
+        return kube_connect(ClientSettings(namespace=namespace))
+
+    return connect
 
 
 def run(cfg: RouterConfig) -> None:

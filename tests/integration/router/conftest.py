@@ -29,10 +29,11 @@ async def start_router() -> AsyncIterator[StartRouter]:
             "health": HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
             "drain_timeout_s": 1.0,
         }
+        kube_connect = overrides.pop("kube_connect", None)
         cfg = RouterConfig(backends=tuple(backends), **{**fields, **overrides})
         stop = asyncio.Event()
         urls: list[str] = []
-        task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append))
+        task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append, kube_connect=kube_connect))
         running.append((stop, task))
         while not urls:
             if task.done():
