@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from infctl.doctor import engine_eval as ev
 from infctl.doctor.engine_needs import facts
+from infctl.doctor.http import Answer, fetch
 from infctl.doctor.kv_probe import check_kv_events, provoking_prompt, subscriber_endpoint
 from infctl.doctor.result import CheckResult, failed, skipped, warned
 from infctl.doctor.targets import EngineTarget
@@ -21,31 +18,6 @@ from infctl.telemetry import MetricFamilies, parse_metrics
 
 DEFAULT_ENGINE = next(iter(ENGINES))
 LATER = ("models", "metrics", "prefix caching", "completion", "kv events")
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One HTTP exchange: status (None when no connection), parsed body, or what went wrong."""
-
-    status: int | None
-    body: Any = None
-    text: str = ""
-    error: str | None = None
-    elapsed_s: float = 0.0
-
-
-async def fetch(client: httpx.AsyncClient, method: str, url: str, body: Any = None) -> Answer:
-    started = time.monotonic()
-    try:
-        resp = await client.request(method, url, json=body)
-    except httpx.HTTPError as exc:
-        return Answer(None, error=f"{type(exc).__name__}: {exc}".rstrip(": "))
-    text = resp.content.decode("utf-8", errors="replace")
-    try:
-        parsed = json.loads(text) if text else None
-    except ValueError:
-        parsed = None
-    return Answer(resp.status_code, parsed, text, elapsed_s=time.monotonic() - started)
 
 
 async def check_engine(client: httpx.AsyncClient, target: EngineTarget, *, kv_wait_s: float = 3.0

@@ -1,0 +1,66 @@
+"""Probing a running router (``infctl router``) over HTTP; verdicts come from ``router_eval``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from infctl.doctor import router_eval as ev
+from infctl.doctor.http import Answer, fetch
+from infctl.doctor.result import CheckResult, failed, passed, skipped, warned
+from infctl.doctor.targets import RouterTarget
+from infctl.errors import MetricsError
+from infctl.telemetry import parse_metrics, value
+
+KV_BATCHES = "infctl_router_kv_event_batches_total"
+ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
+LATER = ("ready", "backends", "signals", "policy")
+
+
+async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[CheckResult]:
+    """Health, readiness, backends, signal freshness and policy of the router at ``target.url``."""
+    url, t = target.url.rstrip("/"), target.url
+    health = await fetch(client, "GET", url + "/health")
+    if health.status != 200:
+        found = health.error if health.status is None else f"HTTP {health.status}"
+        return [failed("router", "health", f"GET /health: {found}",
+                       "check that the router runs (infctl status, kubectl get pods) and the URL", target=t),
+                *(skipped("router", name, "router unreachable", target=t) for name in LATER)]
+    ready, backends, policy, metrics = await asyncio.gather(
+        fetch(client, "GET", url + "/ready"),
+        fetch(client, "GET", url + "/admin/backends", token=target.admin_token),
+        fetch(client, "GET", url + "/admin/policy", token=target.admin_token),
+        fetch(client, "GET", url + "/metrics"),
+    )
+    results = [passed("router", "health", "up (GET /health: 200)", target=t),
+               ev.evaluate_ready(ready.status, ready.body, target=t)]
+    denied = _admin_denied(backends, t)
+    if denied is not None:
+        return [*results, denied]
+    rows = backends.body.get("backends", []) if isinstance(backends.body, dict) else []
+    config = policy.body.get("config") if isinstance(policy.body, dict) else None
+    results.append(ev.evaluate_backends(rows, target=t))
+    results.append(ev.evaluate_freshness(rows, ev.stale_after(config), target=t))
+    results += ev.evaluate_policy(config, rows, kv_batches=_kv_batches(metrics), target=t)
+    return results
+
+
+def _admin_denied(answer: Answer, target: str) -> CheckResult | None:
+    if answer.status == 401:
+        return warned("router", "backends", "the admin API wants a bearer token; backends, signals and "
+                      "policy not checked", f"export {ADMIN_TOKEN_ENV} as the router has it", target=target)
+    if answer.status != 200:
+        found = answer.error if answer.status is None else f"HTTP {answer.status}"
+        return failed("router", "backends", f"GET /admin/backends: {found}",
+                      "is this an infctl router? doctor reads its admin API", target=target)
+    return None
+
+
+def _kv_batches(metrics: Answer) -> float | None:
+    if metrics.status != 200:
+        return None
+    try:
+        return value(parse_metrics(metrics.text, {KV_BATCHES}), KV_BATCHES)
+    except MetricsError:
+        return None
