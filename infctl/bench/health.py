@@ -61,7 +61,8 @@ def client_health(records: Sequence[RequestRecord], plan: LoadPlan, stats: LoopS
         warnings.append(f"client CPU at {cpu:.0%} of one core: the load generator is near its ceiling")
     if loop.count and loop["p99"] > LOOP_LAG_P99_LIMIT_S:
         warnings.append(
-            f"client event loop lagged {loop['p99'] * 1e3:.1f} ms at p99: it is too busy to time well"
+            f"client event loop lagged {loop['p99'] * 1e3:.1f} ms at p99 (busy, or starved of CPU by other "
+            "processes): latencies may be inflated by up to that much"
         )
     single = plan.stages[0] if len(plan.stages) == 1 else None
     return ClientHealth(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import delete, demo, deploy, diff, render, router, sim, status, validate
+from infctl.cli import bench, delete, demo, deploy, diff, render, router, sim, status, validate
 
 
 def register(app: typer.Typer) -> None:
@@ -18,3 +18,4 @@ def register(app: typer.Typer) -> None:
     router.register(app)
     render.register(app)
     diff.register(app)
+    bench.register(app)

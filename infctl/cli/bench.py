@@ -1,0 +1,456 @@
+"""``infctl bench``: measure TTFT, TPOT, ITL, E2E, throughput and goodput; ``infctl bench compare``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from infctl.bench import BenchConfig, BenchResult, Progress, compare, parse_slo, tables, validate_config
+from infctl.bench.compare import Comparison, load_result
+from infctl.bench.flags import (
+    parse_headers,
+    parse_json_object,
+    parse_mix,
+    parse_rate,
+    parse_rates,
+    parse_stages,
+)
+from infctl.bench.io import save_json, save_text, write_requests
+from infctl.bench.slo import parse_duration
+from infctl.bench.sweep import MaxRateResult, SweepResult, find_max_rate, sweep
+from infctl.bench.workloads import WORKLOAD_KINDS, LengthDist
+from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.output import console, emit, err_console, errors_as_exit
+from infctl.errors import ConfigError
+
+app = typer.Typer(
+    name="bench",
+    help="Benchmark an OpenAI-compatible server: exact TTFT/TPOT/ITL/E2E, throughput, goodput, errors.",
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXAMPLES = """
+[bold]Examples[/]
+
+  [dim]# 200 random requests at 10 req/s (Poisson), saved for later comparison[/]
+  infctl bench --url http://127.0.0.1:8000 --num-requests 200 --request-rate 10 --save a.json
+
+  [dim]# shared system prompts (8 groups, Zipf popularity), chat API, SLOs and the engines' own view[/]
+  infctl bench --url http://127.0.0.1:8000 --api chat --workload shared-prefix --groups 8 \\
+      --prefix-tokens 2048 --input-tokens normal:256,64 --duration 60s --concurrency 16 \\
+      --slo ttft=2s,tpot=50ms --engine-url http://127.0.0.1:8101 --engine-url http://127.0.0.1:8102
+
+  [dim]# replay the Mooncake trace ten times faster, prompts scaled to a tenth[/]
+  infctl bench --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 10 --input-scale 0.1
+
+  [dim]# 80% short chats, 20% long documents; a two-stage plan and a ramp[/]
+  infctl bench --url ... --workload mixture --mix 0.8/128/64 --mix 0.2/normal:4096,512/256 \\
+      --stages 5:30s,10:30s,10-40:60s
+
+  [dim]# sweep rates, or find the highest rate meeting the SLOs; HTML report with plots[/]
+  infctl bench --url ... -n 200 --sweep 1,2,4,8 --html sweep.html
+  infctl bench --url ... -n 200 --find-max --slo ttft=500ms,tpot=50ms
+
+  [dim]# what changed between two runs, in percent[/]
+  infctl bench compare a.json b.json
+
+Ctrl-C stops the run and keeps the results of the requests that finished.
+"""
+
+_T, _W, _L, _M, _O = "Target", "Workload", "Load", "Measurement", "Output"
+
+
+@app.callback(invoke_without_command=True, epilog=EXAMPLES)
+def bench(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None, typer.Option(help="Server base URL (router or engine).", rich_help_panel=_T)
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name; default: the first of /v1/models.", rich_help_panel=_T)
+    ] = None,
+    api: Annotated[str, typer.Option(help="completions or chat.", rich_help_panel=_T)] = "completions",
+    endpoint: Annotated[
+        str | None, typer.Option(help="Path to post to (default by --api).", rich_help_panel=_T)
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("-H", "--header", help="'Name: value' (repeatable).", rich_help_panel=_T),
+    ] = None,
+    extra_body: Annotated[
+        str | None,
+        typer.Option(help="JSON merged into each body: '{\"ignore_eos\":true}'.", rich_help_panel=_T),
+    ] = None,
+    timeout: Annotated[
+        str, typer.Option(help="Per-request limit (fails as 'timeout').", rich_help_panel=_T)
+    ] = "600s",
+    workload: Annotated[
+        str | None, typer.Option(help=f"{', '.join(WORKLOAD_KINDS)}.", rich_help_panel=_W)
+    ] = None,
+    input_tokens: Annotated[
+        str,
+        typer.Option(
+            help="Prompt tokens: 512, uniform:256,768, normal:512,64, lognormal:512,0.5 "
+            "(shared-prefix: after the prefix; multi-turn: each user turn).",
+            rich_help_panel=_W,
+        ),
+    ] = "512",
+    output_tokens: Annotated[
+        str, typer.Option(help="Output length (max_tokens), same forms.", rich_help_panel=_W)
+    ] = "128",
+    mix: Annotated[
+        list[str] | None, typer.Option(help="mixture: WEIGHT/INPUT/OUTPUT (repeatable).", rich_help_panel=_W)
+    ] = None,
+    groups: Annotated[int, typer.Option(help="shared-prefix: prefix groups.", rich_help_panel=_W)] = 8,
+    prefix_tokens: Annotated[
+        int, typer.Option(help="shared-prefix: tokens of each group's prefix.", rich_help_panel=_W)
+    ] = 2048,
+    zipf: Annotated[
+        float, typer.Option(help="shared-prefix: popularity exponent (0 = uniform).", rich_help_panel=_W)
+    ] = 1.0,
+    conversations: Annotated[
+        int, typer.Option(help="multi-turn: conversations open at once.", rich_help_panel=_W)
+    ] = 16,
+    turns: Annotated[int, typer.Option(help="multi-turn: turns per conversation.", rich_help_panel=_W)] = 5,
+    system_tokens: Annotated[
+        int, typer.Option(help="multi-turn: system prompt tokens.", rich_help_panel=_W)
+    ] = 0,
+    trace: Annotated[
+        Path | None,
+        typer.Option(help="Mooncake-format trace to replay (implies --workload trace).", rich_help_panel=_W),
+    ] = None,
+    time_compression: Annotated[
+        float,
+        typer.Option(
+            "--time-compression",
+            "--trace-speedup",
+            help="trace: replay this many times faster.",
+            rich_help_panel=_W,
+        ),
+    ] = 1.0,
+    input_scale: Annotated[
+        float, typer.Option(help="trace: scale every prompt (block by block).", rich_help_panel=_W)
+    ] = 1.0,
+    output_scale: Annotated[
+        float, typer.Option(help="trace: scale every output length.", rich_help_panel=_W)
+    ] = 1.0,
+    trace_block_size: Annotated[
+        int, typer.Option(help="trace: tokens per hash id.", rich_help_panel=_W)
+    ] = 512,
+    max_input_tokens: Annotated[
+        int | None, typer.Option(help="trace/sharegpt: cut or skip longer prompts.", rich_help_panel=_W)
+    ] = None,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(help="ShareGPT-format file (implies --workload sharegpt).", rich_help_panel=_W),
+    ] = None,
+    num_requests: Annotated[
+        int | None,
+        typer.Option("-n", "--num-requests", help="Requests to send (default 100).", rich_help_panel=_L),
+    ] = None,
+    duration: Annotated[
+        str | None, typer.Option(help="Or send for this long: 30s, 5m.", rich_help_panel=_L)
+    ] = None,
+    request_rate: Annotated[
+        str | None, typer.Option(help="Requests/s (default inf: all at once).", rich_help_panel=_L)
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Or keep this many in flight.", rich_help_panel=_L)
+    ] = None,
+    arrivals: Annotated[
+        str, typer.Option(help="poisson, gamma or constant gaps.", rich_help_panel=_L)
+    ] = "poisson",
+    burstiness: Annotated[
+        float, typer.Option(help="Gamma shape: 1 Poisson, <1 bursty.", rich_help_panel=_L)
+    ] = 1.0,
+    stages: Annotated[
+        str | None, typer.Option(help="Plan: 5:30s,10:30s | 1-20:60s ramp | c8:100.", rich_help_panel=_L)
+    ] = None,
+    warmup: Annotated[int, typer.Option(help="Unmeasured requests first.", rich_help_panel=_L)] = 0,
+    max_concurrency: Annotated[
+        int | None, typer.Option(help="Cap in flight at a rate.", rich_help_panel=_L)
+    ] = None,
+    sweep_rates: Annotated[
+        str | None, typer.Option("--sweep", help="Run once per rate: 1,2,4,8.", rich_help_panel=_L)
+    ] = None,
+    find_max: Annotated[
+        bool, typer.Option("--find-max", help="Search the highest rate meeting --slo.", rich_help_panel=_L)
+    ] = False,
+    attainment: Annotated[
+        float, typer.Option(help="--find-max: share of good requests needed.", rich_help_panel=_L)
+    ] = 0.9,
+    slo: Annotated[
+        str | None, typer.Option(help="Goodput objectives: ttft=2s,tpot=50ms,e2e=20s.", rich_help_panel=_M)
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Workload and arrival seed.", rich_help_panel=_M)] = 0,
+    engine_url: Annotated[
+        list[str] | None,
+        typer.Option(help="Engine to scrape for the server view (repeatable).", rich_help_panel=_M),
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="vllm or sglang (default: detected).", rich_help_panel=_M)
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option(help="Name of this run in reports.", rich_help_panel=_M)
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option(help="Write the JSON summary here.", rich_help_panel=_O)
+    ] = None,
+    requests_out: Annotated[
+        Path | None, typer.Option(help="Per-request rows: FILE.jsonl or FILE.csv.", rich_help_panel=_O)
+    ] = None,
+    html: Annotated[Path | None, typer.Option(help="HTML report with plots.", rich_help_panel=_O)] = None,
+) -> None:
+    """Run a benchmark: [bold]infctl bench --url URL[/] [workload] [load] [--save FILE.json]."""
+    if ctx.invoked_subcommand is not None:
+        return
+    opts = global_options(ctx)
+    with errors_as_exit():
+        if url is None:
+            raise ConfigError("--url is required", hint="e.g. infctl bench --url http://127.0.0.1:8000")
+        kind = workload or ("trace" if trace else "sharegpt" if dataset else "mixture" if mix else "random")
+        data: dict[str, Any] = {
+            "url": url, "model": model, "api": api, "endpoint": endpoint,
+            "headers": parse_headers(header or []),
+            "extra_body": parse_json_object(extra_body, "--extra-body") if extra_body else {},
+            "timeout_s": parse_duration(timeout, what="--timeout"),
+            "workload": _workload(kind, input_tokens, output_tokens, mix, {
+                "groups": groups, "prefix_tokens": prefix_tokens, "zipf": zipf, "trace": trace,
+                "conversations": conversations, "turns": turns, "system_tokens": system_tokens,
+                "dataset": dataset, "time_compression": time_compression, "input_scale": input_scale,
+                "output_scale": output_scale, "trace_block_size": trace_block_size,
+                "max_input_tokens": max_input_tokens,
+            }),
+            "load": _load(kind, num_requests, duration, request_rate, concurrency, stages, arrivals,
+                          burstiness, warmup, max_concurrency),
+            "slo": parse_slo(slo) if slo else None, "seed": seed, "engine_urls": engine_url or [],
+            "engine": engine, "label": label or "",
+        }  # fmt: skip
+        cfg = validate_config(data)
+        if sweep_rates or find_max:
+            outcome = _sweep(cfg, opts, sweep_rates, find_max, attainment)
+            if html:
+                from infctl.bench.report import sweep_html
+
+                save_text(sweep_html(outcome), html)
+            _emit(opts, outcome.to_dict(), lambda: _sweep_view(outcome))
+            return
+        result = _run_live(cfg, opts)
+        summary = result.to_dict()
+        if save:
+            save_json(summary, save)
+        if requests_out:
+            write_requests(result.requests, requests_out)
+        if html:
+            from infctl.bench.report import result_html
+
+            save_text(result_html(result), html)
+        written = [p for p in (save, requests_out, html) if p]
+        _emit(opts, summary, lambda: result_view(summary, saved=written))
+
+
+@app.command("compare")
+def compare_cmd(
+    ctx: typer.Context,
+    a: Annotated[Path, typer.Argument(help="Baseline result (infctl bench --save).")],
+    b: Annotated[Path, typer.Argument(help="Result to compare with the baseline.")],
+) -> None:
+    """Print how run B differs from run A, metric by metric, in percent."""
+    opts = global_options(ctx)
+    with errors_as_exit():
+        comparison = compare(load_result(a), load_result(b))
+    _emit(opts, comparison.to_dict(), lambda: comparison_view(comparison))
+
+
+def _emit(opts: GlobalOptions, data: dict[str, Any], view: Callable[[], RenderableType]) -> None:
+    if opts.output is OutputFormat.table:
+        console.print(view())
+    else:
+        emit(opts, data)
+
+
+# -- building the config ---------------------------------------------------------------------------------
+def _workload(kind: str, inp: str, out: str, mix: list[str] | None, o: dict[str, Any]) -> dict[str, Any]:
+    i, p = LengthDist.parse(inp, what="--input-tokens"), LengthDist.parse(out, what="--output-tokens")
+    if kind == "random":
+        return {"kind": kind, "input": i, "output": p}
+    if kind == "mixture":
+        if not mix:
+            raise ConfigError(
+                "--workload mixture needs components", hint="add e.g. --mix 0.8/128/64 --mix 0.2/4096/256"
+            )
+        return {"kind": kind, "components": parse_mix(mix)}
+    if kind == "shared-prefix":
+        return {"kind": kind, "groups": o["groups"], "prefix_tokens": o["prefix_tokens"], "zipf": o["zipf"],
+                "input": i, "output": p}  # fmt: skip
+    if kind == "multi-turn":
+        return {"kind": kind, "conversations": o["conversations"], "turns": o["turns"],
+                "system_tokens": o["system_tokens"], "input": i, "output": p}  # fmt: skip
+    if kind == "trace":
+        if o["trace"] is None:
+            raise ConfigError(
+                "--workload trace needs a file", hint="add --trace FILE.jsonl (Mooncake format)"
+            )
+        return {"kind": kind, "path": o["trace"], "time_compression": o["time_compression"],
+                "input_scale": o["input_scale"], "output_scale": o["output_scale"],
+                "block_size": o["trace_block_size"], "max_input_tokens": o["max_input_tokens"]}  # fmt: skip
+    if kind == "sharegpt":
+        if o["dataset"] is None:
+            raise ConfigError(
+                "--workload sharegpt needs a file", hint="add --dataset FILE.json (ShareGPT format)"
+            )
+        spec: dict[str, Any] = {"kind": kind, "path": o["dataset"]}
+        if o["max_input_tokens"]:
+            spec["max_input_tokens"] = o["max_input_tokens"]
+            spec["max_total_tokens"] = max(2048, o["max_input_tokens"] * 2)
+        return spec
+    raise ConfigError(
+        f"--workload {kind!r} is not one of {', '.join(WORKLOAD_KINDS)}", hint="e.g. --workload random"
+    )
+
+
+def _load(
+    kind: str, n: int | None, duration: str | None, rate: str | None, conc: int | None, stages: str | None,
+    arrivals: str, burstiness: float, warmup: int, max_conc: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    plan: dict[str, Any] = {"arrivals": arrivals, "burstiness": burstiness, "warmup": warmup,
+                            "max_concurrency": max_conc}  # fmt: skip
+    if stages:
+        if rate or conc or n or duration:
+            raise ConfigError(
+                "--stages replaces --request-rate/--concurrency/-n/--duration", hint="give one or the other"
+            )
+        plan["stages"] = parse_stages(stages)
+        return plan
+    if rate and conc:
+        raise ConfigError("give --request-rate or --concurrency, not both", hint="drop one of them")
+    stage: dict[str, Any] = {}
+    if duration:
+        stage["duration_s"] = parse_duration(duration, what="--duration")
+    if n:
+        stage["num_requests"] = n
+    if not stage and kind != "trace":
+        stage["num_requests"] = 100
+    if conc:
+        stage["concurrency"] = conc
+    elif rate or kind != "trace":
+        stage["rate"] = parse_rate(rate or "inf")
+    plan["stages"] = [stage]
+    return plan
+
+
+# -- running ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _live(opts: GlobalOptions) -> Iterator[Callable[[Progress], None] | None]:
+    if not err_console.is_terminal:
+        yield None
+        return
+    with Live(Text("starting..."), console=err_console, transient=True, refresh_per_second=4) as live:
+        yield lambda p: live.update(progress_view(p))
+
+
+def _run_live(cfg: BenchConfig, opts: GlobalOptions) -> BenchResult:
+    from infctl.bench import run
+
+    with _live(opts) as progress:
+        return run(cfg, progress=progress)
+
+
+def _sweep(
+    cfg: BenchConfig, opts: GlobalOptions, rates: str | None, find: bool, attainment: float
+) -> SweepResult | MaxRateResult:
+    def announce(rate: float, r: BenchResult) -> None:
+        s = r.summary
+        good = f", SLO met by {s.good_fraction:.0%}" if s.good_fraction is not None else ""
+        err_console.print(f"{rate:g} req/s: {s.request_throughput:.2f} req/s done, TTFT p50 "
+                          f"{s.ttft['p50'] * 1e3:.1f} ms{good}", highlight=False)  # fmt: skip
+
+    async def main() -> SweepResult | MaxRateResult:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+        with _live(opts) as progress:
+            if find:
+                return await find_max_rate(
+                    cfg, attainment=attainment, progress=progress, stop=stop, on_run=announce
+                )
+            return await sweep(cfg, parse_rates(rates or ""), progress=progress, stop=stop, on_run=announce)
+
+    return asyncio.run(main())
+
+
+# -- views -----------------------------------------------------------------------------------------------
+def progress_view(p: Progress) -> RenderableType:
+    want = f"{p.requested_rate:g}" if p.requested_rate is not None else "-"
+    errors = ", ".join(f"{k} {v}" for k, v in p.errors.items()) or "none"
+    return Text.from_markup(
+        f"[bold]stage {p.stage + 1}/{p.stages}[/] ({p.stage_label})  {p.elapsed_s:6.1f} s\n"
+        f"rate {p.achieved_rate:7.1f} req/s (asked {want})  in flight {p.in_flight}  "
+        f"sent {p.sent}  done {p.completed}  failed {p.failed}  send lag {p.send_lag_ms:.1f} ms\n"
+        f"errors: {errors}"
+    )
+
+
+def result_view(d: dict[str, Any], saved: list[Path] | None = None) -> RenderableType:
+    head = Table(title=f"infctl bench: {d['metadata']['label']}", title_justify="left", show_header=False)
+    head.add_column(style="bold")
+    head.add_column()
+    for name, text in tables.headline_rows(d):
+        head.add_row(name, text)
+    parts: list[RenderableType] = [
+        head,
+        _table("latency (ms)", tables.LATENCY_COLUMNS, tables.latency_rows(d)),
+    ]
+    if len(d.get("stages", [])) > 1:
+        parts.append(_table("stages", tables.STAGE_COLUMNS, tables.stage_rows(d["stages"])))
+    parts += [Text(f"warning: {w}", style="yellow") for w in d.get("warnings", [])]
+    parts += [Text(f"wrote {p}", style="dim") for p in saved or []]
+    return Group(*parts)
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def _sweep_view(outcome: SweepResult | MaxRateResult) -> RenderableType:
+    if isinstance(outcome, SweepResult):
+        return _table("rate sweep", tables.SWEEP_COLUMNS, tables.sweep_rows(outcome.runs))
+    t = _table(
+        "highest rate meeting the SLOs",
+        tables.SWEEP_COLUMNS,
+        tables.sweep_rows([p.result for p in outcome.probes]),
+    )
+    best = f"{outcome.best_rate:.3g} req/s" if outcome.best_rate else "none of the rates tried"
+    return Group(
+        t, Text(f"highest rate with >= {outcome.attainment:.0%} good requests: {best}", style="bold")
+    )
+
+
+def comparison_view(c: Comparison) -> Table:
+    t = Table(title=f"{c.b_label} vs {c.a_label}", title_justify="left")
+    for i, col in enumerate(tables.COMPARISON_COLUMNS):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for metric, a, b, change, better in tables.comparison_rows(c):
+        t.add_row(metric, a, b, Text(change, style="green" if better else "red" if better is False else ""))
+    return t
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="bench")
