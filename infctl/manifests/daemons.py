@@ -1,9 +1,8 @@
 """The files the router and autoscaler pods read (``/etc/infctl/*.yaml``), as plain data.
 
 The router file is validated with the router's own model (:class:`infctl.config.RouterFile`) so a rendered
-ConfigMap always loads. Until the router discovers engines through the Kubernetes API, it gets a static
-list: one backend per leader pod for multi-node replicas (stable LeaderWorkerSet DNS names) and one per
-workload for Deployments (the workload's headless Service name).
+ConfigMap always loads. The router finds engines by Kubernetes discovery: ready pods of this release that
+serve HTTP (role, group, pool and engine read from their labels), so scaling needs no new file.
 """
 
 from __future__ import annotations
@@ -20,27 +19,14 @@ ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 
 
 def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str) -> dict[str, Any]:
-    """Contents of ``router.yaml`` for ``profile``'s router."""
-    backends: list[dict[str, Any]] = []
-    for w in plan.workloads:
-        hosts = (
-            [f"{w.name}-{i}.{w.name}.{namespace}.svc" for i in range(w.replicas)]
-            if w.multi_node
-            else [f"{w.name}.{namespace}.svc"]
-        )
-        for host in hosts:
-            entry: dict[str, Any] = {"url": f"http://{host}:{ENGINE_PORT}", "role": w.role}
-            if w.group is not None:
-                entry["group"] = L.group_value(w.group)
-            if w.pool is not None:
-                entry["pool"] = w.pool
-            backends.append(entry)
+    """Contents of ``router.yaml``: engines found by Kubernetes discovery of this release's serving pods."""
     settings = profile.router.settings
     policy: str | dict[str, Any] = (
         {"preset": profile.router.policy, "settings": settings} if settings else profile.router.policy
     )
+    selector = f"{L.RELEASE}={profile.name},{L.COMPONENT}=engine,{L.SERVES}=http"
     data: dict[str, Any] = {
-        "backends": backends,
+        "discovery": {"namespace": namespace, "selector": selector, "port": ENGINE_PORT},
         "policy": policy,
         "host": "0.0.0.0",
         "port": profile.router.port,

@@ -11,6 +11,7 @@ from typing import Any
 
 from infctl.config import DeploymentProfile
 from infctl.engines import get_adapter
+from infctl.manifests import labels as L
 from infctl.manifests._multinode import DIST_PORT, multinode_args
 from infctl.manifests.placement import WorkloadPlan
 
@@ -45,6 +46,7 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
         env.append({"name": "HF_HOME", "value": storage.mount_path})
     env += [{"name": k, "value": v} for k, v in sorted(adapter.launch_env(model, plan.role).items())]
     return {
+        "pod_labels": {**plan.pod_labels, **({L.SERVES: "http"} if leader else {})},
         "image": model.image or adapter.default_image,
         "command": command,
         "env": env,

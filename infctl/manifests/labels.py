@@ -29,6 +29,10 @@ WORKLOAD = "infctl.io/workload"
 """The set of identical replicas a pod belongs to (``g0-prefill``, ``decode``, ``engine``); the immutable
 part of a workload's selector."""
 
+SERVES = "infctl.io/serves"
+"""``http`` on engine pods that serve the OpenAI API (Deployment pods, LeaderWorkerSet leaders); workers of
+a multi-node replica lack it, so the router's discovery never picks them."""
+
 AUTOSCALED = "infctl.io/autoscaled"
 """Annotation (not a label) on workloads whose replica count the autoscaler owns; apply leaves it alone."""
 

@@ -159,11 +159,11 @@ def test_deploy_detach_status_delete_round_trip(tmp_path: Path, infctl: Callable
     assert "no local release 'roundtrip'" in gone.stderr
 
 
-def test_kubernetes_target_is_not_pretended(tmp_path: Path, infctl: Callable[..., Result]) -> None:
+def test_kubernetes_target_needs_a_cluster_profile(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     result = infctl("deploy", "--target", "kubernetes", "-f", str(write_profile(tmp_path, "k")))
-    assert result.exit_code == 1
-    assert "not implemented yet" in result.output and "issue 5" in result.output
-    assert "--target local" in result.output
+    assert result.exit_code == 2
+    assert "expected a cluster profile for target 'kubernetes'" in result.output
+    assert "target: local" in result.output
 
 
 def test_demo_as_json(tmp_path: Path, infctl: Callable[..., Result]) -> None:

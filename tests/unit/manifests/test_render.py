@@ -94,6 +94,8 @@ def test_multi_node_replica_is_a_leader_worker_set_with_probes_on_the_leader_onl
     leader, worker = (t["spec"]["containers"][0] for t in pod_templates(lws))
     assert leader["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert "readinessProbe" not in worker
+    leader_labels, worker_labels = (t["metadata"]["labels"] for t in pod_templates(lws))
+    assert leader_labels[L.SERVES] == "http" and L.SERVES not in worker_labels
     assert "--headless" in worker["command"][-1] and "$((LWS_WORKER_INDEX * 8))" in worker["command"][-1]
     assert leader["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/ib": 1}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in leader["volumeMounts"]
