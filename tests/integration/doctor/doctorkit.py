@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp.web
+import attrs
 import httpx
+import kmock
+from kmock._internal import rendering
+
+AccessRule = Callable[[dict[str, Any]], bool]
 
 
 class MetricsOff(httpx.AsyncBaseTransport):
@@ -18,3 +27,20 @@ class MetricsOff(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+@attrs.define(kw_only=True)
+class AccessReviewingEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator, answering SelfSubjectAccessReviews as a real server does (with ``status.allowed``,
+    storing nothing) instead of keeping each review as a nameless object."""
+
+    allow: AccessRule = lambda attrs: True
+    """``spec.resourceAttributes`` -> allowed."""
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        r = request.resource
+        if r is not None and r.plural == "selfsubjectaccessreviews" and isinstance(request.data, dict):
+            attrs_ = request.data.get("spec", {}).get("resourceAttributes", {})
+            answer = {**request.data, "status": {"allowed": self.allow(attrs_)}}
+            return aiohttp.web.json_response(answer, status=201)
+        return await super()._handle(request)

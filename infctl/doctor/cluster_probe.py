@@ -1,0 +1,163 @@
+"""Reading the cluster for doctor: version, nodes, API discovery and access reviews, through an injected
+client factory (``infctl.kube.connect`` in the CLI, a client of a fake API server in tests).
+
+Only ``infctl.kube`` imports ``kubernetes``; here the client is anything with ``request(method, path,
+body=...)`` that raises :class:`~infctl.errors.KubeError`. Its calls block, so they run in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from infctl.config import DeploymentProfile
+from infctl.doctor import cluster_eval as ev
+from infctl.doctor.crds import DISCOVERED, evaluate_crds
+from infctl.doctor.nodes import node_views
+from infctl.doctor.result import CheckResult, failed, skipped, warned
+from infctl.doctor.topology import evaluate_rdma, evaluate_switch_capacity
+from infctl.errors import ConfigError, KubeError
+from infctl.manifests import KINDS, Kind, RenderOptions, kind_of, render
+
+VERBS = ("get", "list", "create", "patch", "delete")
+"""What deploy does to each kind: server-side apply (create, patch), wait (get, list), prune (delete)."""
+NODE_CHECKS = ("gpu nodes", "switch label", "switch capacity", "rdma")
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+UNREACHABLE_FIX = "check the kubeconfig context (--context) and that the cluster is up"
+
+
+class KubeRequester(Protocol):
+    """What doctor needs of a Kubernetes client (``infctl.kube.KubeClient`` is one)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    def request(self, method: str, path: str, *, body: Any = None) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+KubeFactory = Callable[[], KubeRequester]
+
+
+async def check_cluster(factory: KubeFactory, profile: DeploymentProfile | None, namespace: str | None = None,
+                        *, concurrency: int = 8) -> list[CheckResult]:
+    """Every cluster finding; when the API server cannot be reached, that one failure alone."""
+    client = await asyncio.to_thread(factory)
+    try:
+        return await _check(client, profile, namespace, asyncio.Semaphore(concurrency))
+    finally:
+        client.close()
+
+
+async def _check(client: KubeRequester, profile: DeploymentProfile | None, namespace: str | None,
+                 gate: asyncio.Semaphore) -> list[CheckResult]:
+
+    async def call(method: str, path: str, body: Any = None) -> dict[str, Any]:
+        async with gate:
+            return await asyncio.to_thread(client.request, method, path, body=body)
+
+    t = client.host
+    try:
+        version = await call("GET", "/version")
+    except KubeError as err:
+        return [failed("cluster", "api", err.message, err.hint or UNREACHABLE_FIX, target=t)]
+    ns = namespace or (profile.namespace if profile is not None else None) or client.namespace
+    kinds, needed, render_error = _rendered(profile, ns)
+    nodes, served, groups, access = await asyncio.gather(
+        _nodes(call), _discover(call), _groups(call), _access(call, kinds, ns))
+    results = [ev.evaluate_version(version, target=t), *render_error,
+               ev.evaluate_permissions(access, ns, target=t), *evaluate_crds(served, needed, target=t)]
+    if isinstance(nodes, KubeError):
+        results.append(warned("cluster", "gpu nodes", f"cannot list nodes: {nodes.message}",
+                              "use a context allowed to list nodes (a ClusterRole with get, list on nodes)",
+                              target=t))
+        results += [skipped("cluster", name, "nodes not readable", target=t) for name in NODE_CHECKS[1:]]
+    else:
+        views = node_views(nodes)
+        results += [ev.evaluate_gpu_nodes(views, profile, target=t),
+                    ev.evaluate_switch_label(views, profile, target=t),
+                    evaluate_switch_capacity(views, profile, target=t),
+                    evaluate_rdma(views, profile, target=t)]
+    results.append(ev.evaluate_metrics_apis(groups, target=t))
+    return results
+
+
+Call = Callable[..., Any]
+
+
+def _rendered(profile: DeploymentProfile | None, namespace: str
+              ) -> tuple[list[Kind], set[tuple[str, str]] | None, list[CheckResult]]:
+    """Kinds to review access for, (apiVersion, plural) the release needs, a finding if it won't render."""
+    core = [k for k in KINDS if k.crd is None]
+    if profile is None:
+        return core, None, []
+    try:
+        objects = render(profile, RenderOptions(namespace=namespace))
+    except ConfigError as err:
+        target = f"profile {profile.name}"
+        return core, None, [failed("cluster", "manifests", err.message, err.hint, target=target)]
+    kinds = list({kind_of(o): None for o in objects})
+    return kinds, {(k.api_version, k.plural) for k in kinds}, []
+
+
+async def _nodes(call: Call) -> list[dict[str, Any]] | KubeError:
+    try:
+        items = (await call("GET", "/api/v1/nodes")).get("items", [])
+    except KubeError as err:
+        return err
+    return [i for i in items if isinstance(i, dict)]
+
+
+async def _plurals(call: Call, api_version: str) -> set[str]:
+    try:
+        resources = (await call("GET", f"/apis/{api_version}")).get("resources", [])
+    except KubeError as err:
+        if err.status == 404:
+            return set()
+        raise
+    return {str(r.get("name")) for r in resources if "/" not in str(r.get("name"))}
+
+
+async def _discover(call: Call) -> dict[str, set[str]]:
+    """apiVersion (or bare group: all its versions) -> plurals served."""
+    served: dict[str, set[str]] = {}
+    for api in DISCOVERED:
+        if "/" in api:
+            served[api] = await _plurals(call, api)
+            continue
+        versions = await _group_versions(call, api)
+        served[api] = set().union(*[await _plurals(call, v) for v in versions])
+    return served
+
+
+async def _group_versions(call: Call, group: str) -> list[str]:
+    try:
+        body = await call("GET", f"/apis/{group}")
+    except KubeError as err:
+        if err.status == 404:
+            return []
+        raise
+    return [str(v.get("groupVersion")) for v in body.get("versions", []) if isinstance(v, dict)]
+
+
+async def _groups(call: Call) -> set[str]:
+    body = await call("GET", "/apis")
+    return {str(g.get("name")) for g in body.get("groups", []) if isinstance(g, dict)}
+
+
+async def _access(call: Call, kinds: Iterable[Kind], namespace: str) -> dict[ev.Access, bool]:
+    asks = [(verb, k) for k in kinds for verb in VERBS if k.namespaced or verb != "delete"]
+
+    async def review(verb: str, kind: Kind) -> bool:
+        attrs = {"verb": verb, "group": kind.group, "resource": kind.plural}
+        if kind.namespaced:
+            attrs["namespace"] = namespace
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs}}
+        answer = await call("POST", SSAR, body)
+        return bool((answer.get("status") or {}).get("allowed", False))
+
+    allowed = await asyncio.gather(*(review(v, k) for v, k in asks))
+    return {(v, k.group, k.plural): ok for (v, k), ok in zip(asks, allowed, strict=True)}

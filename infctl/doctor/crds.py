@@ -1,0 +1,81 @@
+"""The custom kinds infctl can use, grouped by the project that installs them, and the verdict on which are
+served (by API discovery, which every authenticated user may read, unlike the CRD list itself).
+
+Kinds infctl renders come from ``infctl.manifests.KINDS`` with their install hints; RBG and KEDA, which
+it does not render yet, are listed here with theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
+from infctl.manifests import KINDS
+
+G: Group = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class CRDFamily:
+    name: str
+    kinds: tuple[tuple[str, str], ...]
+    """(apiVersion, plural) of every kind the family serves; a bare group (no ``/version``) accepts any
+    version, for kinds infctl does not render and whose projects still move between alpha versions."""
+    install: str
+
+
+def _install(api_version: str, fallback: str) -> str:
+    return next((k.install for k in KINDS if k.api_version == api_version and k.install), fallback)
+
+
+def _rendered(api_version: str) -> tuple[tuple[str, str], ...]:
+    return tuple((k.api_version, k.plural) for k in KINDS if k.api_version == api_version)
+
+
+FAMILIES: tuple[CRDFamily, ...] = (
+    CRDFamily("Gateway API", _rendered("gateway.networking.k8s.io/v1"),
+              _install("gateway.networking.k8s.io/v1", "install the Gateway API CRDs")),
+    CRDFamily("InferencePool", _rendered("inference.networking.k8s.io/v1"),
+              _install("inference.networking.k8s.io/v1", "install the Gateway API Inference Extension CRDs")),
+    CRDFamily("LeaderWorkerSet", _rendered("leaderworkerset.x-k8s.io/v1"),
+              _install("leaderworkerset.x-k8s.io/v1", "install LeaderWorkerSet")),
+    CRDFamily("RoleBasedGroup (RBG)", (("workloads.x-k8s.io", "rolebasedgroups"),),
+              "install RBG: kubectl apply --server-side -f the manifests of a release of "
+              "https://github.com/sgl-project/rbg"),
+    CRDFamily("Prometheus Operator", _rendered("monitoring.coreos.com/v1"),
+              _install("monitoring.coreos.com/v1", "install the Prometheus Operator CRDs")),
+    CRDFamily("KEDA", (("keda.sh", "scaledobjects"),),
+              "install KEDA: helm repo add kedacore https://kedacore.github.io/charts && "
+              "helm install keda kedacore/keda -n keda --create-namespace"),
+)
+
+DISCOVERED = sorted({api for f in FAMILIES for api, _ in f.kinds})
+"""apiVersions (or bare groups: every version of them) to read with discovery."""
+
+Served = Mapping[str, Collection[str]]
+"""apiVersion or bare group -> plurals the server lists for it (absent: not served)."""
+
+
+def evaluate_crds(served: Served, needed: Collection[tuple[str, str]] | None, *, target: str = ""
+                  ) -> list[CheckResult]:
+    """One finding per family. ``needed`` is what the profile renders; None without a profile, when a
+    missing family only warns."""
+    out = []
+    for fam in FAMILIES:
+        missing = [(api, plural) for api, plural in fam.kinds if plural not in served.get(api, ())]
+        name = f"crds: {fam.name}"
+        if not missing:
+            out.append(passed(G, name, f"served: {', '.join(p for _, p in fam.kinds)}", target=target))
+            continue
+        lacking = ", ".join(f"{plural}.{api.split('/')[0]}" for api, plural in missing)
+        wanted = [k for k in missing if needed is not None and k in needed]
+        if wanted:
+            out.append(failed(G, name, f"missing, and the profile renders them: {lacking}", fam.install,
+                              target=target))
+        elif needed is None:
+            out.append(warned(G, name, f"missing: {lacking}", fam.install, target=target))
+        else:
+            out.append(skipped(G, name, f"not installed ({lacking}); the profile does not need it",
+                               target=target))
+    return out
