@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from infctl.errors import ConfigError
@@ -200,12 +201,17 @@ PROFILES: dict[str, SimProfile] = {
 
 
 def get_profile(name: str) -> SimProfile:
-    """The built-in profile called ``name``; an unknown name raises ConfigError listing the known ones."""
+    """The built-in profile called ``name``, or the profile file at path ``name`` (``*.yaml``/``*.json`` or
+    containing ``/``, as ``infctl sim calibrate --out`` writes); else ConfigError listing the known ones."""
+    from infctl.sim.calib_profile import load_profile_file, looks_like_path
+
+    if name not in PROFILES and looks_like_path(name):
+        return load_profile_file(Path(name))
     try:
         return PROFILES[name]
     except KeyError:
         known = ", ".join(sorted(PROFILES))
         raise ConfigError(
             f"unknown simulator profile {name!r} (known: {known})",
-            hint=f"pick one of: {known}",
+            hint=f"pick one of: {known}, or a profile file (infctl sim calibrate --out FILE)",
         ) from None

@@ -1,0 +1,192 @@
+"""Fitting the simulator's step-time model to measured latencies (pure: no I/O, no clock).
+
+The model is the one the simulated engine runs (``infctl.sim.profiles``), plus the two terms a real engine
+shows that the stock profiles leave out (:class:`~infctl.sim.calib_profile.CalibratedProfile` runs them)::
+
+    step_us = beta0 + beta1 * p + beta2 * d + attn * ctx / 1e3      (the stock model)
+            + prefill_step * [p > 0] + prefill_quad * (p / 1e3)^2   (calibrated profiles only)
+
+with ``p`` prefill tokens computed in the step, ``d`` decoding sequences and ``ctx`` their summed context.
+
+Two kinds of observation pin it down:
+
+- **TTFT of one request on an idle engine**: the sum of its prefill steps. A prompt of ``L`` uncached tokens
+  runs in chunks of at most ``max_num_batched_tokens``, so its regressors are (chunks, chunks, L, 0, 0,
+  sum of squared chunks). The API server's own per-request cost lands in ``prefill_step`` (it is constant
+  per request and only measurable there).
+- **ITL of ``b`` concurrent streams in steady decode**: one decode step, regressors (1, 0, 0, b, b * ctx).
+
+Both are fitted at once by least squares on *relative* residuals (each row divided by its measurement), so
+a 2 ms ITL weighs as much as a 200 ms TTFT: the quantity judged afterwards is relative error. Coefficients
+are kept non-negative by dropping any that come out negative and refitting (the active-set idea of NNLS,
+enough for six unknowns). NumPy solves when importable; otherwise the normal equations are solved by
+Gaussian elimination, which is exact enough at this size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+TERMS = (
+    "beta0_us",
+    "prefill_step_us",
+    "beta1_us",
+    "beta2_us",
+    "attn_us_per_ktok",
+    "prefill_quad_us_per_ktok2",
+)
+"""The unknowns, in column order."""
+
+
+@dataclass(frozen=True)
+class TtftSample:
+    """One request alone on an idle engine."""
+
+    prompt_tokens: int
+    """Prompt tokens as the engine counted them (``usage.prompt_tokens``)."""
+    seconds: float
+    """Request sent to first token received."""
+    cached_tokens: int = 0
+    """Prompt tokens served from the prefix cache (not computed)."""
+
+
+@dataclass(frozen=True)
+class ItlSample:
+    """``batch`` streams decoding together, all of them past their first token."""
+
+    batch: int
+    """Sequences decoding in every step of the window."""
+    context_tokens: float
+    """Mean context (prompt + generated) of one sequence over the window, tokens."""
+    seconds: float
+    """Typical gap between two tokens of one stream in that window (a median)."""
+
+
+@dataclass(frozen=True)
+class FitRow:
+    kind: str
+    """``ttft`` or ``itl``."""
+    x: float
+    """Prompt tokens (ttft) or batch size (itl): what a table lists the row by."""
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def rel_error(self) -> float:
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """Fitted coefficients (microseconds) and how well they reproduce the samples they came from."""
+
+    coefficients: dict[str, float]
+    rows: tuple[FitRow, ...]
+    solver: str
+    """``numpy`` or ``normal-equations``."""
+
+    @property
+    def max_rel_error(self) -> float:
+        return max((abs(r.rel_error) for r in self.rows), default=0.0)
+
+    @property
+    def mean_rel_error(self) -> float:
+        return sum(abs(r.rel_error) for r in self.rows) / len(self.rows) if self.rows else 0.0
+
+
+def chunks(tokens: int, budget: int) -> list[int]:
+    """Chunk sizes of a prefill of ``tokens`` with a step budget of ``budget`` tokens."""
+    if tokens <= 0:
+        return []
+    full, rest = divmod(tokens, budget)
+    return [budget] * full + ([rest] if rest else [])
+
+
+def ttft_regressors(sample: TtftSample, budget: int) -> list[float]:
+    computed = sample.prompt_tokens - min(sample.cached_tokens, sample.prompt_tokens - 1)
+    parts = chunks(computed, budget)
+    n = float(len(parts))
+    return [n, n, float(computed), 0.0, 0.0, sum((c / 1e3) ** 2 for c in parts)]
+
+
+def itl_regressors(sample: ItlSample) -> list[float]:
+    return [1.0, 0.0, 0.0, float(sample.batch), sample.batch * sample.context_tokens / 1e3, 0.0]
+
+
+def predict_us(coefficients: dict[str, float], regressors: Sequence[float]) -> float:
+    return sum(coefficients.get(t, 0.0) * x for t, x in zip(TERMS, regressors, strict=True))
+
+
+def fit_step_model(
+    ttft: Sequence[TtftSample],
+    itl: Sequence[ItlSample],
+    *,
+    max_num_batched_tokens: int,
+    terms: Sequence[str] = TERMS,
+) -> StepFit:
+    """Least-squares coefficients (µs, all >= 0) of ``terms``; the others are fixed at 0.
+
+    Raises ValueError when the samples cannot determine the terms (too few, or all of one kind when both
+    ``beta0_us`` and ``prefill_step_us`` are asked for).
+    """
+    unknown = set(terms) - set(TERMS)
+    if unknown:
+        raise ValueError(f"unknown terms: {', '.join(sorted(unknown))}")
+    rows = [(ttft_regressors(s, max_num_batched_tokens), s.seconds * 1e6) for s in ttft]
+    rows += [(itl_regressors(s), s.seconds * 1e6) for s in itl]
+    if any(y <= 0 for _, y in rows):
+        raise ValueError("every measured latency must be > 0")
+    active = [TERMS.index(t) for t in TERMS if t in terms]
+    solver = "normal-equations"
+    coef: dict[str, float] = dict.fromkeys(TERMS, 0.0)
+    while active:
+        design = [[x[i] / y for i in active] for x, y in rows]
+        if len(design) < len(active):
+            raise ValueError(f"{len(design)} samples cannot determine {len(active)} coefficients")
+        solution, solver = _lstsq(design, [1.0] * len(design))
+        negative = [i for i, v in zip(active, solution, strict=True) if v < 0]
+        if not negative:
+            coef.update({TERMS[i]: v for i, v in zip(active, solution, strict=True)})
+            break
+        # Drop the most negative one and refit: a term the data says costs < 0 costs nothing measurable.
+        worst = min(negative, key=lambda i: solution[active.index(i)])
+        active.remove(worst)
+    fit_rows = [
+        FitRow("ttft", s.prompt_tokens, s.seconds, predict_us(coef, x) * 1e-6)
+        for s, (x, _) in zip(ttft, rows, strict=False)
+    ]
+    fit_rows += [FitRow("itl", s.batch, s.seconds, predict_us(coef, itl_regressors(s)) * 1e-6) for s in itl]
+    return StepFit(coefficients=coef, rows=tuple(fit_rows), solver=solver)
+
+
+def _lstsq(a: list[list[float]], b: list[float]) -> tuple[list[float], str]:
+    try:
+        import numpy as np
+    except ImportError:
+        return solve_normal_equations(a, b), "normal-equations"
+    matrix = np.asarray(a, dtype=float)
+    rank = int(np.linalg.matrix_rank(matrix))
+    if rank < matrix.shape[1]:
+        raise ValueError(f"the samples determine only {rank} of {matrix.shape[1]} coefficients")
+    solution = np.linalg.lstsq(matrix, np.asarray(b, dtype=float), rcond=None)[0]
+    return [float(v) for v in solution], "numpy"
+
+
+def solve_normal_equations(a: Sequence[Sequence[float]], b: Sequence[float]) -> list[float]:
+    """argmin |a x - b|^2 through (a^T a) x = a^T b, by Gaussian elimination with partial pivoting."""
+    n = len(a[0])
+    ata = [[sum(row[i] * row[j] for row in a) for j in range(n)] for i in range(n)]
+    atb = [sum(row[i] * y for row, y in zip(a, b, strict=True)) for i in range(n)]
+    m = [[*ata[i], atb[i]] for i in range(n)]
+    scale = max((abs(v) for row in ata for v in row), default=0.0) or 1.0
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) <= 1e-12 * scale:
+            raise ValueError(f"the samples determine only {col} of {n} coefficients")
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                factor = m[r][col] / m[col][col]
+                m[r] = [v - factor * p for v, p in zip(m[r], m[col], strict=True)]
+    return [m[i][n] / m[i][i] for i in range(n)]

@@ -1,0 +1,239 @@
+"""Measuring a live OpenAI-compatible engine: TTFT of lone requests, ITL of concurrent streams.
+
+aiohttp, as the benchmark's client (it costs the shared CPU less per SSE chunk than httpx, and on a two-core
+machine the client competes with the engine it measures). Every request streams ``/v1/completions`` with
+``ignore_eos`` so outputs have exactly the length asked for, and ``stream_options.include_usage`` so the
+prompt length is the engine's own token count. A token is any chunk carrying a choice, even with empty text
+(a random-weights model emits tokens that decode to nothing; each is still one engine step).
+
+Prompts are random words from ``infctl.tokens``' list, seeded per request, so no two share a cached prefix;
+the engine's ``cached_tokens`` (when it reports them) is kept with each sample anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from infctl.errors import EngineError
+from infctl.sim.calib_fit import ItlSample, TtftSample
+from infctl.tokens import _WORDS
+
+Clock = Any  # a zero-argument callable returning seconds (time.perf_counter)
+
+
+def make_session(*, connector: aiohttp.BaseConnector | None = None) -> aiohttp.ClientSession:
+    """The one place calibration clients are built; tests may pass their own ``connector``."""
+    return aiohttp.ClientSession(
+        connector=connector or aiohttp.TCPConnector(limit=0),
+        # The engine is reached directly; an operator's HTTP(S)_PROXY must not sit in the measurement.
+        trust_env=False,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+    )
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """One streamed completion as the client saw it."""
+
+    token_times: tuple[float, ...]
+    """Clock reading at each chunk carrying a choice."""
+    sent_at: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+    @property
+    def ttft(self) -> float:
+        return self.token_times[0] - self.sent_at
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the engine says about itself (None where it does not say)."""
+
+    model: str
+    max_model_len: int | None = None
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    kv_bytes_per_token: int | None = None
+    prefix_caching: bool | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    """``cache_config_info`` labels as found (vLLM)."""
+
+
+def prompt_words(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
+class EngineClient:
+    """Streams completions to one engine; ``clock`` is injectable for tests."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        model: str,
+        *,
+        timeout_s: float = 300.0,
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        self.session, self.base_url, self.model = session, base_url.rstrip("/"), model
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.clock = clock
+
+    async def stream(self, prompt: str, max_tokens: int) -> StreamResult:
+        body = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "stream_options": {"include_usage": True},
+        }
+        url = f"{self.base_url}/v1/completions"
+        times: list[float] = []
+        usage: dict[str, Any] = {}
+        sent = self.clock()
+        try:
+            async with self.session.post(url, json=body, timeout=self.timeout) as resp:
+                if resp.status != 200:
+                    text = (await resp.text())[:200]
+                    raise EngineError(f"POST {url} answered {resp.status}: {text}", hint=_HINT)
+                async for raw in resp.content:
+                    now = self.clock()
+                    if not raw.startswith(b"data: {"):
+                        continue
+                    chunk = json.loads(raw[6:])
+                    if chunk.get("choices"):
+                        times.append(now)
+                    if chunk.get("usage"):
+                        usage = chunk["usage"]
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise EngineError(f"POST {url} failed: {exc or type(exc).__name__}", hint=_HINT) from None
+        if not times:
+            raise EngineError(f"POST {url} streamed no tokens", hint=_HINT)
+        details = usage.get("prompt_tokens_details") or {}
+        return StreamResult(
+            token_times=tuple(times),
+            sent_at=sent,
+            prompt_tokens=int(usage.get("prompt_tokens", -1)),
+            completion_tokens=int(usage.get("completion_tokens", len(times))),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+        )
+
+
+_HINT = "check --url and --model: the engine must serve /v1/completions with streaming"
+
+
+async def measure_ttft(
+    client: EngineClient, lengths: Sequence[int], *, repeats: int, seed: int
+) -> list[TtftSample]:
+    """``repeats`` lone requests per prompt length (one output token each), lengths interleaved so that a
+    burst of outside load does not fall on one length only."""
+    samples: list[TtftSample] = []
+    for r in range(repeats):
+        for i, n in enumerate(lengths):
+            res = await client.stream(prompt_words(n, seed * 1_000_003 + r * 1009 + i), 1)
+            tokens = res.prompt_tokens if res.prompt_tokens > 0 else n
+            samples.append(TtftSample(tokens, res.ttft, res.cached_tokens))
+    return samples
+
+
+async def measure_itl(
+    client: EngineClient,
+    batch: int,
+    context: int,
+    output_tokens: int,
+    *,
+    seed: int,
+) -> ItlSample | None:
+    """Start ``batch`` streams at once; the median gap between tokens while all of them decode.
+
+    None when the streams never decode together (a window shorter than two tokens).
+    """
+    results = await asyncio.gather(
+        *(client.stream(prompt_words(context, seed * 7919 + j), output_tokens) for j in range(batch))
+    )
+    start = max(r.token_times[0] for r in results)
+    end = min(r.token_times[-1] for r in results)
+    gaps = [
+        b - a
+        for r in results
+        for a, b in zip(r.token_times, r.token_times[1:], strict=False)
+        if a >= start and b <= end
+    ]
+    if len(gaps) < 2:
+        return None
+    prompt = statistics.mean(r.prompt_tokens if r.prompt_tokens > 0 else context for r in results)
+    return ItlSample(batch=batch, context_tokens=prompt + output_tokens / 2, seconds=statistics.median(gaps))
+
+
+async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str | None) -> EngineInfo:
+    """The served model (the first one when ``model`` is None) and its limits from /v1/models and /metrics."""
+    base = base_url.rstrip("/")
+    try:
+        async with session.get(f"{base}/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            models = await resp.json(content_type=None) if resp.status == 200 else None
+        async with session.get(f"{base}/metrics", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            metrics = await resp.text() if resp.status == 200 else ""
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise EngineError(
+            f"cannot reach {base}: {exc or type(exc).__name__}",
+            hint="start the engine first, and pass its base URL (http://host:port)",
+        ) from None
+    cards = models.get("data") if isinstance(models, dict) else None
+    if not cards:
+        raise EngineError(
+            f"GET {base}/v1/models listed no model", hint="is this an OpenAI-compatible engine?"
+        )
+    card = next((c for c in cards if c.get("id") == model), None) if model else cards[0]
+    if card is None:
+        served = ", ".join(str(c.get("id")) for c in cards)
+        raise EngineError(
+            f"model {model!r} is not served at {base} (serving: {served})", hint=f"use --model {served}"
+        )
+    labels = cache_config_labels(metrics)
+    return EngineInfo(
+        model=str(card["id"]),
+        max_model_len=_int(card.get("max_model_len")),
+        block_size=_int(labels.get("block_size")),
+        num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
+        kv_bytes_per_token=_kv_bytes_per_token(labels),
+        prefix_caching=None
+        if "enable_prefix_caching" not in labels
+        else labels["enable_prefix_caching"] == "True",
+        labels=labels,
+    )
+
+
+def cache_config_labels(metrics_text: str) -> dict[str, str]:
+    """Labels of vLLM's ``cache_config_info`` sample (empty when absent)."""
+    from infctl.engines.vllm import CACHE_CONFIG_INFO
+    from infctl.telemetry.prometheus import parse_metrics
+
+    families = parse_metrics(metrics_text, frozenset({CACHE_CONFIG_INFO}))
+    samples = families.get(CACHE_CONFIG_INFO, ())
+    return dict(samples[0].labels) if samples else {}
+
+
+def _kv_bytes_per_token(labels: dict[str, str]) -> int | None:
+    size, tokens = _int(labels.get("kv_cache_memory_bytes")), _int(labels.get("kv_cache_size_tokens"))
+    return size // tokens if size and tokens else None
+
+
+def _int(raw: object) -> int | None:
+    try:
+        return int(float(str(raw))) if raw is not None else None
+    except ValueError:
+        return None

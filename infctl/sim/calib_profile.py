@@ -1,0 +1,129 @@
+"""Calibrated simulator profiles: the extra step-time terms a real engine shows, and the profile file format.
+
+A profile file is YAML or JSON holding one mapping: every :class:`~infctl.sim.profiles.SimProfile` field,
+optionally the two :class:`CalibratedProfile` terms, and a free-form ``calibration`` section (where and how
+it was measured, the fit's residuals) that loading ignores. ``infctl sim --profile FILE`` loads one through
+``infctl.sim.profiles.get_profile``; ``infctl sim calibrate --out FILE`` writes one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infctl.errors import ConfigError
+from infctl.sim.profiles import SimProfile
+
+FORMAT_KEY = "infctl_sim_profile"
+"""Marks a file as a simulator profile; its value is the format version."""
+FORMAT_VERSION = 1
+METADATA_KEY = "calibration"
+
+
+@dataclass(frozen=True)
+class CalibratedProfile(SimProfile):
+    """A profile fitted to a real engine, with two terms the stock model lacks (both 0 by default).
+
+    ``step_us = beta0 + beta1 * p + beta2 * d + attn * ctx / 1e3 + prefill_step * [p > 0]
+    + prefill_quad * (p / 1e3)^2``, ``p`` prefill tokens in the step, ``d`` decoding sequences.
+    """
+
+    prefill_step_us: float = 0.0
+    """Extra fixed cost of a step that computes prefill tokens (a new request's setup in the engine and its
+    API server's per-request work, which a single-request TTFT cannot tell apart), microseconds."""
+    prefill_quad_us_per_ktok2: float = 0.0
+    """Cost per squared thousand prefill tokens in one step: causal attention over the chunk itself, which
+    grows with the square of its length; microseconds."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("prefill_step_us", "prefill_quad_us_per_ktok2"):
+            value = getattr(self, key)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"profile {self.name!r}: {key} must be >= 0, got {value}")
+
+    def step_time(self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int) -> float:
+        base = super().step_time(prefill_tokens, decode_seqs, decode_context_tokens)
+        if prefill_tokens <= 0:
+            return base
+        extra = self.prefill_step_us + self.prefill_quad_us_per_ktok2 * (prefill_tokens / 1e3) ** 2
+        return base + extra * 1e-6
+
+    def expected_ttft(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        computed = prompt_tokens - min(cached_tokens, prompt_tokens - 1)
+        budget = self.max_num_batched_tokens
+        full, rest = divmod(computed, budget)
+        return sum(self.step_time(c, 0, 0) for c in [budget] * full + ([rest] if rest else []))
+
+
+def profile_to_dict(profile: SimProfile, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The file form of ``profile``: format marker, every field, then ``calibration`` metadata if any."""
+    out: dict[str, Any] = {FORMAT_KEY: FORMAT_VERSION, **dataclasses.asdict(profile)}
+    if metadata:
+        out[METADATA_KEY] = metadata
+    return out
+
+
+def profile_from_dict(data: Any, *, source: str = "<profile>") -> SimProfile:
+    """A :class:`SimProfile` (a :class:`CalibratedProfile` when either extra term is present)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of profile fields, found {type(data).__name__}")
+    fields = {k: v for k, v in data.items() if k not in (FORMAT_KEY, METADATA_KEY)}
+    version = data.get(FORMAT_KEY, FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ConfigError(
+            f"{source}: {FORMAT_KEY} {version!r} is not supported (this infctl reads {FORMAT_VERSION})",
+            hint="re-run `infctl sim calibrate` with this infctl to write a current profile",
+        )
+    extra = {f.name for f in dataclasses.fields(CalibratedProfile)} - {
+        f.name for f in dataclasses.fields(SimProfile)
+    }
+    cls: type[SimProfile] = CalibratedProfile if extra & set(fields) else SimProfile
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown profile field(s): {', '.join(unknown)}",
+            hint=f"known fields: {', '.join(sorted(known))}",
+        )
+    try:
+        return cls(**fields)
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(
+            f"{source}: {exc}", hint="write the file with `infctl sim calibrate --out`"
+        ) from None
+
+
+def load_profile_file(path: Path) -> SimProfile:
+    """Read a profile file (YAML, or JSON, which YAML also reads)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read simulator profile {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML or JSON: {exc}") from None
+    return profile_from_dict(data, source=str(path))
+
+
+def write_profile_file(path: Path, profile: SimProfile, metadata: dict[str, Any] | None = None) -> None:
+    """Write JSON when ``path`` ends in ``.json``, else YAML."""
+    data = profile_to_dict(profile, metadata)
+    if path.suffix == ".json":
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(data, sort_keys=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def looks_like_path(name: str) -> bool:
+    """True when a ``--profile`` value names a file rather than a built-in profile."""
+    return "/" in name or name.endswith((".yaml", ".yml", ".json"))

@@ -1,0 +1,201 @@
+"""``infctl sim calibrate``: measure a live engine, fit the simulator's step-time model, make a profile.
+
+Three parts, kept apart so the fitting is testable without an engine:
+
+- :mod:`infctl.sim.calib_measure` (I/O): TTFT of lone requests against prompt length; ITL of ``b``
+  concurrent streams against ``b`` (at two context lengths, so the attention term is seen).
+- :mod:`infctl.sim.calib_fit` (pure): least squares over both kinds of sample at once.
+- :mod:`infctl.sim.calib_profile`: the :class:`CalibratedProfile` the simulated engine runs, and its file.
+
+The engine's limits come from the engine where it reports them (vLLM: ``/v1/models`` ``max_model_len``;
+``vllm:cache_config_info`` ``block_size``, ``num_gpu_blocks``, KV bytes per token); the scheduler limits it
+does not report (``max_num_seqs``, ``max_num_batched_tokens``) are settings whose defaults are vLLM's on CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import aiohttp
+
+from infctl.sim.calib_fit import ItlSample, StepFit, TtftSample, fit_step_model
+from infctl.sim.calib_measure import (
+    EngineClient,
+    EngineInfo,
+    engine_info,
+    make_session,
+    measure_itl,
+    measure_ttft,
+)
+from infctl.sim.calib_profile import CalibratedProfile
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """What to measure and how. Lengths are in tokens, times in seconds."""
+
+    url: str
+    """Base URL of the engine, e.g. ``http://127.0.0.1:8000``."""
+    model: str | None = None
+    """Served model name; None: the first one ``/v1/models`` lists."""
+    name: str = "calibrated"
+    """Name of the profile written."""
+    prompt_lengths: tuple[int, ...] = (16, 128, 384, 768, 1280, 2048)
+    """Prompt lengths whose TTFT is measured (one lone request at a time)."""
+    ttft_repeats: int = 5
+    """Requests per prompt length; the fit uses each length's median."""
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24)
+    """Concurrent streams whose ITL is measured."""
+    itl_contexts: tuple[int, ...] = (32, 1024)
+    """Prompt lengths of the ITL streams (two or more let the fit see the attention term)."""
+    itl_output_tokens: int = 48
+    """Tokens each ITL stream generates."""
+    itl_repeats: int = 2
+    """Runs per (batch, context); the fit uses their median."""
+    warmup_requests: int = 4
+    """Requests sent first and thrown away (first-use compilation, allocator warm-up)."""
+    max_num_batched_tokens: int = 2048
+    """The engine's step token budget (vLLM's default on CPU: 2048; on GPU: 8192 or 2048)."""
+    max_num_seqs: int = 128
+    """The engine's batch limit (vLLM's default on CPU: 128; on GPU: 256 or 1024)."""
+    kv_bytes_per_token: int = 131_072
+    """KV bytes per token when the engine does not report it (Llama-3-8B BF16: 128 KiB)."""
+    kv_transfer_gbps: float = 25.0
+    """PD transfer bandwidth written into the profile (not measured), GB/s."""
+    seed: int = 0
+    timeout_s: float = 300.0
+    """Limit of one request."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The measured samples, the fit and the profile made from it."""
+
+    info: EngineInfo
+    ttft: tuple[TtftSample, ...]
+    """Per-length medians (what was fitted)."""
+    itl: tuple[ItlSample, ...]
+    fit: StepFit
+    profile: CalibratedProfile
+    seconds: float
+    """Wall time the measurement took."""
+
+    def metadata(self, settings: CalibrationSettings) -> dict[str, Any]:
+        """The ``calibration`` section of the profile file: provenance and in-sample residuals."""
+        return {
+            "url": settings.url,
+            "model": self.info.model,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "measure_seconds": round(self.seconds, 1),
+            "solver": self.fit.solver,
+            "max_rel_error": round(self.fit.max_rel_error, 4),
+            "mean_rel_error": round(self.fit.mean_rel_error, 4),
+            "samples": [
+                {
+                    "kind": r.kind,
+                    "x": r.x,
+                    "measured_ms": round(r.measured_s * 1e3, 3),
+                    "predicted_ms": round(r.predicted_s * 1e3, 3),
+                }
+                for r in self.fit.rows
+            ],
+            "settings": {k: v for k, v in asdict(settings).items() if k not in ("url", "model", "name")},
+        }
+
+
+async def calibrate(
+    settings: CalibrationSettings,
+    *,
+    session: aiohttp.ClientSession | None = None,
+    progress: Progress | None = None,
+) -> Calibration:
+    """Measure the engine at ``settings.url`` and fit a profile to it (a few minutes on a CPU engine)."""
+    say = progress or (lambda _: None)
+    own = session is None
+    sess = session or make_session()
+    started = time.perf_counter()
+    try:
+        info = await engine_info(sess, settings.url, settings.model)
+        client = EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s)
+        say(f"warming up {info.model} at {settings.url}")
+        for i in range(settings.warmup_requests):
+            await client.stream(f"warm up {i} " * 8, 8)
+        say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
+        raw_ttft = await measure_ttft(
+            client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=settings.seed
+        )
+        itl: list[ItlSample] = []
+        for context in settings.itl_contexts:
+            for batch in settings.batch_sizes:
+                say(f"ITL: {batch} streams of {context}-token prompts")
+                runs = [
+                    await measure_itl(
+                        client, batch, context, settings.itl_output_tokens, seed=settings.seed + 7 * r + 1
+                    )
+                    for r in range(settings.itl_repeats)
+                ]
+                itl += median_itl([s for s in runs if s is not None])
+    finally:
+        if own:
+            await sess.close()
+    ttft = median_ttft(raw_ttft)
+    fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
+    profile = build_profile(settings, info, fit)
+    return Calibration(info, tuple(ttft), tuple(itl), fit, profile, time.perf_counter() - started)
+
+
+def median_ttft(samples: list[TtftSample]) -> list[TtftSample]:
+    """One sample per prompt length: the median time (robust to a stray slow request)."""
+    by_length: dict[int, list[TtftSample]] = {}
+    for s in samples:
+        by_length.setdefault(s.prompt_tokens, []).append(s)
+    out = []
+    for length, group in sorted(by_length.items()):
+        times = sorted(s.seconds for s in group)
+        cached = min(s.cached_tokens for s in group)
+        out.append(TtftSample(length, _median(times), cached))
+    return out
+
+
+def median_itl(runs: list[ItlSample]) -> list[ItlSample]:
+    if not runs:
+        return []
+    ctx = sum(r.context_tokens for r in runs) / len(runs)
+    return [ItlSample(runs[0].batch, ctx, _median(sorted(r.seconds for r in runs)))]
+
+
+def _median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
+
+
+def build_profile(settings: CalibrationSettings, info: EngineInfo, fit: StepFit) -> CalibratedProfile:
+    c = fit.coefficients
+    max_model_len = info.max_model_len or max(4096, *settings.prompt_lengths)
+    block_size = info.block_size or 16
+    blocks = info.num_gpu_blocks or -(-max_model_len * settings.max_num_seqs // block_size)
+    return CalibratedProfile(
+        name=settings.name,
+        description=f"fitted to {info.model} at {settings.url} by infctl sim calibrate",
+        beta0_us=c["beta0_us"],
+        beta1_us=c["beta1_us"],
+        beta2_us=c["beta2_us"],
+        attn_us_per_ktok=c["attn_us_per_ktok"],
+        prefill_step_us=c["prefill_step_us"],
+        prefill_quad_us_per_ktok2=c["prefill_quad_us_per_ktok2"],
+        num_gpu_blocks=blocks,
+        block_size=block_size,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=max(settings.max_num_batched_tokens, settings.max_num_seqs),
+        max_model_len=max_model_len,
+        kv_bytes_per_token=info.kv_bytes_per_token or settings.kv_bytes_per_token,
+        kv_transfer_gbps=settings.kv_transfer_gbps,
+        model=info.model,
+        enable_prefix_caching=True if info.prefix_caching is None else info.prefix_caching,
+    )
