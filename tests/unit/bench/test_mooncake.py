@@ -1,0 +1,102 @@
+"""Mooncake trace replay: equal hash ids give equal text (the prefix property), scaling, errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from infctl import tokens
+from infctl.bench.workloads import TraceSpec, TraceWorkload, build_workload, read_trace
+from infctl.errors import ConfigError
+
+TRACE = Path(__file__).resolve().parents[4] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+
+
+def write(tmp_path: Path, rows: list[object]) -> Path:
+    p = tmp_path / "trace.jsonl"
+    p.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return p
+
+
+def line(ts: float, n_in: int, ids: list[int], n_out: int = 4) -> dict[str, object]:
+    return {"timestamp": ts, "input_length": n_in, "output_length": n_out, "hash_ids": ids}
+
+
+def workload(path: Path, api: str = "completions", **kw: object) -> TraceWorkload:
+    w = build_workload(TraceSpec(path=path, block_size=8, **kw), api)  # type: ignore[arg-type]
+    assert isinstance(w, TraceWorkload)
+    return w
+
+
+def test_equal_hash_ids_give_equal_text_and_different_ids_diverge(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, [line(0, 24, [1, 2, 3]), line(5, 20, [1, 2, 4]), line(9, 19, [1, 2, 3]), line(9, 8, [7])]
+    )
+    reqs = list(workload(path).requests())
+    words = [(r.prompt or "").split() for r in reqs]
+    assert [len(w) for w in words] == [24, 20, 19, 8] == [r.input_tokens for r in reqs]
+    assert words[0][:16] == words[1][:16] and words[0][16] != words[1][16]  # ids 3 vs 4 differ at block 3
+    assert words[2] == words[0][:19]  # same ids, shorter last block: a prefix of the same text
+    assert not set(words[3]) & set(words[0])
+    assert [r.at_s for r in reqs] == [0.0, 0.005, 0.009, 0.009]
+
+
+def test_scaling_keeps_blocks_aligned_and_time_compression(tmp_path: Path) -> None:
+    path = write(tmp_path, [line(0, 16, [1, 2]), line(2000, 12, [1, 3], n_out=10)])
+    w = workload(path, input_scale=0.5, output_scale=0.5, time_compression=4)
+    a, b = list(w.requests())
+    assert (a.input_tokens, b.input_tokens) == (8, 6)  # blocks of 4 tokens; last block 4 * 0.5 -> 2
+    assert (a.prompt or "").split()[:4] == (b.prompt or "").split()[:4]
+    assert b.max_tokens == 5 and b.at_s == 0.5
+    chat = list(workload(path, api="chat").requests())
+    assert [tokens.count_tokens(tokens.chat_prompt_text(r.messages or ())) for r in chat] == [16, 12]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        (json.dumps(line(-1, 8, [1])), "timestamp"),
+        (json.dumps(line(0, 0, [])), "input_length"),
+        (json.dumps({"timestamp": 0, "input_length": 8, "output_length": 1}), "hash_ids"),
+        (json.dumps(line(0, 20, [1])), "needs 3 blocks"),
+    ],
+)
+def test_bad_line_names_file_and_line(tmp_path: Path, bad: str, message: str) -> None:
+    path = write(tmp_path, [line(0, 8, [1]), "", bad])
+    with pytest.raises(ConfigError, match=message) as err:
+        read_trace(path, 8)
+    assert f"{path}:3:" in err.value.message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_trace(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="the shared Mooncake trace is not present")
+def test_real_trace_cache_reuse_equals_hash_id_reuse() -> None:
+    """Chained block hashes of the synthesized prompts repeat exactly as often as the trace's hash ids."""
+    entries = read_trace(TRACE)
+    w = TraceWorkload(TraceSpec(path=TRACE, input_scale=1 / 32), "completions", tuple(entries), seed=3)
+    seen_ids: set[int] = set()
+    seen_hashes: set[int] = set()
+    id_hits = hash_hits = blocks = 0
+    for e, r in zip(entries, w.requests(), strict=True):
+        full = w.input_tokens(e) // 16
+        hashes = tokens.block_hashes(tokens.token_ids(r.prompt or ""), 16)
+        assert len(hashes) == full
+        for h_id, h in itertools.islice(zip(e.hash_ids, hashes, strict=False), full):
+            blocks += 1
+            id_hits += h_id in seen_ids
+            hash_hits += h in seen_hashes
+            seen_ids.add(h_id)
+            seen_hashes.add(h)
+    assert blocks > 10000
+    assert hash_hits == id_hits and id_hits / blocks == pytest.approx(
+        0.64, abs=0.03
+    )  # REFERENCE.md section 4
