@@ -76,7 +76,8 @@ def find_demo_profile(path: Path | None = None) -> Path:
     """``path``, else ``profiles/local-demo.yaml`` from the working directory or the source checkout."""
     if path is not None:
         return path
-    candidates = [DEMO_PROFILE, Path(infctl.__file__).resolve().parent.parent / DEMO_PROFILE]
+    package = Path(infctl.__file__).resolve().parent
+    candidates = [DEMO_PROFILE, package.parent / DEMO_PROFILE, package / "_profiles" / DEMO_PROFILE.name]
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
         raise LocalTargetError(
