@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infctl.cli import bench, delete, demo, deploy, diff, render, router, sim, status, validate
+from infctl.cli import bench, delete, demo, deploy, diff, doctor, render, router, sim, status, validate
 
 
 def register(app: typer.Typer) -> None:
@@ -19,3 +19,4 @@ def register(app: typer.Typer) -> None:
     render.register(app)
     diff.register(app)
     bench.register(app)
+    doctor.register(app)

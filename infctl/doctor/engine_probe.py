@@ -44,7 +44,8 @@ async def check_engine(client: httpx.AsyncClient, target: EngineTarget, *, kv_wa
     prefix_on, metrics_on = ev.server_info_flags(adapter, info)
     results += _metrics_results(adapter, metrics, families, parse_error, metrics_on, t)
     results.append(_prefix_caching(adapter, families, prefix_on, target))
-    model = target.model or _first_model(models.body)
+    served = _models(models.body)
+    model = target.model if target.model in served else (served[0] if served else target.model)
     results += await asyncio.gather(_completion(client, url, adapter, target, model),
                                     _kv_events(client, url, adapter, target, model, kv_wait_s))
     return results
@@ -105,10 +106,9 @@ def _prefix_caching(adapter: EngineAdapter, families: MetricFamilies, from_info:
                                       target=target.url)
 
 
-def _first_model(body: object) -> str | None:
+def _models(body: object) -> list[str]:
     data = body.get("data") if isinstance(body, dict) else None
-    first = data[0] if isinstance(data, list) and data else None
-    return str(first["id"]) if isinstance(first, dict) and "id" in first else None
+    return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m] if isinstance(data, list) else []
 
 
 def _pairs_only(adapter: EngineAdapter, target: EngineTarget) -> bool:
