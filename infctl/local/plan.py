@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
 from infctl.engines import get_adapter
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
@@ -30,6 +31,8 @@ class PlanContext:
     """Take the daemon's ports here, so they never collide with the engines'."""
     python: str
     """The interpreter to run ``python -m infctl ...`` with."""
+    control_port: int | None = None
+    """The supervisor's control endpoint (runtime scaling), when the autoscaler is enabled."""
 
 
 SpecBuilder = Callable[[PlanContext], list[ProcessSpec]]
@@ -66,8 +69,23 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
 
 
 def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
-    """The autoscaler's spec: none yet (kind ``autoscaler``; started last, stopped first)."""
-    return []
+    """``infctl autoscaler`` acting on this supervisor, when ``autoscaler.enabled``.
+
+    It reaches the supervisor's control endpoint (``--local``; the port is also in state.json), which starts
+    and stops engines from the plan's reserve and registers or drains them at the router. The profile's
+    layout and settings travel as ``--layout`` JSON. On simulated engines its clock runs as fast as theirs
+    (``--time-scale``), so windows and cooldowns keep their meaning. Started last, stopped first.
+    """
+    profile = ctx.profile
+    if not profile.autoscaler.enabled or ctx.control_port is None or not ctx.engines:
+        return []
+    port = ctx.ports.take()
+    argv = [ctx.python, "-m", "infctl", "autoscaler", "--local", f"http://{LOCALHOST}:{ctx.control_port}",
+            "--layout", Layout.from_profile(profile).to_json(), "--host", LOCALHOST, "--port", str(port)]
+    sim = profile.model.sim
+    if profile.local.simulate and sim is not None and sim.speedup != 1:
+        argv += ["--time-scale", f"{1 / sim.speedup:g}"]
+    return [ProcessSpec(name="autoscaler", kind="autoscaler", argv=tuple(argv), port=port)]
 
 
 DAEMONS: tuple[SpecBuilder, ...] = (router_specs, autoscaler_specs)
@@ -92,14 +110,39 @@ def build_plan(
         engine_spec(profile, replica, port, kv_port, python)
         for replica, port, kv_port in zip(replicas, http_ports, kv_ports, strict=True)
     )
-    ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python)
+    control = ports.take() if profile.autoscaler.enabled else None
+    ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python, control_port=control)
     extra = [spec for build in daemons for spec in build(ctx)]
     return LocalPlan(
         release=profile.name,
         run_dir=profile.local.run_dir if run_dir is None else run_dir,
         model=profile.model.served_model_name,
         specs=(*engines, *extra),
+        reserve=reserve_specs(profile, engines, ports, python) if control is not None else (),
+        control_port=control,
     )
+
+
+def reserve_specs(
+    profile: DeploymentProfile, engines: Sequence[ProcessSpec], ports: PortAllocator, python: str
+) -> tuple[ProcessSpec, ...]:
+    """Engines beyond the deployed ones, up to each unit's autoscaler maximum (whole groups in group mode)."""
+    layout = Layout.from_profile(profile)
+    deployed = initial_counts(layout)
+    most = {u.name: max(u.max, deployed[u.name]) for u in unit_configs(layout)}
+    if profile.mode == "aggregated":
+        update: dict[str, object] = {"replicas": most["both"]}
+    elif profile.mode == "pool" and profile.pools is not None:
+        pools = {"prefill": most["prefill"], "decode": most["decode"]}
+        update = {"pools": profile.pools.model_copy(update=pools)}
+    else:
+        update = {"groups": most["group"]}
+    planned = {e.name for e in engines}
+    extra = [r for r in profile.model_copy(update=update).engine_replicas() if engine_name(r) not in planned]
+    http = [ports.take() for _ in extra]
+    kv = profile.model.kv_events
+    kv_ports = [ports.take() for _ in extra] if kv is not None and kv.enabled else [None] * len(extra)
+    return tuple(engine_spec(profile, r, p, k, python) for r, p, k in zip(extra, http, kv_ports, strict=True))
 
 
 def engine_name(replica: ReplicaSpec) -> str:

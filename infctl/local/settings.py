@@ -25,3 +25,7 @@ class SupervisorSettings:
     """Upper bound of the restart delay."""
     stable_after: float = 60.0
     """A process that ran at least this long before crashing counts as a first crash again (backoff reset)."""
+    drain_timeout: float = 60.0
+    """Scaling in: longest wait for the router to finish an engine's requests in flight before stopping it."""
+    reconcile_interval: float = 0.5
+    """Scaling: how often the supervisor converges on the desired counts and checks the router's backends."""

@@ -68,6 +68,10 @@ class LocalPlan:
     model: str
     """The served model name clients put in requests."""
     specs: tuple[ProcessSpec, ...]
+    reserve: tuple[ProcessSpec, ...] = ()
+    """Engines planned up to the autoscaler's maximum, started only when it scales out (ports held)."""
+    control_port: int | None = None
+    """Port of the supervisor's control endpoint (runtime scaling), when the autoscaler runs."""
 
     @property
     def release_dir(self) -> Path:
@@ -97,6 +101,8 @@ class LocalPlan:
             "run_dir": str(self.run_dir),
             "model": self.model,
             "specs": [s.to_dict() for s in self.specs],
+            "reserve": [s.to_dict() for s in self.reserve],
+            "control_port": self.control_port,
         }
 
     @classmethod
@@ -106,6 +112,8 @@ class LocalPlan:
             run_dir=Path(data["run_dir"]),
             model=data["model"],
             specs=tuple(ProcessSpec.from_dict(s) for s in data["specs"]),
+            reserve=tuple(ProcessSpec.from_dict(s) for s in data.get("reserve", ())),
+            control_port=data.get("control_port"),
         )
 
 

@@ -69,6 +69,8 @@ class RunState:
     """The supervisor's SIGTERM-to-SIGKILL grace, so ``delete`` knows how long to wait for it."""
     error: str | None = None
     hint: str | None = None
+    control_url: str | None = None
+    """The supervisor's control endpoint (``GET /scale``, ``PUT /scale/{unit}``) when it scales at runtime."""
 
     def process(self, name: str) -> ProcessState:
         return next(p for p in self.processes if p.name == name)

@@ -9,19 +9,19 @@ Every change is written to ``<run_dir>/<release>/state.json`` for ``status`` and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from infctl.errors import LocalTargetError
 from infctl.local.backoff import next_restart
+from infctl.local.control_api import Control
 from infctl.local.http import aprobe, async_client
 from infctl.local.launch import spawn, tail, terminate
 from infctl.local.procs import signal_group, start_time
@@ -43,6 +43,8 @@ class _Child:
     """Monotonic time the current incarnation started."""
     streak: int = 0
     """Consecutive crashes (see ``next_restart``)."""
+    retired: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when runtime scaling removes the process: it is not restarted any more."""
 
 
 class _Supervisor:
@@ -57,7 +59,9 @@ class _Supervisor:
         self.children = [_Child(spec) for spec in plan.specs]
         by_name = {c.spec.name: c for c in self.children}
         self.stages = [[by_name[spec.name] for spec in stage] for stage in plan.stages()]
+        self.stage_kinds = [stage[0].kind for stage in plan.stages()]
         self.halt = asyncio.Event()
+        self.watchers: dict[str, asyncio.Task[None]] = {}
         self.state = RunState(
             release=plan.release,
             supervisor_pid=os.getpid(),
@@ -105,7 +109,7 @@ class _Supervisor:
         assert child.proc is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.health_timeout
-        while not self.halt.is_set():
+        while not self.halt.is_set() and not child.retired.is_set():
             if child.proc.returncode is not None:
                 return f"exited with code {child.proc.returncode} before becoming healthy"
             if await aprobe(self.client, child.spec.health_url):
@@ -116,20 +120,27 @@ class _Supervisor:
             await self.sleep(self.settings.health_interval)
         return "stopped while starting"
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep, but wake up early when the supervisor halts."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.halt.wait(), seconds)
+    async def sleep(self, seconds: float, child: _Child | None = None) -> None:
+        """Sleep, but wake up early when the supervisor halts (or ``child`` is retired)."""
+        events = [self.halt] if child is None else [self.halt, child.retired]
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+
+    def over(self, child: _Child) -> bool:
+        return self.halt.is_set() or child.retired.is_set()
 
     async def keep_alive(self, child: _Child) -> None:
         """Restart ``child`` whenever it exits, until the supervisor halts."""
-        while child.proc is not None and not self.halt.is_set():
+        while child.proc is not None and not self.over(child):
             waiter = asyncio.ensure_future(child.proc.wait())
             halted = asyncio.ensure_future(self.halt.wait())
-            await asyncio.wait({waiter, halted}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            halted.cancel()
-            if self.halt.is_set():
+            retired = asyncio.ensure_future(child.retired.wait())
+            await asyncio.wait({waiter, halted, retired}, return_when=asyncio.FIRST_COMPLETED)
+            for w in (waiter, halted, retired):
+                w.cancel()
+            if self.over(child):
                 return
             code = child.proc.returncode
             # Whatever the crashed leader forked (an engine's workers) must not hold its port or memory.
@@ -138,8 +149,8 @@ class _Supervisor:
             child.streak = decision.streak
             log.warning("%s exited with code %s; restarting in %.1f s", child.spec.name, code, decision.delay)
             self.update(child, status="backoff", last_exit=code, pid=None, pid_started=None)
-            await self.sleep(decision.delay)
-            if self.halt.is_set():
+            await self.sleep(decision.delay, child)
+            if self.over(child):
                 return
             try:
                 await self.launch(child, restart=True)
@@ -148,9 +159,50 @@ class _Supervisor:
                 self.update(child, status="failed", pid=None)
                 return
             reason = await self.wait_healthy(child)
-            if reason is not None and not self.halt.is_set():
+            if reason is not None and not self.over(child):
                 log.warning("%s %s; stopping it to retry", child.spec.name, reason)
                 await terminate(child.proc, self.settings.grace_period)
+
+    def watch(self, child: _Child) -> None:
+        """Restart ``child`` whenever it exits (from now on)."""
+        self.watchers[child.spec.name] = asyncio.create_task(self.keep_alive(child))
+
+    async def watch_all(self) -> None:
+        """Return once the supervisor halts or no watched process is left."""
+        halted = asyncio.ensure_future(self.halt.wait())
+        try:
+            while live := [t for t in self.watchers.values() if not t.done()]:
+                await asyncio.wait({halted, *live}, return_when=asyncio.FIRST_COMPLETED)
+                if self.halt.is_set():
+                    return
+        finally:
+            halted.cancel()
+
+    def child(self, name: str) -> _Child:
+        return next(c for c in self.children if c.spec.name == name)
+
+    def add_child(self, spec: ProcessSpec) -> _Child:
+        """A process started at runtime (scaling out), in the engines' stage so shutdown stops it."""
+        child = _Child(spec)
+        self.children.append(child)
+        self.stages[self.stage_kinds.index(spec.kind)].append(child)
+        self.publish(processes=(*self.state.processes, _initial_state(self.plan, spec)))
+        return child
+
+    async def retire(self, child: _Child) -> None:
+        """Stop ``child`` for good (scaling in) and forget it."""
+        child.retired.set()
+        watcher = self.watchers.pop(child.spec.name, None)
+        if watcher is not None:
+            await asyncio.gather(watcher, return_exceptions=True)
+        if child.proc is not None and child.proc.returncode is None:
+            self.update(child, status="stopping")
+            await terminate(child.proc, self.settings.grace_period)
+        self.children.remove(child)
+        for stage in self.stages:
+            if child in stage:
+                stage.remove(child)
+        self.publish(processes=tuple(p for p in self.state.processes if p.name != child.spec.name))
 
     async def shutdown(self) -> None:
         """Stop every process, the last stage first (router before engines)."""
@@ -212,22 +264,27 @@ async def serve(
     async with async_client(timeout=settings.probe_timeout, transport=transport) as client:
         sup = _Supervisor(plan, settings, client, on_change)
         relay = asyncio.create_task(_relay(stop, sup.halt))
-        watchers: list[asyncio.Task[None]] = []
+        control: Control | None = None
         sup.publish()
         try:
             if await sup.start():
-                sup.publish(status="running")
+                if plan.control_port is not None:
+                    control = await Control.start(sup, plan.control_port)
+                sup.publish(status="running", control_url=control.url if control else None)
                 if ready is not None:
                     ready.set()
-                watchers = [asyncio.create_task(sup.keep_alive(c)) for c in sup.children]
-                await asyncio.gather(*watchers)
+                for child in sup.children:
+                    sup.watch(child)
+                await sup.watch_all()
         except LocalTargetError as err:
             sup.publish(status="failed", error=err.message, hint=err.hint)
             raise
         finally:
             sup.halt.set()
             relay.cancel()
-            await asyncio.gather(*watchers, return_exceptions=True)
+            if control is not None:
+                await control.close()
+            await asyncio.gather(*sup.watchers.values(), return_exceptions=True)
             await sup.shutdown()
     return sup.state
 

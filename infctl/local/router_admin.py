@@ -1,0 +1,68 @@
+"""The router's admin API as the supervisor uses it: register, drain and remove engines (thin I/O).
+
+Backend ids are the engines' URLs (what the router gives a ``--backend URL`` and an added backend without
+an id). ``INFCTL_ROUTER_ADMIN_TOKEN``, when set, is the bearer token, as the router itself reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import httpx
+
+from infctl.errors import LocalTargetError
+from infctl.local.spec import ProcessSpec
+
+TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
+
+
+class RouterAdmin:
+    """One router's admin API."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str, token: str | None = None) -> None:
+        self.client, self.base = client, base_url.rstrip("/") + "/admin/backends"
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+
+    async def backends(self) -> dict[str, dict[str, Any]]:
+        """Backends by id, with ``inflight`` and ``draining``."""
+        body = await self._call("GET", self.base)
+        return {b["id"]: b for b in body.get("backends", [])}
+
+    async def add(self, spec: ProcessSpec, engine: str | None = None) -> None:
+        entry: dict[str, Any] = {"url": spec.url, "role": spec.role or "both"}
+        entry.update({k: v for k, v in (("group", spec.group), ("pool", spec.pool), ("engine", engine)) if v})
+        await self._call("POST", self.base, json=entry)
+
+    async def drain(self, backend_id: str) -> None:
+        await self._call("POST", f"{self.base}/{backend_id}/drain", json={"draining": True})
+
+    async def remove(self, backend_id: str) -> None:
+        await self._call("DELETE", f"{self.base}/{backend_id}", missing_ok=True)
+
+    async def wait_idle(self, backend_id: str, within: float, interval: float = 0.1) -> bool:
+        """Poll until the router has no request in flight on ``backend_id``; False after ``within`` s."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            listed = (await self.backends()).get(backend_id)
+            if listed is None or not listed.get("inflight"):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(interval)
+
+    async def _call(self, method: str, url: str, *, json: Any = None, missing_ok: bool = False) -> Any:
+        try:
+            resp = await self.client.request(method, url, json=json, headers=self.headers)
+        except httpx.HTTPError as err:
+            raise LocalTargetError(f"{method} {url}: {type(err).__name__}: {err}",
+                                   hint="is the router running? see `infctl status`") from None
+        if resp.status_code == 404 and missing_ok:
+            return {}
+        if resp.status_code >= 400:
+            raise LocalTargetError(f"{method} {url} answered {resp.status_code}: {resp.text[:200]}",
+                                   hint=f"set {TOKEN_ENV} when the router requires a token")
+        return resp.json()

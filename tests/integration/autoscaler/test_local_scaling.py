@@ -1,0 +1,113 @@
+"""Runtime scaling of the local supervisor over simulated engines and the real router: start engines from
+the reserve and register them, drain before stopping so no stream is cut, keep the router in step."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from infctl.config import DeploymentProfile
+from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local.plan import router_specs
+
+FAST = SupervisorSettings(health_timeout=20, health_interval=0.05, grace_period=3, backoff_initial=0.1,
+                          reconcile_interval=0.1, drain_timeout=20)
+
+
+def profile(tmp_path: Path, **layout: Any) -> DeploymentProfile:
+    data: dict[str, Any] = {
+        "name": "scale", "target": "local", "mode": "aggregated", "replicas": 1,
+        "model": {"engine": "vllm", "model": "m", "served_model_name": "m",
+                  "pd": {"kv_connector": "nixl"},
+                  "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "speedup": 10}},
+        "router": {"enabled": True, "policy": "round_robin"},
+        "autoscaler": {"enabled": True, "both": {"min": 1, "max": 3}},
+        "local": {"base_port": 25000 + (os.getpid() * 11) % 20000, "run_dir": str(tmp_path)},
+        **layout,
+    }
+    if data["mode"] != "aggregated":
+        del data["replicas"]
+    return DeploymentProfile.model_validate(data)
+
+
+async def scale_status(client: httpx.AsyncClient, plan: LocalPlan) -> dict[str, Any]:
+    resp = await client.get(f"http://127.0.0.1:{plan.control_port}/scale")
+    resp.raise_for_status()
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+async def until(check: Any, within: float = 20.0) -> None:
+    async with asyncio.timeout(within):
+        while not await check():
+            await asyncio.sleep(0.05)
+
+
+async def backends(client: httpx.AsyncClient, router: str) -> set[str]:
+    listed = (await client.get(f"{router}/admin/backends")).json()["backends"]
+    return {b["url"] for b in listed}
+
+
+async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
+    body = {"model": "m", "prompt": "hello " * 20, "max_tokens": tokens, "stream": True,
+            "ignore_eos": True}
+    chunks = 0
+    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
+        assert resp.status_code == 200
+        async for line in resp.aiter_lines():
+            chunks += line.startswith("data: {")
+    return chunks
+
+
+GROUPS = {"mode": "group", "groups": 1, "group": {"prefill": 1, "decode": 1},
+          "autoscaler": {"enabled": True, "prefill": {"min": 1, "max": 3}, "decode": {"min": 1, "max": 3}}}
+
+
+@pytest.mark.parametrize(("unit", "layout", "last"), [
+    ("both", {}, ["engine-0", "router"]),
+    ("group", GROUPS, ["engine-g0-prefill-0", "engine-g0-decode-0", "router"]),
+])
+async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
+    tmp_path: Path, unit: str, layout: dict[str, Any], last: list[str]
+) -> None:
+    plan = build_plan(profile(tmp_path, **layout), is_free=port_is_free, daemons=(router_specs,))
+    members = len(last) - 1
+    assert len(plan.reserve) == 2 * members and plan.control_port is not None
+    router = plan.entrypoint.url
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        async with httpx.AsyncClient(timeout=30, trust_env=False) as c:
+            assert (await scale_status(c, plan))["units"][unit]["ready"] == 1
+            r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 3})
+            assert r.status_code == 202
+
+            async def three_ready() -> bool:
+                return (await scale_status(c, plan))["units"][unit]["ready"] == 3
+            await until(three_ready)
+            assert len(await backends(c, router)) == 3 * members
+            # Long streams on every engine, then scale in to one while they run.
+            streams = [asyncio.create_task(stream(c, router, 1500)) for _ in range(6)]
+            await asyncio.sleep(0.3)
+            r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
+            assert r.status_code == 202
+            assert await asyncio.gather(*streams) == [1500] * 6
+
+            async def one_left() -> bool:
+                s = (await scale_status(c, plan))["units"][unit]
+                return s["ready"] == 1 and s["stopping"] == 0
+            await until(one_left)
+            assert await backends(c, router) == {s.url for s in plan.specs[:members]}
+            bad = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 9})
+            assert bad.status_code == 400 and "out of 0..3" in bad.json()["error"]["message"]
+    finally:
+        stop.set()
+        final = await task
+    assert final.status == "stopped"
+    assert [p.name for p in final.processes] == last
