@@ -1,0 +1,58 @@
+"""From CLI options to targets: engine specs, profile expectations, a local release's plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infctl.config import load_deployment
+from infctl.doctor.resolve import build_request, engine_target, local_targets, parse_engine_spec
+from infctl.errors import ConfigError
+from infctl.local import build_plan
+
+PROFILES = Path(__file__).parents[3] / "profiles"
+
+
+def test_engine_specs() -> None:
+    assert parse_engine_spec("http://h:1,engine=sglang,model=m,role=prefill,kv_events=tcp://h:2") == {
+        "url": "http://h:1", "engine": "sglang", "model": "m", "role": "prefill", "kv_events": "tcp://h:2"}
+    with pytest.raises(ConfigError, match="cannot read 'colour=red'"):
+        parse_engine_spec("http://h:1,colour=red")
+    with pytest.raises(ConfigError, match="expected an http"):
+        parse_engine_spec("h:1")
+
+
+def test_a_profile_fills_in_what_a_spec_leaves_out() -> None:
+    profile = load_deployment(PROFILES / "deepseek-v3-group.yaml")
+    target = engine_target({"url": "http://10.0.0.7:30000"}, profile)
+    assert (target.engine, target.model, target.prefix_caching) == ("sglang", "deepseek-v3", True)
+    assert target.kv_events == "tcp://10.0.0.7:5557" and not target.precise  # the model publishes on 5557
+    explicit = engine_target({"url": "http://10.0.0.7:30000", "engine": "vllm", "model": "x"}, profile)
+    assert (explicit.engine, explicit.model) == ("vllm", "x")
+    events = load_deployment(PROFILES / "local-demo.yaml", ["model.kv_events.port=6000",
+                                                             "router.policy=prefix_precise"])
+    target = engine_target({"url": "http://127.0.0.1:8100"}, events)
+    assert target.kv_events == "tcp://127.0.0.1:6000" and target.precise
+
+
+def test_local_release_targets_come_from_its_plan() -> None:
+    profile = load_deployment(PROFILES / "local-demo.yaml", ["model.kv_events.enabled=true",
+                                                             "router.policy=prefix_precise", "replicas=2"])
+    plan = build_plan(profile, is_free=lambda _: True, run_dir=Path("/tmp/x"))
+    engines, router = local_targets(plan)
+    assert [e.url for e in engines] == ["http://127.0.0.1:8100", "http://127.0.0.1:8101"]
+    assert engines[0].kv_events == "tcp://127.0.0.1:8102"
+    assert engines[0].engine == "vllm" and engines[0].model == "llama3-8b" and engines[0].precise
+    assert router is not None and router.url == "http://127.0.0.1:8104"
+
+
+def test_nothing_to_check_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nothing to check") as info:
+        build_request()
+    assert info.value.exit_code == 2
+    request = build_request(engines=["http://h:1"], router="http://h:2", run_dir=tmp_path)
+    assert [e.url for e in request.engines] == ["http://h:1"]
+    assert request.router is not None and not request.checks_cluster and not request.checks_local
+    kube = build_request(profile=load_deployment(PROFILES / "deepseek-v3-group.yaml"), run_dir=tmp_path)
+    assert kube.checks_cluster and not kube.checks_local
