@@ -102,7 +102,8 @@ def router(
         }
         if backends:
             flags["backends"] = [parse_backend(b) for b in backends]
-        cfg = from_file(_router_file(file, flags), admin_token=os.environ.get("INFCTL_ROUTER_ADMIN_TOKEN"))
+        rf = _router_file(file, flags)
+        cfg = from_file(rf, admin_token=os.environ.get(rf.admin_token_env or "INFCTL_ROUTER_ADMIN_TOKEN"))
         build_policy(cfg.policy)  # a bad policy fails here, before the port opens
     err_console.print(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "

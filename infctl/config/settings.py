@@ -15,8 +15,8 @@ class RouterSettings(ProfileModel):
 
     enabled: bool = True
     """Run the router; when false, clients talk to the engines directly. Default true."""
-    policy: Annotated[str, AfterValidator(check_name)] = "round_robin"
-    """Routing policy name, e.g. ``round_robin``, ``prefix``; the router validates it. Default round_robin."""
+    policy: Annotated[str, AfterValidator(check_name)] = "cache_aware"
+    """Routing policy preset, e.g. ``cache_aware`` or ``round_robin``. Default cache_aware."""
     port: Port = 8000
     """Port the router listens on (the OpenAI endpoint clients use). Default 8000."""
     replicas: Count = 1
