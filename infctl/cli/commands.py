@@ -9,6 +9,8 @@ from infctl.cli import bench, delete, demo, deploy, diff, doctor, render, router
 
 def register(app: typer.Typer) -> None:
     """Attach every working command to the root app."""
+    from infctl.cli import autoscaler as autoscaler_cli
+
     validate.register(app)
     deploy.register(app)
     status.register(app)
@@ -20,3 +22,4 @@ def register(app: typer.Typer) -> None:
     diff.register(app)
     bench.register(app)
     doctor.register(app)
+    autoscaler_cli.register(app)

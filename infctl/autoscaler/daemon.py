@@ -1,0 +1,177 @@
+"""The autoscaler daemon: each interval observe, read signals, decide, log, export and (unless dry-run) scale.
+
+``serve(cfg, actuator, *, ready=None, stop=None)`` runs until ``stop``; ``run`` is the sync wrapper that owns
+the event loop and stops on SIGINT/SIGTERM. A failed step (an unreachable router, a refused scale) is
+logged and counted in ``infctl_autoscaler_errors_total``; the next tick tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from infctl.autoscaler.fleet import Actuator, Fleet
+from infctl.autoscaler.metrics import AutoscalerMetrics, direction
+from infctl.autoscaler.policy import desired_replicas
+from infctl.autoscaler.promql import PrometheusSource, query_signals
+from infctl.autoscaler.server import MetricsServer
+from infctl.autoscaler.settings import PolicyConfig
+from infctl.autoscaler.signals import Buckets, read_router, router_backends, scrape_replicas
+from infctl.autoscaler.snapshot import Decision, ReplicaSignals, ScalerState, ScalingSnapshot
+from infctl.engines import get_adapter
+from infctl.errors import InfctlError
+from infctl.telemetry import make_client
+
+log = logging.getLogger(__name__)
+
+ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
+
+OnDecision = Callable[[Decision, ScalingSnapshot], None]
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    """Everything ``serve`` needs besides the actuator."""
+
+    policy: PolicyConfig
+    engine: str = "vllm"
+    """Engine adapter for scraping replicas (metric names)."""
+    interval_s: float = 15.0
+    """Seconds between decisions."""
+    dry_run: bool = False
+    """Log and export recommendations; never scale."""
+    router_url: str | None = None
+    """The router whose queue and TTFT count; None: the one the actuator reports, if any."""
+    prometheus: PrometheusSource | None = None
+    """Read engine signals from Prometheus instead of scraping the replicas the actuator lists."""
+    host: str = "127.0.0.1"
+    port: int | None = 9464
+    """Port of /metrics and /health; None serves nothing (tests, one-shot runs)."""
+
+
+class _Daemon:
+    def __init__(self, cfg: AutoscalerConfig, actuator: Actuator, client: httpx.AsyncClient) -> None:
+        self.cfg, self.actuator, self.client = cfg, actuator, client
+        self.adapter = get_adapter(cfg.engine)
+        self.metrics = AutoscalerMetrics(cfg.dry_run)
+        self.state = ScalerState()
+        self.router_buckets: Buckets | None = None
+
+    async def tick(self, now: float, time_of_day: float, on_decision: OnDecision | None) -> Decision | None:
+        try:
+            fleet = await self.actuator.observe()
+        except InfctlError as err:
+            self._failed("observe", err)
+            return None
+        replicas = await self._signals(fleet)
+        queue, ttft = await self._router(self.cfg.router_url or fleet.router_url)
+        snap = ScalingSnapshot(now=now, replicas=replicas, router_queue=queue, ttft_p99_s=ttft,
+                               time_of_day_s=time_of_day)
+        decision = desired_replicas(snap, fleet.units, self.cfg.policy, self.state)
+        self.state = decision.state
+        self.metrics.record(decision, time.time(), queue, ttft)
+        for rec in decision.recommendations:
+            inputs = " ".join(f"{k}={v:.3g}" for k, v in rec.inputs)
+            log.info("%s %s: %d -> %d (%s) %s", "recommend" if self.cfg.dry_run else "decide", rec.role,
+                     rec.current, rec.desired, rec.reason, inputs)
+        if on_decision is not None:
+            on_decision(decision, snap)
+        if not self.cfg.dry_run:
+            await self._apply(decision)
+        return decision
+
+    async def _signals(self, fleet: Fleet) -> tuple[ReplicaSignals, ...]:
+        router = self.cfg.router_url or fleet.router_url
+        try:
+            if self.cfg.prometheus is not None:
+                return await query_signals(self.client, self.cfg.prometheus, self.adapter)
+            if not fleet.replicas and router is not None:
+                return await router_backends(self.client, router, os.environ.get(ADMIN_TOKEN_ENV))
+            replicas, errors = await scrape_replicas(self.client, fleet.replicas, self.adapter)
+        except InfctlError as err:
+            self._failed("signals", err)
+            return ()
+        for failure in errors:
+            self._failed("signals", failure)
+        return replicas
+
+    async def _router(self, url: str | None) -> tuple[float, float | None]:
+        if url is None:
+            return 0.0, None
+        try:
+            reading = await read_router(self.client, url, self.router_buckets)
+        except InfctlError as err:
+            self._failed("router", err)
+            return 0.0, None
+        self.router_buckets = reading.buckets
+        return reading.queue, reading.ttft_p99_s
+
+    async def _apply(self, decision: Decision) -> None:
+        for rec in decision.recommendations:
+            if not rec.changed:
+                continue
+            try:
+                await self.actuator.scale(rec.role, rec.desired)
+            except InfctlError as err:
+                self._failed("scale", err)
+                continue
+            self.metrics.scaled[(rec.role, direction(rec))] += 1
+
+    def _failed(self, stage: str, err: InfctlError) -> None:
+        self.metrics.errors[stage] += 1
+        log.warning("%s failed: %s", stage, err.message)
+
+
+async def serve(
+    cfg: AutoscalerConfig,
+    actuator: Actuator,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    on_decision: OnDecision | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    time_of_day: Callable[[], float] | None = None,
+) -> None:
+    """Decide every ``cfg.interval_s`` until ``stop`` is set; ``ready`` is set once /metrics listens."""
+    stop = stop or asyncio.Event()
+    day = time_of_day or _local_time_of_day
+    async with make_client(transport) as client:
+        daemon = _Daemon(cfg, actuator, client)
+        server = None if cfg.port is None else await MetricsServer.start(cfg.host, cfg.port, daemon.metrics)
+        try:
+            if ready is not None:
+                ready.set()
+            while not stop.is_set():
+                await daemon.tick(clock(), day(), on_decision)
+                waiter = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({waiter}, timeout=cfg.interval_s)
+                waiter.cancel()
+        finally:
+            if server is not None:
+                await server.close()
+
+
+def run(cfg: AutoscalerConfig, actuator: Actuator, *, on_decision: OnDecision | None = None) -> None:
+    """Run the daemon in the foreground until SIGINT or SIGTERM (the sync entry point)."""
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(cfg, actuator, stop=stop, on_decision=on_decision)
+
+    asyncio.run(main())
+
+
+def _local_time_of_day() -> float:
+    t = time.localtime()
+    return t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec

@@ -1,0 +1,153 @@
+"""``infctl autoscaler``: scale prefill, decode and whole groups on queue length, KV usage and TTFT."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from infctl.autoscaler.daemon import run
+from infctl.autoscaler.setup import Options, build
+from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
+from infctl.cli.context import global_options
+from infctl.cli.output import console, err_console, errors_as_exit
+
+EXAMPLES = """
+Examples:
+
+  # Recommendations only, for a local release deployed from this profile
+  infctl autoscaler -f profiles/local-demo.yaml --dry-run --interval 5
+
+  # Act on it: a night floor, pre-warming before 09:00, and TTFT as a signal
+  infctl autoscaler -f profiles/local-pd.yaml --schedule "00:00-07:00 min=1" --schedule "07:30-09:00 min=4" \\
+      --ttft-slo 2 --ratio 0.25:1
+
+  # In a cluster: the file `infctl render` puts in the autoscaler's ConfigMap
+  infctl autoscaler -f /etc/infctl/autoscaler.yaml --prometheus http://prometheus.monitoring:9090
+
+Metrics (infctl_autoscaler_*) and /health are served on --host:--port.
+"""
+
+
+def autoscaler(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None, typer.Option("-f", "--file", help="Deployment profile, or autoscaler.yaml.")
+    ] = None,
+    router: Annotated[str | None, typer.Option("--router", help="Router URL (queue depth, TTFT).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print recommendations; never scale.")] = False,
+    interval: Annotated[float | None, typer.Option("--interval", help="Seconds between decisions.")] = None,
+    schedule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--schedule", metavar="'HH:MM-HH:MM min=N [unit=U]'", help="A time-of-day floor (repeatable)."
+        ),
+    ] = None,
+    ratio: Annotated[
+        str | None,
+        typer.Option("--ratio", metavar="LOW:HIGH", help="Band of prefill replicas per decode replica."),
+    ] = None,
+    ttft_slo: Annotated[
+        float | None, typer.Option("--ttft-slo", help="Scale up while TTFT p99 > this, s.")
+    ] = None,
+    up_window: Annotated[float | None, typer.Option("--up-window", help="Seconds high before up. 0.")] = None,
+    down_window: Annotated[
+        float | None, typer.Option("--down-window", help="Seconds low before down. 300.")
+    ] = None,
+    up_cooldown: Annotated[
+        float | None, typer.Option("--up-cooldown", help="Seconds after a change. 30.")
+    ] = None,
+    down_cooldown: Annotated[
+        float | None, typer.Option("--down-cooldown", help="Seconds after a change. 120.")
+    ] = None,
+    max_step_up: Annotated[int | None, typer.Option("--max-step-up", help="Units added at once. 4.")] = None,
+    max_step_down: Annotated[
+        int | None, typer.Option("--max-step-down", help="Units removed at once. 1.")
+    ] = None,
+    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read engine signals here.")] = None,
+    selector: Annotated[
+        list[str] | None,
+        typer.Option("--selector", metavar="LABEL=VALUE", help="Prometheus series matcher (repeatable)."),
+    ] = None,
+    local: Annotated[str | None, typer.Option("--local", help="A local supervisor's control URL.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where the local release runs.")] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option("--time-scale", help="Wall seconds per policy second (simulated engines run faster)."),
+    ] = 1.0,
+    host: Annotated[str, typer.Option("--host", help="Metrics listen address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Metrics port (/metrics, /health).")] = 9464,
+    layout: Annotated[str | None, typer.Option("--layout", hidden=True)] = None,
+) -> None:
+    """Watch the engines and the router, decide how many replicas each role (or group) needs, and scale.
+
+    Every decision is printed with its reason when it changes something (every one with --dry-run)."""
+    opts = global_options(ctx)
+    policy: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "ttft_slo_s": ttft_slo,
+            "up_window_s": up_window,
+            "down_window_s": down_window,
+            "up_cooldown_s": up_cooldown,
+            "down_cooldown_s": down_cooldown,
+            "max_step_up": max_step_up,
+            "max_step_down": max_step_down,
+        }.items()
+        if v is not None
+    }
+    kube = {"kubeconfig": opts.kubeconfig, "context": opts.context, "namespace": opts.namespace}
+    with errors_as_exit():
+        cfg, actuator = build(
+            Options(
+                file=file,
+                layout=layout,
+                local=local,
+                run_dir=run_dir,
+                router=router,
+                prometheus=prometheus,
+                selector=tuple(selector or ()),
+                dry_run=dry_run,
+                interval=interval,
+                time_scale=time_scale,
+                schedules=tuple(schedule or ()),
+                ratio=ratio,
+                policy=policy,
+                host=host,
+                port=port,
+                kube=kube,
+            )
+        )
+        units = ", ".join(f"{u.name} {u.min}..{u.max}" for u in cfg.policy.units)
+        mode = "dry run: recommendations only" if cfg.dry_run else "scaling"
+        err_console.print(
+            f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}; "
+            f"metrics on http://{host}:{port}/metrics",
+            highlight=False,
+        )
+        run(cfg, actuator, on_decision=lambda d, s: _print(d, s, every=cfg.dry_run))
+
+
+def _print(decision: Decision, snap: ScalingSnapshot, *, every: bool) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    for rec in decision.recommendations:
+        if not (every or rec.changed):
+            continue
+        inputs = dict(rec.inputs)
+        seen = (
+            f"ready {inputs['ready']:.0f} pending {inputs['pending']:.0f} "
+            f"q/r {inputs['queue_per_replica']:.2f} kv {inputs['kv_usage']:.0%}"
+        )
+        arrow = "[green]->[/]" if rec.desired > rec.current else "[yellow]->[/]" if rec.changed else "=="
+        console.print(
+            f"{stamp} {rec.role} {rec.current} {arrow} {rec.desired}  {escape(rec.reason)}  [dim]({seen})[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="autoscaler", epilog=EXAMPLES)(autoscaler)
