@@ -38,6 +38,9 @@ MAX_POSITIONS = 4096
 VOCAB = 1024
 SPECIAL = ("<s>", "</s>", "<unk>")
 FINGERPRINT_FILE = "infctl-tiny-model.json"
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+"""Messages' contents joined by spaces: /v1/chat/completions works, and a chat prompt of N words from the
+list is N tokens, as with completions."""
 
 
 def synthetic_corpus(seed: int, lines: int = 4000) -> list[str]:
@@ -96,6 +99,7 @@ def build(out: Path, seed: int) -> bool:
         tokenizer_object=raw, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="</s>"
     )
     tokenizer.model_max_length = MAX_POSITIONS
+    tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=HIDDEN,

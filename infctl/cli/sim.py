@@ -208,6 +208,13 @@ def calibrate_command(
     quick: Annotated[
         bool, typer.Option("--quick", help="Fewer points and repeats: a rough fit in ~1/4 the time.")
     ] = False,
+    compensate: Annotated[
+        bool,
+        typer.Option(
+            "--compensate/--no-compensate",
+            help="Also measure a simulated engine serving the fit, and correct for its own latency.",
+        ),
+    ] = True,
 ) -> None:
     """Measure a real engine (TTFT against prompt length, ITL against batch size); fit a simulator profile."""
     opts = global_options(ctx)
@@ -218,6 +225,7 @@ def calibrate_command(
             "name": name,
             "max_num_batched_tokens": max_num_batched_tokens,
             "max_num_seqs": max_num_seqs,
+            "compensate": compensate,
         }
         if quick:
             fields.update(

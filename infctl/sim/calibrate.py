@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from infctl.sim.calib_fit import ItlSample, StepFit, TtftSample, fit_step_model
+from infctl.sim.calib_loop import corrected, simulated_engine, with_coefficients
 from infctl.sim.calib_measure import (
     EngineClient,
     EngineInfo,
@@ -29,6 +30,7 @@ from infctl.sim.calib_measure import (
     make_session,
     measure_itl,
     measure_ttft,
+    prompt_words,
 )
 from infctl.sim.calib_profile import CalibratedProfile
 
@@ -70,6 +72,9 @@ class CalibrationSettings:
     seed: int = 0
     timeout_s: float = 300.0
     """Limit of one request."""
+    compensate: bool = True
+    """Serve the fit from a simulated engine, measure it the same way, and correct each coefficient by the
+    difference (cancels the simulator's and the client's own latency; see ``infctl.sim.calib_loop``)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,9 @@ class Calibration:
     profile: CalibratedProfile
     seconds: float
     """Wall time the measurement took."""
+    served: StepFit | None = None
+    """The fit of the simulator serving ``fit`` (None without ``compensate``); the profile's coefficients
+    are ``fit``'s corrected by the difference."""
 
     def metadata(self, settings: CalibrationSettings) -> dict[str, Any]:
         """The ``calibration`` section of the profile file: provenance and in-sample residuals."""
@@ -93,6 +101,10 @@ class Calibration:
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "measure_seconds": round(self.seconds, 1),
             "solver": self.fit.solver,
+            "fitted_us": {k: round(v, 3) for k, v in self.fit.coefficients.items()},
+            "served_fit_us": None
+            if self.served is None
+            else {k: round(v, 3) for k, v in self.served.coefficients.items()},
             "max_rel_error": round(self.fit.max_rel_error, 4),
             "mean_rel_error": round(self.fit.mean_rel_error, 4),
             "samples": [
@@ -114,39 +126,55 @@ async def calibrate(
     session: aiohttp.ClientSession | None = None,
     progress: Progress | None = None,
 ) -> Calibration:
-    """Measure the engine at ``settings.url`` and fit a profile to it (a few minutes on a CPU engine)."""
+    """Measure the engine at ``settings.url`` and fit a profile to it (under a minute on the tiny CPU model);
+    with ``settings.compensate``, also measure the simulator serving that fit and correct for it."""
     say = progress or (lambda _: None)
     own = session is None
     sess = session or make_session()
     started = time.perf_counter()
     try:
         info = await engine_info(sess, settings.url, settings.model)
-        client = EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s)
-        say(f"warming up {info.model} at {settings.url}")
-        for i in range(settings.warmup_requests):
-            await client.stream(f"warm up {i} " * 8, 8)
-        say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
-        raw_ttft = await measure_ttft(
-            client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=settings.seed
+        say(f"measuring {info.model} at {settings.url}")
+        ttft, itl = await measure(
+            EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s), settings, say
         )
-        itl: list[ItlSample] = []
-        for context in settings.itl_contexts:
-            for batch in settings.batch_sizes:
-                say(f"ITL: {batch} streams of {context}-token prompts")
-                runs = [
-                    await measure_itl(
-                        client, batch, context, settings.itl_output_tokens, seed=settings.seed + 7 * r + 1
-                    )
-                    for r in range(settings.itl_repeats)
-                ]
-                itl += median_itl([s for s in runs if s is not None])
+        fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
+        profile = build_profile(settings, info, fit)
+        served: StepFit | None = None
+        if settings.compensate:
+            async with simulated_engine(profile, sess) as url:
+                say(f"measuring the simulator serving that fit at {url}")
+                sim_ttft, sim_itl = await measure(EngineClient(sess, url, info.model), settings, say)
+            served = fit_step_model(sim_ttft, sim_itl, max_num_batched_tokens=settings.max_num_batched_tokens)
+            profile = with_coefficients(profile, corrected(fit, served))
     finally:
         if own:
             await sess.close()
-    ttft = median_ttft(raw_ttft)
-    fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
-    profile = build_profile(settings, info, fit)
-    return Calibration(info, tuple(ttft), tuple(itl), fit, profile, time.perf_counter() - started)
+    return Calibration(info, tuple(ttft), tuple(itl), fit, profile, time.perf_counter() - started, served)
+
+
+async def measure(
+    client: EngineClient, settings: CalibrationSettings, say: Progress
+) -> tuple[list[TtftSample], list[ItlSample]]:
+    """Warm-up, then TTFT per prompt length (medians) and ITL per (context, batch) (medians of runs)."""
+    for i in range(settings.warmup_requests):
+        await client.stream(prompt_words(16, settings.seed - 1 - i), 8)
+    say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
+    raw = await measure_ttft(
+        client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=settings.seed
+    )
+    itl: list[ItlSample] = []
+    for context in settings.itl_contexts:
+        say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} of {context}-token prompts")
+        for batch in settings.batch_sizes:
+            runs = [
+                await measure_itl(
+                    client, batch, context, settings.itl_output_tokens, seed=settings.seed + 7 * r + 1
+                )
+                for r in range(settings.itl_repeats)
+            ]
+            itl += median_itl([s for s in runs if s is not None])
+    return median_ttft(raw), itl
 
 
 def median_ttft(samples: list[TtftSample]) -> list[TtftSample]:

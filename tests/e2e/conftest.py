@@ -1,0 +1,112 @@
+"""Real vLLM (CPU build) behind infctl: two engines and the router by ``infctl deploy --target local``.
+
+The real-engine tests are slow (the engines take ~1-2 minutes to start on two cores) and marked ``slow``; run
+them with ``python -m pytest -m slow tests/e2e`` or ``.ci/slow``, which also creates the vLLM virtualenv.
+
+vLLM lives in its own virtualenv so its pins (torch, transformers) never touch the interpreter the rest of the
+suite runs on:
+
+- ``INFCTL_VLLM_PYTHON``: that venv's interpreter; default ``~/.cache/infctl/vllm-venv/bin/python`` (where
+  ``.ci/slow`` puts it). Absent or without ``vllm``: every test here is skipped, saying so.
+- ``INFCTL_TINY_MODEL``: a model directory built by ``tools/make_tiny_model.py``; default: built into the
+  session's temporary directory (a few seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e_support import (
+    DEFAULT_VENV,
+    ENGINE_ENV,
+    MODEL_NAME,
+    REPO,
+    START_TIMEOUT_S,
+    Release,
+    engine_command,
+    free_port_block,
+    infctl_json,
+)
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    path = os.environ.get("INFCTL_VLLM_PYTHON") or str(DEFAULT_VENV / "bin" / "python")
+    if not Path(path).exists():
+        pytest.skip(f"no vLLM interpreter at {path}: run .ci/slow once, or set INFCTL_VLLM_PYTHON")
+    probe = subprocess.run(
+        [path, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True, timeout=120
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"{path} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    given = os.environ.get("INFCTL_TINY_MODEL")
+    out = Path(given) if given else tmp_path_factory.mktemp("tiny-model")
+    subprocess.run(
+        [vllm_python, str(REPO / "tools" / "make_tiny_model.py"), str(out)], check=True, timeout=300
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_release(
+    vllm_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Release]:
+    """Two real vLLM engines and the router (round robin to start with), deployed detached."""
+    work = tmp_path_factory.mktemp("vllm-release")
+    model: dict[str, Any] = {
+        "engine": "vllm",
+        "model": str(tiny_model),
+        "served_model_name": MODEL_NAME,
+        "max_model_len": 4096,
+        "enable_prefix_caching": True,
+        "env": ENGINE_ENV,
+    }
+    profile = {
+        "name": "e2e-vllm",
+        "target": "local",
+        "mode": "aggregated",
+        "replicas": 2,
+        "model": model,
+        "router": {"enabled": True, "policy": "round_robin"},
+        "local": {
+            "base_port": free_port_block(),
+            "run_dir": str(work / "run"),
+            "simulate": False,
+            "engine_command": engine_command(vllm_python, model),
+        },
+    }
+    path = work / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    run_dir = work / "run"
+    summary = infctl_json(
+        "deploy", "--target", "local", "-f", str(path), "--detach", "--timeout", str(START_TIMEOUT_S),
+        timeout=START_TIMEOUT_S * 3 + 60,
+    )  # fmt: skip
+    release = Release(
+        name=summary["release"],
+        run_dir=run_dir,
+        router_url=summary["url"],
+        engine_urls=tuple(p["url"] for p in summary["processes"] if p["kind"] == "engine"),
+        summary=summary,
+    )
+    try:
+        yield release
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "infctl", "delete", "--release", release.name, "--run-dir", str(run_dir)],
+            cwd=REPO,
+            timeout=120,
+            check=False,
+        )

@@ -1,0 +1,82 @@
+"""Helpers of the real-vLLM end-to-end tests (imported by conftest.py and the tests)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infctl.config import ModelProfile
+from infctl.engines.vllm import ADAPTER
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_VENV = Path.home() / ".cache" / "infctl" / "vllm-venv"
+MODEL_NAME = "tiny"
+START_TIMEOUT_S = 420.0
+"""Per process; two engines compiling at once on two cores have taken ~2 minutes here."""
+ENGINE_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    # vLLM pins its OpenMP threads to core 0 by default ("auto"); two engines on one machine would share it.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+}
+_PORT_MARK, _HOST_MARK = 59999, "HOST-MARK"
+
+
+def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
+    """The vLLM adapter's own command line, run by the vLLM venv's interpreter: ``local.engine_command`` with
+    placeholders, since the profile has no field for "the adapter's command, another python"."""
+    argv = ADAPTER.launch_command(ModelProfile(**model), role="both", port=_PORT_MARK, host=_HOST_MARK)
+    swap = {str(_PORT_MARK): "{port}", _HOST_MARK: "{host}", MODEL_NAME: "{model}"}
+    # Through `env`: infctl's pre-flight resolves symlinks, so a venv's python (a symlink to the same base
+    # interpreter) passes for this one and vllm is looked for here (infctl/local/deploy.py _is_this_python).
+    return ["env", vllm_python, *(swap.get(word, word) for word in argv[1:])]
+
+
+def free_port_block(size: int = 20) -> int:
+    """A port with ``size`` free ports above it (the supervisor skips taken ones anyway)."""
+    for base in range(18600, 30000, size):
+        if all(_free(p) for p in range(base, base + size)):
+            return base
+    raise RuntimeError("no free port block")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    run_dir: Path
+    router_url: str
+    engine_urls: tuple[str, ...]
+    summary: dict[str, Any]
+
+    def infctl(self, *args: str, timeout: float = 60) -> dict[str, Any]:
+        return infctl_json(*args, "--run-dir", str(self.run_dir), timeout=timeout)
+
+
+def infctl_json(*args: str, timeout: float) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "infctl", "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"infctl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}\n{proc.stdout}"
+        )
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out

@@ -1,0 +1,233 @@
+"""``infctl sim calibrate`` without a real engine: the pure fit, the profile file, and a round trip against
+the simulated engine (whose step-time model is known, so the fit must recover it). Fast; not marked slow.
+
+(They sit here beside the real-engine tests they support; tests/unit/sim would suit the pure ones too.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from infctl.cli.main import _register, app
+from infctl.errors import ConfigError
+from infctl.sim.calib_fit import (
+    TERMS,
+    ItlSample,
+    TtftSample,
+    chunks,
+    fit_step_model,
+    itl_regressors,
+    predict_us,
+    solve_normal_equations,
+    ttft_regressors,
+)
+from infctl.sim.calib_loop import free_port
+from infctl.sim.calib_profile import (
+    CalibratedProfile,
+    load_profile_file,
+    profile_from_dict,
+    write_profile_file,
+)
+from infctl.sim.calibrate import CalibrationSettings, calibrate
+from infctl.sim.profiles import TINY_CPU, get_profile
+
+TRUE = {
+    "beta0_us": 2500.0,
+    "prefill_step_us": 6000.0,
+    "beta1_us": 20.0,
+    "beta2_us": 150.0,
+    "attn_us_per_ktok": 300.0,
+    "prefill_quad_us_per_ktok2": 12000.0,
+}
+
+
+def synthetic(coef: dict[str, float]) -> tuple[list[TtftSample], list[ItlSample]]:
+    ttft = [TtftSample(n, 0.0) for n in (16, 128, 512, 1024, 2048, 3000)]
+    itl = [ItlSample(b, c, 0.0) for b in (1, 4, 16, 32) for c in (64.0, 1024.0)]
+    ttft = [TtftSample(s.prompt_tokens, predict_us(coef, ttft_regressors(s, 2048)) * 1e-6) for s in ttft]
+    itl = [ItlSample(s.batch, s.context_tokens, predict_us(coef, itl_regressors(s)) * 1e-6) for s in itl]
+    return ttft, itl
+
+
+def test_chunks_follow_the_step_budget() -> None:
+    assert chunks(3000, 2048) == [2048, 952]
+    assert chunks(2048, 2048) == [2048]
+    assert chunks(0, 2048) == []
+
+
+def test_fit_recovers_exact_coefficients() -> None:
+    ttft, itl = synthetic(TRUE)
+    fit = fit_step_model(ttft, itl, max_num_batched_tokens=2048)
+    for term in TERMS:
+        assert fit.coefficients[term] == pytest.approx(TRUE[term], rel=1e-6)
+    assert fit.max_rel_error < 1e-9
+
+
+def test_normal_equations_agree_with_numpy() -> None:
+    pytest.importorskip("numpy")
+    ttft, itl = synthetic(TRUE)
+    rows = [ttft_regressors(s, 2048) for s in ttft] + [itl_regressors(s) for s in itl]
+    ys = [s.seconds * 1e6 for s in ttft] + [s.seconds * 1e6 for s in itl]
+    design = [[x / y for x in row] for row, y in zip(rows, ys, strict=True)]
+    solution = solve_normal_equations(design, [1.0] * len(ys))
+    assert solution == pytest.approx([TRUE[t] for t in TERMS], rel=1e-6)
+
+
+def test_a_term_the_data_calls_negative_is_dropped() -> None:
+    coef = {**TRUE, "attn_us_per_ktok": 0.0}
+    ttft, itl = synthetic(coef)
+    # ITL shrinking with context would need attn < 0: clamp it to 0 and fit the rest.
+    itl = [
+        ItlSample(s.batch, s.context_tokens, s.seconds * (0.97 if s.context_tokens > 100 else 1.0))
+        for s in itl
+    ]
+    fit = fit_step_model(ttft, itl, max_num_batched_tokens=2048)
+    assert fit.coefficients["attn_us_per_ktok"] == 0.0
+    assert all(v >= 0 for v in fit.coefficients.values())
+
+
+def test_too_few_samples_are_refused() -> None:
+    with pytest.raises(ValueError, match="determine"):
+        fit_step_model([TtftSample(16, 0.01)], [], max_num_batched_tokens=2048)
+
+
+def test_calibrated_profile_step_time_and_ttft() -> None:
+    p = CalibratedProfile(
+        **{**_fields(TINY_CPU), "prefill_step_us": 1000.0, "prefill_quad_us_per_ktok2": 4000.0}
+    )
+    assert p.step_time(0, 4, 0) == pytest.approx(TINY_CPU.step_time(0, 4, 0))
+    assert p.step_time(1000, 0, 0) == pytest.approx(TINY_CPU.step_time(1000, 0, 0) + 5000e-6)
+    # 3000 tokens at a 2048 budget: two prefill steps.
+    assert p.expected_ttft(3000) == pytest.approx(p.step_time(2048, 0, 0) + p.step_time(952, 0, 0))
+
+
+def _fields(profile: object) -> dict[str, object]:
+    import dataclasses
+
+    return dataclasses.asdict(profile)  # type: ignore[call-overload, no-any-return]
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_profile_file_round_trip_and_get_profile(tmp_path: Path, suffix: str) -> None:
+    p = CalibratedProfile(**{**_fields(TINY_CPU), "name": "mine", "prefill_step_us": 123.0})
+    path = tmp_path / f"mine{suffix}"
+    write_profile_file(path, p, {"url": "http://x", "samples": []})
+    assert load_profile_file(path) == p
+    assert get_profile(str(path)) == p
+    plain = tmp_path / f"plain{suffix}"
+    write_profile_file(plain, TINY_CPU)
+    assert type(get_profile(str(plain))) is type(TINY_CPU)
+
+
+def test_profile_file_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown profile field"):
+        profile_from_dict({**_fields(TINY_CPU), "beta9_us": 1.0})
+    with pytest.raises(ConfigError, match="missing"):
+        profile_from_dict({"name": "x"})
+    with pytest.raises(ConfigError, match="cannot read"):
+        get_profile(str(tmp_path / "absent.yaml"))
+    with pytest.raises(ConfigError, match="unknown simulator profile"):
+        get_profile("no-such-profile")
+
+
+@pytest.fixture
+def sim_engine(tmp_path: Path) -> str:
+    """``infctl sim`` in a child process, with the tiny-cpu step model plus the calibrated terms."""
+    truth = CalibratedProfile(
+        **{
+            **_fields(TINY_CPU),
+            "name": "truth",
+            "max_num_seqs": 64,
+            "num_gpu_blocks": 4096,
+            "beta2_us": 400.0,
+            "prefill_step_us": 3000.0,
+        }
+    )
+    path = tmp_path / "truth.json"
+    write_profile_file(path, truth)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infctl", "sim", "--profile", str(path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield url  # type: ignore[misc]
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _commands() -> None:
+    if not any(g.name == "sim" for g in app.registered_groups):
+        _register()
+
+
+QUICK = {
+    "prompt_lengths": (16, 256, 1024, 2048),
+    "ttft_repeats": 3,
+    "batch_sizes": (1, 4, 12),
+    "itl_contexts": (32, 1024),
+    "itl_output_tokens": 24,
+    "itl_repeats": 1,
+    "warmup_requests": 1,
+    "max_num_seqs": 64,
+}
+
+
+async def test_calibrating_the_simulator_recovers_its_step_model(sim_engine: str) -> None:
+    settings = CalibrationSettings(url=sim_engine, name="fitted", compensate=False, **QUICK)  # type: ignore[arg-type]
+    result = await calibrate(settings)
+    c = result.fit.coefficients
+    # The served simulator adds its own ~1-2 ms per request and ~0.2 ms per token, hence the loose bounds.
+    assert c["beta2_us"] == pytest.approx(400.0, rel=0.35)
+    assert c["beta1_us"] + c["prefill_quad_us_per_ktok2"] / 1000 == pytest.approx(TINY_CPU.beta1_us, rel=0.35)
+    assert 1500 <= c["beta0_us"] <= 3500
+    assert result.fit.max_rel_error < 0.25
+    assert result.profile.block_size == TINY_CPU.block_size and result.profile.model == TINY_CPU.model
+
+
+def test_cli_writes_a_profile_that_sim_loads(sim_engine: str, tmp_path: Path) -> None:
+    out = tmp_path / "fitted.yaml"
+    args = [
+        "-o",
+        "json",
+        "sim",
+        "calibrate",
+        "--url",
+        sim_engine,
+        "--out",
+        str(out),
+        "--name",
+        "fitted",
+        "--quick",
+    ]
+    result = CliRunner().invoke(app, [*args, "--max-num-seqs", "64"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["written"] == str(out) and summary["served_fit_us"] is not None
+    profile = get_profile(str(out))
+    assert isinstance(profile, CalibratedProfile) and profile.name == "fitted"
+    # Compensated: the simulator serving this profile reproduces what was measured.
+    assert summary["max_rel_error"] < 0.3
+
+
+def test_cli_reports_an_unreachable_engine() -> None:
+    result = CliRunner().invoke(app, ["sim", "calibrate", "--url", f"http://127.0.0.1:{free_port()}"])
+    assert result.exit_code == 1
+    assert "cannot reach" in result.output
