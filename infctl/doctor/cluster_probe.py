@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Protocol
 
 from infctl.config import DeploymentProfile
 from infctl.doctor import cluster_eval as ev
 from infctl.doctor.crds import DISCOVERED, evaluate_crds
 from infctl.doctor.nodes import node_views
+from infctl.doctor.pods import engine_selector, evaluate_engine_pods
 from infctl.doctor.result import CheckResult, failed, skipped, warned
 from infctl.doctor.topology import evaluate_rdma, evaluate_switch_capacity
 from infctl.errors import ConfigError, KubeError
@@ -34,7 +36,9 @@ class KubeRequester(Protocol):
     def namespace(self) -> str: ...
     @property
     def host(self) -> str: ...
-    def request(self, method: str, path: str, *, body: Any = None) -> dict[str, Any]: ...
+    def request(
+        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None
+    ) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -54,9 +58,10 @@ async def check_cluster(factory: KubeFactory, profile: DeploymentProfile | None,
 async def _check(client: KubeRequester, profile: DeploymentProfile | None, namespace: str | None,
                  gate: asyncio.Semaphore) -> list[CheckResult]:
 
-    async def call(method: str, path: str, body: Any = None) -> dict[str, Any]:
+    async def call(method: str, path: str, body: Any = None, query: dict[str, str] | None = None
+                   ) -> dict[str, Any]:
         async with gate:
-            return await asyncio.to_thread(client.request, method, path, body=body)
+            return await asyncio.to_thread(partial(client.request, method, path, query=query, body=body))
 
     t = client.host
     try:
@@ -81,7 +86,22 @@ async def _check(client: KubeRequester, profile: DeploymentProfile | None, names
                     evaluate_switch_capacity(views, profile, target=t),
                     evaluate_rdma(views, profile, target=t)]
     results.append(ev.evaluate_metrics_apis(groups, target=t))
+    if profile is not None:
+        results.append(await _engine_pods(call, profile.name, ns, t))
     return results
+
+
+async def _engine_pods(call: Call, release: str, namespace: str, target: str) -> CheckResult:
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        items = (await call("GET", path, query={"labelSelector": engine_selector(release)})).get("items", [])
+    except KubeError as err:
+        if err.status == 404:  # an API server that has never seen a pod in this namespace
+            items = []
+        else:
+            found = f"cannot list pods: {err.message}"
+            return warned("cluster", "engine pods", found, err.hint, target=target)
+    return evaluate_engine_pods([i for i in items if isinstance(i, dict)], release, namespace, target=target)
 
 
 Call = Callable[..., Any]

@@ -39,6 +39,16 @@ def node(name: str, labels: dict[str, str], gpus: int = 8) -> dict[str, Any]:
             "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "rdma/ib": "1k", "cpu": "96"}}}
 
 
+def pod(name: str, ready: bool) -> dict[str, Any]:
+    labels = {"infctl.io/release": "deepseek-v3", "app.kubernetes.io/component": "engine"}
+    conditions = [{"type": "Ready", "status": "True"}] if ready else [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu."}]
+    phase = "Running" if ready else "Pending"
+    return {"metadata": {"name": name, "namespace": "inference", "labels": labels},
+            "status": {"phase": phase, "conditions": conditions}}
+
+
 @pytest.fixture
 async def api() -> AsyncIterator[AccessReviewingEmulator]:
     async with AccessReviewingEmulator() as emulator, kmock.Server(emulator):
@@ -52,6 +62,8 @@ def fake_cluster(api: Any, *, labelled: int, unlabelled: int, deny: tuple[str, s
         api.objects["v1/nodes", None, f"gpu-a{i}"] = node(f"gpu-a{i}", {BLOCK: "block-1"})
     for i in range(unlabelled):
         api.objects["v1/nodes", None, f"gpu-b{i}"] = node(f"gpu-b{i}", {})
+    for name, ready in (("deepseek-v3-g0-prefill-0", True), ("deepseek-v3-g0-decode-0", False)):
+        api.objects["v1/pods", "inference", name] = pod(name, ready)
     api.allow = lambda attrs: deny is None or (attrs["verb"], attrs["resource"]) != deny
 
 
@@ -83,6 +95,10 @@ async def test_missing_crd_and_unlabelled_gpu_nodes_are_reported_with_fixes(api,
     assert found["gpu nodes"].status == "pass" and "96 allocatable" in found["gpu nodes"].summary
     assert found["rdma"].status == "pass"
     assert found["metrics apis"].status == "warn" and "metrics-server" in (found["metrics apis"].fix or "")
+    pods = found["engine pods"]
+    assert pods.status == "warn"
+    assert "1 of 2 not ready: deepseek-v3-g0-decode-0: Pending: 0/12" in pods.summary
+    assert "kubectl -n inference describe pod deepseek-v3-g0-decode-0" in (pods.fix or "")
 
 
 async def test_no_gpu_node_with_the_switch_label_fails(api, tmp_path) -> None:

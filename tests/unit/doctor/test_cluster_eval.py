@@ -146,3 +146,18 @@ def test_metrics_apis() -> None:
     assert evaluate_metrics_apis({"metrics.k8s.io", "external.metrics.k8s.io"}).status == "pass"
     missing = evaluate_metrics_apis({"apps"})
     assert missing.status == "warn" and "metrics-server" in (missing.fix or "")
+
+
+def test_engine_pods() -> None:
+    from infctl.doctor.pods import evaluate_engine_pods
+
+    def pod(name: str, status: dict[str, Any], release: str = "r") -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"infctl.io/release": release}}, "status": status}
+
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    crashing = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+    assert evaluate_engine_pods([pod("a", ready)], "r", "ns").status == "pass"
+    assert evaluate_engine_pods([pod("a", ready, release="other")], "r", "ns").status == "skip"
+    result = evaluate_engine_pods([pod("a", crashing)], "r", "ns")
+    assert result.status == "fail" and "a: Running: CrashLoopBackOff" in result.summary
