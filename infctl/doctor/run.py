@@ -85,7 +85,7 @@ def plan_checks(request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncCli
         kube = deps.kube
         missing = failed("cluster", "api", "no Kubernetes client factory given", "pass DoctorDeps(kube=...)")
         run = partial(check_cluster, kube, profile, request.namespace) if kube else _sync(lambda: missing)
-        checks.append(Check("cluster", "cluster", run))
+        checks.append(Check("cluster", "api", run, "kubeconfig"))
     checks += [Check("engines", "engine", partial(check_engine, client, t, kv_wait_s=kv_wait_s), t.url)
                for t in request.engines]
     if profile is not None:
