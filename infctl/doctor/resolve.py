@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from infctl.config import DeploymentProfile, LocalSettings
 from infctl.doctor.targets import DoctorRequest, EngineTarget, RouterTarget
+from infctl.engines import get_adapter
 from infctl.errors import ConfigError
 from infctl.local.deploy import read_plan
 from infctl.local.procs import pid_alive
@@ -25,6 +26,7 @@ from infctl.local.state import PLAN_FILE, is_live, read_state
 from infctl.router.policies import build_policy
 
 SPEC_KEYS = ("engine", "model", "role", "kv_events")
+ROLES = ("prefill", "decode", "both")
 Alive = Callable[[int, int | None], bool]
 
 
@@ -41,6 +43,10 @@ def parse_engine_spec(spec: str) -> dict[str, str]:
             raise ConfigError(f"--engines {spec}: cannot read {pair!r}",
                               hint=f"use URL[,key=value...] with keys {', '.join(SPEC_KEYS)}")
         out[key] = value
+    if "engine" in out:
+        get_adapter(out["engine"])  # ConfigError listing the known engines
+    if out.get("role", "both") not in ROLES:
+        raise ConfigError(f"--engines {spec}: role must be one of {', '.join(ROLES)}, found {out['role']!r}")
     return out
 
 

@@ -21,6 +21,10 @@ def test_engine_specs() -> None:
         parse_engine_spec("http://h:1,colour=red")
     with pytest.raises(ConfigError, match="expected an http"):
         parse_engine_spec("h:1")
+    with pytest.raises(ConfigError, match="known engines: sglang, vllm"):
+        parse_engine_spec("http://h:1,engine=trt")
+    with pytest.raises(ConfigError, match="role must be one of"):
+        parse_engine_spec("http://h:1,role=encode")
 
 
 def test_a_profile_fills_in_what_a_spec_leaves_out() -> None:
