@@ -127,6 +127,7 @@ def autoscaler(
             f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}; "
             f"metrics on http://{host}:{port}/metrics",
             highlight=False,
+            soft_wrap=True,
         )
         run(cfg, actuator, on_decision=lambda d, s: _print(d, s, every=cfg.dry_run))
 

@@ -54,18 +54,23 @@ class Scaler:
         self.desired[unit] = replicas
         self.wake.set()
 
+    def is_ready(self, slot: Slot) -> bool:
+        """Registered and every member healthy right now (a crashed engine is not capacity)."""
+        healthy = {p.name for p in self.sup.state.processes if p.status == "healthy"}
+        return slot.name in self.ready and all(m.name in healthy for m in slot.members)
+
     def status(self) -> dict[str, Any]:
         router = next((s.url for s in self.sup.plan.specs if s.kind == "router"), None)
         return {"release": self.sup.plan.release, "router": router, "units": {
             unit: {
                 "desired": self.desired[unit],
-                "ready": sum(s.name in self.ready for s in slots),
-                "starting": sum(s.name in self.active and s.name not in self.ready for s in slots),
+                "ready": sum(self.is_ready(s) for s in slots),
+                "starting": sum(s.name in self.active and not self.is_ready(s) for s in slots),
                 "stopping": sum(s.name in self.stopping for s in slots),
                 "max": len(slots),
                 "replicas": [
                     {"name": m.name, "url": m.url, "role": m.role, "group": m.group, "pool": m.pool,
-                     "ready": s.name in self.ready}
+                     "ready": self.is_ready(s)}
                     for s in slots if s.name in self.active for m in s.members
                 ],
             }

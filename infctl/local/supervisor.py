@@ -267,9 +267,10 @@ async def serve(
         control: Control | None = None
         sup.publish()
         try:
+            # Listening before the autoscaler starts, which is the endpoint's client.
+            if plan.control_port is not None:
+                control = await Control.start(sup, plan.control_port)
             if await sup.start():
-                if plan.control_port is not None:
-                    control = await Control.start(sup, plan.control_port)
                 sup.publish(status="running", control_url=control.url if control else None)
                 if ready is not None:
                     ready.set()
