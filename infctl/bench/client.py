@@ -11,9 +11,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
 
 from infctl.bench.records import RequestRecord
 from infctl.bench.sse import StreamOutcome, parse_json_response, parse_stream
@@ -36,6 +39,7 @@ def make_session(
         connector=connector
         or aiohttp.TCPConnector(limit=max_connections, limit_per_host=0, ttl_dns_cache=300),
         auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
         # Engines are reached directly; an operator's HTTP(S)_PROXY must not sit in the measurement.
         trust_env=False,
         timeout=aiohttp.ClientTimeout(total=None),
@@ -71,14 +75,24 @@ class Target:
         body.update(self.extra_body)
         return json.dumps(body, separators=(",", ":")).encode()
 
-    def request_headers(self) -> dict[str, str]:
-        return {"Content-Type": "application/json", "Accept": "text/event-stream", **self.headers}
+    def request_headers(self) -> CIMultiDict[str]:
+        """Built once per run: aiohttp would otherwise rebuild a header multidict for every request."""
+        base = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        return CIMultiDict({**base, **self.headers})
+
+    @cached_property
+    def parsed_url(self) -> URL:
+        return URL(self.url)
+
+    @cached_property
+    def timeout(self) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=self.timeout_s)
 
 
 async def send(
     session: aiohttp.ClientSession,
     target: Target,
-    headers: Mapping[str, str],
+    headers: CIMultiDict[str],
     body: bytes,
     rec: RequestRecord,
     spec_input_tokens: int,
@@ -86,11 +100,11 @@ async def send(
 ) -> None:
     """Send one request and fill ``rec`` (times, tokens, error). Never raises except on cancellation."""
     reads: list[tuple[float, bytes]] = []
-    timeout = aiohttp.ClientTimeout(total=target.timeout_s)
     outcome: StreamOutcome | None = None
+    url, timeout = target.parsed_url, target.timeout
     rec.sent_s = clock()
     try:
-        async with session.post(target.url, data=body, headers=headers, timeout=timeout) as resp:
+        async with session.post(url, data=body, headers=headers, timeout=timeout) as resp:
             rec.status = resp.status
             if resp.status != 200:
                 detail = await resp.content.read(300)
