@@ -1,0 +1,123 @@
+"""The daemon loop on a fake clock with a fake actuator and MockTransport engines: decide, scale, export."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import httpx
+import pytest
+from policykit import aggregated
+
+from infctl.autoscaler.daemon import AutoscalerConfig, serve
+from infctl.autoscaler.fleet import Fleet, ReplicaInfo
+from infctl.autoscaler.metrics import AutoscalerMetrics
+from infctl.autoscaler.snapshot import Decision, ScalingSnapshot, UnitStatus
+from infctl.errors import LocalTargetError
+
+
+class FakeActuator:
+    """Scaling takes effect at once; every replica reports ``waiting`` requests."""
+
+    def __init__(self, replicas: int, fail_first: int = 0) -> None:
+        self.replicas, self.fail_first = replicas, fail_first
+        self.calls: list[tuple[str, int]] = []
+
+    async def observe(self) -> Fleet:
+        if self.fail_first:
+            self.fail_first -= 1
+            raise LocalTargetError("supervisor unreachable")
+        infos = tuple(ReplicaInfo(f"e{i}", f"http://e{i}:8000", "both") for i in range(self.replicas))
+        return Fleet(units={"both": UnitStatus(self.replicas, self.replicas)}, replicas=infos)
+
+    async def scale(self, unit: str, replicas: int) -> None:
+        self.calls.append((unit, replicas))
+        self.replicas = replicas
+
+
+def engines(waiting: float) -> httpx.MockTransport:
+    text = f'vllm:num_requests_waiting{{model_name="m"}} {waiting}\nvllm:kv_cache_usage_perc 0.2\n'
+    return httpx.MockTransport(lambda req: httpx.Response(200, text=text))
+
+
+async def drive(cfg: AutoscalerConfig, actuator: FakeActuator, waiting: float, ticks: int) -> list[Decision]:
+    stop, seen = asyncio.Event(), []
+
+    def on_decision(decision: Decision, snap: ScalingSnapshot) -> None:
+        seen.append(decision)
+        if len(seen) == ticks:
+            stop.set()
+
+    clock = itertools.count(0.0, 15.0)
+    await asyncio.wait_for(
+        serve(
+            cfg,
+            actuator,
+            stop=stop,
+            on_decision=on_decision,
+            transport=engines(waiting),
+            clock=lambda: next(clock),
+            time_of_day=lambda: 12 * 3600.0,
+        ),
+        timeout=10,
+    )
+    return seen
+
+
+async def test_scales_up_then_holds_while_cooling_down() -> None:
+    cfg = AutoscalerConfig(policy=aggregated(hi=8, up_cooldown_s=30), interval_s=0, port=None)
+    actuator = FakeActuator(2)
+    decisions = await drive(cfg, actuator, waiting=20, ticks=4)
+    # 2 x 20 waiting need 5 at 8 each: up to 5 at t=0; then 5 x 20 need 13 (max 8): t=15 cools down, t=30 up.
+    assert actuator.calls == [("both", 5), ("both", 8)]
+    assert [d.recommendations[0].desired for d in decisions] == [5, 5, 8, 8]
+
+
+async def test_dry_run_recommends_and_never_scales() -> None:
+    cfg = AutoscalerConfig(policy=aggregated(), interval_s=0, port=None, dry_run=True)
+    actuator = FakeActuator(2)
+    decisions = await drive(cfg, actuator, waiting=20, ticks=2)
+    assert actuator.calls == []
+    assert decisions[0].recommendations[0].desired == 5
+
+
+async def test_a_failed_observation_is_counted_and_the_next_tick_goes_on() -> None:
+    cfg = AutoscalerConfig(policy=aggregated(), interval_s=0, port=None)
+    actuator = FakeActuator(2, fail_first=2)
+    await drive(cfg, actuator, waiting=0.1, ticks=1)
+    assert actuator.calls == []
+
+
+async def test_metrics_and_health_are_served(unused_tcp_port: int) -> None:
+    cfg = AutoscalerConfig(policy=aggregated(), interval_s=0.01, port=unused_tcp_port)
+    actuator, stop, ready = FakeActuator(2), asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(serve(cfg, actuator, ready=ready, stop=stop, transport=engines(20)))
+    await asyncio.wait_for(ready.wait(), 5)
+    async with httpx.AsyncClient(trust_env=False) as c:
+        for _ in range(100):
+            text = (await c.get(f"http://127.0.0.1:{unused_tcp_port}/metrics")).text
+            if "scale_events_total{" in text:
+                break
+            await asyncio.sleep(0.02)
+        health = (await c.get(f"http://127.0.0.1:{unused_tcp_port}/health")).json()
+    stop.set()
+    await task
+    assert health == {"status": "ok", "dry_run": False}
+    assert 'infctl_autoscaler_scale_events_total{unit="both",direction="up"} 1' in text
+    assert 'infctl_autoscaler_desired_replicas{unit="both"} 5' in text
+    assert "infctl_autoscaler_queue_per_replica" in text and "infctl_autoscaler_dry_run 0" in text
+
+
+def test_metrics_render_before_any_decision() -> None:
+    text = AutoscalerMetrics(dry_run=True).render()
+    assert "infctl_autoscaler_dry_run 1" in text and "infctl_autoscaler_ttft_p99_seconds NaN" in text
+
+
+@pytest.fixture
+def unused_tcp_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
