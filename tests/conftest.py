@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 
 from infctl.errors import EngineError
+from infctl.router.config import RouterConfig
+from infctl.router.health import HealthPolicy
+from infctl.router.server import serve as serve_router
+from infctl.router.snapshot import Backend
 from infctl.sim.server import SimCluster, serve
 from infctl.sim.settings import SimSettings
 
@@ -79,3 +83,39 @@ def scrape() -> Callable[[str], Awaitable[dict[str, float]]]:
             return parse_exposition(resp.text)
 
     return get
+
+
+StartRouter = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+async def start_router() -> AsyncIterator[StartRouter]:
+    """``url = await start_router([Backend(...), ...], policy="cache_aware", **RouterConfig fields)``."""
+    running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(backends: list[Backend], **overrides: Any) -> str:
+        fields: dict[str, Any] = {
+            "port": 0,
+            "scrape_interval_s": 0.05,
+            "health_interval_s": 0.1,
+            "health": HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
+            "drain_timeout_s": 1.0,
+        }
+        kube_connect = overrides.pop("kube_connect", None)
+        cfg = RouterConfig(backends=tuple(backends), **{**fields, **overrides})
+        stop = asyncio.Event()
+        urls: list[str] = []
+        serving = serve_router(cfg, stop=stop, on_ready=urls.append, kube_connect=kube_connect)
+        task = asyncio.create_task(serving)
+        running.append((stop, task))
+        while not urls:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.001)
+        return urls[0]
+
+    yield start
+    for stop, _ in running:
+        stop.set()
+    for _, task in running:
+        await task
