@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,12 @@ def tiny_model(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="session")
-def vllm_release(
-    vllm_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Release]:
+def vllm_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
     """Two real vLLM engines and the router (round robin to start with), deployed detached."""
-    work = tmp_path_factory.mktemp("vllm-release")
+    # Outside pytest's temporary directories, which keep only the last three runs: the engines' and router's
+    # logs stay readable after a failure (the path is printed).
+    work = Path(tempfile.mkdtemp(prefix="infctl-e2e-"))
+    print(f"\ne2e release files in {work}")
     model: dict[str, Any] = {
         "engine": "vllm",
         "model": str(tiny_model),

@@ -65,6 +65,19 @@ class Release:
     def infctl(self, *args: str, timeout: float = 60) -> dict[str, Any]:
         return infctl_json(*args, "--run-dir", str(self.run_dir), timeout=timeout)
 
+    def log_tail(self, process: str, lines: int = 30) -> str:
+        """The end of a process's log (``supervisor`` for the supervisor's own)."""
+        release_dir = self.run_dir / self.name
+        path = (
+            release_dir / "supervisor.log"
+            if process == "supervisor"
+            else release_dir / "logs" / f"{process}.log"
+        )
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"({path}: {exc})"
+
 
 def infctl_json(*args: str, timeout: float) -> dict[str, Any]:
     proc = subprocess.run(
