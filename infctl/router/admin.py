@@ -140,8 +140,17 @@ def upstreams_view(state: RouterState) -> dict[str, Any]:
         "mirror": {"to": cfg.mirror_to, "percent": cfg.mirror_percent} if cfg and cfg.mirror_to else None,
         "annotations": dict(state.upstream_annotations),
         "version": state.upstream_version,
-        "served": {u: n for (u, _), n in state.metrics.upstream_requests.items()},
+        "served": _served(state),
     }
+
+
+def _served(state: RouterState) -> dict[str, int]:
+    """Requests each group answered to a client (failed attempts, retried elsewhere, are not served)."""
+    served: dict[str, int] = {}
+    for (upstream, status), n in state.metrics.upstream_requests.items():
+        if status not in ("5xx", "failed"):
+            served[upstream] = served.get(upstream, 0) + n
+    return served
 
 
 async def _get_upstreams(state: RouterState, request: web.Request) -> web.Response:

@@ -94,7 +94,7 @@ class RouterMetrics:
         w.histogram(f"{PREFIX}e2e_request_latency_seconds", "Router-side end-to-end latency.", "", self.e2e)
         w.counters(
             f"{PREFIX}upstream_requests_total",
-            "Requests by upstream group and status class.",
+            "Attempts by upstream group and status class (5xx and failed: answers retried elsewhere).",
             (
                 (label_pairs({"upstream": u, "status": s}), n)
                 for (u, s), n in sorted(self.upstream_requests.items())

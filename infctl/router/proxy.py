@@ -188,6 +188,12 @@ async def _attempt(
         elif not result.completed:
             pool.record_failure(decode, loop.time(), fatal=False, error="stream broken")
         return out
+    except UpstreamFailed as exc:
+        # The client never sees this answer (it is retried elsewhere or becomes the router's 502), but a
+        # cutover gate comparing groups must: count it against the group that failed it.
+        status = f"{exc.status // 100}xx" if exc.status else "failed"
+        state.metrics.observe_upstream(backend.upstream, status, None)
+        raise
     finally:
         pool.finish(decode, info.prompt_tokens, expected, got_first=got_first)
 
