@@ -31,7 +31,7 @@ def test_weights_sum_to_100_and_read_back_as_the_percent(percent: int, names: tu
 
 def test_weights_refuse_bad_percent_and_same_names() -> None:
     for bad in (-1, 101):
-        with pytest.raises(ConfigError, match="0..100"):
+        with pytest.raises(ConfigError, match=r"0\.\.100"):
             weights_for(bad, "old", "new")
     with pytest.raises(ConfigError, match="both"):
         weights_for(10, "x", "x")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -65,7 +67,7 @@ def test_inconclusive_window_holds_without_a_history_entry() -> None:
 @given(st.lists(OUTCOMES, max_size=12))
 def test_rollback_never_goes_above_the_failed_step(outcomes: list[tuple[GateResult, ...]]) -> None:
     states = run(started(), outcomes)
-    for before, after in zip(states, states[1:], strict=False):
+    for before, after in pairwise(states):
         if after.phase == "rolled-back":
             assert after.percent < before.percent
             good = {e.previous for e in after.history if e.action == "advance"}
@@ -79,9 +81,12 @@ def test_history_is_append_only(outcomes: list[tuple[GateResult, ...]], command:
     states = run(started(), outcomes)
     final = states[-1]
     changed = {"pause": decide.pause, "rollback": decide.rollback}.get(command)
-    nxt = changed(final, now=1e6, actor="you") if changed else decide.set_percent(final, 33, now=1e6, actor="you")
+    if changed is None:
+        nxt = decide.set_percent(final, 33, now=1e6, actor="you")
+    else:
+        nxt = changed(final, now=1e6, actor="you")
     states.append(nxt or final)
-    for before, after in zip(states, states[1:], strict=False):
+    for before, after in pairwise(states):
         assert after.history[: len(before.history)] == before.history
         assert len(after.history) - len(before.history) in (0, 1)
 
@@ -113,8 +118,8 @@ entries = st.builds(
 
 
 @given(
-    st.integers(0, 100), st.sampled_from(["idle", "manual", "walking", "complete", "rolled-back"]), st.booleans(),
-    st.lists(entries, max_size=5), st.sampled_from(["", "ttft_p99<2s,error_rate<1%"]),
+    st.integers(0, 100), st.sampled_from(["idle", "manual", "walking", "complete", "rolled-back"]),
+    st.booleans(), st.lists(entries, max_size=5), st.sampled_from(["", "ttft_p99<2s,error_rate<1%"]),
 )  # fmt: skip
 def test_state_round_trips_through_annotations(
     percent: int, phase: str, paused: bool, history: list[Entry], gates: str
