@@ -8,9 +8,25 @@ arrival of the read that completed it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+_fast_loads: Callable[[bytes], Any] = json.loads
+try:  # a C JSON parser, when installed, halves the client's per-event cost
+    import orjson
+
+    _fast_loads = orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+
+def _loads(payload: bytes) -> Any:
+    try:
+        return _fast_loads(payload)
+    except ValueError:
+        # orjson is stricter (NaN, lone surrogates): the standard parser has the last word
+        return json.loads(payload)
 
 
 @dataclass(slots=True)
@@ -83,7 +99,7 @@ def _payload(out: StreamOutcome, t: float, payload: bytes, etype: bytes) -> None
         out.done = True
         return
     try:
-        obj = json.loads(payload)
+        obj = _loads(payload)
     except ValueError:
         if out.error is None:
             out.error = f"malformed event: {payload[:120]!r}"

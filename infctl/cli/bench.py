@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -185,7 +186,12 @@ def bench(
         str | None, typer.Option("--sweep", help="Run once per rate: 1,2,4,8.", rich_help_panel=_L)
     ] = None,
     find_max: Annotated[
-        bool, typer.Option("--find-max", help="Search the highest rate meeting --slo.", rich_help_panel=_L)
+        bool,
+        typer.Option(
+            "--find-max",
+            help="Search the highest rate meeting --slo, from --request-rate (default 1).",
+            rich_help_panel=_L,
+        ),
     ] = False,
     attainment: Annotated[
         float, typer.Option(help="--find-max: share of good requests needed.", rich_help_panel=_L)
@@ -383,8 +389,10 @@ def _sweep(
             loop.add_signal_handler(signal.SIGINT, stop.set)
         with _live(opts) as progress:
             if find:
+                first = cfg.load.stages[0].rate
+                start = first if first is not None and math.isfinite(first) else 1.0
                 return await find_max_rate(
-                    cfg, attainment=attainment, progress=progress, stop=stop, on_run=announce
+                    cfg, attainment=attainment, start=start, progress=progress, stop=stop, on_run=announce
                 )
             return await sweep(cfg, parse_rates(rates or ""), progress=progress, stop=stop, on_run=announce)
 
