@@ -10,6 +10,7 @@ from infctl.cli import bench, delete, demo, deploy, diff, doctor, render, router
 def register(app: typer.Typer) -> None:
     """Attach every working command to the root app."""
     from infctl.cli import autoscaler as autoscaler_cli
+    from infctl.cli import cutover as cutover_cli
 
     validate.register(app)
     deploy.register(app)
@@ -23,3 +24,4 @@ def register(app: typer.Typer) -> None:
     bench.register(app)
     doctor.register(app)
     autoscaler_cli.register(app)
+    cutover_cli.register(app)
