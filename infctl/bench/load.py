@@ -95,6 +95,8 @@ class LoadGenerator:
         self.exhausted = False
         self.interrupted = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._held: RequestSpec | None = None
+        """A request drawn but past its stage's end, for the next stage."""
         self._sessions: dict[int, asyncio.Event] = {}
         self._gate = asyncio.Semaphore(plan.max_concurrency) if plan.max_concurrency else None
         self._index = itertools.count()
@@ -144,15 +146,22 @@ class LoadGenerator:
         else:
             offsets = iter(())  # replay: each spec carries its own offset
         n = 0
+        base: float | None = None  # replay: the stage starts at its first request's timestamp
         while not self.stop.is_set():
             if stage.num_requests is not None and n >= stage.num_requests:
                 return
-            spec = next(specs, None)
+            spec = self._take(specs)
             if spec is None:
                 self.exhausted = True
                 return
-            off = next(offsets, math.inf) if stage.mode == "rate" else (spec.at_s or 0.0)
+            if stage.mode == "rate":
+                off = next(offsets, math.inf)
+            else:
+                if base is None:
+                    base = spec.at_s or 0.0
+                off = (spec.at_s or 0.0) - base
             if stage.duration_s is not None and off >= stage.duration_s:
+                self._held = spec  # the next stage sends it
                 break
             body = self.target.body(spec)
             due = t0 + off
@@ -175,7 +184,7 @@ class LoadGenerator:
 
         async def worker() -> None:
             while not self.stop.is_set() and self.clock() < deadline and next(budget, None) is not None:
-                spec = next(specs, None)
+                spec = self._take(specs)
                 if spec is None:
                     self.exhausted = True
                     return
@@ -186,6 +195,10 @@ class LoadGenerator:
             self._tasks.add(w)
             w.add_done_callback(self._tasks.discard)
         await self._until_done_or_stopped(workers)
+
+    def _take(self, specs: Iterator[RequestSpec]) -> RequestSpec | None:
+        held, self._held = self._held, None
+        return held if held is not None else next(specs, None)
 
     def _launch(self, spec: RequestSpec, body: bytes, stage: int, due: float) -> None:
         task = asyncio.create_task(self._one(spec, body, stage, due, gated=self._gate is not None))

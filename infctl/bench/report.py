@@ -66,15 +66,15 @@ def result_plots(result: BenchResult) -> list[str]:
         Series("E2E", [r.sent_s - t0 for r in sample], [(m.e2e_s or 0) * 1e3 for m in per], kind="dots"),
     ]
     ts: dict[str, Any] = timeseries_dict(result.requests, result.summary.duration_s)
-    tput = [
-        Series("output tok/s", ts["t"], ts["output_tokens_per_s"]),
-        Series("requests/s x100", ts["t"], [x * 100 for x in ts["requests_per_s"]]),
-    ]
     return [
         chart("TTFT CDF", [cdf], x_label="TTFT (ms)", y_label="fraction of requests"),
         chart("latency over time", lat, x_label="send time (s)", y_label="ms"),
-        chart("throughput over time", tput, x_label="time (s)", y_label="per second"),
-    ]
+        chart("requests over time", [Series("completed/s", ts["t"], ts["requests_per_s"]),
+                                     Series("failed/s", ts["t"], [e / ts["bucket_s"] for e in ts["errors"]])],
+              x_label="time (s)", y_label="requests/s"),
+        chart("output tokens over time", [Series("output tok/s", ts["t"], ts["output_tokens_per_s"])],
+              x_label="time (s)", y_label="tokens/s"),
+    ]  # fmt: skip
 
 
 def sweep_html(outcome: Any) -> str:

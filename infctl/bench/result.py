@@ -207,11 +207,13 @@ def timeseries_dict(records: list[RequestRecord], duration_s: float, max_points:
             per = r.output_tokens / len(r.chunk_times)
             for t in r.chunk_times:
                 toks[slot(t)] += per
+    # the last bucket covers only what is left of the run
+    widths = [bucket] * (n - 1) + [max(duration_s - (n - 1) * bucket, 1e-3)]
     return {
         "bucket_s": bucket,
         "t": [round(i * bucket, 3) for i in range(n)],
-        "requests_per_s": [round(x / bucket, 3) for x in done],
-        "output_tokens_per_s": [round(x / bucket, 3) for x in toks],
+        "requests_per_s": [round(x / w, 3) for x, w in zip(done, widths, strict=True)],
+        "output_tokens_per_s": [round(x / w, 3) for x, w in zip(toks, widths, strict=True)],
         "ttft_p50_ms": [round(sorted(v)[len(v) // 2] * 1000.0, 3) if v else None for v in ttfts],
         "errors": errs,
     }

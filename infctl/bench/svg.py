@@ -31,14 +31,16 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.2e}"
+    if abs(v) >= 1e6:
+        return f"{v:.2e}"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def chart(
     title: str, series: Sequence[Series], *, x_label: str, y_label: str, width: int = 640, height: int = 300
 ) -> str:
     """An SVG line/dot chart of ``series``; empty series draw an empty frame with the title."""
-    left, right, top, bottom = 60, 20, 30, 45
+    left, right, top, bottom = 72, 20, 30, 45
     pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys, strict=False) if y is not None]
     xs_all = [p[0] for p in pts] or [0.0, 1.0]
     ys_all = [p[1] for p in pts] or [0.0, 1.0]

@@ -111,3 +111,21 @@ async def test_sweep_and_find_max(start_fake: StartFake) -> None:
     found = await find_max_rate(cfg, start=25, attainment=0.9, precision=0.2, max_probes=8)
     assert found.best_rate is not None and 25 / 64 <= found.best_rate < 1000
     assert any(not p.passed for p in found.probes) and found.best is not None
+
+
+async def test_trace_replay_follows_timestamps_across_stages(start_fake: StartFake, tmp_path: Path) -> None:
+    fake = await start_fake(ttft_s=0.001, itl_s=0.001)
+    trace = tmp_path / "t.jsonl"
+    rows = [
+        f'{{"timestamp": {ms}, "input_length": 8, "output_length": 2, "hash_ids": [{i}]}}'
+        for i, ms in enumerate([0, 100, 200, 300, 1000, 1100])
+    ]
+    trace.write_text("\n".join(rows) + "\n")
+    spec = TraceSpec(path=trace, block_size=8, time_compression=2)
+    cfg = BenchConfig(url=fake.url, workload=spec, load=LoadPlan(stages=[Stage(duration_s=0.3), Stage()]))
+    result = await run_benchmark(cfg)
+    sends = [r.scheduled_s - result.requests[0].scheduled_s for r in result.requests]
+    assert [r.stage for r in result.requests] == [0, 0, 0, 0, 1, 1]  # 150 ms < 0.3 s; 500 ms is not
+    assert sends[:4] == pytest.approx([0.0, 0.05, 0.1, 0.15], abs=0.005)
+    assert sends[5] - sends[4] == pytest.approx(0.05, abs=0.005)  # the next stage keeps the trace's pace
+    assert result.client.send_lag["p50"] < 0.005
