@@ -104,7 +104,7 @@ def kubeconfig(path: Path, server: str) -> Path:
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
         "clusters": [{"name": "fake", "cluster": {"server": server}}],
         "users": [{"name": "me", "user": {"token": "t"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me", "namespace": "inference"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me", "namespace": "ns"}}],
     }))  # fmt: skip
     return path
 
@@ -116,7 +116,8 @@ async def test_cli_records_history_on_the_route_and_dry_run_writes_nothing(
     config = kubeconfig(tmp_path / "kubeconfig", cluster.url)
 
     async def cli(*args: str) -> tuple[int, Any]:
-        argv = ["--kubeconfig", str(config), "-o", "json", "cutover", *args, "--httproute", "qwen3-8b"]
+        argv = ["--kubeconfig", str(config), "-o", "json", "cutover", *args, "--httproute", "qwen3-8b",
+                "-n", "inference"]  # fmt: skip
         result = await asyncio.to_thread(CliRunner().invoke, cli_app(), argv, env={"INFCTL_ACTOR": "ci"})
         return result.exit_code, json.loads(result.stdout) if result.exit_code == 0 else result.output
 
@@ -148,8 +149,10 @@ async def test_walk_on_the_route_with_prometheus_gates_rolls_back(cluster: FakeC
         result: list[dict[str, Any]] = []
         if q.startswith("sum by (upstream, status)"):
             bad = next(windows)
-            result = [{"metric": {"upstream": "default", "status": "2xx"}, "value": [0, str(1000 * (1 - bad))]},
-                      {"metric": {"upstream": "default", "status": "5xx"}, "value": [0, str(1000 * bad)]}]  # fmt: skip
+            result = [
+                {"metric": {"upstream": "default", "status": "2xx"}, "value": [0, str(1000 * (1 - bad))]},
+                {"metric": {"upstream": "default", "status": "5xx"}, "value": [0, str(1000 * bad)]},
+            ]
         body = {"status": "success", "data": {"resultType": "vector", "result": result}}
         return httpx.Response(200, json=body)
 
