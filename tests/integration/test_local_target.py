@@ -14,8 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from infctl.cli.main import _register, app
 from infctl.config import load_deployment
