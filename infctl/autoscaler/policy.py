@@ -101,8 +101,11 @@ def _propose(
         elif since_change < config.up_cooldown_s:
             reason = f"{why}; cooling down ({since_change:.0f}s of {config.up_cooldown_s:g}s)"
         else:
-            target = min(base + config.max_step_up, max(base + 1, needed))
-            reason = f"{why}: the load needs {needed}"
+            # Latency is not proportional to replicas, but scaling by the overshoot (as the HPA does for any
+            # metric) climbs a steep ramp in few steps; max_step_up bounds the guess.
+            wanted = max(needed, math.ceil(n * ttft / slo - 1e-9)) if ttft_high and ttft and slo else needed
+            target = min(base + config.max_step_up, max(base + 1, wanted))
+            reason = f"{why}: the load needs {wanted}"
     elif low:
         why = (f"queue/replica {load.queue_per_replica(n):.2f} < {config.queue_down:g} and "
                f"KV {load.kv_usage(n):.0%} < {config.kv_down:.0%}")
