@@ -158,25 +158,31 @@ async def measure_itl(
     *,
     seed: int,
 ) -> ItlSample | None:
-    """Start ``batch`` streams at once; the median gap between tokens while all of them decode.
+    """Start ``batch`` streams at once; the time per token while all of them decode.
 
-    None when the streams never decode together (a window shorter than two tokens).
+    Each stream's figure is its window-average gap: (last - first token time inside the window) / (tokens
+    - 1), where the window runs from the last stream's first token to the first stream's last. Averaging
+    over the window, not taking single gaps, keeps the figure right when the server or the network delivers
+    tokens in bursts (an API server short of CPU flushes several steps' tokens at once: single gaps are
+    then ~0 and a multiple of the step). The sample is the median over streams. None when the streams never
+    decode together for three tokens.
     """
     results = await asyncio.gather(
         *(client.stream(prompt_words(context, seed * 7919 + j), output_tokens) for j in range(batch))
     )
     start = max(r.token_times[0] for r in results)
     end = min(r.token_times[-1] for r in results)
-    gaps = [
-        b - a
-        for r in results
-        for a, b in zip(r.token_times, r.token_times[1:], strict=False)
-        if a >= start and b <= end
-    ]
-    if len(gaps) < 2:
+    per_stream = []
+    for r in results:
+        inside = [t for t in r.token_times if start <= t <= end]
+        if len(inside) >= 3 and inside[-1] > inside[0]:
+            per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1))
+    if not per_stream:
         return None
     prompt = statistics.mean(r.prompt_tokens if r.prompt_tokens > 0 else context for r in results)
-    return ItlSample(batch=batch, context_tokens=prompt + output_tokens / 2, seconds=statistics.median(gaps))
+    return ItlSample(
+        batch=batch, context_tokens=prompt + output_tokens / 2, seconds=statistics.median(per_stream)
+    )
 
 
 async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str | None) -> EngineInfo:
