@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -141,3 +142,40 @@ async def test_sweep_json(start_sim, tmp_path: Path) -> None:  # type: ignore[no
     assert (
         sweep["kind"] == "sweep" and len(sweep["runs"]) == 2 and "<svg" in (tmp_path / "s.html").read_text()
     )
+
+
+async def test_ctrl_c_keeps_partial_results(start_sim, scrape, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    url = (await start_sim()).urls[0]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "infctl",
+        "bench",
+        "--url",
+        url,
+        "--duration",
+        "60s",
+        "--request-rate",
+        "20",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "4",
+        "--save",
+        "partial.json",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    saved = tmp_path / "partial.json"
+    for _ in range(300):  # until the run is under way (the CLI's imports take a while on a busy host)
+        samples = await scrape(url)
+        if sum(v for k, v in samples.items() if k.startswith("vllm:request_success_total")) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    data = json.loads(saved.read_text())
+    assert data["metadata"]["interrupted"] is True and data["requests"]["completed"] > 0
+    assert "interrupted" in out.decode()

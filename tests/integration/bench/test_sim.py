@@ -106,3 +106,16 @@ async def test_preemptions_show_up(start_sim) -> None:  # type: ignore[no-untype
     )
     result = await run_benchmark(cfg)
     assert result.server is not None and result.server.preemptions > 0
+
+
+async def test_sglang_engine_is_detected(start_sim) -> None:  # type: ignore[no-untyped-def]
+    cluster = await start_sim(personality="sglang")
+    cfg = BenchConfig(
+        url=cluster.urls[0],
+        engine_urls=cluster.urls,
+        workload=RandomSpec(input=L(mean=20)),
+        load=LoadPlan(stages=[Stage(concurrency=2, num_requests=4)]),
+    )
+    result = await run_benchmark(cfg)
+    assert result.server is not None and result.server.engines[0].engine == "sglang"
+    assert result.server.engines[0].prompt_tokens == result.summary.total_input_tokens
