@@ -69,7 +69,12 @@ def headline_rows(d: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"{s['preemptions']:g}, queue peak {s['queue_peak']:g}",
         ))  # fmt: skip
     if d["errors"]["total"]:
-        rows.append(("errors", ", ".join(f"{k} {v}" for k, v in d["errors"]["by_kind"].items())))
+        examples = d["errors"].get("examples", {})
+        rows.append((
+            "errors",
+            "; ".join(f"{k} {v}" + (f" ({examples[k][:80]})" if examples.get(k) else "")
+                      for k, v in d["errors"]["by_kind"].items()),
+        ))  # fmt: skip
     return rows
 
 
