@@ -45,8 +45,11 @@ class Stage(Strict):
             raise ValueError("give a rate or a concurrency, not both")
         if self.rate_end is not None and (self.rate is None or self.duration_s is None):
             raise ValueError("a ramp (rate_end) needs a start rate and a duration")
-        if self.rate_end is not None and self.rate is not None and math.isinf(self.rate):
-            raise ValueError("a ramp cannot start at an infinite rate")
+        if self.rate is not None and math.isinf(self.rate):
+            if self.rate_end is not None:
+                raise ValueError("a ramp cannot start at an infinite rate")
+            if self.num_requests is None:
+                raise ValueError("an infinite rate needs a request count (it would never stop sending)")
         return self
 
     @property

@@ -348,6 +348,11 @@ def _load(
         stage["num_requests"] = n
     if not stage and kind != "trace":
         stage["num_requests"] = 100
+    if duration and not (rate or conc or n) and kind != "trace":
+        raise ConfigError(
+            "--duration needs a pace: at the default infinite rate it would send without end",
+            hint="add --request-rate R or --concurrency C",
+        )
     if conc:
         stage["concurrency"] = conc
     elif rate or kind != "trace":
