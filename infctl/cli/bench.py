@@ -246,6 +246,8 @@ def bench(
         cfg = validate_config(data)
         if sweep_rates or find_max:
             outcome = _sweep(cfg, opts, sweep_rates, find_max, attainment)
+            if save:
+                save_json(outcome.to_dict(), save)
             if html:
                 from infctl.bench.report import sweep_html
 
