@@ -271,13 +271,20 @@ def main() -> None:
         ours = closed.summary.request_throughput
         print(f"infctl bench, concurrency {c}: {ours:,.0f} req/s completed "
               f"(client CPU {closed.client.cpu_util:.0%}, failed {closed.summary.failed})")  # fmt: skip
-        probes = infctl_open(url, max(50.0, round(ours * 0.4, -1)), args.open_loop_seconds)
+        probes = infctl_open(url, max(20.0, round(ours * 0.3, -1)), args.open_loop_seconds)
         good = [rate for rate, r in probes if kept(rate, r)]
         last_rate, last = probes[-1]
-        print(f"infctl bench, open loop: highest rate kept {max(good, default=0):,.0f} req/s "
-              f"(at {last_rate:,.0f} req/s it sent {last.client.achieved_rate or 0:,.0f}/s, "
-              f"send lag p50 {last.client.send_lag['p50'] * 1e3:.1f} ms, "
-              f"p99 {last.client.send_lag['p99'] * 1e3:.1f} ms)")  # fmt: skip
+        lag = last.client.send_lag
+        behind = (
+            f"at {last_rate:,.0f} req/s it sent {last.client.achieved_rate or 0:,.0f}/s, send lag p50 "
+            f"{lag['p50'] * 1e3:.1f} ms, p99 {lag['p99'] * 1e3:.1f} ms, client CPU {last.client.cpu_util:.0%}"
+        )
+        if good:
+            print(f"infctl bench, open loop: highest rate kept {max(good):,.0f} req/s ({behind})")
+        else:
+            print(
+                f"infctl bench, open loop: fell behind at the first rate tried ({behind}); the host is busy"
+            )
         guidellm = find_guidellm(args.guidellm)
         if guidellm is None:
             print("guidellm: not found; pip install guidellm (or pass --guidellm PATH)")
