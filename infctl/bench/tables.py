@@ -112,8 +112,8 @@ def comparison_rows(c: Comparison) -> list[tuple[str, str, str, str, bool | None
     out = []
     for r in c.rows:
         unit = f" {r.unit}" if r.unit else ""
-        a = "-" if r.a is None else f"{r.a:.4g}{unit}"
-        b = "-" if r.b is None else f"{r.b:.4g}{unit}"
+        a = "-" if r.a is None else f"{_value(r.a)}{unit}"
+        b = "-" if r.b is None else f"{_value(r.b)}{unit}"
         if r.delta_pct is None:
             change = "-"
         else:
@@ -121,3 +121,8 @@ def comparison_rows(c: Comparison) -> list[tuple[str, str, str, str, bool | None
             change = f"{r.delta_pct:+.1f}%" + (f" (x{r.ratio:.2f})" if big and r.ratio is not None else "")
         out.append((r.metric, a, b, change, r.better))
     return out
+
+
+def _value(v: float) -> str:
+    """``79,630`` rather than ``7.963e+04``; four significant digits below 1,000."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
