@@ -77,16 +77,22 @@ def _propose(
     n, base, now = status.ready, status.desired, snap.now
     load = unit_load(snap, unit, n, config)
     slo, ttft = config.ttft_slo_s, snap.ttft_p99_s
-    ttft_high = slo is not None and ttft is not None and config.entry_role in unit.roles and ttft > slo
+    ttft_high, ttft_ok = False, True
+    if slo is not None and ttft is not None and config.entry_role in unit.roles:
+        ttft_high, ttft_ok = ttft > slo, ttft <= config.ttft_down * slo
     needed = load.needed(config) if load.known else base
     high = ttft_high or (load.known and n > 0 and n < needed)
-    low = load.known and n > 0 and not high and load.is_low(n, config)
+    low = load.known and n > 0 and not high and ttft_ok and load.is_low(n, config)
+    settled = now if memory.pending and not status.pending else memory.settled_at
     memory = replace(
         memory,
         high_since=(now if memory.high_since is None else memory.high_since) if high else None,
         low_since=(now if memory.low_since is None else memory.low_since) if low else None,
+        pending=status.pending > 0,
+        settled_at=settled,
     )
     since_change = math.inf if memory.last_scale_at is None else now - memory.last_scale_at
+    since_ready = since_change if settled is None else min(since_change, now - settled)
     target, reason = base, "within thresholds"
     if not load.known and not ttft_high:
         reason = "no signals from ready replicas"
@@ -98,8 +104,8 @@ def _propose(
             reason = f"{why}, but {status.pending} pending: no new scale-up until they are ready"
         elif held < config.up_window_s:
             reason = f"{why} for {held:.0f}s of the {config.up_window_s:g}s window"
-        elif since_change < config.up_cooldown_s:
-            reason = f"{why}; cooling down ({since_change:.0f}s of {config.up_cooldown_s:g}s)"
+        elif since_ready < config.up_cooldown_s:
+            reason = f"{why}; cooling down ({since_ready:.0f}s of {config.up_cooldown_s:g}s)"
         else:
             # Latency is not proportional to replicas, but scaling by the overshoot (as the HPA does for any
             # metric) climbs a steep ramp in few steps; max_step_up bounds the guess.
@@ -122,6 +128,8 @@ def _propose(
         else:
             target = max(base - config.max_step_down, needed)
             reason = f"{why} for {held:.0f}s"
+    elif not ttft_ok and load.known and n > 0 and load.is_low(n, config):
+        reason = f"queue and KV are low, but TTFT p99 {ttft:.2f}s is over {config.ttft_down:g} x the SLO"
     inputs = (("ready", float(n)), ("pending", float(status.pending)), ("needed", float(needed)),
               ("queue_per_replica", load.queue_per_replica(n)), ("kv_usage", load.kv_usage(n)),
               ("router_queue", snap.router_queue), ("ttft_p99_s", ttft if ttft is not None else math.nan))

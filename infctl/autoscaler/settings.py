@@ -51,6 +51,8 @@ class PolicyConfig:
     """Scale down only below this mean KV-cache usage."""
     ttft_slo_s: float | None = None
     """Scale the entry role up while the router's TTFT p99 exceeds this; None ignores TTFT."""
+    ttft_down: float = 0.5
+    """With a TTFT SLO, scale down only while TTFT p99 is under this fraction of it."""
     up_window_s: float = 0.0
     """A scale-up signal must hold this long first (0: up fast)."""
     down_window_s: float = 300.0
@@ -133,6 +135,8 @@ def _threshold_problems(c: PolicyConfig) -> list[str]:
         problems.append("max steps must be >= 1")
     if c.ttft_slo_s is not None and c.ttft_slo_s <= 0:
         problems.append("ttft_slo_s must be > 0")
+    if not 0 < c.ttft_down <= 1:
+        problems.append(f"ttft_down is a fraction of the SLO in (0, 1], got {c.ttft_down:g}")
     if c.ratio is not None and not 0 < c.ratio[0] <= c.ratio[1]:
         problems.append(f"ratio band needs 0 < low <= high, got {c.ratio}")
     return problems

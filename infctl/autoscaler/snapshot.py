@@ -89,6 +89,11 @@ class UnitState:
     """Since when it has been continuously under every scale-down threshold."""
     last_scale_at: float | None = None
     """When the policy last changed the unit's count (cooldowns count from here)."""
+    pending: bool = False
+    """Whether replicas were pending at the last decision."""
+    settled_at: float | None = None
+    """When the last pending replicas became ready: scale-up cooldowns count from here too, so the new
+    capacity shows in the signals before more is added."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,3 +123,20 @@ def test_group_mode_moves_whole_groups() -> None:
     decision = decide(cfg, {"group": 2}, queue=20)
     assert decision.desired() == {"group": 5}
     assert replicas_by_role(decision.desired(), cfg) == {"prefill": 5, "decode": 10}
+
+
+def test_scale_up_cooldown_also_counts_from_when_pending_replicas_became_ready() -> None:
+    cfg = aggregated(up_cooldown_s=30)
+    waiting = decide(cfg, {"both": 4}, ready={"both": 2}, now=100, queue=30)
+    assert "pending" in only(waiting).reason
+    settled = decide(cfg, {"both": 4}, now=200, state=waiting.state, queue=30)
+    assert only(settled).desired == 4 and "cooling down (0s of 30s)" in only(settled).reason
+    later = decide(cfg, {"both": 4}, now=230, state=settled.state, queue=30)
+    assert only(later).desired > 4
+
+
+def test_no_scale_down_while_ttft_is_near_the_slo() -> None:
+    cfg = aggregated(ttft_slo_s=2.0, ttft_down=0.5, down_window_s=0, down_cooldown_s=0)
+    held = only(decide(cfg, {"both": 4}, queue=0.1, ttft=1.5))
+    assert held.desired == 4 and "TTFT p99 1.50s is over 0.5 x the SLO" in held.reason
+    assert only(decide(cfg, {"both": 4}, queue=0.1, ttft=0.8)).desired == 3
