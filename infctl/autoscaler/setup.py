@@ -34,6 +34,8 @@ class Options:
     """The command's flags, unparsed beyond their types."""
 
     file: Path | None = None
+    overrides: tuple[str, ...] = ()
+    """``KEY.PATH=VALUE`` applied to a deployment profile, as ``infctl deploy --set`` does."""
     layout: str | None = None
     local: str | None = None
     run_dir: Path | None = None
@@ -78,7 +80,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         cfg = _config(opts, kf.policy(**extra), kf.engine, kf.interval_s, kf.dry_run,
                       prometheus=opts.prometheus or kf.prometheus)
         return cfg, KubeActuator(kf.targets, KubeScaleAPI(client), opts.router or kf.router_url)
-    profile = load_deployment(opts.file)
+    profile = load_deployment(opts.file, opts.overrides)
     if profile.target != "local" and opts.local is None:
         raise ConfigError(
             f"{opts.file}: target {profile.target}: give the rendered autoscaler.yaml instead",

@@ -37,6 +37,10 @@ def autoscaler(
     file: Annotated[
         Path | None, typer.Option("-f", "--file", help="Deployment profile, or autoscaler.yaml.")
     ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, as deploy --set."),
+    ] = None,
     router: Annotated[str | None, typer.Option("--router", help="Router URL (queue depth, TTFT).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print recommendations; never scale.")] = False,
     interval: Annotated[float | None, typer.Option("--interval", help="Seconds between decisions.")] = None,
@@ -104,6 +108,7 @@ def autoscaler(
         cfg, actuator = build(
             Options(
                 file=file,
+            overrides=tuple(overrides or ()),
                 layout=layout,
                 local=local,
                 run_dir=run_dir,
