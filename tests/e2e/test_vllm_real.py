@@ -61,7 +61,7 @@ def text_and_usage(chunks: list[dict[str, Any]], chat: bool = False) -> tuple[st
 
 
 def test_stream_and_usage_relayed_intact(vllm_release: Release) -> None:
-    """Greedy decoding, identical weights: the router's stream must equal an engine's own, chunk for chunk."""
+    """Greedy decoding, identical weights: the router's stream must carry an engine's own text and usage."""
     prompt = words(40, seed=1)
     body = {
         "model": MODEL_NAME,
@@ -77,7 +77,10 @@ def test_stream_and_usage_relayed_intact(vllm_release: Release) -> None:
     d_text, d_usage = text_and_usage(direct)
     r_text, r_usage = text_and_usage(routed)
     assert r_text == d_text
-    assert [len(c["choices"]) for c in routed] == [len(c["choices"]) for c in direct]
+    # Not chunk for chunk: vLLM merges the tokens of several steps into one chunk when its API server falls
+    # behind the engine (seen here under load), so chunk counts differ run to run; ids must not.
+    assert len({c["id"] for c in routed}) == 1
+    assert len(routed) <= 24 + 1
     assert r_usage["prompt_tokens"] == d_usage["prompt_tokens"] == 40  # one token per listed word
     assert r_usage["completion_tokens"] == 24
     assert "cached_tokens" in r_usage["prompt_tokens_details"]  # --enable-prompt-tokens-details
