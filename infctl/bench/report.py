@@ -101,3 +101,19 @@ def sweep_html(outcome: Any) -> str:
     ]
     body += f"<div class='plots'>{''.join(plots)}</div>"
     return _page("infctl bench: rate sweep", body)
+
+
+def comparison_html(
+    title: str, sections: Sequence[tuple[str, Sequence[Sequence[str]], Sequence[BenchResult]]]
+) -> str:
+    """One page for side-by-side runs: per section, the comparison rows and each run's plots."""
+    parts: list[str] = []
+    for name, rows, runs in sections:
+        parts.append(f"<h2>{escape(name)}</h2>")
+        labels = [r.metadata.label for r in runs]
+        parts.append(_table(["measure", *labels, "change", "seed reported"], rows))
+        for run in runs:
+            parts.append(
+                f"<h3>{escape(run.metadata.label)}</h3><div class='plots'>{''.join(result_plots(run))}</div>"
+            )
+    return _page(title, "".join(parts))

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 
 from infctl.cli.context import OutputFormat, global_options
-from infctl.cli.output import console, emit, err_console, errors_as_exit, kv_table
+from infctl.cli.output import console, emit, err_console, errors_as_exit, kv_table, simple_table
 from infctl.config import load_deployment
 from infctl.local.demo import DemoResult, demo_plan, find_demo_profile, run_demo
 
@@ -27,11 +27,20 @@ def demo(
     run_dir: Annotated[
         Path | None, typer.Option("--run-dir", help="Where logs go; default: local.run_dir.")
     ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Only the two chat requests; skip the comparisons (~10 s).")
+    ] = False,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="HTML report path; default: in the run directory.")
+    ] = None,
 ) -> None:
-    """Start the local demo stack, send it two chat requests, show TTFT and prefix-cache hits, stop it.
+    """Start the local demo stack, show it working, run the seed's comparisons side by side, stop it.
 
-    The stack is profiles/local-demo.yaml: simulated engines, no GPU needed. The second request repeats the
-    first one's system prompt, so its cached_tokens show the prefix cache at work.
+    The stack is profiles/local-demo.yaml: simulated engines behind the router, no GPU needed. Two chat
+    requests come first (the second repeats the first one's system prompt, so its cached_tokens show the
+    prefix cache at work). Then, on the same stack: round robin vs infctl's cache-aware routing on shared
+    prefixes, and one pool vs long/short buckets on mixed lengths; a table of the seed's measures is printed
+    and an HTML report with plots is written. About two minutes.
     """
     opts = global_options(ctx)
     with errors_as_exit():
@@ -39,10 +48,10 @@ def demo(
         plan = demo_plan(load_deployment(path, [*(overrides or []), "target=local"]), run_dir)
         if opts.output is OutputFormat.table:
             with err_console.status(f"starting {len(plan.specs)} processes from {path}...") as spinner:
-                result = run_demo(plan, progress=spinner.update)
+                result = run_demo(plan, progress=spinner.update, quick=quick, report=report)
             console.print(demo_report(result))
         else:
-            emit(opts, run_demo(plan).to_dict())
+            emit(opts, run_demo(plan, quick=quick, report=report).to_dict())
 
 
 def demo_report(result: DemoResult) -> Group:
@@ -57,7 +66,15 @@ def demo_report(result: DemoResult) -> Group:
             "prefix cache": f"{hit} served from cache on the repeated-prefix request",
         },
     )
-    return Group(f"[bold]reply:[/] {first.reply}", summary, "everything the demo started is stopped")
+    parts: list[RenderableType] = [f"[bold]reply:[/] {first.reply}", summary]
+    for sc in result.scenarios:
+        parts.append(
+            simple_table(sc.name, ["measure", sc.baseline, sc.infctl, "change", "seed reported"], sc.rows)
+        )
+    if result.report:
+        parts.append(f"report: {result.report}")
+    parts.append("everything the demo started is stopped")
+    return Group(*parts)
 
 
 def register(app: typer.Typer) -> None:

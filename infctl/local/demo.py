@@ -1,7 +1,8 @@
-"""``infctl demo``: start the local demo stack, send it two chat requests, measure, tear it down.
+"""``infctl demo``: start the local demo stack, show it working, run the seed's comparisons, tear it down.
 
-The second request repeats the first one's long system prompt, so its ``usage.prompt_tokens_details
-.cached_tokens`` shows the prefix cache at work.
+First two chat requests (the second repeats the first one's system prompt, so its ``cached_tokens`` shows the
+prefix cache at work); then, unless ``quick``, the scenarios of :mod:`infctl.bench.scenarios` side by side on
+the same engines and router: round robin vs cache-aware routing, one pool vs long/short buckets.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 import infctl
+from infctl.bench.report import comparison_html
+from infctl.bench.scenarios import bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
 from infctl.config import DeploymentProfile
 from infctl.errors import EngineError, InfctlError, LocalTargetError
 from infctl.local.control import delete
@@ -58,6 +61,15 @@ class ChatResult:
 
 
 @dataclass(frozen=True)
+class ScenarioRows:
+    name: str
+    baseline: str
+    infctl: str
+    rows: list[tuple[str, str, str, str, str]]
+    """(measure, baseline, infctl, change, seed reported)."""
+
+
+@dataclass(frozen=True)
 class DemoResult:
     release: str
     url: str
@@ -67,6 +79,9 @@ class DemoResult:
     startup_s: float
     first: ChatResult
     repeated_prefix: ChatResult
+    scenarios: list[ScenarioRows] = field(default_factory=list)
+    report: str | None = None
+    """Path of the HTML report of the scenarios, when they ran."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,11 +114,16 @@ def run_demo(
     *,
     progress: Progress | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    quick: bool = False,
+    report: Path | None = None,
 ) -> DemoResult:
-    """Run the demo (sync entry point, owns the event loop); Ctrl-C interrupts it and still tears down."""
+    """Run the demo (sync entry point, owns the event loop); Ctrl-C interrupts it and still tears down.
+
+    ``quick`` skips the scenarios; ``report`` is where their HTML report goes (default: in the run dir)."""
     settings = settings or SupervisorSettings(health_timeout=30.0, grace_period=5.0)
     prepare(plan, settings)
-    result = asyncio.run(_main(plan, settings, progress or (lambda _: None), transport))
+    target = None if quick else (report or plan.run_dir / plan.release / "demo-report.html")
+    result = asyncio.run(_main(plan, settings, progress or (lambda _: None), transport, target))
     delete(plan.run_dir, plan.release)
     return result
 
@@ -113,12 +133,13 @@ async def _main(
     settings: SupervisorSettings,
     progress: Progress,
     transport: httpx.AsyncBaseTransport | None,
+    report: Path | None,
 ) -> DemoResult:
     ready, stop = asyncio.Event(), asyncio.Event()
     supervisor = asyncio.create_task(
         serve(plan, settings, ready=ready, stop=stop, on_change=lambda s: progress(_starting(s)))
     )
-    work = asyncio.create_task(_exercise(plan, ready, supervisor, progress, transport))
+    work = asyncio.create_task(_exercise(plan, ready, supervisor, progress, transport, report))
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, work.cancel)
     try:
@@ -143,6 +164,7 @@ async def _exercise(
     supervisor: asyncio.Task[RunState],
     progress: Progress,
     transport: httpx.AsyncBaseTransport | None,
+    report: Path | None,
 ) -> DemoResult:
     started = time.monotonic()
     waiter = asyncio.ensure_future(ready.wait())
@@ -158,6 +180,9 @@ async def _exercise(
         for question in QUESTIONS:
             progress(f"asking {url}: {question}")
             results.append(await stream_chat(client, url, plan.model, question))
+    scenarios: list[ScenarioRows] = []
+    if report is not None:
+        scenarios = await _scenarios(plan, progress, transport, report)
     return DemoResult(
         release=plan.release,
         url=url,
@@ -166,7 +191,44 @@ async def _exercise(
         startup_s=startup,
         first=results[0],
         repeated_prefix=results[1],
+        scenarios=scenarios,
+        report=None if report is None else str(report),
     )
+
+
+async def _scenarios(
+    plan: LocalPlan, progress: Progress, transport: httpx.AsyncBaseTransport | None, report: Path
+) -> list[ScenarioRows]:
+    """Both comparisons on the running stack, then one HTML page with their tables and plots."""
+    engines = [s.url for s in plan.specs if s.kind == "engine"]
+    if plan.entrypoint.kind != "router":
+        raise LocalTargetError("the demo's comparisons need the router", hint="set router.enabled: true")
+    done = []
+    for scenario in (prefix_scenario(len(engines)), bucketing_scenario(len(engines))):
+        done.append(
+            await run_scenario(
+                scenario,
+                router_url=plan.entrypoint.url,
+                engine_urls=engines,
+                model=plan.model,
+                progress=progress,
+                transport=transport,
+            )
+        )
+    out = [
+        ScenarioRows(r.scenario.name, r.scenario.baseline.label, r.scenario.infctl.label, scenario_rows(r))
+        for r in done
+    ]
+    page = comparison_html(
+        "infctl demo", [(o.name, o.rows, [r.baseline, r.infctl]) for o, r in zip(out, done, strict=True)]
+    )
+    await asyncio.to_thread(_write, report, page)
+    return out
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 async def stream_chat(client: httpx.AsyncClient, url: str, model: str, question: str) -> ChatResult:

@@ -1,0 +1,182 @@
+"""The seed's comparisons as runnable scenarios: the same workload through the same stack, two ways.
+
+A :class:`Scenario` holds a workload, a load plan and two :class:`Arm` (a router policy and, for length
+bucketing, which engines form which pool). :func:`run_scenario` sets each arm on a running router through its
+admin API, empties the engines' prefix caches, benchmarks, and returns both results; :func:`scenario_rows`
+turns them into the measures the seed reported, with its figures beside ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from infctl.bench.config import BenchConfig, LoadPlan, Stage
+from infctl.bench.metrics import summarize
+from infctl.bench.result import BenchResult
+from infctl.bench.run import run_benchmark
+from infctl.bench.stats import Distribution
+from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec
+from infctl.bench.workloads.specs import WorkloadSpec
+from infctl.errors import EngineError
+
+SHORT_MAX_TOKENS = 2048
+"""Prompts up to this many tokens are "short" in the bucketing scenario (router buckets and the report)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    policy: str | Mapping[str, Any]
+    pools: Sequence[str | None] = ()
+    """Pool of each engine, in engine order; empty: no pools."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    workload: WorkloadSpec
+    load: LoadPlan
+    baseline: Arm
+    infctl: Arm
+    seed_says: Mapping[str, str] = field(default_factory=dict)
+    """Measure -> what the published system reported for it."""
+
+
+def prefix_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0) -> Scenario:
+    """Shared prefixes whose working set is larger than one engine's KV cache but fits in all of them."""
+    return Scenario(
+        name="prefix-aware routing (shared prefixes)",
+        workload=SharedPrefixSpec(
+            groups=12 * num_engines,
+            prefix_tokens=2048,
+            zipf=0.6,
+            input=LengthDist(mean=64),
+            output=LengthDist(mean=32),
+        ),
+        load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
+        baseline=Arm("round robin", "round_robin"),
+        infctl=Arm("infctl cache_aware", "cache_aware"),
+        seed_says={"prefix-cache hit rate": "60% -> 90%", "TTFT p50": "-29%", "output tok/s": "+30%"},
+    )
+
+
+def bucketing_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0) -> Scenario:
+    """90% short chats, 10% long documents; with buckets the long ones get their own engine."""
+    long_engines = max(1, num_engines // 4)
+    pools = ["short"] * (num_engines - long_engines) + ["long"] * long_engines
+    buckets = [
+        {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
+        {"name": "long", "pools": ["long"]},
+    ]
+    return Scenario(
+        name="long/short bucketing (mixed lengths)",
+        workload=MixtureSpec(
+            components=[
+                MixComponent(
+                    name="short", weight=0.9, input=LengthDist(mean=256), output=LengthDist(mean=32)
+                ),
+                MixComponent(
+                    name="long", weight=0.1, input=LengthDist(mean=7000), output=LengthDist(mean=16)
+                ),
+            ]
+        ),
+        load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
+        baseline=Arm("one pool", "least_load"),
+        infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": buckets}, pools),
+        seed_says={"short TTFT p99": "-91%", "output tok/s": "+124%"},
+    )
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    baseline: BenchResult
+    infctl: BenchResult
+
+
+Progress = Callable[[str], None]
+
+
+async def run_scenario(
+    scenario: Scenario,
+    *,
+    router_url: str,
+    engine_urls: Sequence[str],
+    model: str,
+    seed: int = 1,
+    progress: Progress | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ScenarioResult:
+    say = progress or (lambda _: None)
+    results: list[BenchResult] = []
+    async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False) as client:
+        for arm in (scenario.baseline, scenario.infctl):
+            say(f"{scenario.name}: {arm.label}")
+            await _set_arm(client, router_url, engine_urls, arm)
+            cfg = BenchConfig(
+                url=router_url,
+                model=model,
+                workload=scenario.workload,
+                load=scenario.load,
+                seed=seed,
+                engine_urls=list(engine_urls),
+                label=arm.label,
+            )
+            results.append(await run_benchmark(cfg))
+    return ScenarioResult(scenario, results[0], results[1])
+
+
+async def _set_arm(client: httpx.AsyncClient, router: str, engines: Sequence[str], arm: Arm) -> None:
+    """Same starting line for both arms: empty prefix caches, this arm's pools and policy."""
+    for i, url in enumerate(engines):
+        await _ok(client.post(f"{url}/reset_prefix_cache"), url)
+        pool = arm.pools[i] if i < len(arm.pools) else None
+        await _ok(client.post(f"{router}/admin/backends", json={"url": url, "pool": pool}), router)
+    await _ok(client.put(f"{router}/admin/policy", json=arm.policy), router)
+
+
+async def _ok(request: Any, where: str) -> None:
+    resp: httpx.Response = await request
+    if resp.status_code >= 400:
+        raise EngineError(f"{where} refused the demo's setup call: {resp.status_code} {resp.text[:200]}")
+
+
+def scenario_rows(res: ScenarioResult) -> list[tuple[str, str, str, str, str]]:
+    """(measure, baseline, infctl, change, seed reported): the comparison table's rows."""
+    a, b = res.baseline, res.infctl
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def row(name: str, x: float | None, y: float | None, fmt: Callable[[float], str]) -> None:
+        change = f"{(y - x) / x * 100:+.0f}%" if x and y is not None else "n/a"
+        rows.append((name, _or_na(x, fmt), _or_na(y, fmt), change, res.scenario.seed_says.get(name, "")))
+
+    ms, pct = (lambda v: f"{v * 1e3:.0f} ms"), (lambda v: f"{v * 100:.0f}%")
+    if isinstance(res.scenario.workload, SharedPrefixSpec):
+        row("prefix-cache hit rate", _hit(a), _hit(b), pct)
+        row("TTFT p50", a.summary.ttft["p50"], b.summary.ttft["p50"], ms)
+        row("TTFT p99", a.summary.ttft["p99"], b.summary.ttft["p99"], ms)
+    else:
+        sa, sb = _short(a), _short(b)
+        row("short TTFT p50", sa["p50"], sb["p50"], ms)
+        row("short TTFT p99", sa["p99"], sb["p99"], ms)
+        row("TTFT p99 (all)", a.summary.ttft["p99"], b.summary.ttft["p99"], ms)
+    row("output tok/s", a.summary.output_throughput, b.summary.output_throughput, lambda v: f"{v:.0f}")
+    row("failed requests", float(a.summary.failed), float(b.summary.failed), lambda v: f"{v:.0f}")
+    return rows
+
+
+def _hit(r: BenchResult) -> float | None:
+    return r.server.hit_rate if r.server else None
+
+
+def _short(r: BenchResult) -> Distribution:
+    short = [rec for rec in r.requests if rec.input_tokens <= SHORT_MAX_TOKENS]
+    return summarize(short).ttft
+
+
+def _or_na(v: float | None, fmt: Callable[[float], str]) -> str:
+    return "n/a" if v is None else fmt(v)
