@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from infctl.errors import LocalTargetError
-from infctl.local.spec import ProcessSpec
+from infctl.local.spec import LOCALHOST, ProcessSpec
 
 TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 
@@ -34,6 +34,9 @@ class RouterAdmin:
     async def add(self, spec: ProcessSpec, engine: str | None = None) -> None:
         entry: dict[str, Any] = {"url": spec.url, "role": spec.role or "both"}
         entry.update({k: v for k, v in (("group", spec.group), ("pool", spec.pool), ("engine", engine)) if v})
+        if "kv_events" in spec.ports:
+            # The router subscribes to it, so the precise prefix index covers engines added at run time.
+            entry["kv_events"] = f"tcp://{LOCALHOST}:{spec.ports['kv_events']}"
         await self._call("POST", self.base, json=entry)
 
     async def drain(self, backend_id: str) -> None:

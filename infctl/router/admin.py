@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl.errors import ConfigError
+from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import parse_upstreams
 from infctl.router.snapshot import Backend
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _BACKEND_FIELDS = {"url", "id", "role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "models"}
+_EXTRA_FIELDS = {"kv_events"}
 
 
 def add_routes(app: web.Application, state: RouterState) -> None:
@@ -67,10 +69,10 @@ def add_routes(app: web.Application, state: RouterState) -> None:
 def backend_from_json(body: Any) -> Backend:
     if not isinstance(body, dict) or not isinstance(body.get("url"), str):
         raise ConfigError("a backend needs at least a 'url' string")
-    unknown = set(body) - _BACKEND_FIELDS
+    unknown = set(body) - _BACKEND_FIELDS - _EXTRA_FIELDS
     if unknown:
         raise ConfigError(f"unknown backend fields: {', '.join(sorted(unknown))}")
-    fields = dict(body)
+    fields = {k: v for k, v in body.items() if k in _BACKEND_FIELDS}
     fields["url"] = fields["url"].rstrip("/")
     fields.setdefault("id", fields["url"])
     if "models" in fields:
@@ -86,8 +88,14 @@ async def _list(state: RouterState, request: web.Request) -> web.Response:
 
 
 async def _add(state: RouterState, request: web.Request) -> web.Response:
-    backend = backend_from_json(await _json(request))
+    body = await _json(request)
+    backend = backend_from_json(body)
+    kv = body.get("kv_events")
+    if kv is not None and not isinstance(kv, str):
+        raise ConfigError("'kv_events' must be a ZMQ endpoint such as tcp://10.0.0.7:5557")
     state.pool.add(backend)
+    if kv:
+        state.follow_kv_events(KVSource(endpoint=kv, backends={backend.dp_rank: backend.id}))
     return web.json_response({"added": backend.id}, status=201)
 
 
@@ -120,7 +128,10 @@ async def _weight(state: RouterState, request: web.Request) -> web.Response:
 async def _get_policy(state: RouterState, request: web.Request) -> web.Response:
     cfg = state.cfg.policy
     config = cfg if isinstance(cfg, str) else dict(cfg)
-    return web.json_response({"name": state.policy_name, "config": config})
+    kv = [{"endpoint": s.endpoint, "backends": list(s.backends.values())} for s in state.kv_sources]
+    return web.json_response(
+        {"name": state.policy_name, "config": config, "index": state.core.policy.index, "kv_sources": kv}
+    )
 
 
 async def _set_policy(state: RouterState, request: web.Request) -> web.Response:

@@ -22,7 +22,7 @@ from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
-from infctl.router.kv_events import KVStats, subscribe
+from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
@@ -57,11 +57,24 @@ class RouterState:
     upstream_annotations: dict[str, str] = field(default_factory=dict)
     """Opaque state a cutover keeps beside the weights (history, plan), so a second operator sees it."""
     admission: AdmissionQueue = field(init=False)
+    kv_sources: list[KVSource] = field(default_factory=list)
+    """Engines' KV-event publishers being followed (from the config, or added through the admin API)."""
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the router shuts down; background tasks watch it."""
 
     def __post_init__(self) -> None:
         self.admission = AdmissionQueue(
             self.cfg.admission_queue, self.cfg.admission_deadline_s, self.is_saturated
         )
+
+    def follow_kv_events(self, source: KVSource) -> None:
+        """Subscribe to one more engine's KV events (once per endpoint)."""
+        if any(s.endpoint == source.endpoint for s in self.kv_sources):
+            return
+        self.kv_sources.append(source)
+        task = asyncio.create_task(subscribe(self.core, source, self.stop, self.kv_stats))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def is_saturated(self) -> bool:
         return saturated(self.pool.snapshot(asyncio.get_running_loop().time()), self.core.policy.settings)
@@ -232,9 +245,9 @@ async def serve(
         await runner.setup()
         await web.TCPSite(runner, cfg.host, cfg.port).start()
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
-        tasks += [
-            asyncio.create_task(subscribe(state.core, src, stop, state.kv_stats)) for src in cfg.kv_sources
-        ]
+        state.stop = stop
+        for src in cfg.kv_sources:
+            state.follow_kv_events(src)
         if cfg.discovery is not None:
             connect = kube_connect or _in_cluster(cfg.discovery.namespace)
             tasks.append(asyncio.create_task(discover(state, cfg.discovery, connect, stop)))
@@ -252,6 +265,7 @@ async def serve(
         await runner.cleanup()
         for t in list(state.background):
             t.cancel()
+        await asyncio.gather(*state.background, return_exceptions=True)
         await state.session.close()
         await state.scraper.aclose()
         for sig in (signal.SIGINT, signal.SIGTERM):

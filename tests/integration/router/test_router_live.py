@@ -245,3 +245,22 @@ async def test_upstream_weights_split_mirror_and_optimistic_concurrency(start_si
     assert 70 <= float(mirrored.split()[-1]) <= 130
     assert 'infctl_router_upstream_time_to_first_byte_seconds_count{upstream="new"}' in metrics
     assert 70 <= value(parse_metrics(shadow_served), "vllm:request_success_total") <= 130
+
+
+async def test_backend_added_with_kv_events_is_followed_and_listed(start_sim, start_router) -> None:
+    first = await start_sim()
+    late = await start_sim(kv_events_port=0)
+    url = await start_router([Backend(id=first.urls[0], url=first.urls[0])], policy="prefix_precise")
+    endpoint = late.instances[0].kv_endpoint.replace("*", "127.0.0.1")
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/admin/backends", json={"url": late.urls[0], "kv_events": endpoint})
+        assert r.status_code == 201
+        policy = (await c.get(f"{url}/admin/policy")).json()
+        assert policy["index"] == "precise"
+        assert policy["kv_sources"] == [{"endpoint": endpoint, "backends": [late.urls[0]]}]
+        await asyncio.sleep(0.3)  # ZMQ slow joiner
+        body = {"model": MODEL, "prompt": " ".join(f"k{i}" for i in range(200)), "max_tokens": 2}
+        await c.post(f"{late.urls[0]}/v1/completions", json=body)  # straight to the engine: only events tell
+        await asyncio.sleep(0.2)
+        r = await c.post(f"{url}/v1/completions", json=body)
+    assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] >= 192
