@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import os
 import random
+import secrets
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,8 @@ TOLERANCE = 0.10
 REPO = Path(__file__).resolve().parents[1]
 HELD_OUT_LENGTHS = (64, 256, 600, 1000, 1700)
 HELD_OUT_ITL = ((3, 512), (6, 512), (12, 256), (20, 512))
+SALT = secrets.randbits(40)
+"""Mixed into every prompt's seed: a vLLM reused across runs (--url) must not serve them from its cache."""
 
 
 @asynccontextmanager
@@ -89,7 +92,7 @@ async def held_out_ttft(real: EngineClient, sim: EngineClient, repeats: int = 7)
         r_times: list[float] = []
         s_times: list[float] = []
         for rep in range(repeats):
-            prompt = prompt_words(n, 90_000 + n * 31 + rep)
+            prompt = prompt_words(n, SALT + 90_000 + n * 31 + rep)
             r_times.append((await real.stream(prompt, 1)).ttft)
             s_times.append((await sim.stream(prompt, 1)).ttft)
         rows.append((f"TTFT, lone request, {n} tokens", r_times, s_times))
@@ -103,7 +106,7 @@ async def held_out_itl(real: EngineClient, sim: EngineClient, repeats: int = 3) 
         s_gaps: list[float] = []
         for rep in range(repeats):
             for client, out in ((real, r_gaps), (sim, s_gaps)):
-                sample = await measure_itl(client, batch, context, 48, seed=70_000 + batch * 101 + rep)
+                sample = await measure_itl(client, batch, context, 48, seed=SALT + 70_000 + batch * 101 + rep)
                 if sample is not None:
                     out.append(sample.seconds)
         rows.append((f"ITL, {batch} streams of {context}-token prompts", r_gaps, s_gaps))
@@ -113,7 +116,7 @@ async def held_out_itl(real: EngineClient, sim: EngineClient, repeats: int = 3) 
 async def mixed(client: EngineClient, seed: int = 5) -> tuple[list[float], list[float]]:
     """4 closed-loop clients, 32 requests, prompts of 64-1500 tokens, 32 output tokens each."""
     rng = random.Random(seed)
-    queue = [(prompt_words(rng.randint(64, 1500), 50_000 + i), 32) for i in range(32)]
+    queue = [(prompt_words(rng.randint(64, 1500), SALT + 50_000 + i), 32) for i in range(32)]
     ttfts: list[float] = []
     gaps: list[float] = []
 
@@ -122,9 +125,10 @@ async def mixed(client: EngineClient, seed: int = 5) -> tuple[list[float], list[
             prompt, out = queue.pop(0)
             res = await client.stream(prompt, out)
             ttfts.append(res.ttft)
-            # Per request (TPOT): single gaps are unreliable when tokens arrive in bursts.
-            times = res.token_times
-            gaps.append((times[-1] - times[0]) / (len(times) - 1))
+            # Per request (TPOT), counted in tokens: single gaps mislead when tokens arrive in bursts.
+            per_token = res.time_per_token()
+            if per_token is not None:
+                gaps.append(per_token)
 
     await asyncio.gather(*(worker() for _ in range(4)))
     return ttfts, gaps

@@ -46,14 +46,29 @@ class StreamResult:
 
     token_times: tuple[float, ...]
     """Clock reading at each chunk carrying a choice."""
-    sent_at: float
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
+    tokens_seen: tuple[int, ...] = ()
+    """Tokens received up to and including each chunk (vLLM's ``token_ids`` when it sends them, else one per
+    chunk); empty means one per chunk."""
+    sent_at: float = 0.0
+    prompt_tokens: int = -1
+    completion_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def ttft(self) -> float:
         return self.token_times[0] - self.sent_at
+
+    def counts(self) -> tuple[int, ...]:
+        return self.tokens_seen or tuple(range(1, len(self.token_times) + 1))
+
+    def time_per_token(self, start: float = float("-inf"), end: float = float("inf")) -> float | None:
+        """Average time per token between the first and last chunk inside [start, end]; None when fewer
+        than two tokens apart. Tokens, not chunks: vLLM merges several steps' tokens into one chunk when
+        its API server falls behind, and then single gaps are ~0 or a multiple of the step."""
+        inside = [(t, n) for t, n in zip(self.token_times, self.counts(), strict=True) if start <= t <= end]
+        if len(inside) < 2 or inside[-1][1] - inside[0][1] < 2:
+            return None
+        return (inside[-1][0] - inside[0][0]) / (inside[-1][1] - inside[0][1])
 
 
 @dataclass(frozen=True)
@@ -100,9 +115,13 @@ class EngineClient:
             "ignore_eos": True,
             "temperature": 0.0,
             "stream_options": {"include_usage": True},
+            # vLLM adds each chunk's token ids (other engines ignore it): how many tokens a chunk carries.
+            "return_token_ids": True,
         }
         url = f"{self.base_url}/v1/completions"
         times: list[float] = []
+        seen: list[int] = []
+        exact = True
         usage: dict[str, Any] = {}
         sent = self.clock()
         try:
@@ -117,6 +136,9 @@ class EngineClient:
                     chunk = json.loads(raw[6:])
                     if chunk.get("choices"):
                         times.append(now)
+                        ids = chunk["choices"][0].get("token_ids")
+                        exact = exact and isinstance(ids, list)
+                        seen.append((seen[-1] if seen else 0) + (len(ids) if isinstance(ids, list) else 1))
                     if chunk.get("usage"):
                         usage = chunk["usage"]
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -126,6 +148,7 @@ class EngineClient:
         details = usage.get("prompt_tokens_details") or {}
         return StreamResult(
             token_times=tuple(times),
+            tokens_seen=tuple(seen) if exact else (),
             sent_at=sent,
             prompt_tokens=int(usage.get("prompt_tokens", -1)),
             completion_tokens=int(usage.get("completion_tokens", len(times))),
@@ -160,23 +183,17 @@ async def measure_itl(
 ) -> ItlSample | None:
     """Start ``batch`` streams at once; the time per token while all of them decode.
 
-    Each stream's figure is its window-average gap: (last - first token time inside the window) / (tokens
-    - 1), where the window runs from the last stream's first token to the first stream's last. Averaging
-    over the window, not taking single gaps, keeps the figure right when the server or the network delivers
-    tokens in bursts (an API server short of CPU flushes several steps' tokens at once: single gaps are
-    then ~0 and a multiple of the step). The sample is the median over streams. None when the streams never
-    decode together for three tokens.
+    Each stream's figure is its average time per token over the window that runs from the last stream's
+    first token to the first stream's last (:meth:`StreamResult.time_per_token`: averaged, and counted in
+    tokens, because a loaded API server delivers several steps' tokens in one chunk). The sample is the
+    median over streams. None when the streams never decode together for two tokens.
     """
     results = await asyncio.gather(
         *(client.stream(prompt_words(context, seed * 7919 + j), output_tokens) for j in range(batch))
     )
     start = max(r.token_times[0] for r in results)
     end = min(r.token_times[-1] for r in results)
-    per_stream = []
-    for r in results:
-        inside = [t for t in r.token_times if start <= t <= end]
-        if len(inside) >= 3 and inside[-1] > inside[0]:
-            per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1))
+    per_stream = [t for r in results if (t := r.time_per_token(start, end)) is not None]
     if not per_stream:
         return None
     prompt = statistics.mean(r.prompt_tokens if r.prompt_tokens > 0 else context for r in results)

@@ -14,6 +14,7 @@ does not report (``max_num_seqs``, ``max_num_batched_tokens``) are settings whos
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -69,7 +70,9 @@ class CalibrationSettings:
     """KV bytes per token when the engine does not report it (Llama-3-8B BF16: 128 KiB)."""
     kv_transfer_gbps: float = 25.0
     """PD transfer bandwidth written into the profile (not measured), GB/s."""
-    seed: int = 0
+    seed: int | None = None
+    """Salt of the random prompts; None: a new one per run, so that an engine calibrated before never
+    serves them from its prefix cache (the fit would see cached tokens as free)."""
     timeout_s: float = 300.0
     """Limit of one request."""
     compensate: bool = True
@@ -135,8 +138,9 @@ async def calibrate(
     try:
         info = await engine_info(sess, settings.url, settings.model)
         say(f"measuring {info.model} at {settings.url}")
+        seed = settings.seed if settings.seed is not None else secrets.randbits(40)
         ttft, itl = await measure(
-            EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s), settings, say
+            EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s), settings, seed, say
         )
         fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
         profile = build_profile(settings, info, fit)
@@ -144,7 +148,7 @@ async def calibrate(
         if settings.compensate:
             async with simulated_engine(profile, sess) as url:
                 say(f"measuring the simulator serving that fit at {url}")
-                sim_ttft, sim_itl = await measure(EngineClient(sess, url, info.model), settings, say)
+                sim_ttft, sim_itl = await measure(EngineClient(sess, url, info.model), settings, seed, say)
             served = fit_step_model(sim_ttft, sim_itl, max_num_batched_tokens=settings.max_num_batched_tokens)
             profile = with_coefficients(profile, corrected(fit, served))
     finally:
@@ -154,23 +158,19 @@ async def calibrate(
 
 
 async def measure(
-    client: EngineClient, settings: CalibrationSettings, say: Progress
+    client: EngineClient, settings: CalibrationSettings, seed: int, say: Progress
 ) -> tuple[list[TtftSample], list[ItlSample]]:
     """Warm-up, then TTFT per prompt length (medians) and ITL per (context, batch) (medians of runs)."""
     for i in range(settings.warmup_requests):
-        await client.stream(prompt_words(16, settings.seed - 1 - i), 8)
+        await client.stream(prompt_words(16, seed - 1 - i), 8)
     say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
-    raw = await measure_ttft(
-        client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=settings.seed
-    )
+    raw = await measure_ttft(client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=seed)
     itl: list[ItlSample] = []
     for context in settings.itl_contexts:
         say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} of {context}-token prompts")
         for batch in settings.batch_sizes:
             runs = [
-                await measure_itl(
-                    client, batch, context, settings.itl_output_tokens, seed=settings.seed + 7 * r + 1
-                )
+                await measure_itl(client, batch, context, settings.itl_output_tokens, seed=seed + 7 * r + 1)
                 for r in range(settings.itl_repeats)
             ]
             itl += median_itl([s for s in runs if s is not None])
