@@ -113,7 +113,9 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
             await until(two_ready)
             assert len(await backends(c, router)) == 2 * members
             # Long streams on both groups, then scale in to one group while they run.
-            streams = [asyncio.create_task(stream(c, router, 2000)) for _ in range(4)]
+            # Eight, so that some land on the group being removed whatever the tie-breaks (1 in 256 otherwise
+            # would put all on the kept one); long enough to outlast a slow drain on a loaded machine.
+            streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
             await asyncio.sleep(0.3)
             r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
             assert r.status_code == 202
@@ -123,7 +125,7 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
                 return any(b["draining"] and b["inflight"] > 0 for b in listed)
 
             await until(draining_with_streams, within=5)  # the removed group still holds streams
-            assert await asyncio.gather(*streams) == [2000] * 4
+            assert await asyncio.gather(*streams) == [4000] * 8
 
             async def one_left() -> bool:
                 s = (await scale_status(c, plan))["units"][unit]
