@@ -17,17 +17,20 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from infctl.engines.vllm import CACHE_CONFIG_INFO
 from infctl.errors import EngineError
 from infctl.sim.calib_fit import ItlSample, TtftSample
+from infctl.telemetry.prometheus import parse_metrics
 from infctl.tokens import _WORDS
 
-Clock = Any  # a zero-argument callable returning seconds (time.perf_counter)
+Clock = Callable[[], float]
+"""Seconds from an arbitrary origin (``time.perf_counter``)."""
 
 
 def make_session(*, connector: aiohttp.BaseConnector | None = None) -> aiohttp.ClientSession:
@@ -242,9 +245,6 @@ async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str 
 
 def cache_config_labels(metrics_text: str) -> dict[str, str]:
     """Labels of vLLM's ``cache_config_info`` sample (empty when absent)."""
-    from infctl.engines.vllm import CACHE_CONFIG_INFO
-    from infctl.telemetry.prometheus import parse_metrics
-
     families = parse_metrics(metrics_text, frozenset({CACHE_CONFIG_INFO}))
     samples = families.get(CACHE_CONFIG_INFO, ())
     return dict(samples[0].labels) if samples else {}

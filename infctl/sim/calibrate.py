@@ -50,7 +50,7 @@ class CalibrationSettings:
     """Name of the profile written."""
     prompt_lengths: tuple[int, ...] = (16, 128, 384, 768, 1280, 2048)
     """Prompt lengths whose TTFT is measured (one lone request at a time)."""
-    ttft_repeats: int = 5
+    ttft_repeats: int = 7
     """Requests per prompt length; the fit uses each length's median."""
     batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24)
     """Concurrent streams whose ITL is measured."""
@@ -58,7 +58,7 @@ class CalibrationSettings:
     """Prompt lengths of the ITL streams (two or more let the fit see the attention term)."""
     itl_output_tokens: int = 48
     """Tokens each ITL stream generates."""
-    itl_repeats: int = 2
+    itl_repeats: int = 3
     """Runs per (batch, context); the fit uses their median."""
     warmup_requests: int = 4
     """Requests sent first and thrown away (first-use compilation, allocator warm-up)."""
@@ -165,15 +165,23 @@ async def measure(
         await client.stream(prompt_words(16, seed - 1 - i), 8)
     say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
     raw = await measure_ttft(client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=seed)
-    itl: list[ItlSample] = []
-    for context in settings.itl_contexts:
-        say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} of {context}-token prompts")
-        for batch in settings.batch_sizes:
-            runs = [
-                await measure_itl(client, batch, context, settings.itl_output_tokens, seed=seed + 7 * r + 1)
-                for r in range(settings.itl_repeats)
-            ]
-            itl += median_itl([s for s in runs if s is not None])
+    # Repeats are the outer loop, as for TTFT: a burst of outside load spreads over many points instead of
+    # spoiling every run of one.
+    say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} at contexts {settings.itl_contexts}")
+    runs: dict[tuple[int, int], list[ItlSample]] = {}
+    for r in range(settings.itl_repeats):
+        for context in settings.itl_contexts:
+            for batch in settings.batch_sizes:
+                sample = await measure_itl(
+                    client,
+                    batch,
+                    context,
+                    settings.itl_output_tokens,
+                    seed=seed + 7919 * r + 31 * batch + context,
+                )
+                if sample is not None:
+                    runs.setdefault((context, batch), []).append(sample)
+    itl = [s for key in sorted(runs) for s in median_itl(runs[key])]
     return median_ttft(raw), itl
 
 
