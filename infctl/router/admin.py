@@ -94,6 +94,7 @@ async def _add(state: RouterState, request: web.Request) -> web.Response:
     if kv is not None and not isinstance(kv, str):
         raise ConfigError("'kv_events' must be a ZMQ endpoint such as tcp://10.0.0.7:5557")
     state.pool.add(backend)
+    state.scrape_soon(backend.id)
     if kv:
         state.follow_kv_events(KVSource(endpoint=kv, backends={backend.dp_rank: backend.id}))
     return web.json_response({"added": backend.id}, status=201)

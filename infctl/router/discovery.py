@@ -115,7 +115,10 @@ class Discovered:
     def _add(self, key: str, backend: Backend) -> None:
         if backend.id not in self.state.pool:
             log.info("discovered %s (%s)", backend.id, key)
-        self.state.pool.add(backend)
+            self.state.pool.add(backend)
+            self.state.scrape_soon(backend.id)
+        else:
+            self.state.pool.add(backend)
         self.by_pod[key] = backend.id
 
     def _remove(self, backend_id: str) -> None:

@@ -28,7 +28,7 @@ from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.proxy import generate
 from infctl.router.upstream import make_session
-from infctl.telemetry.scrape import make_client, scrape_many
+from infctl.telemetry.scrape import make_client, scrape, scrape_many
 
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
@@ -66,6 +66,20 @@ class RouterState:
         self.admission = AdmissionQueue(
             self.cfg.admission_queue, self.cfg.admission_deadline_s, self.is_saturated
         )
+
+    def scrape_soon(self, backend_id: str) -> None:
+        """Scrape one backend now rather than at the next round: a backend without signals counts as stale,
+        and the policies pass over stale backends while fresh ones exist, so a newcomer would sit idle."""
+
+        async def once() -> None:
+            with contextlib.suppress(MetricsError, KeyError):
+                backend = self.pool.backend(backend_id)
+                signals = await scrape(self.scraper, backend.url, self.adapter(backend_id))
+                self.pool.record_signals(backend_id, signals, asyncio.get_running_loop().time())
+
+        task = asyncio.create_task(once())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def follow_kv_events(self, source: KVSource) -> None:
         """Subscribe to one more engine's KV events (once per endpoint)."""
