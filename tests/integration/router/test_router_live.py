@@ -264,3 +264,31 @@ async def test_backend_added_with_kv_events_is_followed_and_listed(start_sim, st
         await asyncio.sleep(0.2)
         r = await c.post(f"{url}/v1/completions", json=body)
     assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] >= 192
+
+
+async def test_failed_engine_is_readmitted_after_it_recovers(start_sim, start_router) -> None:
+    sims = await start_sim(instances=2)
+    sick = sims.urls[1]
+    url = await start_router([Backend(id=u, url=u) for u in sims.urls], policy="round_robin")
+    async with httpx.AsyncClient(timeout=10) as c:
+
+        async def ejected() -> bool:
+            listed = {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
+            return bool(listed[sick]["ejected"])
+
+        await c.post(f"{sick}/admin/faults", json={"specs": ["health=fail"]})
+        async with asyncio.timeout(5):
+            while not await ejected():
+                await asyncio.sleep(0.05)
+        await c.delete(f"{sick}/admin/faults")
+        async with asyncio.timeout(5):  # backoff 0.2 s, then the next probe re-admits it
+            while await ejected():
+                await asyncio.sleep(0.05)
+        for i in range(4):
+            r = await c.post(
+                f"{url}/v1/completions", json={"model": MODEL, "prompt": f"x {i}", "max_tokens": 1}
+            )
+            assert r.status_code == 200
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert value(metrics, "infctl_router_readmissions_total") == 1
+    assert value(metrics, "infctl_router_ejections_total") == 1
