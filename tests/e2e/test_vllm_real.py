@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -23,6 +24,7 @@ from infctl.telemetry.scrape import make_client, scrape
 from infctl.tokens import _WORDS
 
 pytestmark = pytest.mark.slow
+StartSim = Callable[..., Awaitable[Any]]
 
 
 def words(n: int, seed: int) -> str:
@@ -106,7 +108,10 @@ def test_stream_and_usage_relayed_intact(vllm_release: Release) -> None:
 
 def metric_families(url: str) -> dict[str, str]:
     """``family name -> type`` from the ``# TYPE`` lines of an engine's /metrics."""
-    text = httpx.get(url + "/metrics", timeout=10, trust_env=False).text
+    return families_of(httpx.get(url + "/metrics", timeout=10, trust_env=False).text)
+
+
+def families_of(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
         if line.startswith("# TYPE vllm:"):
@@ -125,6 +130,38 @@ def test_metric_names_match_the_adapter(vllm_release: Release) -> None:
     known = {*v.METRIC_NAMES, *v.DEPRECATED}
     print("\nvLLM emits, infctl does not know:", sorted(set(real) - known))
     print("infctl knows, this vLLM does not emit:", sorted(known - set(real)))
+
+
+async def test_simulator_exposes_what_the_real_engine_does(
+    vllm_release: Release, start_sim: StartSim
+) -> None:
+    """The simulated vLLM must offer every family (and cache_config_info label) the router reads, as vLLM
+    does; the rest of the difference is recorded."""
+    cluster = await start_sim(model=MODEL_NAME)
+    async with httpx.AsyncClient(trust_env=False, timeout=10) as client:
+        real_text = (await client.get(vllm_release.engine_urls[0] + "/metrics")).text
+        sim_text = (await client.get(cluster.urls[0] + "/metrics")).text
+    real, sim = families_of(real_text), families_of(sim_text)
+    signal_names = {*v._SIGNAL_GAUGES, *v._SIGNAL_COUNTERS, v.CACHE_CONFIG_INFO}
+    assert signal_names <= set(sim)
+    assert {n: k for n, k in sim.items() if n in real} == {n: real[n] for n in sim if n in real}  # same types
+    real_labels = set(parse_metrics(real_text)[v.CACHE_CONFIG_INFO][0].labels)
+    sim_labels = set(parse_metrics(sim_text)[v.CACHE_CONFIG_INFO][0].labels)
+    assert {"block_size", "num_gpu_blocks", "enable_prefix_caching"} <= real_labels & sim_labels
+    print("\nvLLM emits, the simulator does not:", sorted(set(real) - set(sim)))
+    print("the simulator emits, vLLM does not:", sorted(set(sim) - set(real)))
+    print("cache_config_info labels only in vLLM:", sorted(real_labels - sim_labels))
+    print("cache_config_info labels only in the simulator:", sorted(sim_labels - real_labels))
+    reasons = {s.labels.get("finished_reason") for s in parse_metrics(real_text).get(v.REQUEST_SUCCESS, ())}
+    sim_reasons = {
+        s.labels.get("finished_reason") for s in parse_metrics(sim_text).get(v.REQUEST_SUCCESS, ())
+    }
+    print(
+        "request_success_total finished_reason: vLLM",
+        sorted(map(str, reasons)),
+        "sim",
+        sorted(map(str, sim_reasons)),
+    )
 
 
 async def test_signals_parsed_from_real_metrics(vllm_release: Release) -> None:
