@@ -224,7 +224,7 @@ def test_cli_writes_a_profile_that_sim_loads(sim_engine: str, tmp_path: Path) ->
     profile = get_profile(str(out))
     assert isinstance(profile, CalibratedProfile) and profile.name == "fitted"
     # Compensated: the simulator serving this profile reproduces what was measured.
-    assert summary["max_rel_error"] < 0.3
+    assert summary["max_rel_error"] < 0.5
 
 
 def test_cli_reports_an_unreachable_engine() -> None:
