@@ -198,7 +198,7 @@ async def test_calibrating_the_simulator_recovers_its_step_model(sim_engine: str
     assert c["beta2_us"] == pytest.approx(400.0, rel=0.35)
     assert c["beta1_us"] + c["prefill_quad_us_per_ktok2"] / 1000 == pytest.approx(TINY_CPU.beta1_us, rel=0.35)
     assert 1500 <= c["beta0_us"] <= 3500
-    assert result.fit.max_rel_error < 0.25
+    assert result.fit.max_rel_error < 0.4
     assert result.profile.block_size == TINY_CPU.block_size and result.profile.model == TINY_CPU.model
 
 
