@@ -79,6 +79,7 @@ Exit codes: 0 done (or nothing to do), 1 error, 2 bad input, 3 the walk rolled b
 """
 
 _T, _A, _W, _G = "Target", "Action", "Walk", "Gate metrics"
+_META = "infctl.cutover.target"
 
 
 def _opt(*names: str, help: str, panel: str | None = None, **kw: Any) -> Any:
@@ -150,6 +151,9 @@ def cutover(
 ) -> None:  # fmt: skip
     """Set, walk, pause, resume or roll back the split; with no action, show its status."""
     if ctx.invoked_subcommand is not None:
+        # `infctl cutover --router URL status`: the target given before the subcommand counts too.
+        ctx.meta[_META] = {"router": router, "httproute": httproute, "namespace": namespace, "old": old,
+                           "new": new, "output": output}  # fmt: skip
         return
     opts = _opts(ctx, output, namespace)
     flags = (("--percent", percent is not None), ("--plan", plan is not None), ("--pause", pause_),
@@ -181,7 +185,10 @@ def status(
     old: Old = None, new: New = None, output: Output = None,
 ) -> None:  # fmt: skip
     """The current split, the walk (phase, plan, gates, next step) and the history."""
-    opts = _opts(ctx, output, namespace)
+    given = ctx.meta.get(_META, {})
+    router, httproute, old, new = (router or given.get("router"), httproute or given.get("httproute"),
+                                   old or given.get("old"), new or given.get("new"))  # fmt: skip
+    opts = _opts(ctx, output or given.get("output"), namespace or given.get("namespace"))
     with errors_as_exit():
         target = Target(router, httproute, opts.namespace, token=os.environ.get(ADMIN_TOKEN_ENV))
         data, _ = _run(opts, target, "status", {"old": old, "new": new})
@@ -261,7 +268,7 @@ def result_table(data: dict[str, Any]) -> Table:
     elif data.get("changed") is False:
         head += " [dim](already so: nothing written)[/]"
     walk_line = f"phase {data['phase']}" + (" [yellow](paused)[/]" if data["paused"] else "")
-    if data["plan"]:
+    if data["plan"] and data["phase"] in ("walking", "complete", "rolled-back"):
         walk_line += f", plan {','.join(map(str, data['plan']))} every {format_duration(data['interval_s'])}"
         walk_line += f", gates {data['gates'] or 'none'}"
     if data["next_step"] is not None:

@@ -87,7 +87,10 @@ async def walk(
     gates = parse_gates(settings.gates)
     view = await load(backend, old, new)
     s = view.state
-    resume = resume or (s.phase == "walking" and s.steps == plan.steps and s.gates == settings.gates)
+    same = s.steps == plan.steps and s.gates == settings.gates
+    if same and s.phase == "complete" and plan.next_step(s.percent) is None and not resume:
+        return WalkReport("complete", f"already complete at {s.percent}%: nothing written", view, s)
+    resume = resume or (same and s.phase == "walking")
     walker = f"{actor}/{uuid.uuid4().hex[:8]}"
     state = decide.begin(s, plan, settings.gates, walker=walker, now=clock.now(), actor=actor, resume=resume)
     steps = list(timeline(plan, s.percent))

@@ -63,7 +63,7 @@ async def test_percent_40_sends_40_percent_to_new(cutover_stack: Stack) -> None:
     assert 0.35 <= new / 1000 <= 0.45  # 40% within ~3 sd
     code, again = await cli("cutover", "--router", url, "--percent", "40")
     assert code == 0 and again["changed"] is False  # idempotent: nothing written
-    code, status = await cli("cutover", "status", "--router", url)
+    code, status = await cli("cutover", "--router", url, "status")
     assert code == 0 and status["percent"] == 40 and status["phase"] == "manual"
     assert [(e["action"], e["percent"], e["actor"]) for e in status["history"]] == [("set", 40, "ci")]
 

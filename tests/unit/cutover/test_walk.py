@@ -47,6 +47,8 @@ async def test_passing_walk_writes_each_step_and_completes() -> None:
     assert state.phase == "complete" and state.percent == 10 and state.actor == "alice@ops"
     assert [e.action for e in state.history] == ["start", "advance", "advance", "complete"]
     assert [k for k, _ in events] == ["start", "wait", "window", "wait", "window", "wait", "window"]
+    again, events, _ = await run(backend, [GOOD])
+    assert again.outcome == "complete" and events == [] and len(backend.writes) == 4  # idempotent
 
 
 async def test_failing_gate_rolls_back_within_one_interval_and_says_why() -> None:
