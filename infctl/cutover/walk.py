@@ -111,13 +111,13 @@ async def walk(
         view = await load(backend, view.old, view.new)
         if (why := _lost(view.state, walker)) is not None:
             return _stopped((view, why), windows, emit)
-        results = judge(gates, stats, labels, view.state.percent, opts.min_requests)
+        at = view.state.percent
+        results = judge(gates, stats, labels, at, opts.min_requests)
         d = decide.next_weight(view.state, plan, results)
         if d.action != "hold":
             state = decide.apply(view.state, d, results, clock.now(), actor)
             view = (await commit(backend, view, state, dry_run=False)).view
-        windows.append({"percent": d.percent if d.action == "hold" else view.state.history[-1].previous,
-                        "decision": d.action, "next_percent": d.percent, "reason": d.reason,
+        windows.append({"percent": at, "decision": d.action, "next_percent": d.percent, "reason": d.reason,
                         "gates": [r.to_dict() for r in results]})  # fmt: skip
         emit("window", windows[-1])
         if d.action in ("rollback", "complete"):

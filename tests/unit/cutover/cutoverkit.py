@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infctl.cutover.backends import Observed, stale_error
@@ -62,7 +62,8 @@ class ScriptedSource:
 class FakeClock:
     t: float = 1_700_000_000.0
     slept: list[float] = field(default_factory=list)
-    on_sleep: Callable[[float], None] | None = None
+    on_sleep: Callable[[float], Awaitable[None] | None] | None = None
+    """Called after each sleep with the new time (a coroutine function is awaited)."""
 
     def now(self) -> float:
         return self.t
@@ -70,8 +71,8 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.t += seconds
-        if self.on_sleep is not None:
-            self.on_sleep(self.t)
+        if self.on_sleep is not None and (pending := self.on_sleep(self.t)) is not None:
+            await pending
 
 
 def healthy(requests: float = 100, p99: float = 0.5, errors: float = 0) -> GroupStats:

@@ -12,6 +12,7 @@ from infctl.cutover import (
     StaleStateError,
     WalkOptions,
     WalkSettings,
+    decide,
     from_annotations,
     pause,
     resume,
@@ -19,6 +20,7 @@ from infctl.cutover import (
     walk,
 )
 from infctl.cutover.gates import GroupStats
+from infctl.cutover.ops import change
 
 PLAN = Plan((2, 5, 10), 60)
 GOOD = {"old": healthy(900), "new": healthy(100)}
@@ -129,3 +131,34 @@ async def test_a_concurrent_write_is_refused_naming_the_last_writer() -> None:
         await set_percent(backend, 40, old=None, new=None, now=1_700_000_100, actor="alice@ops")
     assert "last cutover write was 10% by bob@laptop at 2023-11-14T22:13:20.000Z" in err.value.message
     assert "Nothing was written" in err.value.message and backend.weights["new"] == 10
+
+
+@pytest.mark.parametrize("intruder", ["manual", "walk"])
+async def test_a_manual_percent_or_another_walk_ends_this_one(intruder: str) -> None:
+    backend = MemoryBackend()
+    clock = FakeClock()
+
+    async def bob(t: float) -> None:
+        if len(clock.slept) != 3:
+            return
+        if intruder == "manual":
+            await set_percent(backend, 30, old=None, new=None, now=t, actor="bob")
+        else:
+            begin = lambda s: decide.begin(s, PLAN, "", walker="bob/1", now=t, actor="bob")  # noqa: E731
+            await change(backend, begin, None, None, dry_run=False)
+
+    clock.on_sleep = bob
+    report, _, _ = await run(backend, [GOOD], clock=clock)
+    why = "manual at 30% by bob" if intruder == "manual" else "another walk took over (bob/1)"
+    assert report.outcome == "stopped" and report.reason == why
+    assert [w["new"] for w in backend.writes][:2] == [2, 5] and len(backend.writes) == 3  # bob's write last
+
+
+async def test_status_flags_weights_edited_by_hand() -> None:
+    from infctl.cutover import load, status_dict
+
+    backend = MemoryBackend()
+    await set_percent(backend, 40, old=None, new=None, now=1, actor="a")
+    backend.weights.update({"old": 1, "new": 1})
+    status = status_dict(await load(backend))
+    assert status["percent"] == 50 and status["drift"] == "weights edited by hand (cutover last set 40%)"
