@@ -77,7 +77,7 @@ def prefill_cost(ctx: Context, backend_id: str, shared: int = 0) -> float:
     held = max(ctx.matches.get(backend_id, 0), shared)
     uncached = max(0, req.prompt_tokens - held * req.block_size)
     queued = prefill_tokens(ctx.snapshot.state(backend_id), ctx.settings)
-    return (uncached + queued) / ctx.snapshot.by_id[backend_id].weight
+    return (uncached + ctx.settings.cost_queue_weight * queued) / ctx.snapshot.by_id[backend_id].weight
 
 
 def total_cost(ctx: Context, backend_id: str, shared: int = 0) -> float:
@@ -93,8 +93,9 @@ def cost(ctx: Context, cands: Candidates) -> Sequence[float]:
     shared = shared_depth([m.get(c, 0) for c in cands], s.shared_quorum) if m else 0
     prefill, decode = token_loads(ctx.snapshot, cands, s)
     prompt, block, wp, wd = req.prompt_tokens, req.block_size, s.cost_prefill_weight, s.cost_decode_weight
+    wq = s.cost_queue_weight
     costs = [
-        (wp * (max(0, prompt - max(m.get(c, 0), shared) * block) + q) + wd * d) / by_id[c].weight
+        (wp * (max(0, prompt - max(m.get(c, 0), shared) * block) + wq * q) + wd * d) / by_id[c].weight
         for c, q, d in zip(cands, prefill, decode, strict=True)
     ]
     return min_max_scores(costs)

@@ -194,9 +194,11 @@ def test_cache_aware_reasons() -> None:
 def test_cache_aware_trades_cache_for_queue_in_token_units() -> None:
     policy = build_policy("cache_aware")
     req = request(blocks=100)  # 1600 tokens; "b" holds 1440 of them
-    short_queue = {"a": fresh(), "b": fresh(queued_tokens=1000), "c": fresh()}
+    # Queued prefill counts at cost_queue_weight (0.25): "b" costs 160 + q/4 against 1600 elsewhere,
+    # so it keeps the request up to 5760 queued tokens.
+    short_queue = {"a": fresh(), "b": fresh(queued_tokens=5000), "c": fresh()}
     assert policy.decide(snap(B3, short_queue), req, matches={"b": 90}).backend_id == "b"
-    long_queue = {"a": fresh(), "b": fresh(queued_tokens=2000), "c": fresh()}
+    long_queue = {"a": fresh(), "b": fresh(queued_tokens=6500), "c": fresh()}
     assert policy.decide(snap(B3, long_queue), req, matches={"b": 90}).backend_id != "b"
 
 
