@@ -66,8 +66,10 @@ def check_installed(spec: ProcessSpec) -> None:
 
 
 def _is_this_python(program: str) -> bool:
+    """Whether ``program`` is this very interpreter. Compared without resolving links: a virtualenv's
+    python is a link to the base interpreter but imports from its own site-packages."""
     found = shutil.which(program)
-    return found is not None and Path(found).resolve() == Path(sys.executable).resolve()
+    return found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
 
 
 def start_detached(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,6 +201,13 @@ def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None,
     return argv
 
 
+def _fill(word: str, values: Mapping[str, object]) -> str:
+    """Replace ``{port}``-style placeholders only, so JSON arguments (``{"a": 1}``) pass intact."""
+    for key, value in values.items():
+        word = word.replace("{" + key + "}", str(value))
+    return word
+
+
 def real_command(
     model: ModelProfile, custom: Sequence[str] | None, role: Role, port: int, python: str
 ) -> list[str]:
@@ -208,7 +215,7 @@ def real_command(
     ``{host}`` filled in; else the engine adapter's command, run by this machine's ``python``."""
     if custom is not None:
         values = {"port": port, "role": role, "model": model.served_model_name, "host": LOCALHOST}
-        return [word.format(**values) for word in custom]
+        return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
     # Adapters write the container's `python3 -m ...`; here the engine must be importable by our interpreter.
     return [python, *argv[1:]] if argv[0] in ("python", "python3") else argv

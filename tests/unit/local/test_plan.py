@@ -195,3 +195,10 @@ def test_router_spec_passes_the_pd_mode() -> None:
     router = plan_of(p).specs[-1]
     assert flag(router, "--pd-mode") == "group"
     assert any(a.endswith("role=prefill,group=g0") for a in router.argv)
+
+
+def test_custom_engine_command_fills_placeholders_and_keeps_json_arguments() -> None:
+    command = ["vllm-python", "-m", "vllm", "--port", "{port}", "--kv-transfer-config", '{"kv_role":"kv_both"}']
+    plan = plan_of(profile(**{"local.simulate": False, "local.engine_command": command}))
+    assert plan.specs[0].argv[4] == "18000"
+    assert plan.specs[0].argv[-1] == '{"kv_role":"kv_both"}'
