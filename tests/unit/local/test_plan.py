@@ -65,8 +65,12 @@ def test_group_mode_names_groups_and_roles() -> None:
     p = profile(mode="group", replicas=None, groups=2, group={"prefill": 1, "decode": 2})
     plan = plan_of(p)
     assert [s.name for s in plan.specs] == [
-        "engine-g0-prefill-0", "engine-g0-decode-0", "engine-g0-decode-1",
-        "engine-g1-prefill-0", "engine-g1-decode-0", "engine-g1-decode-1",
+        "engine-g0-prefill-0",
+        "engine-g0-decode-0",
+        "engine-g0-decode-1",
+        "engine-g1-prefill-0",
+        "engine-g1-decode-0",
+        "engine-g1-decode-1",
     ]
     assert [s.role for s in plan.specs[:3]] == ["prefill", "decode", "decode"]
     assert {s.group for s in plan.specs} == {"g0", "g1"}
@@ -198,7 +202,15 @@ def test_router_spec_passes_the_pd_mode() -> None:
 
 
 def test_custom_engine_command_fills_placeholders_and_keeps_json_arguments() -> None:
-    command = ["vllm-python", "-m", "vllm", "--port", "{port}", "--kv-transfer-config", '{"kv_role":"kv_both"}']
+    command = [
+        "vllm-python",
+        "-m",
+        "vllm",
+        "--port",
+        "{port}",
+        "--kv-transfer-config",
+        '{"kv_role":"kv_both"}',
+    ]
     plan = plan_of(profile(**{"local.simulate": False, "local.engine_command": command}))
     assert plan.specs[0].argv[4] == "18000"
     assert plan.specs[0].argv[-1] == '{"kv_role":"kv_both"}'
