@@ -55,7 +55,12 @@ def test_kimi_pool_uses_nixl_with_wide_ep() -> None:
 
 def test_local_profiles_simulate_without_a_cluster() -> None:
     demo = load_deployment(PROFILES / "local-demo.yaml")
-    assert (demo.target, demo.mode, demo.replicas, demo.router.policy) == ("local", "aggregated", 4, "cache_aware")
+    assert (demo.target, demo.mode, demo.replicas, demo.router.policy) == (
+        "local",
+        "aggregated",
+        4,
+        "cache_aware",
+    )
     assert demo.model.sim is not None and demo.model.sim.profile == "llama3-8b-h100"
     assert demo.local.simulate and not demo.autoscaler.enabled
     pd = load_deployment(PROFILES / "local-pd.yaml")
