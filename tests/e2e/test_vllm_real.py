@@ -178,7 +178,8 @@ async def test_signals_parsed_from_real_metrics(vllm_release: Release) -> None:
 
         # Load one engine with long generations and watch running/queue/kv_usage move.
         url = vllm_release.engine_urls[0]
-        body = {"model": MODEL_NAME, "max_tokens": 300, "ignore_eos": True}
+        # Long enough that a 50 ms scrape loop surely sees them in flight on a loaded 2-core machine.
+        body = {"model": MODEL_NAME, "max_tokens": 1500, "ignore_eos": True}
         async with httpx.AsyncClient(timeout=300, trust_env=False) as load:
             jobs = [
                 asyncio.create_task(
@@ -196,10 +197,10 @@ async def test_signals_parsed_from_real_metrics(vllm_release: Release) -> None:
             results = await asyncio.gather(*jobs)
         assert all(r.status_code == 200 for r in results)
         after = await scrape(client, url, v.ADAPTER)
-    assert busiest.running >= 2, busiest
+    assert busiest.running >= 1 and busiest.running + busiest.queue >= 2, busiest
     assert busiest.kv_usage is not None and busiest.kv_usage > 0
     assert after.prompt_tokens - idle[0].prompt_tokens >= 6 * 600
-    assert after.generation_tokens - idle[0].generation_tokens >= 6 * 300
+    assert after.generation_tokens - idle[0].generation_tokens >= 6 * 1500
     assert after.prefix_queries - idle[0].prefix_queries >= 6 * 600
 
 
