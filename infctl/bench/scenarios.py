@@ -60,7 +60,7 @@ def prefix_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0
         load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
         baseline=Arm("round robin", "round_robin"),
         infctl=Arm("infctl cache_aware", "cache_aware"),
-        seed_says={"prefix-cache hit rate": "60% -> 90%", "TTFT p50": "-29%", "output tok/s": "+30%"},
+        seed_says={"prefix-cache hit rate": "60% -> 90%", "TTFT p50": "-29%"},
     )
 
 
@@ -87,7 +87,7 @@ def bucketing_scenario(num_engines: int, *, requests: int = 240, rate: float = 1
         load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
         baseline=Arm("one pool", "least_load"),
         infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": buckets}, pools),
-        seed_says={"short TTFT p99": "-91%", "output tok/s": "+124%"},
+        seed_says={"short TTFT p99": "-91%"},
     )
 
 
@@ -164,7 +164,10 @@ def scenario_rows(res: ScenarioResult) -> list[tuple[str, str, str, str, str]]:
         row("short TTFT p50", sa["p50"], sb["p50"], ms)
         row("short TTFT p99", sa["p99"], sb["p99"], ms)
         row("TTFT p99 (all)", a.summary.ttft["p99"], b.summary.ttft["p99"], ms)
-    row("output tok/s", a.summary.output_throughput, b.summary.output_throughput, lambda v: f"{v:.0f}")
+    # Both arms get the same open-loop arrivals below saturation, so this equals the offered load; the seed's
+    # throughput gains (+30%, +124%) need a saturating run, which these scenarios do not make.
+    tok_s = a.summary.output_throughput, b.summary.output_throughput
+    row("output tok/s (offered)", *tok_s, lambda v: f"{v:.0f}")
     row("failed requests", float(a.summary.failed), float(b.summary.failed), lambda v: f"{v:.0f}")
     return rows
 
