@@ -61,12 +61,12 @@ class AdmissionQueue:
     def waiting(self) -> int:
         return len(self._heap)
 
-    async def admit(self, priority: int, *, saturated_now: bool) -> None:
-        """Return when the request may be routed; raise QueueFull or Deadline otherwise.
+    async def admit(self, priority: int, *, saturated_now: bool) -> bool:
+        """Return when the request may be routed (True if it had to wait); raise QueueFull or Deadline.
 
         ``saturated_now`` is the caller's reading of the snapshot it already built for routing."""
         if self.max_waiting <= 0 or (not self._heap and not saturated_now):
-            return
+            return False
         if len(self._heap) >= self.max_waiting:
             self.rejected_full += 1
             raise QueueFull
@@ -84,6 +84,7 @@ class AdmissionQueue:
                 self._heap.remove(entry)
                 heapq.heapify(self._heap)
         self.admitted_after_wait += 1
+        return True
 
     def wake(self) -> None:
         """Release waiters while there is capacity (call after a request finishes and after each scrape)."""

@@ -33,6 +33,8 @@ class BackendPool:
     def __init__(self, backends: Iterable[Backend], policy: health.HealthPolicy | None = None) -> None:
         self.health_policy = policy or health.HealthPolicy()
         self._live: dict[str, _Live] = {}
+        self.has_prefill = False
+        """Whether any backend has the prefill role (the router then pairs prefill and decode)."""
         for b in backends:
             self.add(b)
 
@@ -42,10 +44,16 @@ class BackendPool:
             self._live[backend.id].backend = backend
         else:
             self._live[backend.id] = _Live(backend)
+        self._roles_changed()
 
     def remove(self, backend_id: str) -> Backend | None:
         live = self._live.pop(backend_id, None)
+        self._roles_changed()
         return live.backend if live else None
+
+    def _roles_changed(self) -> None:
+        # Read on every request (PD or not), so kept up to date here rather than recomputed there.
+        self.has_prefill = any(live.backend.role == "prefill" for live in self._live.values())
 
     def set_draining(self, backend_id: str, draining: bool = True) -> None:
         live = self._get(backend_id)

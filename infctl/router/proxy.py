@@ -51,7 +51,7 @@ async def generate(state: RouterState, request: web.Request, *, path: str) -> we
     started = loop.time()
     snap = state.pool.snapshot(started)
     try:
-        await state.admission.admit(
+        waited = await state.admission.admit(
             0 if info.prompt_tokens <= state.cfg.short_prompt_tokens else 1,
             saturated_now=saturated(snap, state.core.policy.settings),
         )
@@ -62,7 +62,8 @@ async def generate(state: RouterState, request: web.Request, *, path: str) -> we
         resp.headers["retry-after"] = "1"
         return resp
     try:
-        return await _route(state, request, body, raw, info, started)
+        # Without a wait the snapshot taken for admission is still current: route on it.
+        return await _route(state, request, body, raw, info, started, None if waited else snap)
     finally:
         state.admission.wake()
 
@@ -74,6 +75,7 @@ async def _route(
     raw: bytes,
     info: RequestInfo,
     started: float,
+    first: Snapshot | None,
 ) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     state.metrics.prompt_tokens += info.prompt_tokens
@@ -82,7 +84,8 @@ async def _route(
     tried: set[str] = set()
     last_error = "no attempt"
     for attempt in range(state.cfg.max_attempts):
-        snap = _without(state.pool.snapshot(loop.time()), tried)
+        current = first if attempt == 0 and first is not None else state.pool.snapshot(loop.time())
+        snap = _without(current, tried)
         try:
             prefill, decode, reason, matched = _decide(state, snap, info)
         except NoBackendError as exc:

@@ -95,8 +95,7 @@ class RouterState:
 
     @property
     def disaggregated(self) -> bool:
-        roles = {self.pool.backend(b).role for b in self.pool.ids()}
-        return "prefill" in roles
+        return self.pool.has_prefill
 
     def adapter(self, backend_id: str) -> EngineAdapter:
         return get_adapter(self.pool.backend(backend_id).engine or self.cfg.engine)
