@@ -16,7 +16,7 @@ from aiohttp import web
 from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
-from infctl.router.policies.weights import mirror_target
+from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
@@ -136,10 +136,10 @@ def _mirror(
     group = mirror_target(info.request_id, cfg) if cfg else None
     if group is None:
         return
-    shadows = [b for b in snap.backends if b.upstream == group and b.routable]
-    if not shadows:
+    target_id = shadow_backend(snap, group)
+    if target_id is None:
         return
-    target = min(shadows, key=lambda b: (snap.state(b.id).inflight, b.key))
+    target = snap.by_id[target_id]
     state.metrics.mirrored += 1
 
     async def send() -> None:

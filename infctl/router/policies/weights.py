@@ -14,6 +14,7 @@ from typing import Any
 
 from infctl.errors import ConfigError
 from infctl.router.hashing import open_unit, stable_hash, unit
+from infctl.router.snapshot import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,15 @@ def mirror_target(request_id: str, cfg: UpstreamConfig) -> str | None:
     if cfg.mirror_to and should_mirror(request_id, cfg.mirror_percent):
         return cfg.mirror_to
     return None
+
+
+def shadow_backend(snapshot: Snapshot, group: str) -> str | None:
+    """Where a mirrored copy goes: the routable backend of ``group`` with the fewest in-flight requests
+    (ties broken by the backend's stable key, so replicas agree); None when the group has none up."""
+    shadows = [b for b in snapshot.backends if b.upstream == group and b.routable]
+    if not shadows:
+        return None
+    return min(shadows, key=lambda b: (snapshot.state(b.id).inflight, b.key)).id
 
 
 def parse_upstreams(raw: Mapping[str, Any], path: str = "upstreams") -> UpstreamConfig:

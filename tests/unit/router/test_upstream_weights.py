@@ -61,3 +61,23 @@ def test_policy_routes_inside_the_chosen_upstream_and_falls_back_when_it_is_down
     assert abs(counts["new"] / 2000 - 0.5) < 0.05
     down = [backends[0], backends[1], Backend("n1", upstream="new", ejected=True)]
     assert {policy.decide(snap(down), request(f"r{i}")).upstream for i in range(200)} == {"old"}
+
+
+def test_shadow_backend_is_the_least_busy_routable_member_of_the_group() -> None:
+    from infctl.router.policies.weights import shadow_backend
+    from infctl.router.snapshot import Backend, BackendState, Snapshot
+
+    backends = (
+        Backend("s1", upstream="shadow"),
+        Backend("s2", upstream="shadow"),
+        Backend("s3", upstream="shadow", ejected=True),
+        Backend("p", upstream="primary"),
+    )
+    states = {
+        "s1": BackendState(inflight=3),
+        "s2": BackendState(inflight=1),
+        "s3": BackendState(),
+        "p": BackendState(),
+    }
+    assert shadow_backend(Snapshot(backends, states), "shadow") == "s2"
+    assert shadow_backend(Snapshot(backends, states), "nowhere") is None
