@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from infctl.bench import BenchConfig, BenchResult, Progress, compare, parse_slo, tables, validate_config
-from infctl.bench.compare import Comparison, load_result
+from infctl.bench import BenchConfig, BenchResult, Progress, compare, parse_slo, validate_config
+from infctl.bench.compare import load_result
 from infctl.bench.flags import (
     parse_headers,
     parse_json_object,
@@ -30,6 +29,7 @@ from infctl.bench.io import save_json, save_text, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.bench.sweep import MaxRateResult, SweepResult, find_max_rate, sweep
 from infctl.bench.workloads import WORKLOAD_KINDS, LengthDist
+from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit
 from infctl.errors import ConfigError
@@ -252,7 +252,7 @@ def bench(
                 from infctl.bench.report import sweep_html
 
                 save_text(sweep_html(outcome), html)
-            _emit(opts, outcome.to_dict(), lambda: _sweep_view(outcome))
+            _emit(opts, outcome.to_dict(), lambda: sweep_view(outcome))
             return
         result = _run_live(cfg, opts)
         summary = result.to_dict()
@@ -404,67 +404,6 @@ def _sweep(
             return await sweep(cfg, parse_rates(rates or ""), progress=progress, stop=stop, on_run=announce)
 
     return asyncio.run(main())
-
-
-# -- views -----------------------------------------------------------------------------------------------
-def progress_view(p: Progress) -> RenderableType:
-    want = f"{p.requested_rate:g}" if p.requested_rate is not None else "-"
-    errors = ", ".join(f"{k} {v}" for k, v in p.errors.items()) or "none"
-    return Text.from_markup(
-        f"[bold]stage {p.stage + 1}/{p.stages}[/] ({p.stage_label})  {p.elapsed_s:6.1f} s\n"
-        f"rate {p.achieved_rate:7.1f} req/s (asked {want})  in flight {p.in_flight}  "
-        f"sent {p.sent}  done {p.completed}  failed {p.failed}  send lag {p.send_lag_ms:.1f} ms\n"
-        f"errors: {errors}"
-    )
-
-
-def result_view(d: dict[str, Any], saved: list[Path] | None = None) -> RenderableType:
-    head = Table(title=f"infctl bench: {d['metadata']['label']}", title_justify="left", show_header=False)
-    head.add_column(style="bold")
-    head.add_column()
-    for name, text in tables.headline_rows(d):
-        head.add_row(name, text)
-    parts: list[RenderableType] = [
-        head,
-        _table("latency (ms)", tables.LATENCY_COLUMNS, tables.latency_rows(d)),
-    ]
-    if len(d.get("stages", [])) > 1:
-        parts.append(_table("stages", tables.STAGE_COLUMNS, tables.stage_rows(d["stages"])))
-    parts += [Text(f"warning: {w}", style="yellow") for w in d.get("warnings", [])]
-    parts += [Text(f"wrote {p}", style="dim") for p in saved or []]
-    return Group(*parts)
-
-
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
-    t = Table(title=title, title_justify="left")
-    for i, col in enumerate(columns):
-        t.add_column(col, justify="left" if i == 0 else "right")
-    for row in rows:
-        t.add_row(*row)
-    return t
-
-
-def _sweep_view(outcome: SweepResult | MaxRateResult) -> RenderableType:
-    if isinstance(outcome, SweepResult):
-        return _table("rate sweep", tables.SWEEP_COLUMNS, tables.sweep_rows(outcome.runs))
-    t = _table(
-        "highest rate meeting the SLOs",
-        tables.SWEEP_COLUMNS,
-        tables.sweep_rows([p.result for p in outcome.probes]),
-    )
-    best = f"{outcome.best_rate:.3g} req/s" if outcome.best_rate else "none of the rates tried"
-    return Group(
-        t, Text(f"highest rate with >= {outcome.attainment:.0%} good requests: {best}", style="bold")
-    )
-
-
-def comparison_view(c: Comparison) -> Table:
-    t = Table(title=f"{c.b_label} vs {c.a_label}", title_justify="left")
-    for i, col in enumerate(tables.COMPARISON_COLUMNS):
-        t.add_column(col, justify="left" if i == 0 else "right")
-    for metric, a, b, change, better in tables.comparison_rows(c):
-        t.add_row(metric, a, b, Text(change, style="green" if better else "red" if better is False else ""))
-    return t
 
 
 def register(root: typer.Typer) -> None:

@@ -36,10 +36,13 @@ def emit(
         console.print(table(data))
 
 
-def simple_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+def simple_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, numbers: bool = False
+) -> Table:
+    """A titled table; ``numbers`` right-aligns every column after the first (figures line up)."""
     t = Table(title=title, title_justify="left")
-    for c in columns:
-        t.add_column(c)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="right" if numbers and i else "left")
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
     return t
