@@ -8,7 +8,9 @@
 2. The hot-prefix replay (``infctl.router.replay``): 1000 requests, 90% sharing a 2k-token system prompt, half
    of those multi-turn conversations, 8 engines, at three arrival rates. Reports the expected hit rate (prompt
    blocks already cached on the chosen engine, the capacity-limited LRU model as ground truth), the largest
-   engine's prefill work over its fair share, and the model's TTFT p50/p99.
+   engine's prefill work over its fair share, and the model's TTFT p50/p99, beside the full-knowledge
+   baseline (``infctl.router.oracle``: true caches and queues, no future) and each policy's hit rate over
+   the baseline's (issue 3's goal: 0.90 or more, with max/fair at most 1.5).
 3. The same replay over the Mooncake trace when it is available (time-compressed 2x).
 """
 
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 from infctl.router import Backend, BackendState, RequestInfo, RouterCore, Snapshot, build_policy
+from infctl.router.oracle import oracle_replay
 from infctl.router.replay import FluidModel, ReplayResult, TraceRequest, hot_prefix_trace, replay
 from infctl.sim.types import BlockStored
 from infctl.telemetry.signals import EngineSignals
@@ -102,9 +105,10 @@ def decision_us(
     return best[0], best[1]
 
 
-def _row(name: str, r: ReplayResult, n: int) -> str:
+def _row(name: str, r: ReplayResult, n: int, oracle: ReplayResult) -> str:
+    ratio = r.hit_rate / oracle.hit_rate if oracle.hit_rate else float("nan")
     return (
-        f"  {name:<12} {r.hit_rate:8.3f} {r.max_share(n):10.2f} "
+        f"  {name:<12} {r.hit_rate:8.3f} {ratio:8.2f} {r.max_share(n):10.2f} "
         f"{r.ttft_quantile(0.5) * 1e3:10.0f} {r.ttft_quantile(0.99) * 1e3:10.0f} "
         f"{sum(r.prefill_tokens.values()) / 1e3:10.0f}k"
     )
@@ -114,11 +118,14 @@ def quality(title: str, trace: list[TraceRequest], model: FluidModel, n: int = 8
     backends = [Backend(f"e{i}") for i in range(n)]
     print(f"\n{title}")
     print(
-        f"  {'policy':<12} {'hit rate':>8} {'max/fair':>10} {'TTFT p50':>10} {'TTFT p99':>10} {'prefill':>11}"
+        f"  {'policy':<12} {'hit rate':>8} {'/oracle':>8} {'max/fair':>10} {'TTFT p50':>10} {'TTFT p99':>10} "
+        f"{'prefill':>11}"
     )
-    print(f"  {'':<12} {'':>8} {'prefill':>10} {'ms':>10} {'ms':>10} {'tokens':>11}")
+    print(f"  {'':<12} {'':>8} {'':>8} {'prefill':>10} {'ms':>10} {'ms':>10} {'tokens':>11}")
+    oracle = oracle_replay(backends, trace, model)
+    print(_row("oracle", oracle, n, oracle))
     for name in QUALITY:
-        print(_row(name, replay(RouterCore(build_policy(name)), backends, trace, model), n))
+        print(_row(name, replay(RouterCore(build_policy(name)), backends, trace, model), n, oracle))
 
 
 def mooncake_trace(path: Path, speedup: float) -> list[TraceRequest]:

@@ -24,17 +24,22 @@ class RouterCore:
         self.approx = ApproxPrefixIndex(policy.settings.default_index_entries)
         self.precise = KVIndex()
 
-    def matches(self, request: RequestInfo) -> dict[str, int]:
-        """Backend -> leading blocks of the request it holds, from the index the policy uses."""
+    def matches(self, request: RequestInfo, now: float = 0.0) -> dict[str, int]:
+        """Backend -> leading blocks of the request it holds, from the index the policy uses. ``now`` (the
+        snapshot's clock) expires unconfirmed speculative entries of the precise index."""
         if not request.block_hashes or self.policy.index == "none":
             return {}
-        index = self.precise if self.policy.index == "precise" else self.approx
-        return index.match(request.block_hashes)
+        if self.policy.index == "precise":
+            self.precise.expire(now)
+            return self.precise.match(request.block_hashes)
+        return self.approx.match(request.block_hashes)
 
     def decide(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
         """Choose a backend without updating the approximate index (call ``learn`` once dispatched, off the
         request's critical path)."""
-        return self.policy.decide(snapshot, request, matches=self.matches(request), state=self.state)
+        return self.policy.decide(
+            snapshot, request, matches=self.matches(request, snapshot.now), state=self.state
+        )
 
     def route(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
         """``decide`` then ``learn``."""
@@ -44,14 +49,26 @@ class RouterCore:
 
     def route_pd(self, snapshot: Snapshot, request: RequestInfo, pd: PDSettings | None = None) -> PDDecision:
         decision = pick_pd(
-            snapshot, request, matches=self.matches(request), settings=self.policy.settings, pd=pd
+            snapshot,
+            request,
+            matches=self.matches(request, snapshot.now),
+            settings=self.policy.settings,
+            pd=pd,
         )
         self.learn(snapshot, request, decision.prefill or decision.decode)
         return decision
 
     def learn(self, snapshot: Snapshot, request: RequestInfo, backend_id: str) -> None:
-        """Record that ``backend_id`` will cache the request's blocks (approximate index only)."""
-        if self.policy.index != "approx" or not request.block_hashes:
+        """Record that ``backend_id`` will cache the request's blocks: in the approximate index, or as
+        speculative entries of the precise index that its KV events confirm or let expire."""
+        if not request.block_hashes:
+            return
+        if self.policy.index == "precise":
+            ttl = self.policy.settings.speculative_ttl_s
+            if ttl > 0:
+                self.precise.speculate(backend_id, request.block_hashes, snapshot.now + ttl)
+            return
+        if self.policy.index != "approx":
             return
         sig = snapshot.state(backend_id).signals
         capacity = capacity_entries(

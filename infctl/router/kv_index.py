@@ -4,10 +4,18 @@ Engines publish numbered batches of events (vLLM: BlockStored, BlockRemoved, All
 the wire by the subscriber, see ``infctl.telemetry.kv_events``). Batches are applied in sequence order; a gap
 (dropped batches) is reported so the caller can resync, for instance by clearing that backend and replaying.
 Router replicas fed the same batches hold the same index, so they make the same choice for the same request.
+
+Events lag the routing decision by a prefill (the engine publishes BlockStored once it has computed the
+blocks), so a burst of requests sharing a new prefix would see nobody holding it and scatter. ``speculate``
+closes that window: on routing, the request's blocks are entered for the chosen backend with a deadline
+(seconds on the caller's clock). A BlockStored confirms an entry; a deadline passing without one drops it
+(the engine evicted the blocks, or never cached them). Replicas that route the same requests at the same
+snapshot times still hold the same index.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -25,11 +33,14 @@ class ApplyResult:
 class KVIndex:
     """Per-backend sets of cached block hashes, maintained from KV events."""
 
-    __slots__ = ("_blocks", "_owners", "_seq")
+    __slots__ = ("_blocks", "_owners", "_seq", "_spec")
 
     def __init__(self) -> None:
         self._owners = OwnerMap()
         self._blocks: dict[str, set[int]] = {}
+        """Confirmed by BlockStored events."""
+        self._spec: dict[str, OrderedDict[int, float]] = {}
+        """Speculative entries: hash -> deadline, oldest deadline first (not confirmed yet)."""
         self._seq: dict[str, int] = {}
 
     def apply(self, backend: str, seq: int, events: Iterable[object]) -> ApplyResult:
@@ -53,27 +64,66 @@ class KVIndex:
             self.clear(backend)
             return
         hashes: Iterable[int] = getattr(event, "block_hashes", ())
+        spec = self._spec.get(backend)
         if kind == "BlockStored":
             blocks = self._blocks.setdefault(backend, set())
             new = [h for h in hashes if h not in blocks]
             if new:
                 blocks.update(new)
                 self._owners.add_many(new, self._owners.bit(backend))
+                if spec:
+                    for h in new:
+                        spec.pop(h, None)
         elif kind == "BlockRemoved":
             held = self._blocks.get(backend)
-            if held:
+            if held or spec:
                 bit = self._owners.bit(backend)
                 for h in hashes:
-                    if h in held:
-                        held.discard(h)
+                    confirmed = held is not None and h in held
+                    if confirmed or (spec is not None and spec.pop(h, None) is not None):
+                        if confirmed and held is not None:
+                            held.discard(h)
                         self._owners.discard(h, bit)
         else:
             raise ValueError(f"unknown KV event {kind}")
 
+    def speculate(self, backend: str, hashes: Sequence[int], deadline: float) -> None:
+        """Enter ``hashes`` for ``backend`` until ``deadline`` unless a BlockStored confirms them first."""
+        held = self._blocks.get(backend, ())
+        spec = self._spec.setdefault(backend, OrderedDict())
+        new = [h for h in hashes if h not in held and h not in spec]
+        for h in hashes:
+            if h in spec:
+                spec[h] = deadline
+                spec.move_to_end(h)
+        if new:
+            spec.update(dict.fromkeys(new, deadline))
+            self._owners.add_many(new, self._owners.bit(backend))
+
+    def expire(self, now: float) -> None:
+        """Drop speculative entries whose deadline is at or before ``now``."""
+        for backend, spec in self._spec.items():
+            if not spec or next(iter(spec.values())) > now:
+                continue
+            held = self._blocks.get(backend, ())
+            bit = self._owners.bit(backend)
+            while spec:
+                h, deadline = next(iter(spec.items()))
+                if deadline > now:
+                    break
+                del spec[h]
+                if h not in held:
+                    self._owners.discard(h, bit)
+
+    def speculative(self, backend: str) -> frozenset[int]:
+        """Unconfirmed entries of ``backend``."""
+        return frozenset(self._spec.get(backend, ()))
+
     def clear(self, backend: str) -> None:
         """Forget every block of ``backend`` (AllBlocksCleared, or a resync after a gap); keeps its
         sequence."""
-        held = self._blocks.pop(backend, None)
+        held = self._blocks.pop(backend, None) or set()
+        held.update(self._spec.pop(backend, ()))
         if held:
             bit = self._owners.bit(backend)
             for h in held:

@@ -10,12 +10,23 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import filterfalse
 
 from infctl.router._owners import OwnerMap
 
 DEFAULT_ENTRIES = 31_250
 """Entries per backend when its cache size is unknown (llm-d's default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one ``record`` did to a backend's set."""
+
+    added: tuple[int, ...] = ()
+    """Hashes the backend did not hold before (leaf first)."""
+    evicted: tuple[int, ...] = ()
+    """Hashes dropped to stay within capacity (oldest first)."""
 
 
 def capacity_entries(
@@ -43,17 +54,24 @@ class ApproxPrefixIndex:
 
     def set_capacity(self, backend: str, entries: int) -> None:
         """Resize a backend's LRU (e.g. when its engine first reports its cache size), evicting the oldest."""
+        self._resize(backend, entries)
+
+    def _resize(self, backend: str, entries: int) -> list[int]:
         self._capacity[backend] = max(1, entries)
         lru = self._lru.get(backend)
-        if lru is not None:
-            self._evict(backend, lru)
+        return self._evict(backend, lru) if lru is not None else []
 
-    def record(self, backend: str, hashes: Sequence[int], capacity: int | None = None) -> None:
-        """Note that ``backend`` now holds the chained blocks ``hashes`` (most recently used)."""
+    def record(self, backend: str, hashes: Sequence[int], capacity: int | None = None) -> Change:
+        """Note that ``backend`` now holds the chained blocks ``hashes`` (most recently used).
+
+        Returns what changed, so a model that uses this index as an engine's true cache (the replay) can
+        publish the KV events the engine would.
+        """
+        evicted: list[int] = []
         if capacity is not None and capacity != self._capacity.get(backend):
-            self.set_capacity(backend, capacity)
+            evicted = self._resize(backend, capacity)
         if not hashes:
-            return
+            return Change((), tuple(evicted))
         lru = self._lru.get(backend)
         if lru is None:
             lru = self._lru[backend] = OrderedDict()
@@ -66,7 +84,8 @@ class ApproxPrefixIndex:
             lru.update(dict.fromkeys(new))
             self._owners.add_many(new, self._owners.bit(backend))
         deque(map(lru.move_to_end, rev), maxlen=0)
-        self._evict(backend, lru)
+        evicted += self._evict(backend, lru)
+        return Change(tuple(new), tuple(evicted))
 
     def match(self, hashes: Sequence[int]) -> dict[str, int]:
         """Backend -> leading blocks of ``hashes`` it holds (longest chained prefix; zeros omitted)."""
@@ -89,11 +108,14 @@ class ApproxPrefixIndex:
         lru = self._lru.get(backend)
         return frozenset(lru) if lru is not None else frozenset()
 
-    def _evict(self, backend: str, lru: OrderedDict[int, None]) -> None:
+    def _evict(self, backend: str, lru: OrderedDict[int, None]) -> list[int]:
         cap = self.capacity(backend)
         if len(lru) <= cap:
-            return
+            return []
         bit = self._owners.bit(backend)
+        evicted: list[int] = []
         while len(lru) > cap:
             h, _ = lru.popitem(last=False)
             self._owners.discard(h, bit)
+            evicted.append(h)
+        return evicted

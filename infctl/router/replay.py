@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from infctl.router.core import RouterCore
 from infctl.router.prefix_index import ApproxPrefixIndex
 from infctl.router.snapshot import Backend, BackendState, RequestInfo, Snapshot
+from infctl.telemetry.kv_events import BlockRemoved, BlockStored
 from infctl.telemetry.signals import EngineSignals
 
 
@@ -92,33 +93,85 @@ class _Engine:
         )
 
 
-def replay(
-    core: RouterCore, backends: Sequence[Backend], trace: Iterable[TraceRequest], model: FluidModel
-) -> ReplayResult:
-    """Route every request of ``trace`` with ``core`` and account what each backend had to do."""
-    engines = {b.id: _Engine() for b in backends}
-    truth = ApproxPrefixIndex()
-    result = ReplayResult()
-    for item in trace:
-        req, now = item.request, item.arrival
-        states = {bid: e.state(now, model, req.block_size) for bid, e in engines.items()}
-        decision = core.route(Snapshot(tuple(backends), states, now), req)
-        chosen = decision.backend_id
-        hit = truth.match(req.block_hashes).get(chosen, 0)
-        truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
+class Fleet:
+    """The engines of one replay: their queues, their true caches, and the account of what each did.
+
+    A chooser (a RouterCore in ``replay``, the full-knowledge baseline in ``infctl.router.oracle``) reads it
+    and names a backend; ``dispatch`` then charges the request to that backend.
+    """
+
+    def __init__(self, backends: Sequence[Backend], model: FluidModel) -> None:
+        self.backends = tuple(backends)
+        self.model = model
+        self.engines = {b.id: _Engine() for b in backends}
+        self.truth = ApproxPrefixIndex()
+        """What each engine really caches (an LRU of its cache size)."""
+        self.result = ReplayResult()
+        self._events: list[tuple[float, int, str, tuple[object, ...]]] = []
+        """KV event batches not yet delivered: (time the engine publishes them, order, backend, events)."""
+        self._order = 0
+
+    def snapshot(self, now: float, block_size: int) -> Snapshot:
+        states = {bid: e.state(now, self.model, block_size) for bid, e in self.engines.items()}
+        return Snapshot(self.backends, states, now)
+
+    def queue_wait_s(self, backend_id: str, now: float) -> float:
+        """Seconds a prefill arriving now would wait behind the backend's queue."""
+        return max(0.0, self.engines[backend_id].queue_until - now)
+
+    def due_events(self, now: float) -> list[tuple[str, tuple[object, ...]]]:
+        """KV event batches engines have published by ``now``, in publication order."""
+        out: list[tuple[str, tuple[object, ...]]] = []
+        while self._events and self._events[0][0] <= now:
+            _, _, backend, events = heapq.heappop(self._events)
+            out.append((backend, events))
+        return out
+
+    def dispatch(self, item: TraceRequest, chosen: str, reason: str) -> None:
+        req, now, model = item.request, item.arrival, self.model
+        hit = self.truth.match(req.block_hashes).get(chosen, 0)
+        change = self.truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
         uncached = max(0, req.prompt_tokens - hit * req.block_size)
-        engine = engines[chosen]
+        engine = self.engines[chosen]
         done = max(now, engine.queue_until) + uncached / model.prefill_tokens_per_s
         engine.queue_until = done
         finish = done + item.output_tokens * model.tpot_s
         heapq.heappush(engine.running, (finish, float(req.prompt_tokens + item.output_tokens), done))
-        result.hit_blocks += hit
-        result.prompt_blocks += req.num_blocks
-        result.prefill_tokens[chosen] += uncached
-        result.requests[chosen] += 1
-        result.reasons[decision.reason] += 1
-        result.ttft_s.append(done - now)
-    return result
+        events: list[object] = []
+        if change.evicted:
+            events.append(BlockRemoved(list(change.evicted)))
+        if change.added:
+            events.append(BlockStored(list(change.added[::-1]), None, [], req.block_size))
+        if events:  # published once the prefill has computed the blocks
+            self._order += 1
+            heapq.heappush(self._events, (done, self._order, chosen, tuple(events)))
+        r = self.result
+        r.hit_blocks += hit
+        r.prompt_blocks += req.num_blocks
+        r.prefill_tokens[chosen] += uncached
+        r.requests[chosen] += 1
+        r.reasons[reason] += 1
+        r.ttft_s.append(done - now)
+
+
+def replay(
+    core: RouterCore, backends: Sequence[Backend], trace: Iterable[TraceRequest], model: FluidModel
+) -> ReplayResult:
+    """Route every request of ``trace`` with ``core`` and account what each backend had to do.
+
+    A core on the precise index receives each engine's KV events (numbered batches) once the prefill that
+    caused them has finished, as a live engine publishes them.
+    """
+    fleet = Fleet(backends, model)
+    seq: Counter[str] = Counter()
+    for item in trace:
+        if core.policy.index == "precise":
+            for backend, events in fleet.due_events(item.arrival):
+                seq[backend] += 1
+                core.apply_kv_events(backend, seq[backend], events)
+        decision = core.route(fleet.snapshot(item.arrival, item.request.block_size), item.request)
+        fleet.dispatch(item, decision.backend_id, decision.reason)
+    return fleet.result
 
 
 def hot_prefix_trace(

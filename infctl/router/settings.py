@@ -41,6 +41,10 @@ class PolicySettings:
     """cache_aware: a prefix held by at least this fraction of candidates (and at least two) counts as held by
     all, so it neither attracts traffic nor penalises the backends still missing it. 1.0 = only prefixes
     every candidate holds; lower replicates hot prefixes sooner."""
+    speculative_ttl_s: float = 2.0
+    """Precise index: after routing, the request's blocks count as held by the chosen backend for this long
+    (seconds) unless its KV events confirm them first, so a burst sharing a new prefix does not scatter
+    while the first prefill runs (vllm-router's kv_aware: 2 s). 0 turns speculation off."""
 
     gate_abs: float = 8.0
     """Load gate (SGLang/AIBrix): in-flight requests between most and least loaded above which affinity is

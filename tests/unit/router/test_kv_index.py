@@ -95,3 +95,68 @@ def test_two_replicas_fed_the_same_events_agree(
         one.apply(backend, i, events)
         two.apply(backend, i, events)
     assert one.match(probe) == two.match(probe)
+
+
+def test_a_speculative_entry_is_seen_until_its_deadline_or_an_event() -> None:
+    idx = KVIndex()
+    idx.speculate("a", [1, 2, 3], deadline=2.0)
+    assert idx.match([1, 2, 3]) == {"a": 3}
+    idx.apply("a", 0, [stored(1, 2)])  # the engine confirms the first two blocks
+    assert idx.blocks("a") == {1, 2} and idx.speculative("a") == {3}
+    idx.expire(1.9)
+    assert idx.match([1, 2, 3]) == {"a": 3}
+    idx.expire(2.0)  # block 3 was never confirmed: gone; the confirmed ones stay
+    assert idx.match([1, 2, 3]) == {"a": 2}
+    idx.speculate("b", [1, 2], deadline=5.0)
+    idx.apply("b", 0, [BlockRemoved([2])])  # evicted before the deadline: gone at once
+    assert idx.match([1, 2]) == {"a": 2, "b": 1}
+    idx.forget("b")
+    assert idx.match([1, 2]) == {"a": 2}
+
+
+actions = st.lists(
+    st.one_of(
+        st.tuples(st.just("event"), st.sampled_from(["a", "b"]), event),
+        st.tuples(
+            st.just("speculate"), st.sampled_from(["a", "b"]), st.lists(st.integers(0, 12), max_size=5)
+        ),
+        st.tuples(st.just("tick"), st.just(""), st.floats(0.0, 1.5)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(script=actions, ttl=st.floats(0.1, 2.0), probe=st.lists(st.integers(0, 12), max_size=8))
+def test_speculation_equals_a_brute_force_model(
+    script: list[tuple[str, str, object]], ttl: float, probe: list[int]
+) -> None:
+    """Confirmed blocks plus unexpired speculative ones, whatever the interleaving of events and routes."""
+    idx = KVIndex()
+    held: dict[str, set[int]] = {"a": set(), "b": set()}
+    spec: dict[str, dict[int, float]] = {"a": {}, "b": {}}
+    now, seq = 0.0, 0
+    for kind, backend, what in script:
+        if kind == "tick":
+            assert isinstance(what, float)
+            now += what
+            continue
+        if kind == "speculate":
+            assert isinstance(what, list)
+            idx.speculate(backend, what, now + ttl)
+            spec[backend].update({h: now + ttl for h in what if h not in held[backend]})
+            continue
+        seq += 1
+        idx.apply(backend, seq, [what])
+        if isinstance(what, BlockStored | BlockRemoved):
+            for h in what.block_hashes:
+                spec[backend].pop(h, None)
+                (held[backend].add if isinstance(what, BlockStored) else held[backend].discard)(h)
+        else:
+            held[backend].clear()
+            spec[backend].clear()
+    idx.expire(now)
+    visible = {b: held[b] | {h for h, d in spec[b].items() if d > now} for b in held}
+    assert idx.match(probe) == brute_match(visible, probe)
+    for b in held:
+        assert idx.blocks(b) == held[b]

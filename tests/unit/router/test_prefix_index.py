@@ -104,3 +104,12 @@ def test_two_indexes_fed_the_same_decisions_agree(
         one.record(backend, hashes, cap)
         two.record(backend, hashes, cap)
     assert one.match(probe) == two.match(probe)
+
+
+def test_record_reports_what_it_added_and_evicted() -> None:
+    idx = ApproxPrefixIndex()
+    first = idx.record("a", [1, 2, 3], capacity=4)
+    assert sorted(first.added) == [1, 2, 3] and first.evicted == ()
+    again = idx.record("a", [1, 2, 5, 6])  # 5 and 6 are new; the oldest entry (leaf 3) makes room
+    assert sorted(again.added) == [5, 6] and again.evicted == (3,)
+    assert idx.record("a", [], capacity=2).evicted == (6, 5)

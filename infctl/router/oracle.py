@@ -1,0 +1,59 @@
+"""The full-knowledge baseline a routing policy is measured against (issue 3: "offline full-knowledge").
+
+It sees what no live router can: every engine's true cache contents and its true prefill queue, at the
+moment each request arrives. It does not see the future. Each request goes to the backend minimising
+
+    uncached prompt tokens + load_weight x prefill tokens queued ahead of it
+
+which, with ``load_weight`` 1, is the backend that returns this request's first token soonest. A live
+policy's hit rate over this one's (same trace, same engines and cache sizes) is the "hit / oracle" ratio the
+benchmarks print; the issue's goal is 0.9 or more.
+
+Pure: a trace and a fluid engine model in, a :class:`ReplayResult` out (see ``infctl.router.replay``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from infctl.router.hashing import mix
+from infctl.router.replay import Fleet, FluidModel, ReplayResult, TraceRequest
+from infctl.router.snapshot import Backend
+
+
+@dataclass(frozen=True, slots=True)
+class OracleSettings:
+    load_weight: float = 1.0
+    """Weight of the prefill tokens already queued on a backend, relative to the request's own uncached
+    tokens. 1 minimises each request's time to first token; 0 is pure cache affinity (hot-spots)."""
+
+
+def oracle_choice(fleet: Fleet, item: TraceRequest, settings: OracleSettings) -> tuple[str, int]:
+    """(backend, blocks it truly holds) with the lowest cost; ties go to the fewest queued tokens, then
+    to a hash of (request, backend), the same for every run."""
+    req, now, rate = item.request, item.arrival, fleet.model.prefill_tokens_per_s
+    held = fleet.truth.match(req.block_hashes)
+
+    def key(b: Backend) -> tuple[float, float, int]:
+        uncached = max(0, req.prompt_tokens - held.get(b.id, 0) * req.block_size)
+        queued = fleet.queue_wait_s(b.id, now) * rate
+        return (uncached + settings.load_weight * queued) / b.weight, queued, -mix(req.key, b.key)
+
+    best = min((b for b in fleet.backends if b.routable), key=key)
+    return best.id, held.get(best.id, 0)
+
+
+def oracle_replay(
+    backends: Sequence[Backend],
+    trace: Iterable[TraceRequest],
+    model: FluidModel,
+    settings: OracleSettings | None = None,
+) -> ReplayResult:
+    """Route ``trace`` with full knowledge of the engines (see the module docstring)."""
+    settings = settings or OracleSettings()
+    fleet = Fleet(backends, model)
+    for item in trace:
+        chosen, held = oracle_choice(fleet, item, settings)
+        fleet.dispatch(item, chosen, "oracle_hit" if held else "oracle_miss")
+    return fleet.result

@@ -1,0 +1,44 @@
+"""RouterCore: the learned state around the pure policy (here: speculative entries of the precise index)."""
+
+from __future__ import annotations
+
+from routerkit import fresh
+
+from infctl.router import Backend, RequestInfo, RouterCore, Snapshot, build_policy
+from infctl.sim.types import BlockStored
+
+BACKENDS = tuple(Backend(f"e{i}") for i in range(4))
+IDLE = {b.id: fresh() for b in BACKENDS}
+
+
+def burst_request(i: int) -> RequestInfo:
+    return RequestInfo(f"r{i}", prompt_tokens=16 * 130, block_hashes=(*range(128), 9000 + i, 9100 + i))
+
+
+def spread(ttl: float) -> set[str]:
+    """Backends a burst of 8 same-prefix requests lands on, all routed before any KV event arrives."""
+    core = RouterCore(build_policy({"preset": "cache_aware", "index": "precise",
+                                    "settings": {"speculative_ttl_s": ttl}}))  # fmt: skip
+    return {core.route(Snapshot(BACKENDS, IDLE, now=0.01 * i), burst_request(i)).backend_id for i in range(8)}
+
+
+def test_speculation_keeps_a_burst_on_one_backend_until_events_arrive() -> None:
+    assert len(spread(2.0)) == 1
+    assert len(spread(0.0)) > 1  # without it every request looks uncached everywhere and ties scatter
+
+
+def test_an_unconfirmed_guess_expires_and_an_event_makes_it_stick() -> None:
+    core = RouterCore(build_policy({"preset": "prefix_precise", "settings": {"speculative_ttl_s": 1.0}}))
+    first = core.route(Snapshot(BACKENDS, IDLE, now=0.0), burst_request(0)).backend_id
+    assert core.matches(burst_request(1), now=0.5) == {first: 128}
+    assert core.matches(burst_request(1), now=1.0) == {}  # the engine never said it stored them
+    core.route(Snapshot(BACKENDS, IDLE, now=2.0), burst_request(2))
+    chosen = core.route(Snapshot(BACKENDS, IDLE, now=2.0), burst_request(3)).backend_id
+    core.apply_kv_events(chosen, 1, [BlockStored(list(range(128)), None, [], 16)])
+    assert core.matches(burst_request(4), now=100.0) == {chosen: 128}
+
+
+def test_the_approximate_index_is_untouched_by_precise_policies() -> None:
+    core = RouterCore(build_policy({"preset": "cache_aware", "index": "precise"}))
+    core.route(Snapshot(BACKENDS, IDLE, now=0.0), burst_request(0))
+    assert all(core.approx.size(b.id) == 0 for b in BACKENDS)
