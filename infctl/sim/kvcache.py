@@ -24,7 +24,17 @@ from infctl.tokens import block_hashes, output_word
 class BlockPool:
     """``num_blocks`` blocks; ``used`` of them referenced by requests, the rest in the LRU free queue."""
 
-    __slots__ = ("_free", "block_hash", "by_hash", "events", "num_blocks", "record_events", "ref", "used")
+    __slots__ = (
+        "_free",
+        "block_hash",
+        "by_hash",
+        "events",
+        "evicted",
+        "num_blocks",
+        "record_events",
+        "ref",
+        "used",
+    )
 
     def __init__(self, num_blocks: int, *, record_events: bool = False) -> None:
         self.num_blocks = num_blocks
@@ -39,6 +49,8 @@ class BlockPool:
         self.record_events = record_events
         self.events: list[KVEvent] = []
         """Cache changes since the last ``drain_events`` (only when ``record_events``)."""
+        self.evicted: list[int] | None = None
+        """When a list: every hash ``allocate`` evicts is appended to it (an offload tier's write-back)."""
 
     @property
     def num_free(self) -> int:
@@ -91,8 +103,11 @@ class BlockPool:
             ref[b] = 1
             blocks.append(b)
         self.used += n
-        if evicted and self.record_events:
-            self.events.append(BlockRemoved(block_hashes=evicted))
+        if evicted:
+            if self.record_events:
+                self.events.append(BlockRemoved(block_hashes=evicted))
+            if self.evicted is not None:
+                self.evicted.extend(evicted)
         return blocks
 
     def free(self, blocks: Sequence[int]) -> None:

@@ -25,6 +25,12 @@ Counting conventions (what the personalities turn into metrics):
   only the tokens missing from the local cache are transferred, taking ``tokens * kv_bytes_per_token /
   (kv_transfer_gbps * 1e9)`` seconds from allocation. The request then joins the batch as a decoding
   sequence; its first step emits the first token.
+* Offload tier (``offload=OffloadTier(...)``, see ``infctl.sim.offload``): admission looks up HBM, then the
+  tier for the blocks that follow the HBM hit. A tier hit allocates blocks for the hit plus a first chunk and
+  parks the request with the remote-KV arrivals until the tier's copy is done; it then prefills the rest.
+  Its tokens count in ``TokenEvent.cached_tokens`` but not in ``prefix_hits`` (HBM only, as vLLM's local
+  prefix cache); ``CoreStats.tier`` counts them. Computed full blocks (write-through) or blocks HBM evicts
+  (write-back) are copied to the tier at the end of the step. Remote-prefill requests skip the tier.
 * ``abort`` frees the request's blocks at once; the next step reports ``TokenEvent(finished=True,
   finish_reason="abort")``. A request whose prompt plus output can never fit the pool is reported by the next
   step with ``finish_reason="error"``. Such steps may have ``duration == 0``: deliver their events anyway.
@@ -39,6 +45,7 @@ from collections import deque
 from typing import Literal
 
 from infctl.sim.kvcache import BlockPool, SequenceHashes
+from infctl.sim.offload import HostTier, OffloadTier
 from infctl.sim.profiles import SimProfile
 from infctl.sim.types import CoreStats, SimRequest, StepOutput, TokenEvent
 
@@ -73,7 +80,8 @@ class _Req:
         self.max_tokens = req.max_tokens
         self.seed = req.seed
         self.remote = remote
-        """Waiting for its prompt's KV from a prefill engine (cleared when it arrives)."""
+        """Waiting for its prompt's KV from a prefill engine (cleared when it arrives); a load from the
+        offload tier also waits in ``_transferring``, with ``remote`` False."""
         self.n_out = 0
         self.n_computed = 0
         self.blocks: list[int] = []
@@ -98,6 +106,7 @@ class EngineCore:
         role: Role = "both",
         kv_events: bool = False,
         hash_seed: str | None = None,
+        offload: OffloadTier | None = None,
     ) -> None:
         self.profile = profile
         self.role = role
@@ -113,11 +122,30 @@ class EngineCore:
         self._early: list[TokenEvent] = []
         """Aborts and errors, reported by the next step."""
         self._queries = self._hits = self._prompt_tokens = self._generated = self._preemptions = 0
+        self._now = 0.0
+        """Start of the current (last) step: when the tier's copies are judged ready."""
+        self._tier: HostTier | None = None
+        self._to_store: list[int] | None = None
+        """Write-through: hashes of this step's full blocks, copied to the tier when the step ends."""
+        if offload is not None:
+            self._tier = HostTier(
+                offload, block_size=self._bs, kv_bytes_per_token=profile.kv_bytes_per_token,
+                record_events=kv_events,
+            )  # fmt: skip
+            if self._tier.write_through:
+                self._to_store = []
+            else:
+                self._pool.evicted = []
 
     @property
     def pool(self) -> BlockPool:
         """The KV block pool (read it; do not change it)."""
         return self._pool
+
+    @property
+    def tier(self) -> HostTier | None:
+        """The offload tier, if any (read it; do not change it)."""
+        return self._tier
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -173,8 +201,12 @@ class EngineCore:
         return min(r.ready_at for r in self._transferring)
 
     def reset_prefix_cache(self) -> bool:
-        """Forget all cached prefixes; refused (False) while any request holds blocks, as in vLLM."""
-        return self._pool.reset_cache()
+        """Forget all cached prefixes, the tier's too; refused (False) while any request holds blocks."""
+        if not self._pool.reset_cache():
+            return False
+        if self._tier is not None:
+            self._tier.clear()
+        return True
 
     def stats(self) -> CoreStats:
         pool = self._pool
@@ -190,6 +222,7 @@ class EngineCore:
             prompt_tokens=self._prompt_tokens,
             generation_tokens=self._generated,
             preemptions=self._preemptions,
+            tier=None if self._tier is None else self._tier.stats(),
         )
 
     def block_tables(self) -> dict[str, list[int]]:
@@ -200,6 +233,7 @@ class EngineCore:
 
     def step(self, now: float) -> StepOutput:
         """Schedule and execute one step starting at ``now``; its outputs are due at ``now + duration``."""
+        self._now = now
         bs = self._bs
         pool = self._pool
         running = self._running
@@ -225,7 +259,7 @@ class EngineCore:
             i += 1
         if not preempted:
             self._admit(now, budget, sched, n_sched)
-        return self._execute(sched, n_sched, preempted)
+        return self._execute(now, sched, n_sched, preempted)
 
     def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
         """Preempt from the back of the running list until ``need`` blocks are free; False if ``r`` went."""
@@ -249,12 +283,18 @@ class EngineCore:
             pending: list[_Req] = []
             for r in self._transferring:
                 if r.ready_at <= now and budget > 0 and len(running) < max_seqs:
-                    r.remote = False
-                    r.decoding = True
+                    # A remote prefill has one token left (its first decode input); a tier load has the rest
+                    # of its prompt, of which its blocks cover a first chunk.
+                    n_new = min(r.prompt_len + r.n_out, len(r.blocks) * self._bs) - r.n_computed
+                    if n_new > budget:
+                        n_new = budget
+                    if r.remote:
+                        r.remote = False
+                        r.decoding = True
                     running.append(r)
                     sched.append(r)
-                    n_sched.append(1)
-                    budget -= 1
+                    n_sched.append(n_new)
+                    budget -= n_new
                 else:
                     pending.append(r)
             self._transferring = pending
@@ -271,28 +311,37 @@ class EngineCore:
                 break
             waiting.popleft()
             hit_tokens = self._take(r, *plan)
+            if plan[2]:
+                self._start_load(r, len(plan[0]), plan[2], now)
+                continue
             running.append(r)
             sched.append(r)
             n_sched.append(plan[1] - hit_tokens)
             budget -= plan[1] - hit_tokens
 
-    def _plan(self, r: _Req, budget: int) -> tuple[list[int], int] | None:
-        """Cache-hit blocks and tokens to cover with blocks if ``r`` is admitted now; None if no room."""
+    def _plan(self, r: _Req, budget: int) -> tuple[list[int], int, int] | None:
+        """HBM-hit blocks, tokens to cover with blocks and tier-hit blocks (after the HBM hit) if ``r`` is
+        admitted now; None if no room."""
         bs = self._bs
         n_tokens = r.prompt_len + r.n_out
         hits: list[int] = []
+        n_tier = 0
         limit = (n_tokens - 1) // bs
         if self._caching and limit:
-            hits = self._pool.lookup(self._hashes(r, limit), limit)
-        hit_tokens = len(hits) * bs
+            hashes = self._hashes(r, limit)
+            hits = self._pool.lookup(hashes, limit)
+            if self._tier is not None and len(hits) < limit and not r.remote:
+                n_tier = self._tier.lookup(hashes, len(hits), limit, self._now)
+        hit_tokens = (len(hits) + n_tier) * bs
         covered = n_tokens if r.remote else hit_tokens + min(n_tokens - hit_tokens, budget)
         need = (covered + bs - 1) // bs - len(hits)
         if need > self._pool.num_free - self._pool.count_unreferenced(hits):
             return None
-        return hits, covered
+        return hits, covered, n_tier
 
-    def _take(self, r: _Req, hits: list[int], covered: int) -> int:
-        """Give ``r`` its hit blocks and fresh ones covering ``covered`` tokens; returns the hit in tokens."""
+    def _take(self, r: _Req, hits: list[int], covered: int, n_tier: int) -> int:
+        """Give ``r`` its hit blocks and fresh ones covering ``covered`` tokens; returns the HBM hit in
+        tokens."""
         pool = self._pool
         pool.touch(hits)
         r.blocks = hits + pool.allocate((covered + self._bs - 1) // self._bs - len(hits))
@@ -300,10 +349,23 @@ class EngineCore:
         r.n_computed = hit_tokens
         r.n_cached = len(hits)
         if r.cached_tokens < 0:
-            r.cached_tokens = hit_tokens
+            r.cached_tokens = hit_tokens + n_tier * self._bs
             self._queries += r.prompt_len
             self._hits += hit_tokens
+            if self._tier is not None and not r.remote:
+                self._tier.query_tokens += r.prompt_len - hit_tokens
+                self._tier.hit_tokens += n_tier * self._bs
+        if self._to_store is not None and hits and r.hashes is not None:
+            # Write-through refreshes (or re-stores) the prefix a request reuses, as vLLM's connector does.
+            self._to_store += r.hashes.hashes[: len(hits)]
         return hit_tokens
+
+    def _start_load(self, r: _Req, first: int, n_blocks: int, now: float) -> None:
+        """Copy blocks ``first..first+n_blocks`` of ``r`` from the tier; ``r`` waits with the transfers."""
+        assert self._tier is not None and r.hashes is not None
+        r.ready_at = self._tier.load(r.hashes.hashes[first : first + n_blocks], now)
+        r.n_computed = (first + n_blocks) * self._bs
+        self._transferring.append(r)
 
     def _start_transfer(self, r: _Req, now: float) -> bool:
         plan = self._plan(r, 0)
@@ -318,7 +380,7 @@ class EngineCore:
         self._transferring.append(r)
         return True
 
-    def _execute(self, sched: list[_Req], n_sched: list[int], preempted: list[str]) -> StepOutput:
+    def _execute(self, now: float, sched: list[_Req], n_sched: list[int], preempted: list[str]) -> StepOutput:
         bs = self._bs
         caching = self._caching
         events = self._early
@@ -358,14 +420,31 @@ class EngineCore:
         if finished:
             self._running = [r for r in self._running if not r.done]
         duration = self.profile.step_time(prefill, decode, context) if sched else 0.0
+        kv_events = self._pool.drain_events() if self._pool.record_events else []
+        if self._tier is not None:
+            self._offload(now, now + duration)
+            if self._tier.events:
+                kv_events += self._tier.drain_events()
         return StepOutput(
             duration=duration,
             events=events,
             prefill_tokens=prefill,
             decode_seqs=decode,
             preempted=preempted,
-            kv_events=self._pool.drain_events() if self._pool.record_events else [],
+            kv_events=kv_events,
         )
+
+    def _offload(self, start: float, end: float) -> None:
+        """Copy this step's blocks to the tier: evicted ones from the step's start (write-back, before the
+        block is overwritten), computed ones from its end (write-through)."""
+        assert self._tier is not None
+        evicted = self._pool.evicted
+        if evicted:
+            self._tier.store(evicted, start)
+            evicted.clear()
+        if self._to_store:
+            self._tier.store(self._to_store, end)
+            self._to_store = []
 
     # -- prefix-cache hashes ----------------------------------------------------------------------
 
@@ -379,6 +458,8 @@ class EngineCore:
         pool = self._pool
         full = r.n_computed // self._bs
         hashes = self._hashes(r, full)
+        if self._to_store is not None:
+            self._to_store += hashes[r.n_cached : full]
         runs: list[list[int]] = []
         for i in range(r.n_cached, full):
             if pool.cache(r.blocks[i], hashes[i]):

@@ -18,6 +18,7 @@ __all__ = [
     "KVEvent",
     "SimRequest",
     "StepOutput",
+    "TierStats",
     "TokenEvent",
 ]
 
@@ -53,8 +54,6 @@ class TokenEvent:
     """On the first token: prompt tokens served from the prefix cache (or transferred, for remote prefill)."""
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class StepOutput:
     """What one scheduler step did."""
@@ -68,6 +67,23 @@ class StepOutput:
     """Requests preempted (KV freed, sent back to waiting) in this step."""
     kv_events: list[KVEvent] = field(default_factory=list)
     """Cache changes in this step, in order; published only when KV events are enabled."""
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    """The offload tier's gauges and cumulative counters (see ``infctl.sim.offload``)."""
+
+    capacity_blocks: int
+    used_blocks: int
+    query_tokens: int
+    """Prompt tokens looked up in the tier: each request's prompt minus its HBM hit, at first admission."""
+    hit_tokens: int
+    """Prompt tokens loaded from the tier instead of computed."""
+    load_bytes: int
+    store_bytes: int
+    load_seconds: float
+    """Time the tier-to-HBM link spent copying (sum over loads)."""
+    store_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +103,5 @@ class CoreStats:
     prompt_tokens: int
     generation_tokens: int
     preemptions: int
+    tier: TierStats | None = None
+    """The offload tier's figures; None when the engine has none."""

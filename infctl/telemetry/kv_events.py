@@ -24,6 +24,8 @@ from typing import Any
 import msgpack
 
 MEDIUM_GPU = "GPU"
+MEDIUM_CPU = "CPU"
+"""A second KV tier in host memory (vLLM's offloading connector publishes its stores and evictions so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,8 @@ class BlockStored:
     parent_block_hash: int | None
     token_ids: list[int]
     block_size: int
+    medium: str = MEDIUM_GPU
+    """Where the blocks are stored: "GPU" (HBM) or "CPU" (an offload tier)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +45,8 @@ class BlockRemoved:
     """Cached blocks evicted from the pool (vLLM KV event BlockRemoved)."""
 
     block_hashes: list[int]
-
-
-
+    medium: str = MEDIUM_GPU
+    """The tier they left: "GPU" or "CPU"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +87,10 @@ def _encode_event(ev: Event) -> list[Any]:
             ev.token_ids,
             ev.block_size,
             None,
-            MEDIUM_GPU,
+            ev.medium,
         ]
     if isinstance(ev, BlockRemoved):
-        return ["BlockRemoved", ev.block_hashes, MEDIUM_GPU]
+        return ["BlockRemoved", ev.block_hashes, ev.medium]
     return ["AllBlocksCleared"]
 
 
@@ -108,6 +111,11 @@ def _hashes(values: Any) -> list[int]:
     return [_hash(v) for v in values or ()]
 
 
+def _medium(value: Any) -> str:
+    """Older vLLM sends no medium (or None): those events are about HBM."""
+    return value if isinstance(value, str) and value else MEDIUM_GPU
+
+
 def _decode_event(raw: Any) -> Event:
     if isinstance(raw, dict):
         tag = raw.get("type")
@@ -118,9 +126,12 @@ def _decode_event(raw: Any) -> Event:
                 parent_block_hash=None if parent is None else _hash(parent),
                 token_ids=list(raw.get("token_ids") or ()),
                 block_size=int(raw.get("block_size") or 0),
+                medium=_medium(raw.get("medium")),
             )
         if tag == "BlockRemoved":
-            return BlockRemoved(block_hashes=_hashes(raw.get("block_hashes")))
+            return BlockRemoved(
+                block_hashes=_hashes(raw.get("block_hashes")), medium=_medium(raw.get("medium"))
+            )
         if tag == "AllBlocksCleared":
             return AllBlocksCleared()
         raise ValueError(f"unknown KV event {tag!r}")
@@ -133,9 +144,12 @@ def _decode_event(raw: Any) -> Event:
                 parent_block_hash=None if parent is None else _hash(parent),
                 token_ids=list(raw[3] or ()),
                 block_size=int(raw[4]),
+                medium=_medium(raw[6] if len(raw) > 6 else None),
             )
         if tag == "BlockRemoved" and len(raw) >= 2:
-            return BlockRemoved(block_hashes=_hashes(raw[1]))
+            return BlockRemoved(
+                block_hashes=_hashes(raw[1]), medium=_medium(raw[2] if len(raw) > 2 else None)
+            )
         if tag == "AllBlocksCleared":
             return AllBlocksCleared()
     raise ValueError(f"malformed KV event {raw!r:.80}")

@@ -15,6 +15,7 @@ from infctl import tokens
 from infctl.sim.types import BlockRemoved, BlockStored
 from infctl.telemetry.kv_events import (
     AllBlocksCleared,
+    Event,
     EventBatch,
     KVEventMessage,
     decode_batch,
@@ -56,7 +57,21 @@ def test_decoder_accepts_newer_vllm_map_forms_and_extra_fields() -> None:
     )  # fmt: skip
     batch = decode_batch(payload)
     assert batch.data_parallel_rank is None
-    assert batch.events == [BlockStored([1], 7, [9], 16), BlockRemoved([3]), BlockStored([4], 3, [1], 16)]
+    assert batch.events == [
+        BlockStored([1], 7, [9], 16),
+        BlockRemoved([3], medium="CPU"),
+        BlockStored([4], 3, [1], 16),
+    ]
+
+
+def test_offload_tier_events_keep_their_medium_on_the_wire() -> None:
+    events: list[Event] = [BlockStored([1], None, [], 16, medium="CPU"), BlockRemoved([1], medium="CPU")]
+    payload = encode_batch(events, ts=1.0)
+    assert msgpack.unpackb(payload)[1] == [
+        ["BlockStored", [1], None, [], 16, None, "CPU"],
+        ["BlockRemoved", [1], "CPU"],
+    ]
+    assert decode_batch(payload).events == events
 
 
 @pytest.mark.parametrize("payload", [b"\xc1", msgpack.packb([1.0]), msgpack.packb([1.0, [["Nope"]], 0])])
