@@ -21,6 +21,7 @@ from infctl.errors import ConfigError
 from infctl.sim.calib_profile import write_profile_file
 from infctl.sim.calibrate import Calibration, CalibrationSettings, calibrate
 from infctl.sim.faults import parse_faults
+from infctl.sim.offload import WritePolicy
 from infctl.sim.server import SimCluster, serve
 from infctl.sim.settings import Personality, Role, SimSettings
 
@@ -45,6 +46,9 @@ _EXAMPLES = """
 
   [dim]# a small KV cache (preemptions) and injected faults[/]
   infctl sim --num-gpu-blocks 256 --fault error-rate=0.1:503 --fault crash-after=60s
+
+  [dim]# a second KV tier: 64 GiB of host DRAM over PCIe 5 (tier hits in /metrics, CPU KV events)[/]
+  infctl sim --kv-offloading-size 64 --kv-offloading-gbps 50
 
   [dim]# change faults while it runs (GET shows them, DELETE clears them)[/]
   curl -X POST localhost:8000/admin/faults -d '{"specs": ["hang"]}'
@@ -100,6 +104,32 @@ def sim(
     no_prefix_caching: Annotated[
         bool, typer.Option("--no-prefix-caching", help=f"{_PROFILE}: disable the prefix cache.")
     ] = False,
+    kv_offloading_size: Annotated[
+        float | None,
+        typer.Option(
+            "--kv-offloading-size",
+            "--kv-offload-gib",
+            min=0.0,
+            help="Second KV tier in host memory, GiB per engine (vLLM's flag; SGLang: --hicache-size). "
+            "Prefixes evicted from HBM are loaded back from it instead of recomputed.",
+        ),
+    ] = None,
+    kv_offloading_gbps: Annotated[
+        float,
+        typer.Option(
+            "--kv-offloading-gbps",
+            "--kv-offload-gbps",
+            min=1e-6,
+            help="HBM<->tier bandwidth, GB/s each way (50: PCIe 5.0 x16; a hardware figure, no engine flag).",
+        ),
+    ] = SimSettings.kv_offloading_gbps,
+    kv_offloading_write_policy: Annotated[
+        str,
+        typer.Option(
+            help="write_through: copy every computed block (vLLM, SGLang's default); "
+            "write_back: only blocks HBM evicts (SGLang --hicache-write-policy)."
+        ),
+    ] = "write_through",
 ) -> None:
     """Run simulated engines until Ctrl-C (SIGINT/SIGTERM stop them cleanly)."""
     if ctx.invoked_subcommand is not None:
@@ -128,6 +158,16 @@ def sim(
             max_num_batched_tokens=max_num_batched_tokens,
             max_model_len=max_model_len,
             enable_prefix_caching=False if no_prefix_caching else None,
+            kv_offloading_size=kv_offloading_size,
+            kv_offloading_gbps=kv_offloading_gbps,
+            kv_offloading_write_policy=cast(
+                WritePolicy,
+                _choice(
+                    "--kv-offloading-write-policy",
+                    kv_offloading_write_policy,
+                    ("write_through", "write_back"),
+                ),
+            ),
         )
 
         def announce(cluster: SimCluster) -> None:

@@ -77,7 +77,13 @@ class SimInstance:
         self.publisher: KVEventPublisher | None = None
         kv_events = settings.kv_events_port is not None
         # The served name seeds the block hashes, as routers seed their prefix index with it.
-        core = EngineCore(profile, role=self.role, kv_events=kv_events, hash_seed=self.model)
+        core = EngineCore(
+            profile,
+            role=self.role,
+            kv_events=kv_events,
+            hash_seed=self.model,
+            offload=settings.offload_tier(),
+        )
         self.driver = Driver(
             core, clock, self.faults, self.metrics, kv_sink=self._publish if kv_events else None
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from infctl.sim.faults import FaultPlan
+from infctl.sim.offload import OffloadTier, WritePolicy
 
 Personality = Literal["vllm", "sglang"]
 Role = Literal["prefill", "decode", "both"]
@@ -70,6 +71,25 @@ class SimSettings:
     """Profile override: context length (prompt + generated tokens)."""
     enable_prefix_caching: bool | None = None
     """Profile override: False disables the prefix cache (``--no-prefix-caching``)."""
+    kv_offloading_size: float | None = None
+    """Second KV tier in host memory, GiB per instance (vLLM ``--kv-offloading-size``, SGLang
+    ``--hicache-size``); None: HBM only."""
+    kv_offloading_gbps: float = OffloadTier.load_gbps
+    """Bandwidth between HBM and the tier, GB/s in each direction (50: PCIe 5.0 x16)."""
+    kv_offloading_write_policy: WritePolicy = "write_through"
+    """``write_through`` copies every computed block (vLLM, SGLang's default); ``write_back`` only evicted
+    ones (SGLang ``--hicache-write-policy write_back``)."""
+
+    def offload_tier(self) -> OffloadTier | None:
+        """The tier each instance's engine core gets, or None."""
+        if self.kv_offloading_size is None:
+            return None
+        return OffloadTier(
+            capacity_gib=self.kv_offloading_size,
+            load_gbps=self.kv_offloading_gbps,
+            store_gbps=self.kv_offloading_gbps,
+            write_policy=self.kv_offloading_write_policy,
+        )
 
     def profile_overrides(self) -> dict[str, object]:
         """The profile fields given explicitly, for ``SimProfile.with_overrides``."""

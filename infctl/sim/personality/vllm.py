@@ -26,6 +26,7 @@ from infctl.sim.personality.base import (
     json_response,
     read_json_object,
 )
+from infctl.sim.types import TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.11.0"
@@ -35,6 +36,15 @@ NIXL_SIDE_CHANNEL_PORT = 5600
 REQUEST_INFERENCE_TIME = "vllm:request_inference_time_seconds"
 ITERATION_TOKENS = "vllm:iteration_tokens_total"
 REQUEST_PARAMS_MAX_TOKENS = "vllm:request_params_max_tokens"
+# KV offloading (``--kv-offloading-size``): the connector's prefix cache and the offloading connector's
+# transfer counters, exposed only when the engine has a tier (vLLM 0.11.0 had neither).
+EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
+EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
+KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
+KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
+KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
+KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
+KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
 ITERATION_TOKENS_BUCKETS = (
     1.0,
     8.0,
@@ -135,6 +145,8 @@ class VllmPersonality(Personality):
                    ((f'{lb},finished_reason="{r}"', n) for r, n in m.finished.items()))
         for family, key, help_ in _HISTOGRAMS:
             w.histogram(family, help_, lb, m.hist[key])
+        if s.tier is not None:
+            self._render_tier(w, s.tier)
         if self.engine.settings.legacy_metrics:
             bs = max(1, s.block_size)
             w.gauge(names.GPU_CACHE_USAGE_PERC, "GPU KV-cache usage. 1 means 100 percent usage.",
@@ -148,6 +160,23 @@ class VllmPersonality(Personality):
                         lb, m.hist["itl"])
         # fmt: on
         return w.text()
+
+    def _render_tier(self, w: Writer, t: TierStats) -> None:
+        lb = self._labels
+        # fmt: off
+        w.counter(EXTERNAL_PREFIX_CACHE_QUERIES,
+                  "External prefix cache queries from KV connector, in terms of number of queried tokens.",
+                  lb, t.query_tokens)
+        w.counter(EXTERNAL_PREFIX_CACHE_HITS,
+                  "External prefix cache hits from KV connector, in terms of number of cached tokens.",
+                  lb, t.hit_tokens)
+        w.counter(KV_OFFLOAD_LOAD_BYTES, "Bytes loaded from the KV offload tier.", lb, t.load_bytes)
+        w.counter(KV_OFFLOAD_STORE_BYTES, "Bytes stored to the KV offload tier.", lb, t.store_bytes)
+        w.counter(KV_OFFLOAD_LOAD_TIME, "Seconds spent loading from the KV offload tier.", lb, t.load_seconds)
+        w.counter(KV_OFFLOAD_STORE_TIME, "Seconds spent storing to the KV offload tier.", lb, t.store_seconds)
+        w.gauge(KV_OFFLOAD_CPU_CACHE_USAGE, "CPU KV offload cache usage. 1 means 100 percent usage.",
+                lb, t.used_blocks / t.capacity_blocks if t.capacity_blocks else 0.0)
+        # fmt: on
 
     def error_body(self, err: SimHTTPError) -> dict[str, Any]:
         return {
