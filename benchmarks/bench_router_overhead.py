@@ -1,0 +1,303 @@
+"""What a router costs: infctl, sglang-router and vllm-router against the same upstream, in one run.
+
+    python benchmarks/bench_router_overhead.py [--rates 40,80] [--seconds 8] [--rounds 2]
+        [--upstream sim|null] [--policies round_robin,cache_aware] [--concurrency 48] [--peers-bin DIR]
+
+1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
+   in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
+   falls on all of them alike. Reported: added TTFT and added end-to-end latency at p50 and p99, i.e. the
+   router's percentile minus the direct run's, over every request of every round.
+2. Saturation (closed loop, ``--concurrency`` streams in flight) against a null upstream that streams 16
+   chunks ``--null-itl-ms`` apart, so the engine never limits. Reported: requests/s and streamed chunks/s
+   per router core, i.e. completed requests (content chunks) divided by the CPU seconds the router's
+   process tree used (utime + stime from /proc/<pid>/stat), plus the router's CPU utilisation.
+
+``--upstream`` picks the engine of section 1: ``sim`` is one ``infctl sim`` engine in real time (the issue's
+setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond). Everything shares
+this machine's cores (client, routers, upstream), so absolute figures move between runs; the ratios and
+differences within one run are the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_router import Router, free_port, routers, wait_http
+
+from infctl.bench import BenchConfig, LengthDist, LoadPlan, RandomSpec, Stage, run_benchmark
+from infctl.bench.records import RequestRecord
+
+MODEL = "m"
+OUTPUT_TOKENS = 16
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WARMUP = 10
+
+
+# -- the null upstream -------------------------------------------------------------------------------------
+def serve_null(port: int, itl_ms: float) -> None:
+    """A vLLM look-alike that does no work: 16 content chunks ``itl_ms`` apart, then usage and [DONE].
+
+    It answers what the three routers ask of a worker at start and while running (health, models, server
+    info, a minimal vLLM /metrics), so each treats it as a healthy engine."""
+    import json
+
+    from aiohttp import web
+
+    from infctl.engines import vllm
+
+    def chunk(chat: bool, i: int) -> bytes:
+        last = i == OUTPUT_TOKENS - 1
+        body = {"delta": {"content": f" t{i}"}} if chat else {"text": f" t{i}"}
+        choice = {"index": 0, **body, "finish_reason": "length" if last else None}
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        event = {"id": "x", "object": obj, "model": MODEL, "choices": [choice]}
+        return f"data: {json.dumps(event)}\n\n".encode()
+
+    chunks = {chat: [chunk(chat, i) for i in range(OUTPUT_TOKENS)] for chat in (False, True)}
+    usage = {"prompt_tokens": 32, "completion_tokens": OUTPUT_TOKENS, "total_tokens": 32 + OUTPUT_TOKENS}
+    tail = f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode()
+    metrics = "".join(
+        f'{name}{{model_name="{MODEL}",engine="0"}} 0\n'
+        for name in (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE_PERC)
+    )
+    metrics += f'{vllm.CACHE_CONFIG_INFO}{{engine="0",block_size="16",num_gpu_blocks="100000"}} 1\n'
+    delay = itl_ms / 1000
+
+    async def complete(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        chat = request.path.endswith("chat/completions")
+        if not body.get("stream"):
+            text = "".join(f" t{i}" for i in range(OUTPUT_TOKENS))
+            choice = {"index": 0, "finish_reason": "length"}
+            choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            return web.json_response({"id": "x", "model": MODEL, "choices": [choice], "usage": usage})
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        for c in chunks[chat]:
+            await resp.write(c)
+            await asyncio.sleep(delay)
+        await resp.write(tail)
+        await resp.write_eof()
+        return resp
+
+    def static(make: Callable[[], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(_: web.Request) -> web.Response:
+            return make()
+
+        return handler
+
+    info = {"model_path": MODEL, "served_model_name": MODEL, "is_generation": True}
+    app = web.Application()
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_post("/v1/chat/completions", complete)
+    app.router.add_get("/v1/models", static(lambda: web.json_response({"data": [{"id": MODEL}]})))
+    for path in ("/get_model_info", "/model_info", "/get_server_info", "/server_info"):
+        app.router.add_get(path, static(lambda: web.json_response(info)))
+    app.router.add_get("/load", static(lambda: web.json_response({"server_load": 0})))
+    app.router.add_get("/metrics", static(lambda: web.Response(text=metrics)))
+    for path in ("/health", "/health_generate"):
+        app.router.add_get(path, static(web.Response))
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def start_upstream(kind: str, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    if kind == "null":
+        argv = [sys.executable, __file__, "--serve-null", str(port), "--null-itl-ms", str(itl_ms)]
+    else:
+        argv = [sys.executable, "-m", "infctl", "sim", "--port", str(port), "--model", MODEL]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/health", proc)
+    return proc, url
+
+
+# -- measuring ---------------------------------------------------------------------------------------------
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its live descendants (the peers' launchers)."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) ": field 3 onwards
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            total += int(stats[p][11]) + int(stats[p][12])  # utime, stime (fields 14 and 15)
+        todo.extend(children.get(p, ()))
+    return total / CLK_TCK
+
+
+async def load(url: str, stage: Stage, label: str) -> list[RequestRecord]:
+    cfg = BenchConfig(
+        url=url,
+        model=MODEL,
+        workload=RandomSpec(input=LengthDist(mean=32), output=LengthDist(mean=OUTPUT_TOKENS)),
+        extra_body={"ignore_eos": True},
+        load=LoadPlan(stages=[stage], warmup=WARMUP),
+        seed=1,
+        label=label,
+    )
+    return (await run_benchmark(cfg)).requests
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def latencies(records: list[RequestRecord]) -> dict[str, float]:
+    ok = [r for r in records if r.ok and r.chunk_times]
+    ttft = [r.chunk_times[0] - r.sent_s for r in ok]
+    e2e = [r.end_s - r.sent_s for r in ok]
+    return {
+        "ttft50": quantile(ttft, 0.5), "ttft99": quantile(ttft, 0.99),
+        "e2e50": quantile(e2e, 0.5), "e2e99": quantile(e2e, 0.99),
+        "failed": float(len(records) - len(ok)),
+    }  # fmt: skip
+
+
+async def fixed_rates(
+    targets: list[tuple[str, str]], rates: list[float], seconds: float, rounds: int
+) -> None:
+    for rate in rates:
+        stage = Stage(rate=rate, num_requests=int(rate * seconds))
+        pooled: dict[str, list[RequestRecord]] = {name: [] for name, _ in targets}
+        for rnd in range(rounds):
+            order = targets if rnd % 2 == 0 else targets[::-1]  # no target always goes first
+            for name, url in order:
+                pooled[name] += await load(url, stage, name)
+        stats = {name: latencies(recs) for name, recs in pooled.items()}
+        d = stats["direct"]
+        print(f"\n== {rate:g} req/s of {OUTPUT_TOKENS}-token streams, {rounds} x {seconds:g} s per target ==")
+        print(f"{'target':34s} {'TTFT p50':>9s} {'p99':>8s} {'E2E p50':>9s} {'p99':>8s} {'failed':>6s}  (ms)")
+        print(
+            f"{'direct':34s} {d['ttft50'] * 1e3:9.2f} {d['ttft99'] * 1e3:8.2f} "
+            f"{d['e2e50'] * 1e3:9.2f} {d['e2e99'] * 1e3:8.2f} {int(d['failed']):6d}"
+        )
+        for name, s in stats.items():
+            if name != "direct":
+                print(
+                    f"{name + ' (added)':34s} {(s['ttft50'] - d['ttft50']) * 1e3:+9.2f} "
+                    f"{(s['ttft99'] - d['ttft99']) * 1e3:+8.2f} {(s['e2e50'] - d['e2e50']) * 1e3:+9.2f} "
+                    f"{(s['e2e99'] - d['e2e99']) * 1e3:+8.2f} {int(s['failed']):6d}",
+                    flush=True,
+                )
+
+
+async def saturation(rs: list[Router], url_of: dict[str, str], concurrency: int, seconds: float) -> None:
+    print(f"\n== saturation: {concurrency} streams in flight for {seconds:g} s, null upstream ==")
+    print(
+        f"{'router':34s} {'req/s':>7s} {'CPU':>7s} {'req/s/core':>10s} {'chunks/s/core':>13s} {'failed':>6s}"
+    )
+    rows: dict[str, float] = {}
+    for r in rs:
+        assert r.proc is not None
+        stage = Stage(concurrency=concurrency, duration_s=seconds)
+        cpu0, t0 = tree_cpu_s(r.proc.pid), time.perf_counter()
+        records = await load(url_of[r.name], stage, r.name)
+        cpu, wall = tree_cpu_s(r.proc.pid) - cpu0, time.perf_counter() - t0
+        ok = [x for x in records if x.ok]
+        chunks = sum(len(x.chunk_times) for x in ok)
+        served = len(ok) + WARMUP  # the warm-up requests are not in ``records`` but used the router's CPU
+        per_core = served / cpu if cpu else float("nan")
+        rows[r.name] = per_core
+        print(
+            f"{r.name:34s} {len(ok) / wall:7.0f} {cpu / wall:7.0%} {per_core:10.0f} "
+            f"{per_core * chunks / max(len(ok), 1):13.0f} {len(records) - len(ok):6d}",
+            flush=True,
+        )
+    base = next((v for k, v in rows.items() if k.startswith("infctl")), None)
+    if base:
+        print("per-core throughput relative to " + next(k for k in rows if k.startswith("infctl")) + ": "
+              + ", ".join(f"{k} {v / base:.2f}x" for k, v in rows.items()))  # fmt: skip
+
+
+def all_routers(engine: str, peers_bin: Path | None, policies: list[str], peers: bool) -> list[Router]:
+    out: list[Router] = []
+    for policy in policies:
+        for r in routers([engine], peers_bin, [policy], peers):
+            if not r.name.startswith("infctl"):
+                r.argv[r.argv.index("--policy") + 1] = policy
+                at = r.argv.index("--worker-urls")
+                r.argv[at:at] = ["--prometheus-port", str(free_port())]  # both default to 29000
+                r.name = r.name.replace("cache_aware", policy)
+            if all(r.name != o.name for o in out):
+                out.append(r)
+    return out
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rates", default="40,80", help="comma-separated request rates for section 1")
+    ap.add_argument("--seconds", type=float, default=8.0, help="load per target per rate per round")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--upstream", choices=("sim", "null"), default="sim", help="engine of section 1")
+    ap.add_argument("--policies", default="round_robin,cache_aware", help="router policies (all routers)")
+    ap.add_argument("--concurrency", type=int, default=48, help="streams in flight in section 2 (0: skip)")
+    ap.add_argument("--saturation-seconds", type=float, default=8.0)
+    ap.add_argument("--null-itl-ms", type=float, default=1.0, help="null upstream: delay between chunks")
+    ap.add_argument("--no-peers", action="store_true", help="infctl only")
+    ap.add_argument(
+        "--peers-bin",
+        type=Path,
+        default=Path(os.environ.get("INFCTL_PEERS_BIN", Path.home() / ".cache/infctl/peers-venv/bin")),
+    )
+    ap.add_argument("--serve-null", type=int, help=argparse.SUPPRESS)
+    return ap.parse_args()
+
+
+async def main(args: argparse.Namespace) -> None:
+    policies = [p for p in args.policies.split(",") if p]
+    rates = [float(r) for r in args.rates.split(",") if r]
+    upstreams: list[subprocess.Popen[bytes]] = []
+    started: list[Router] = []
+    try:
+        sections = [("fixed", args.upstream)] if rates else []
+        if args.concurrency:
+            sections.append(("saturation", "null"))
+        for section, kind in sections:
+            proc, engine = start_upstream(kind, args.null_itl_ms)
+            upstreams.append(proc)
+            rs = all_routers(engine, args.peers_bin, policies, not args.no_peers)
+            for r in rs:
+                r.start()
+                started.append(r)
+            if section == "fixed":
+                targets = [("direct", engine), *((r.name, r.url) for r in rs)]
+                await fixed_rates(targets, rates, args.seconds, args.rounds)
+            else:
+                await saturation(rs, {r.name: r.url for r in rs}, args.concurrency, args.saturation_seconds)
+            for r in rs:
+                r.stop()
+            started.clear()
+    finally:
+        for r in started:
+            r.stop()
+        for p in upstreams:
+            p.terminate()
+            p.wait(10)
+
+
+if __name__ == "__main__":
+    cli_args = parse_args()
+    if cli_args.serve_null:
+        serve_null(cli_args.serve_null, cli_args.null_itl_ms)
+    else:
+        asyncio.run(main(cli_args))
