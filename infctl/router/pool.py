@@ -163,6 +163,7 @@ class BackendPool:
                     "group": b.group,
                     "pool": b.pool,
                     "upstream": b.upstream,
+                    "dp_rank": b.dp_rank,
                     "weight": b.weight,
                     "draining": b.draining,
                     "ejected": h.ejected,

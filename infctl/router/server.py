@@ -27,8 +27,9 @@ from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.proxy import generate
+from infctl.router.ranks import Target, scrape_targets
 from infctl.router.upstream import make_session
-from infctl.telemetry.scrape import make_client, scrape, scrape_many
+from infctl.telemetry.scrape import make_client
 
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
@@ -72,10 +73,10 @@ class RouterState:
         and the policies pass over stale backends while fresh ones exist, so a newcomer would sit idle."""
 
         async def once() -> None:
-            with contextlib.suppress(MetricsError, KeyError):
-                backend = self.pool.backend(backend_id)
-                signals = await scrape(self.scraper, backend.url, self.adapter(backend_id))
-                self.pool.record_signals(backend_id, signals, asyncio.get_running_loop().time())
+            with contextlib.suppress(KeyError):
+                result = (await scrape_targets(self.scraper, [self.target(backend_id)]))[backend_id]
+                if not isinstance(result, MetricsError):
+                    self.pool.record_signals(backend_id, result, asyncio.get_running_loop().time())
 
         task = asyncio.create_task(once())
         self.background.add(task)
@@ -99,6 +100,10 @@ class RouterState:
 
     def adapter(self, backend_id: str) -> EngineAdapter:
         return get_adapter(self.pool.backend(backend_id).engine or self.cfg.engine)
+
+    def target(self, backend_id: str) -> Target:
+        b = self.pool.backend(backend_id)
+        return Target(backend_id, b.url, b.dp_rank, self.adapter(backend_id))
 
 
 def build_state(cfg: RouterConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> RouterState:
@@ -172,20 +177,16 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def scrape_loop(state: RouterState, stop: asyncio.Event) -> None:
-    """Refresh every backend's engine signals each ``scrape_interval_s`` (one scrape per engine URL)."""
+    """Refresh every backend's engine signals each ``scrape_interval_s`` (one scrape per engine URL; each
+    rank of a data-parallel engine gets its own rank's signals)."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         started = loop.time()
-        by_url: dict[str, list[str]] = {}
-        for bid in state.pool.ids():
-            by_url.setdefault(state.pool.backend(bid).url, []).append(bid)
-        targets = {url: state.adapter(ids[0]) for url, ids in by_url.items()}
-        results = await scrape_many(state.scraper, targets)
+        results = await scrape_targets(state.scraper, [state.target(b) for b in state.pool.ids()])
         now = loop.time()
-        for url, result in results.items():
-            if isinstance(result, MetricsError):
-                continue  # stale signals count as saturated; ejection is the prober's call
-            for bid in by_url.get(url, ()):
+        for bid, result in results.items():
+            # A failed scrape lets the signals go stale (stale counts as saturated); ejecting is the prober's.
+            if not isinstance(result, MetricsError):
                 state.pool.record_signals(bid, result, now)
         state.admission.wake()
         await _sleep_until(stop, started + state.cfg.scrape_interval_s - loop.time())

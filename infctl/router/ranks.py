@@ -1,0 +1,121 @@
+"""Engine signals per routing target, including each rank of a data-parallel engine.
+
+A data-parallel engine serves all its ranks behind one URL and one ``/metrics``; the router makes each rank
+its own target (a :class:`~infctl.router.snapshot.Backend` with ``dp_rank``, pinned by the engine's DP-rank
+header), so each rank needs its own load, not the engine's sum. The engines label their per-rank series:
+vLLM every sample with ``engine`` (the data-parallel engine index), SGLang its scheduler gauges with
+``dp_rank`` (data-parallel attention). One scrape per URL is split by that label; samples without it
+(engine-wide series such as SGLang's tokenizer counters) go to every rank. A URL whose scrape carries no
+rank label (one rank, or an engine that does not label them) gives every rank the engine's own signals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from infctl.errors import MetricsError
+from infctl.telemetry.prometheus import MetricFamilies
+from infctl.telemetry.scrape import MetricsSource, scrape_many
+from infctl.telemetry.signals import EngineSignals
+
+RANK_LABELS = ("engine", "dp_rank")
+"""Labels that tell a data-parallel engine's ranks apart, first match wins (vLLM, then SGLang)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One routing target to scrape: its backend id, engine URL, DP rank (None: the whole engine)."""
+
+    backend_id: str
+    url: str
+    dp_rank: int | None
+    adapter: MetricsSource
+
+
+def rank_label(families: MetricFamilies) -> str | None:
+    """The first of :data:`RANK_LABELS` that any sample carries, or None."""
+    for label in RANK_LABELS:
+        if any(label in s.labels for samples in families.values() for s in samples):
+            return label
+    return None
+
+
+def split_by_rank(families: MetricFamilies, ranks: Iterable[int]) -> dict[int, MetricFamilies] | None:
+    """``families`` cut into one set per rank (samples of that rank plus unlabelled ones); None when the
+    scrape carries no rank label."""
+    label = rank_label(families)
+    if label is None:
+        return None
+    out: dict[int, MetricFamilies] = {}
+    for rank in ranks:
+        want = str(rank)
+        picked: MetricFamilies = {}
+        for name, samples in families.items():
+            kept = [s for s in samples if s.labels.get(label, want) == want]
+            if kept:
+                picked[name] = kept
+        out[rank] = picked
+    return out
+
+
+@dataclass(slots=True)
+class _RankSplit:
+    """A metrics source that reads one scrape as the engine's signals and, on the side, each rank's.
+
+    It hands ``telemetry.scrape`` the adapter's own names and hint, so a failure reads the same; one
+    instance serves one scrape."""
+
+    adapter: MetricsSource
+    ranks: tuple[int, ...]
+    by_rank: dict[int, EngineSignals] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.adapter.name
+
+    @property
+    def metrics_path(self) -> str:
+        return self.adapter.metrics_path
+
+    @property
+    def metrics_hint(self) -> str:
+        return self.adapter.metrics_hint
+
+    @property
+    def wanted_metrics(self) -> frozenset[str]:
+        return self.adapter.wanted_metrics
+
+    def signals(self, families: MetricFamilies) -> EngineSignals:
+        split = split_by_rank(families, self.ranks)
+        if split is not None:
+            self.by_rank = {rank: self.adapter.signals(f) for rank, f in split.items()}
+        return self.adapter.signals(families)
+
+
+async def scrape_targets(
+    client: httpx.AsyncClient, targets: Sequence[Target]
+) -> dict[str, EngineSignals | MetricsError]:
+    """Backend id -> its signals (a rank's own when the engine labels ranks) or the scrape's error.
+
+    Each engine URL is fetched once, whatever number of ranks (targets) it serves."""
+    by_url: dict[str, list[Target]] = {}
+    for t in targets:
+        by_url.setdefault(t.url, []).append(t)
+    sources: dict[str, MetricsSource] = {}
+    for url, ts in by_url.items():
+        ranks = tuple(sorted({t.dp_rank for t in ts if t.dp_rank is not None}))
+        sources[url] = _RankSplit(ts[0].adapter, ranks) if ranks else ts[0].adapter
+    results = await scrape_many(client, sources)
+    out: dict[str, EngineSignals | MetricsError] = {}
+    for url, result in results.items():
+        per_rank: Mapping[int, EngineSignals] = {}
+        source = sources[url]
+        if isinstance(source, _RankSplit):
+            per_rank = source.by_rank
+        for t in by_url[url]:
+            own = per_rank.get(t.dp_rank) if t.dp_rank is not None else None
+            out[t.backend_id] = own if own is not None and not isinstance(result, MetricsError) else result
+    return out

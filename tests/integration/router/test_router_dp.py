@@ -1,0 +1,95 @@
+"""A data-parallel engine behind one URL: each rank is its own target with its own load.
+
+The simulator serves one rank per instance, so the engine here is a small real aiohttp server on 127.0.0.1
+that labels its metrics per rank as vLLM does (``engine="0"``, ``engine="1"``) and records the DP-rank
+header of every completion it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+from aiohttp import web
+
+from infctl.engines import get_adapter
+from infctl.router.snapshot import Backend
+
+MODEL = "m"
+
+
+@dataclass
+class FakeDPEngine:
+    url: str = ""
+    waiting: dict[str, int] = field(default_factory=lambda: {"0": 0, "1": 0})
+    ranks_seen: list[str | None] = field(default_factory=list)
+
+    def metrics(self) -> str:
+        lines = []
+        for rank, waiting in self.waiting.items():
+            lines.append(f'vllm:num_requests_waiting{{model_name="{MODEL}",engine="{rank}"}} {waiting}')
+            lines.append(f'vllm:num_requests_running{{model_name="{MODEL}",engine="{rank}"}} {waiting * 4}')
+            lines.append(f'vllm:kv_cache_usage_perc{{model_name="{MODEL}",engine="{rank}"}} 0.1')
+        return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+async def dp_engine() -> AsyncIterator[FakeDPEngine]:
+    engine = FakeDPEngine()
+    header = get_adapter("vllm").dp_rank_header
+    assert header is not None
+
+    async def complete(request: web.Request) -> web.Response:
+        engine.ranks_seen.append(request.headers.get(header))
+        return web.json_response({"choices": [{"index": 0, "text": " ok", "finish_reason": "length"}]})
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=engine.metrics())
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    engine.url = f"http://{host}:{port}"
+    try:
+        yield engine
+    finally:
+        await runner.cleanup()
+
+
+async def test_each_rank_gets_its_own_signals_and_requests_avoid_the_busy_rank(
+    dp_engine: FakeDPEngine, start_router
+) -> None:
+    dp_engine.waiting = {"0": 40, "1": 0}  # rank 0 is swamped, rank 1 idle
+    backends = [
+        Backend(id=f"{dp_engine.url}#dp{r}", url=dp_engine.url, dp_rank=r, engine="vllm") for r in (0, 1)
+    ]
+    url = await start_router(backends, policy="least_load")
+    async with httpx.AsyncClient(timeout=10) as c:
+
+        async def listed() -> dict[str, dict[str, object]]:
+            return {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
+
+        for _ in range(100):  # until the first scrape has landed for both ranks
+            view = await listed()
+            if all(b["queue"] is not None for b in view.values()):
+                break
+            await asyncio.sleep(0.02)
+        assert view[f"{dp_engine.url}#dp0"]["queue"] == 40
+        assert view[f"{dp_engine.url}#dp1"]["queue"] == 0
+        assert view[f"{dp_engine.url}#dp1"]["dp_rank"] == 1
+        for i in range(6):
+            body = {"model": MODEL, "prompt": f"q {i}", "max_tokens": 1}
+            assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
+    assert dp_engine.ranks_seen == ["1"] * 6

@@ -1,0 +1,82 @@
+"""Per-rank signals of data-parallel engines: one scrape split by the engine's rank label."""
+
+from __future__ import annotations
+
+import httpx
+
+from infctl.engines import get_adapter
+from infctl.errors import MetricsError
+from infctl.router.ranks import Target, scrape_targets, split_by_rank
+from infctl.telemetry.prometheus import parse_metrics
+
+VLLM_DP2 = """\
+vllm:num_requests_waiting{model_name="m",engine="0"} 7
+vllm:num_requests_waiting{model_name="m",engine="1"} 1
+vllm:num_requests_running{model_name="m",engine="0"} 30
+vllm:num_requests_running{model_name="m",engine="1"} 4
+vllm:kv_cache_usage_perc{model_name="m",engine="0"} 0.9
+vllm:kv_cache_usage_perc{model_name="m",engine="1"} 0.1
+vllm:cache_config_info{engine="0",block_size="16",num_gpu_blocks="1000"} 1
+vllm:cache_config_info{engine="1",block_size="16",num_gpu_blocks="1000"} 1
+"""
+
+SGLANG_DP2 = """\
+sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="0"} 3
+sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="1"} 0
+sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="0"} 12
+sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="1"} 2
+sglang:token_usage{model_name="m",tp_rank="0",dp_rank="0"} 0.5
+sglang:token_usage{model_name="m",tp_rank="0",dp_rank="1"} 0.25
+sglang:prompt_tokens_total{model_name="m"} 1000
+"""
+
+
+def test_vllm_engine_label_gives_each_rank_its_own_load_and_cache_size() -> None:
+    vllm = get_adapter("vllm")
+    split = split_by_rank(parse_metrics(VLLM_DP2, vllm.wanted_metrics), [0, 1])
+    assert split is not None
+    r0, r1 = vllm.signals(split[0]), vllm.signals(split[1])
+    assert (r0.queue, r0.running, r0.kv_usage) == (7, 30, 0.9)
+    assert (r1.queue, r1.running, r1.kv_usage) == (1, 4, 0.1)
+    assert r0.cache_capacity_tokens == r1.cache_capacity_tokens == 16_000  # one rank's pool, not the sum
+
+
+def test_sglang_dp_rank_label_splits_and_engine_wide_series_go_to_every_rank() -> None:
+    sglang = get_adapter("sglang")
+    split = split_by_rank(parse_metrics(SGLANG_DP2, sglang.wanted_metrics), [0, 1])
+    assert split is not None
+    r0, r1 = sglang.signals(split[0]), sglang.signals(split[1])
+    assert (r0.queue, r0.running, r0.kv_usage) == (3, 12, 0.5)
+    assert (r1.queue, r1.running, r1.kv_usage) == (0, 2, 0.25)
+    assert r0.prompt_tokens == r1.prompt_tokens == 1000
+
+
+def test_no_rank_label_means_no_split() -> None:
+    plain = 'vllm:num_requests_waiting{model_name="m"} 2\n'
+    assert split_by_rank(parse_metrics(plain), [0, 1]) is None
+
+
+async def test_one_scrape_per_url_feeds_each_rank_and_plain_backends() -> None:
+    hits: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hits.append(str(request.url))
+        if request.url.host == "dead":
+            return httpx.Response(500, text="boom")
+        return httpx.Response(200, text=VLLM_DP2)
+
+    vllm = get_adapter("vllm")
+    targets = [
+        Target("a#dp0", "http://a", 0, vllm),
+        Target("a#dp1", "http://a", 1, vllm),
+        Target("b", "http://b", None, vllm),
+        Target("c#dp0", "http://dead", 0, vllm),
+    ]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        got = await scrape_targets(client, targets)
+    assert sorted(hits) == ["http://a/metrics", "http://b/metrics", "http://dead/metrics"]
+    a0, a1, b, c = got["a#dp0"], got["a#dp1"], got["b"], got["c#dp0"]
+    assert not isinstance(a0, MetricsError) and not isinstance(a1, MetricsError)
+    assert not isinstance(b, MetricsError)
+    assert (a0.queue, a1.queue, b.queue) == (7, 1, 8)  # a plain backend sees the whole engine
+    assert isinstance(c, MetricsError) and "500" in c.message
