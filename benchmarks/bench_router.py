@@ -1,27 +1,34 @@
-"""Routers side by side on the same simulated engines: quality (hit rate, TTFT, balance) and overhead.
+"""Routers side by side on the same simulated engines: hit rate, TTFT and balance per workload, one run.
 
-    python benchmarks/bench_router.py [--requests 300] [--rate 16] [--peers-bin DIR] [--mooncake PATH]
+    python benchmarks/bench_router.py [--requests 300] [--rate 16] [--peers-bin DIR] [--only WORKLOAD]
 
-One `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, 32k tokens of KV per engine) serves
-every run; before each run the engines' prefix caches are emptied, so each router starts from the same line.
+Each workload gets its own `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, KV events
+on ZMQ); before each router's run the engines' prefix caches are emptied, so every router starts from the
+same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (approximate
+index), infctl cache_aware on the precise index (KV events plus speculative entries), sglang-router and
+vllm-router cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
+--peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
+same requests in the fluid model of these engines: true caches and queues, no future).
 
-1. Quality, shared-prefix workload (the demo's: 48 prefixes of 2k tokens, Zipf 0.6): infctl round_robin,
-   infctl cache_aware, sglang-router cache_aware and vllm-router cache_aware (when installed: --peers-bin or
-   PATH). Engine-side prefix-cache hit rate (from the engines' own counters), TTFT p50/p99, output tokens/s,
-   and the busiest engine's prefill work over its fair share.
-2. Optionally the Mooncake trace (--mooncake), time-compressed, through the same routers.
-3. Overhead: 16-token streams at a fixed rate to one engine directly and through each router; the router's
-   added TTFT and E2E at p50/p99 (the difference from the direct run measured in the same process).
+1. Shared prefixes (the demo's: 48 prefixes of 2k tokens, Zipf 0.6), 32k tokens of KV per engine.
+2. The Mooncake trace in ../shared/data (x4 faster, prompts x0.25, first --mooncake-requests lines), 128k
+   tokens of KV per engine; nearly every request shares a system prompt.
+3. Mixed long/short (90% ~256-token chats, 10% ~7k-token documents): short-request TTFT p50/p99 with one
+   pool (least_load) against length buckets that give long prompts their own engine.
 
-Everything runs on this machine's two cores together (client, routers, engines), so absolute figures carry
-that noise; the ratios within one run are the point.
+Hit rate is engine-side (the engines' own prefix-cache counters); max/fair is the busiest engine's uncached
+prompt tokens over the fair share. Everything shares this machine's two cores (client, routers, engines), so
+absolute figures carry that noise; the ratios within one run are the point. Router overhead is measured by
+benchmarks/bench_router_overhead.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -33,20 +40,20 @@ from pathlib import Path
 
 import httpx
 
-from infctl.bench import (
-    BenchConfig,
-    BenchResult,
-    LengthDist,
-    LoadPlan,
-    RandomSpec,
-    Stage,
-    TraceSpec,
-    run_benchmark,
-)
-from infctl.bench.scenarios import prefix_scenario
+from infctl.bench import BenchConfig, BenchResult, LoadPlan, Stage, TraceSpec, run_benchmark
+from infctl.bench.metrics import summarize
+from infctl.bench.scenarios import SHORT_MAX_TOKENS, bucketing_scenario, prefix_scenario
+from infctl.bench.workloads import build_workload
+from infctl.bench.workloads.specs import WorkloadSpec
+from infctl.router import Backend, RequestInfo, build_policy
+from infctl.router.oracle import oracle_replay
+from infctl.router.replay import FluidModel, ReplayResult, TraceRequest
+from infctl.tokens import token_ids
 
 MODEL = "m"
 ENGINES = 4
+MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+PRECISE = json.dumps({"preset": "cache_aware", "index": "precise"})
 
 
 def free_port(span: int = 1) -> int:
@@ -107,14 +114,26 @@ class Router:
 
 
 def routers(
-    engines: Sequence[str], peers_bin: Path | None, policies: Sequence[str], peers: bool
+    engines: Sequence[str],
+    peers_bin: Path | None,
+    policies: Sequence[str],
+    peers: bool,
+    *,
+    kv_events: Sequence[str] = (),
+    labels: Sequence[str] = (),
 ) -> list[Router]:
+    """infctl routers (one per policy: a preset or JSON) then the peers' cache_aware (and, given the
+    engines' KV-event endpoints, vllm-router's kv_aware fed by them). Policies on the precise index get
+    each backend's KV-event endpoint."""
     py = [sys.executable, "-m", "infctl", "router", "--engine", "vllm"]
-    backends = [a for u in engines for a in ("--backend", u)]
     out = []
-    for policy in policies:
+    for i, policy in enumerate(policies):
         port = free_port()
-        label = policy if len(policy) < 20 else policy[:17] + "..."
+        precise = bool(kv_events) and _index(policy) == "precise"
+        events = _pad(kv_events, engines)
+        specs = [f"{u},kv_events={e}" if precise else u for u, e in zip(engines, events, strict=True)]
+        backends = [a for spec in specs for a in ("--backend", spec)]
+        label = labels[i] if i < len(labels) else policy if len(policy) < 20 else policy[:17] + "..."
         out.append(Router(f"infctl {label}", [*py, "--port", str(port), "--policy", policy, *backends], port))
     for name in ("sglang-router", "vllm-router") if peers else ():
         exe = str(peers_bin / name) if peers_bin and (peers_bin / name).exists() else shutil.which(name)
@@ -135,7 +154,56 @@ def routers(
             *engines,
         ]
         out.append(Router(f"{name} cache_aware", argv, port))
+        if name == "vllm-router" and kv_events:
+            out.append(_vllm_kv_aware(exe, engines, kv_events))
     return out
+
+
+def _vllm_kv_aware(exe: str, engines: Sequence[str], kv_events: Sequence[str]) -> Router:
+    port = free_port()
+    sources = [a for u, e in zip(engines, kv_events, strict=True) for a in ("--kv-event-source", f"{u}={e}")]
+    argv = [exe, "--host", "127.0.0.1", "--port", str(port), "--policy", "kv_aware", "--worker-urls",
+            *engines, *sources, "--kv-event-block-size", "16", "--kv-event-model", MODEL]  # fmt: skip
+    return Router("vllm-router kv_aware", argv, port)
+
+
+def _index(policy: str) -> str:
+    config = json.loads(policy) if policy.lstrip().startswith("{") else policy
+    return build_policy(config).index
+
+
+def _pad(items: Sequence[str], like: Sequence[str]) -> list[str]:
+    return [items[i] if i < len(items) else "" for i in range(len(like))]
+
+
+@dataclass
+class Sim:
+    """One ``infctl sim`` process with ``ENGINES`` engines, publishing KV events."""
+
+    blocks: int
+    """KV blocks of 16 tokens per engine."""
+    proc: subprocess.Popen[bytes] | None = None
+    engines: tuple[str, ...] = ()
+    kv_events: tuple[str, ...] = ()
+
+    def __enter__(self) -> Sim:
+        port, kv = free_port(ENGINES), free_port(ENGINES)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "infctl", "sim", "--instances", str(ENGINES), "--port", str(port),
+             "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
+             "--kv-events-port", str(kv)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.engines = tuple(f"http://127.0.0.1:{port + i}" for i in range(ENGINES))
+        self.kv_events = tuple(f"tcp://127.0.0.1:{kv + i}" for i in range(ENGINES))
+        for u in self.engines:
+            wait_http(f"{u}/health", self.proc)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
 
 async def reset(engines: Sequence[str]) -> None:
@@ -145,7 +213,7 @@ async def reset(engines: Sequence[str]) -> None:
 
 
 async def bench(
-    url: str, engines: Sequence[str], workload: object, load: LoadPlan, label: str
+    url: str, engines: Sequence[str], workload: WorkloadSpec, load: LoadPlan, label: str
 ) -> BenchResult:
     await reset(engines)
     cfg = BenchConfig(
@@ -163,14 +231,95 @@ def balance(r: BenchResult) -> float:
     return max(work) * len(work) / total if total else float("nan")
 
 
-def quality_row(name: str, r: BenchResult) -> str:
+def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayResult:
+    """The full-knowledge baseline on the same requests (fluid model of the sim's engines and caches)."""
+    stage = plan.stages[0]
+    n, rate = stage.num_requests or 0, stage.rate or 1.0
+    rng = random.Random(1)
+    trace, now = [], 0.0
+    for i, spec in zip(range(n), build_workload(workload, "completions", seed=1).requests(), strict=False):
+        now = spec.at_s if spec.at_s is not None else now + rng.expovariate(rate)
+        ids = token_ids(spec.prompt or "")
+        trace.append(TraceRequest(now, RequestInfo.from_ids(f"o{i}", ids, model=MODEL), spec.max_tokens))
+    model = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, cache_tokens=blocks * 16)
+    return oracle_replay([Backend(f"e{i}") for i in range(ENGINES)], trace, model)
+
+
+HEADER = (
+    f"{'router':27s} {'hit':>5s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs RR':>6s} {'p99 ms':>7s} {'vs RR':>6s} "
+    f"{'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s}"
+)
+
+
+def _vs(x: float, base: float | None) -> str:
+    return f"{(x - base) / base * 100:+5.0f}%" if base else "     -"
+
+
+def quality_row(name: str, r: BenchResult, oracle: ReplayResult | None, rr: BenchResult | None) -> str:
     hit = r.server.hit_rate if r.server else None
-    s = r.summary
+    ratio = f"{hit / oracle.hit_rate:7.2f}" if hit is not None and oracle and oracle.hit_rate else "    n/a"
+    s, base = r.summary, rr.summary if rr else None
+    p50, p99 = s.ttft["p50"], s.ttft["p99"]
     return (
-        f"{name:26s} {('%.0f%%' % (hit * 100)) if hit is not None else 'n/a':>6s} "
-        f"{s.ttft['p50'] * 1e3:8.0f} {s.ttft['p99'] * 1e3:8.0f} {s.output_throughput:9.0f} "
-        f"{balance(r):8.2f} {s.failed:6d}"
+        f"{name:27s} {('%.0f%%' % (hit * 100)) if hit is not None else 'n/a':>5s} {ratio} "
+        f"{p50 * 1e3:8.0f} {_vs(p50, base.ttft['p50'] if base else None)} {p99 * 1e3:7.0f} "
+        f"{_vs(p99, base.ttft['p99'] if base else None)} {s.output_throughput:9.0f} {balance(r):8.2f} "
+        f"{s.failed:6d}"
     )
+
+
+def oracle_row(o: ReplayResult) -> str:
+    name, model, share = "oracle (full knowledge)", "(fluid model)", o.max_share(ENGINES)
+    return f"{name:27s} {o.hit_rate * 100:4.0f}% {1.0:7.2f} {model:>34s} {share:18.2f}"
+
+
+async def quality(title: str, sim: Sim, workload: WorkloadSpec, plan: LoadPlan, rs: Sequence[Router]) -> None:
+    oracle = oracle_run(workload, plan, sim.blocks)
+    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each ==\n{HEADER}")
+    print(oracle_row(oracle), flush=True)
+    baseline: BenchResult | None = None
+    for r in rs:
+        try:
+            r.start()
+        except RuntimeError as exc:
+            print(f"{r.name:27s} did not start ({exc})")
+            continue
+        try:
+            res = await bench(r.url, sim.engines, workload, plan, r.name)
+        finally:
+            r.stop()
+        baseline = baseline or res
+        print(quality_row(r.name, res, oracle, baseline), flush=True)
+
+
+async def mixed(sim: Sim, requests: int, rate: float) -> None:
+    """Length bucketing as ``infctl demo`` runs it: 90% short, 10% long; one pool vs a long-prompt pool."""
+    sc = bucketing_scenario(ENGINES, requests=requests, rate=rate)
+    print(f"\n== {sc.name}: {ENGINES} engines ==")
+    cols = ("short p50", "short p99", "vs one pool", "all p99", "failed")
+    print(f"{'router':27s} " + " ".join(f"{c:>{max(8, len(c))}s}" for c in cols))
+    base: float | None = None
+    for arm in (sc.baseline, sc.infctl):
+        pools = [f",pool={p}" if p else "" for p in _pad([p or "" for p in arm.pools], sim.engines)]
+        policy = arm.policy if isinstance(arm.policy, str) else json.dumps(arm.policy)
+        port = free_port()
+        backends = [a for u, p in zip(sim.engines, pools, strict=True) for a in ("--backend", u + p)]
+        argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
+                "--policy", policy, *backends]  # fmt: skip
+        r = Router(f"infctl {arm.label}", argv, port)
+        r.start()
+        try:
+            res = await bench(r.url, sim.engines, sc.workload, sc.load, r.name)
+        finally:
+            r.stop()
+        short = summarize([x for x in res.requests if x.input_tokens <= SHORT_MAX_TOKENS]).ttft
+        base = base or short["p99"]
+        change = _vs(short["p99"], base)
+        print(
+            f"{r.name:27s} {short['p50'] * 1e3:9.0f} {short['p99'] * 1e3:9.0f} {change:>11s} "
+            f"{res.summary.ttft['p99'] * 1e3:8.0f} {res.summary.failed:8d}",
+            flush=True,
+        )
 
 
 async def main() -> None:
@@ -182,79 +331,36 @@ async def main() -> None:
         type=Path,
         default=Path(os.environ["INFCTL_PEERS_BIN"]) if "INFCTL_PEERS_BIN" in os.environ else None,
     )
-    ap.add_argument("--mooncake", type=Path, default=None)
+    ap.add_argument(
+        "--mooncake", type=Path, default=MOONCAKE, help="Mooncake-format trace (default: shared/)"
+    )
     ap.add_argument("--mooncake-requests", type=int, default=400)
-    ap.add_argument("--overhead-rate", type=float, default=40.0)
     ap.add_argument("--policy", action="append", help="infctl policies to run (preset or JSON); repeatable")
     ap.add_argument("--no-peers", action="store_true", help="skip sglang-router and vllm-router")
-    ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--only", choices=["shared", "mooncake", "mixed"], action="append", help="run only these")
     args = ap.parse_args()
 
-    port = free_port(ENGINES)
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "infctl", "sim", "--instances", str(ENGINES), "--port", str(port),
-         "--model", MODEL, "--num-gpu-blocks", "2048", "--max-model-len", "32768"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    engines = [f"http://127.0.0.1:{port + i}" for i in range(ENGINES)]
-    try:
-        for u in engines:
-            wait_http(f"{u}/health", sim)
-        policies = args.policy or ["round_robin", "cache_aware"]
-        rs = routers(engines, args.peers_bin, policies, not args.no_peers)
-        shared = prefix_scenario(ENGINES).workload
-        load = LoadPlan(stages=[Stage(rate=args.rate, num_requests=args.requests)], warmup=20)
-        header = (
-            f"{'router':26s} {'hit':>6s} {'TTFT p50':>8s} {'p99 ms':>8s} {'out tok/s':>9s} "
-            f"{'max/fair':>8s} {'failed':>6s}"
-        )
-        sections: list[tuple[str, object, LoadPlan]] = [("shared prefixes", shared, load)]
-        if args.mooncake:
+    policies = args.policy or ["round_robin", "cache_aware", PRECISE]
+    labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware+precise"]
+    only = set(args.only or ["shared", "mooncake", "mixed"])
+    if "shared" in only:
+        with Sim(blocks=2048) as sim:
+            rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
+                         kv_events=sim.kv_events, labels=labels)  # fmt: skip
+            load = LoadPlan(stages=[Stage(rate=args.rate, num_requests=args.requests)], warmup=20)
+            await quality("shared prefixes (the demo's)", sim, prefix_scenario(ENGINES).workload, load, rs)
+    if "mooncake" in only and args.mooncake.exists():
+        with Sim(blocks=8192) as sim:
+            rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
+                         kv_events=sim.kv_events, labels=labels)  # fmt: skip
             trace = TraceSpec(
                 path=args.mooncake, time_compression=4.0, input_scale=0.25, max_input_tokens=16000
             )
-            sections.append(
-                (
-                    "Mooncake trace (x4 faster, prompts x0.25)",
-                    trace,
-                    LoadPlan(stages=[Stage(num_requests=args.mooncake_requests)]),
-                )
-            )
-        for title, workload, plan in sections:
-            print(f"\n== {title}: {ENGINES} engines ==\n{header}")
-            for r in rs:
-                r.start()
-                try:
-                    res = await bench(r.url, engines, workload, plan, r.name)
-                finally:
-                    r.stop()
-                print(quality_row(r.name, res), flush=True)
-
-        if args.no_overhead:
-            return
-        print(f"\n== overhead: 16-token streams at {args.overhead_rate:g} req/s, one engine ==")
-        small = RandomSpec(input=LengthDist(mean=32), output=LengthDist(mean=16))
-        fixed = LoadPlan(
-            stages=[Stage(rate=args.overhead_rate, num_requests=int(args.overhead_rate * 10))], warmup=20
-        )
-        direct = await bench(engines[0], engines[:1], small, fixed, "direct")
-        d_ttft, d_e2e = direct.summary.ttft, direct.summary.e2e
-        print(f"{'direct':26s} TTFT p50 {d_ttft['p50'] * 1e3:6.2f} ms p99 {d_ttft['p99'] * 1e3:6.2f} ms")
-        for r in routers(engines[:1], args.peers_bin, ["round_robin"], not args.no_peers):
-            r.start()
-            try:
-                res = await bench(r.url, engines[:1], small, fixed, r.name)
-            finally:
-                r.stop()
-            t, e = res.summary.ttft, res.summary.e2e
-            print(
-                f"{r.name:26s} added TTFT p50 {(t['p50'] - d_ttft['p50']) * 1e3:+6.2f} ms "
-                f"p99 {(t['p99'] - d_ttft['p99']) * 1e3:+7.2f} ms; "
-                f"added E2E p50 {(e['p50'] - d_e2e['p50']) * 1e3:+6.2f} ms"
-            )
-    finally:
-        sim.terminate()
-        sim.wait(10)
+            plan = LoadPlan(stages=[Stage(num_requests=args.mooncake_requests)])
+            await quality("Mooncake trace (x4 faster, prompts x0.25)", sim, trace, plan, rs)
+    if "mixed" in only:
+        with Sim(blocks=2048) as sim:
+            await mixed(sim, args.requests, args.rate)
 
 
 if __name__ == "__main__":
