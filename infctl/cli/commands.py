@@ -11,6 +11,7 @@ def register(app: typer.Typer) -> None:
     """Attach every working command to the root app."""
     from infctl.cli import autoscaler as autoscaler_cli
     from infctl.cli import cutover as cutover_cli
+    from infctl.cli import simulate as simulate_cli
 
     validate.register(app)
     deploy.register(app)
@@ -25,3 +26,4 @@ def register(app: typer.Typer) -> None:
     doctor.register(app)
     autoscaler_cli.register(app)
     cutover_cli.register(app)
+    simulate_cli.register(app)

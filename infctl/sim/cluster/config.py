@@ -1,0 +1,122 @@
+"""A scenario for the cluster simulator, as documented dataclasses (what ``infctl simulate run`` builds).
+
+Example (a library caller)::
+
+    cfg = SimConfig(
+        workload=TraceSpec(path=Path("mooncake.jsonl")),
+        load=LoadPlan(stages=[Stage()]),          # a trace replays at its own timestamps
+        engines=16,
+        profile=get_profile("llama3-8b-h100"),
+        policy="cache_aware",
+    )
+    result = simulate(cfg)                        # infctl.sim.cluster.simulate
+
+The workload and load plan are ``infctl bench``'s own types, so a scenario that runs in the simulator
+also runs against a live stack with ``infctl bench``, and both results share one schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from infctl.autoscaler.settings import PolicyConfig, UnitConfig
+from infctl.bench.config import LoadPlan, Stage
+from infctl.bench.slo import SLO
+from infctl.bench.workloads import RandomSpec, WorkloadSpec
+from infctl.errors import ConfigError
+from infctl.sim.profiles import LLAMA3_8B_H100, SimProfile
+
+
+@dataclass(frozen=True)
+class AutoscaleSettings:
+    """Run the autoscaler's policy (``infctl.autoscaler.policy.desired_replicas``) on the virtual clock."""
+
+    policy: PolicyConfig = field(
+        default_factory=lambda: PolicyConfig(units=(UnitConfig("both", min=1, max=64),))
+    )
+    """Thresholds, windows, cooldowns and bounds, exactly as the daemon takes them. One unit named ``both``
+    (aggregated engines); its ``min``/``max`` bound the fleet."""
+    interval_s: float = 15.0
+    """Seconds of virtual time between decisions (the daemon's ``--interval``)."""
+    startup_s: float = 60.0
+    """Seconds from asking for an engine to it serving (weights load, warm-up); GPU time counts from
+    the ask."""
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.startup_s < 0:
+            raise ConfigError("autoscale: interval_s must be > 0 and startup_s >= 0")
+        if not any(u.name == "both" for u in self.policy.units):
+            raise ConfigError(
+                "autoscale: the simulator scales aggregated engines: the policy needs a unit named 'both'",
+                hint="e.g. PolicyConfig(units=(UnitConfig('both', min=2, max=32),))",
+            )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated run: the fleet, the router, the autoscaler (optional) and the traffic."""
+
+    workload: WorkloadSpec = field(default_factory=RandomSpec)
+    """What to send (``infctl bench``'s workload specs: random, mixture, shared-prefix, multi-turn,
+    trace...)."""
+    load: LoadPlan = field(default_factory=lambda: LoadPlan(stages=[Stage(rate=10, num_requests=100)]))
+    """When to send it (``infctl bench``'s load plan: rates, ramps, concurrency, trace timestamps)."""
+    engines: int = 4
+    """Engines at the start (and the whole fleet without autoscaling)."""
+    profile: SimProfile = LLAMA3_8B_H100
+    """Step-time model and KV/scheduler limits of every engine (``infctl.sim.profiles``)."""
+    policy: str | Mapping[str, Any] = "cache_aware"
+    """Routing policy: a preset name or a policy config dict (``infctl.router.policies.build_policy``)."""
+    autoscale: AutoscaleSettings | None = None
+    """None: a static fleet of ``engines``."""
+    scrape_interval_s: float = 0.1
+    """Seconds between the router's scrapes of engine signals (queue, running, KV usage); the router's own
+    in-flight counts are always current, as in the live router."""
+    router_block_size: int | None = None
+    """Tokens per block of the router's prefix hashes; None: the profile's block size."""
+    gpus_per_engine: int = 1
+    """GPUs one engine occupies, for GPU-hours (a DeepSeek-V3 node engine: 8)."""
+    api: Literal["completions", "chat"] = "completions"
+    """How prompts are rendered (chat adds role markers), as in ``infctl bench``."""
+    seed: int = 0
+    """Seeds the workload and the arrivals; the same seed gives the same result."""
+    slo: SLO | None = None
+    """Goodput objectives."""
+    label: str = ""
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments for every ``EngineCore`` (e.g. a second KV tier, once the core takes one)."""
+    max_time_s: float | None = None
+    """Stop the virtual clock here even if requests are still in flight (they count as timeouts)."""
+
+    def __post_init__(self) -> None:
+        if self.engines < 1:
+            raise ConfigError(f"engines must be >= 1, got {self.engines}", hint="e.g. --engines 16")
+        if self.scrape_interval_s <= 0:
+            raise ConfigError("scrape_interval_s must be > 0", hint="e.g. --scrape-interval 100ms")
+        if self.gpus_per_engine < 1:
+            raise ConfigError("gpus_per_engine must be >= 1")
+        if self.router_block_size is not None and self.router_block_size < 1:
+            raise ConfigError("router_block_size must be >= 1")
+        if self.max_time_s is not None and self.max_time_s <= 0:
+            raise ConfigError("max_time_s must be > 0")
+        timed = self.workload.kind == "trace"
+        for i, stage in enumerate(self.load.stages):
+            if stage.mode == "replay" and not timed:
+                raise ConfigError(
+                    f"load.stages[{i}]: give a rate or a concurrency (only a trace has timestamps)",
+                    hint="e.g. --request-rate 10",
+                )
+        if self.autoscale is not None:
+            unit = self.autoscale.policy.unit("both")
+            if not unit.min <= self.engines <= unit.max:
+                raise ConfigError(
+                    f"engines {self.engines} is outside the autoscaler's bounds {unit.min}..{unit.max}",
+                    hint="start within --min-engines/--max-engines",
+                )
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per block of the router's prefix hashes."""
+        return self.router_block_size or self.profile.block_size

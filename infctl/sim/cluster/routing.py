@@ -1,0 +1,62 @@
+"""The router, unchanged: a ``RouterCore`` deciding over snapshots built by the live router's own
+``BackendPool``, from engine signals scraped on an interval (stale in between, as live) and the pool's
+in-flight counters (always current: the router counts its own requests).
+
+Admission control (the live router's queue when every backend is saturated) is not modelled: requests are
+routed on arrival.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from infctl.router.core import RouterCore
+from infctl.router.policies.pipeline import build_policy
+from infctl.router.pool import BackendPool
+from infctl.router.snapshot import Backend, RequestInfo
+from infctl.sim.cluster.fleet import SimEngine
+
+
+class SimRouter:
+    """One router replica in front of the fleet."""
+
+    def __init__(self, policy: str | Mapping[str, Any]) -> None:
+        self.core = RouterCore(build_policy(policy))
+        self.pool = BackendPool([])
+        self.reasons: Counter[str] = Counter()
+        """Decisions by reason (prefix_hit, least_load, round_robin...), as the router's metrics count."""
+        self.matched_tokens = 0
+        """Prompt tokens the chosen backends were expected to hold (the router's estimate)."""
+
+    def add(self, engine: SimEngine) -> None:
+        self.pool.add(Backend(id=engine.id, url=f"sim://{engine.id}"))
+
+    def drain(self, engine: SimEngine) -> None:
+        self.pool.set_draining(engine.id)
+
+    def remove(self, engine: SimEngine) -> None:
+        self.pool.remove(engine.id)
+        self.core.forget(engine.id)
+
+    def scrape(self, engines: Iterable[SimEngine], now: float) -> None:
+        """One scrape round: every serving engine's current signals, stamped ``now``."""
+        record = self.pool.record_signals
+        for e in engines:
+            if e.state in ("ready", "draining"):
+                record(e.id, e.signals(), now)
+
+    def route(self, info: RequestInfo, expected_tokens: int, now: float) -> str:
+        """Pick a backend (raises NoBackendError when none can take it) and count the request in flight."""
+        decision = self.core.route(self.pool.snapshot(now), info)
+        self.reasons[decision.reason] += 1
+        self.matched_tokens += decision.matched_blocks * info.block_size
+        self.pool.start(decision.backend_id, info.prompt_tokens, expected_tokens)
+        return decision.backend_id
+
+    def first_token(self, backend_id: str, prompt_tokens: int) -> None:
+        self.pool.first_token(backend_id, prompt_tokens)
+
+    def finish(self, backend_id: str, prompt_tokens: int, expected_tokens: int, *, got_first: bool) -> None:
+        self.pool.finish(backend_id, prompt_tokens, expected_tokens, got_first=got_first)
