@@ -262,3 +262,78 @@ def test_a_preempted_request_is_reloaded_from_the_tier_rather_than_recomputed() 
     reloaded, preemptions_with_tier = run(OffloadTier(capacity_blocks=2000, load_gbps=5.0))
     assert preemptions > 0 and preemptions_with_tier > 0
     assert reloaded < recomputed
+
+
+PREFIXES = [prompt(64, salt=1000 + i) for i in range(3)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    specs=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 64), st.integers(1, 40), st.integers(1, 20),
+                  st.floats(0, 0.2)),
+        min_size=1, max_size=14,
+    ),
+    blocks=st.integers(8, 40),
+    max_seqs=st.integers(1, 6),
+    budget=st.integers(8, 80),
+    capacity=st.integers(0, 60),
+    policy=st.sampled_from(["write_through", "write_back"]),
+    abort_every=st.integers(0, 7),
+)  # fmt: skip
+def test_random_workloads_with_a_tier_finish_and_keep_both_tiers_consistent(
+    specs: list[tuple[int, int, int, int, float]],
+    blocks: int,
+    max_seqs: int,
+    budget: int,
+    capacity: int,
+    policy: str,
+    abort_every: int,
+) -> None:
+    profile = TINY.with_overrides(
+        num_gpu_blocks=blocks, block_size=4, max_num_seqs=max_seqs, max_num_batched_tokens=budget
+    )
+    # A slow link (4 KiB blocks at 0.1 GB/s: 41 us each, plus 1 ms) so loads overlap steps and arrivals.
+    offload = OffloadTier(capacity_blocks=capacity, load_gbps=0.1, store_gbps=0.1, latency_s=0.001,
+                          write_policy=policy)  # type: ignore[arg-type]  # fmt: skip
+    core = EngineCore(profile, kv_events=True, offload=offload)
+    reqs = [
+        SimRequest(f"r{i}", PREFIXES[p][:m] + prompt(tail, salt=i), n, t)
+        for i, (p, m, tail, n, t) in enumerate(specs)
+    ]
+    held: dict[str, set[int]] = {"GPU": set(), "CPU": set()}
+    aborted: set[str] = set()
+    steps = [0]
+
+    def watch(_: float, out: StepOutput) -> None:
+        pool = core.pool
+        assert pool.used + pool.num_free == pool.num_blocks
+        assert sorted(b for t in core.block_tables().values() for b in t) == sorted(
+            b for b in range(pool.num_blocks) for _ in range(pool.ref[b])
+        )
+        for e in out.kv_events:
+            if isinstance(e, BlockStored):
+                assert not held[e.medium] & set(e.block_hashes)
+                held[e.medium].update(e.block_hashes)
+            else:
+                assert set(e.block_hashes) <= held[e.medium]
+                held[e.medium].difference_update(e.block_hashes)
+        steps[0] += 1
+        if abort_every and steps[0] % abort_every == 0:
+            active = sorted(core.block_tables())
+            if active:
+                core.abort(active[0])
+                aborted.add(active[0])
+
+    traces = run_until_idle(core, reqs, on_step=watch)
+    t = core.tier
+    assert t is not None and len(t) <= capacity
+    assert held["GPU"] == set(core.pool.by_hash) and held["CPU"] == set(t.hashes())
+    for r in reqs:
+        trace = traces[r.request_id]
+        if r.request_id in aborted:
+            assert trace.finish_reason == "abort"
+        elif trace.finish_reason != "error":
+            assert trace.finish_reason == "length" and len(trace.token_times) == r.max_tokens
+            assert trace.cached_tokens <= len(r.prompt_ids) - 1
+    assert core.pool.used == 0 and not core.has_work()
