@@ -174,6 +174,38 @@ DEEPSEEK_V3_H200_DECODE = SimProfile(
     **_DSV3_COMMON,
 )
 
+# Kimi K2 (1.04T MoE, 32B active, FP8 weights) as one 16xH200 replica over two nodes (DP16 + EP16, as
+# profiles/models/kimi-k2-vllm.yaml deploys it), aggregated (prefill and decode on the same engine). Estimates
+# from the architecture, scaled from the DeepSeek-V3 profile above (same MLA cache layout, half the heads):
+# - beta0 22 ms: 1.03 TB of FP8 weights / 16 GPUs = 64.5 GB per GPU at 4.8 TB/s = 13.4 ms, plus two expert
+#   all-to-alls per layer (61 layers) crossing the nodes' InfiniBand.
+# - beta1 7 us/token: ~70 GFLOP per prompt token (2 * 32B linear + MLA at ~4k context) on
+#   16 * 1979 TFLOPS FP8 at ~40% MFU ~= 12.7 PFLOPS = 5.5 us, plus cross-node dispatch. A full 16,384-token
+#   chunk: 22 + 115 ms -> ~120k prompt tok/s per replica (7.5k per GPU; DeepSeek-V3's node: 8.8k).
+# - beta2 16 us/seq; attn 2.5 us per 1k context tokens: the 70 KB/token latent cache read at 76.8 TB/s
+#   aggregate is 0.9 us/ktok ideal, ~40% efficient. Decode anchor: 1,500 seqs at 4k context ->
+#   22 + 24 + 15 = 61 ms per step -> ~24.6k output tok/s per replica.
+# - KV: 61 layers * (512 + 64) * 2 bytes = 70,272 B/token, as DeepSeek-V3. Blocks of 64 tokens: ~54 GB free
+#   per GPU (127 GB at 0.9 utilisation - 64.5 GB weights - ~8 GB activations), 870 GB per replica / 70,272 B
+#   ~= 12.4M tokens ~= 193k blocks; 190k blocks.
+# - Limits: 16 ranks * 128 sequences; 128k context (the model file's max_model_len).
+KIMI_K2_H200 = SimProfile(
+    name="kimi-k2-h200",
+    description="Kimi K2 on 16xH200 (2 nodes, DP16+EP16), aggregated: ~120k prompt tok/s, ~25k output tok/s",
+    beta0_us=22_000.0,
+    beta1_us=7.0,
+    beta2_us=16.0,
+    attn_us_per_ktok=2.5,
+    num_gpu_blocks=190_000,
+    block_size=64,
+    max_num_seqs=2048,
+    max_num_batched_tokens=16_384,
+    max_model_len=131_072,
+    kv_bytes_per_token=70_272,
+    kv_transfer_gbps=50.0,
+    model="moonshotai/Kimi-K2-Instruct",
+)
+
 # A tiny random Llama served by vLLM's CPU build (REFERENCE section 7: hidden 256, 2 layers, 2 KV heads of 64
 # dims): KV = 2 layers * 2 heads * 64 dims * 2 (K and V) * 2 bytes = 1,024 B/token.  The pool is deliberately
 # small (512 blocks = 8,192 tokens) so a handful of requests exercise preemption and eviction; the step costs
@@ -196,7 +228,8 @@ TINY_CPU = SimProfile(
 )
 
 PROFILES: dict[str, SimProfile] = {
-    p.name: p for p in (LLAMA3_8B_H100, DEEPSEEK_V3_H200_PREFILL, DEEPSEEK_V3_H200_DECODE, TINY_CPU)
+    p.name: p
+    for p in (LLAMA3_8B_H100, DEEPSEEK_V3_H200_PREFILL, DEEPSEEK_V3_H200_DECODE, KIMI_K2_H200, TINY_CPU)
 }
 
 
