@@ -60,7 +60,9 @@ class ItlSample:
     context_tokens: float
     """Mean context (prompt + generated) of one sequence over the window, tokens."""
     seconds: float
-    """Typical gap between two tokens of one stream in that window (a median)."""
+    """Typical gap between two tokens of one stream in that window (a median or the engine's mean)."""
+    source: str = "client"
+    """``engine``: the engine's own step timestamps (its ITL histogram); ``client``: arrival times."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import aiohttp
 
 from infctl.engines.vllm import CACHE_CONFIG_INFO
 from infctl.errors import EngineError
+from infctl.sim.calib_counters import Counters, decode_window, scrape
 from infctl.sim.calib_fit import ItlSample, TtftSample
 from infctl.telemetry.prometheus import parse_metrics
 from infctl.tokens import _WORDS
@@ -126,26 +127,34 @@ class EngineClient:
         seen: list[int] = []
         exact = True
         usage: dict[str, Any] = {}
-        sent = self.clock()
-        try:
-            async with self.session.post(url, json=body, timeout=self.timeout) as resp:
-                if resp.status != 200:
-                    text = (await resp.text())[:200]
-                    raise EngineError(f"POST {url} answered {resp.status}: {text}", hint=_HINT)
-                async for raw in resp.content:
-                    now = self.clock()
-                    if not raw.startswith(b"data: {"):
-                        continue
-                    chunk = json.loads(raw[6:])
-                    if chunk.get("choices"):
-                        times.append(now)
-                        ids = chunk["choices"][0].get("token_ids")
-                        exact = exact and isinstance(ids, list)
-                        seen.append((seen[-1] if seen else 0) + (len(ids) if isinstance(ids, list) else 1))
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise EngineError(f"POST {url} failed: {exc or type(exc).__name__}", hint=_HINT) from None
+        for attempt in (1, 2):
+            sent = self.clock()
+            try:
+                async with self.session.post(url, json=body, timeout=self.timeout) as resp:
+                    if resp.status != 200:
+                        text = (await resp.text())[:200]
+                        raise EngineError(f"POST {url} answered {resp.status}: {text}", hint=_HINT)
+                    async for raw in resp.content:
+                        now = self.clock()
+                        if not raw.startswith(b"data: {"):
+                            continue
+                        chunk = json.loads(raw[6:])
+                        if chunk.get("choices"):
+                            times.append(now)
+                            ids = chunk["choices"][0].get("token_ids")
+                            exact = exact and isinstance(ids, list)
+                            n = len(ids) if isinstance(ids, list) else 1
+                            seen.append((seen[-1] if seen else 0) + n)
+                        if chunk.get("usage"):
+                            usage = chunk["usage"]
+                break
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # A pooled keep-alive connection the server closed just as it was reused (uvicorn drops
+                # idle ones after 5 s): nothing was generated, so sending once more measures the same thing.
+                if attempt == 2 or times:
+                    raise EngineError(f"POST {url} failed: {exc or type(exc).__name__}", hint=_HINT) from None
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise EngineError(f"POST {url} failed: {exc or type(exc).__name__}", hint=_HINT) from None
         if not times:
             raise EngineError(f"POST {url} streamed no tokens", hint=_HINT)
         details = usage.get("prompt_tokens_details") or {}
@@ -183,26 +192,56 @@ async def measure_itl(
     output_tokens: int,
     *,
     seed: int,
+    engine_side: bool = True,
 ) -> ItlSample | None:
     """Start ``batch`` streams at once; the time per token while all of them decode.
 
-    Each stream's figure is its average time per token over the window that runs from the last stream's
-    first token to the first stream's last (:meth:`StreamResult.time_per_token`: averaged, and counted in
-    tokens, because a loaded API server delivers several steps' tokens in one chunk). The sample is the
-    median over streams. None when the streams never decode together for two tokens.
+    With ``engine_side``, and an engine that exposes vLLM's histograms, the figure is the engine's own mean
+    step time over the steps where the whole batch decoded (:mod:`infctl.sim.calib_counters`; ``/metrics``
+    is read every ``POLL_S`` during the run); None when there were too few such steps.
+
+    Otherwise it is the client's view: each stream's average time per token over the window from the last
+    stream's first token to the first stream's last (:meth:`StreamResult.time_per_token`, counted in tokens
+    because a loaded API server delivers several steps' tokens in one chunk), the median over streams. None
+    when the streams never decode together.
     """
-    results = await asyncio.gather(
-        *(client.stream(prompt_words(context, seed * 7919 + j), output_tokens) for j in range(batch))
+    streams = asyncio.ensure_future(
+        asyncio.gather(
+            *(client.stream(prompt_words(context, seed * 7919 + j), output_tokens) for j in range(batch))
+        )
     )
+    snapshots: list[Counters] | None = None
+    if engine_side:
+        snapshots = await _poll_counters(client, streams)
+    results = await streams
+    prompt = statistics.mean(r.prompt_tokens if r.prompt_tokens > 0 else context for r in results)
+    if snapshots is not None:
+        found = decode_window(snapshots, batch)
+        if found is None:
+            return None
+        return ItlSample(batch, prompt + output_tokens / 2, found.seconds_per_step, source="engine")
     start = max(r.token_times[0] for r in results)
     end = min(r.token_times[-1] for r in results)
     per_stream = [t for r in results if (t := r.time_per_token(start, end)) is not None]
     if not per_stream:
         return None
-    prompt = statistics.mean(r.prompt_tokens if r.prompt_tokens > 0 else context for r in results)
-    return ItlSample(
-        batch=batch, context_tokens=prompt + output_tokens / 2, seconds=statistics.median(per_stream)
-    )
+    return ItlSample(batch, prompt + output_tokens / 2, statistics.median(per_stream), source="client")
+
+
+POLL_S = 0.03
+"""Pause between two reads of the engine's ``/metrics`` while ITL streams run, seconds."""
+
+
+async def _poll_counters(client: EngineClient, streams: asyncio.Future[Any]) -> list[Counters] | None:
+    """The engine's counters read every ``POLL_S`` until ``streams`` end; None if it does not expose them."""
+    snapshots: list[Counters] = []
+    while not streams.done():
+        snap = await scrape(client.session, client.base_url)
+        if snap is None:
+            return None
+        snapshots.append(snap)
+        await asyncio.wait((streams,), timeout=POLL_S)
+    return snapshots
 
 
 async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str | None) -> EngineInfo:

@@ -3,7 +3,8 @@
 Three parts, kept apart so the fitting is testable without an engine:
 
 - :mod:`infctl.sim.calib_measure` (I/O): TTFT of lone requests against prompt length; ITL of ``b``
-  concurrent streams against ``b`` (at two context lengths, so the attention term is seen).
+  concurrent streams against ``b`` (at two context lengths, so the attention term is seen), from the engine's
+  own step timestamps where it exposes them (:mod:`infctl.sim.calib_counters`), else from the client's.
 - :mod:`infctl.sim.calib_fit` (pure): least squares over both kinds of sample at once.
 - :mod:`infctl.sim.calib_profile`: the :class:`CalibratedProfile` the simulated engine runs, and its file.
 
@@ -16,12 +17,13 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import aiohttp
 
+from infctl.errors import ConfigError
 from infctl.sim.calib_fit import ItlSample, StepFit, TtftSample, fit_step_model
 from infctl.sim.calib_loop import corrected, simulated_engine, with_coefficients
 from infctl.sim.calib_measure import (
@@ -56,8 +58,9 @@ class CalibrationSettings:
     """Concurrent streams whose ITL is measured."""
     itl_contexts: tuple[int, ...] = (32, 1024)
     """Prompt lengths of the ITL streams (two or more let the fit see the attention term)."""
-    itl_output_tokens: int = 48
-    """Tokens each ITL stream generates."""
+    itl_output_tokens: int = 96
+    """Tokens each ITL stream generates (the engine-timed window is about the first 3/4 of them, after
+    every stream's first two)."""
     itl_repeats: int = 3
     """Runs per (batch, context); the fit uses their median."""
     warmup_requests: int = 4
@@ -75,9 +78,16 @@ class CalibrationSettings:
     serves them from its prefix cache (the fit would see cached tokens as free)."""
     timeout_s: float = 300.0
     """Limit of one request."""
+    quantile: float = 0.5
+    """Which quantile of a point's repeats stands for it: 0.5, the median; lower (0.25) reads the engine when
+    it had the CPU, on a machine whose other work comes and goes (other work only ever adds latency)."""
     compensate: bool = True
     """Serve the fit from a simulated engine, measure it the same way, and correct each coefficient by the
     difference (cancels the simulator's and the client's own latency; see ``infctl.sim.calib_loop``)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.quantile <= 1.0:
+            raise ConfigError(f"calibration quantile must be within 0..1, got {self.quantile}")
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class Calibration:
             "served_fit_us": None
             if self.served is None
             else {k: round(v, 3) for k, v in self.served.coefficients.items()},
+            "itl_source": sorted({s.source for s in self.itl}),
             "max_rel_error": round(self.fit.max_rel_error, 4),
             "mean_rel_error": round(self.fit.mean_rel_error, 4),
             "samples": [
@@ -146,9 +157,16 @@ async def calibrate(
         profile = build_profile(settings, info, fit)
         served: StepFit | None = None
         if settings.compensate:
+            # The simulator's ITL histogram is stamped with its step model's times, so engine-timed ITL needs
+            # no correction: its served samples are the model's own figures, and only TTFT is measured.
+            engine_timed = bool(itl) and all(s.source == "engine" for s in itl)
             async with simulated_engine(profile, sess) as url:
                 say(f"measuring the simulator serving that fit at {url}")
-                sim_ttft, sim_itl = await measure(EngineClient(sess, url, info.model), settings, seed, say)
+                sim_ttft, sim_itl = await measure(
+                    EngineClient(sess, url, info.model), settings, seed, say, itl=not engine_timed
+                )
+            if engine_timed:
+                sim_itl = [modelled_itl(profile, s) for s in itl]
             served = fit_step_model(sim_ttft, sim_itl, max_num_batched_tokens=settings.max_num_batched_tokens)
             profile = with_coefficients(profile, corrected(fit, served))
     finally:
@@ -157,14 +175,23 @@ async def calibrate(
     return Calibration(info, tuple(ttft), tuple(itl), fit, profile, time.perf_counter() - started, served)
 
 
+def modelled_itl(profile: CalibratedProfile, sample: ItlSample) -> ItlSample:
+    """What ``profile``'s step model says ``sample``'s decode steps take."""
+    step = profile.step_time(0, sample.batch, round(sample.batch * sample.context_tokens))
+    return ItlSample(sample.batch, sample.context_tokens, step, "engine")
+
+
 async def measure(
-    client: EngineClient, settings: CalibrationSettings, seed: int, say: Progress
+    client: EngineClient, settings: CalibrationSettings, seed: int, say: Progress, *, itl: bool = True
 ) -> tuple[list[TtftSample], list[ItlSample]]:
-    """Warm-up, then TTFT per prompt length (medians) and ITL per (context, batch) (medians of runs)."""
+    """Warm-up, then TTFT per prompt length and (with ``itl``) ITL per (context, batch): the
+    ``settings.quantile`` of each point's repeats."""
     for i in range(settings.warmup_requests):
         await client.stream(prompt_words(16, seed - 1 - i), 8)
     say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
     raw = await measure_ttft(client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=seed)
+    if not itl:
+        return median_ttft(raw, settings.quantile), []
     # Repeats are the outer loop, as for TTFT: a burst of outside load spreads over many points instead of
     # spoiling every run of one.
     say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} at contexts {settings.itl_contexts}")
@@ -181,34 +208,43 @@ async def measure(
                 )
                 if sample is not None:
                     runs.setdefault((context, batch), []).append(sample)
-    itl = [s for key in sorted(runs) for s in median_itl(runs[key])]
-    return median_ttft(raw), itl
+    points = [s for key in sorted(runs) for s in median_itl(runs[key], settings.quantile)]
+    return median_ttft(raw, settings.quantile), points
 
 
-def median_ttft(samples: list[TtftSample]) -> list[TtftSample]:
-    """One sample per prompt length: the median time (robust to a stray slow request)."""
+def median_ttft(samples: list[TtftSample], q: float = 0.5) -> list[TtftSample]:
+    """One sample per prompt length: the ``q`` quantile of its times (the median: robust to a stray slow
+    request)."""
     by_length: dict[int, list[TtftSample]] = {}
     for s in samples:
         by_length.setdefault(s.prompt_tokens, []).append(s)
     out = []
     for length, group in sorted(by_length.items()):
-        times = sorted(s.seconds for s in group)
         cached = min(s.cached_tokens for s in group)
-        out.append(TtftSample(length, _median(times), cached))
+        out.append(TtftSample(length, quantile([s.seconds for s in group], q), cached))
     return out
 
 
-def median_itl(runs: list[ItlSample]) -> list[ItlSample]:
+def median_itl(runs: list[ItlSample], q: float = 0.5) -> list[ItlSample]:
+    """One sample per (context, batch): the ``q`` quantile of its runs, taken over the runs timed by the
+    engine's own clock when there are any (client-timed runs are then left out, not mixed in)."""
+    engine = [r for r in runs if r.source == "engine"]
+    runs = engine or runs
     if not runs:
         return []
     ctx = sum(r.context_tokens for r in runs) / len(runs)
-    return [ItlSample(runs[0].batch, ctx, _median(sorted(r.seconds for r in runs)))]
+    return [ItlSample(runs[0].batch, ctx, quantile([r.seconds for r in runs], q), runs[0].source)]
 
 
-def _median(sorted_values: list[float]) -> float:
-    n = len(sorted_values)
-    mid = n // 2
-    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, interpolated between order statistics (0.5: the median)."""
+    if not values:
+        raise ValueError("quantile of no values")
+    ordered = sorted(values)
+    pos = min(max(q, 0.0), 1.0) * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def build_profile(settings: CalibrationSettings, info: EngineInfo, fit: StepFit) -> CalibratedProfile:

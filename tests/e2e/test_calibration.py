@@ -194,10 +194,18 @@ async def test_calibrating_the_simulator_recovers_its_step_model(sim_engine: str
     settings = CalibrationSettings(url=sim_engine, name="fitted", compensate=False, **QUICK)  # type: ignore[arg-type]
     result = await calibrate(settings)
     c = result.fit.coefficients
-    # The served simulator adds its own ~1-2 ms per request and ~0.2 ms per token, hence the loose bounds.
-    assert c["beta2_us"] == pytest.approx(400.0, rel=0.35)
-    assert c["beta1_us"] + c["prefill_quad_us_per_ktok2"] / 1000 == pytest.approx(TINY_CPU.beta1_us, rel=0.35)
-    assert 1500 <= c["beta0_us"] <= 3500
+    # ITL comes from the simulator's own histograms, stamped with its step model: the decode terms come back
+    # (up to the fit's rounding), whatever the load on this machine.
+    assert result.itl and all(s.source == "engine" for s in result.itl)
+    assert c["beta0_us"] == pytest.approx(2000.0, rel=0.05)
+    assert c["beta2_us"] == pytest.approx(400.0, rel=0.05)
+    assert c["attn_us_per_ktok"] == pytest.approx(TINY_CPU.attn_us_per_ktok, abs=5.0)
+    # TTFT is timed by the client, and the served simulator adds its own ~2-6 ms per request (more on a loaded
+    # machine), hence the loose bound on the prediction (the split between beta1 and the quadratic term is
+    # not pinned down by four prompt lengths on a noisy machine).
+    truth = CalibratedProfile(**{**_fields(TINY_CPU), "beta2_us": 400.0, "prefill_step_us": 3000.0})
+    predicted = predict_us(c, ttft_regressors(TtftSample(2048, 0.0), 2048)) * 1e-6
+    assert predicted == pytest.approx(truth.expected_ttft(2048), rel=0.5)
     assert result.fit.max_rel_error < 0.4
     assert result.profile.block_size == TINY_CPU.block_size and result.profile.model == TINY_CPU.model
 
