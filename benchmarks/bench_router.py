@@ -4,15 +4,17 @@
 
 Each workload gets its own `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, KV events
 on ZMQ); before each router's run the engines' prefix caches are emptied, so every router starts from the
-same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (approximate
-index), infctl cache_aware on the precise index (KV events plus speculative entries), sglang-router and
+same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (its default
+index: the engines' KV events plus speculative entries), the same on the approximate index alone (no
+events), sglang-router and
 vllm-router cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
 --peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
 same requests in the fluid model of these engines: true caches and queues, no future).
 
 1. Shared prefixes (the demo's: 48 prefixes of 2k tokens, Zipf 0.6), 32k tokens of KV per engine.
-2. The Mooncake trace in ../shared/data (x4 faster, prompts x0.25, first --mooncake-requests lines), 128k
-   tokens of KV per engine; nearly every request shares a system prompt.
+2. The Mooncake trace in ../shared/data (x8 faster, prompts x0.25 so 128 tokens per hash id, all 3,993
+   lines: its block reuse builds up over the trace, 5% in the first 400 lines, 64% over all), 256k tokens
+   of KV per engine.
 3. Mixed long/short (90% ~256-token chats, 10% ~7k-token documents): short-request TTFT p50/p99 with one
    pool (least_load) against length buckets that give long prompts their own engine.
 
@@ -30,12 +32,14 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import httpx
@@ -53,7 +57,7 @@ from infctl.tokens import token_ids
 MODEL = "m"
 ENGINES = 4
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
-PRECISE = json.dumps({"preset": "cache_aware", "index": "precise"})
+APPROX = json.dumps({"preset": "cache_aware", "index": "approx"})
 
 
 def free_port(span: int = 1) -> int:
@@ -123,13 +127,13 @@ def routers(
     labels: Sequence[str] = (),
 ) -> list[Router]:
     """infctl routers (one per policy: a preset or JSON) then the peers' cache_aware (and, given the
-    engines' KV-event endpoints, vllm-router's kv_aware fed by them). Policies on the precise index get
-    each backend's KV-event endpoint."""
+    engines' KV-event endpoints, vllm-router's kv_aware fed by them). Policies on the precise or auto
+    index get each backend's KV-event endpoint."""
     py = [sys.executable, "-m", "infctl", "router", "--engine", "vllm"]
     out = []
     for i, policy in enumerate(policies):
         port = free_port()
-        precise = bool(kv_events) and _index(policy) == "precise"
+        precise = bool(kv_events) and _index(policy) in ("precise", "auto")
         events = _pad(kv_events, engines)
         specs = [f"{u},kv_events={e}" if precise else u for u, e in zip(engines, events, strict=True)]
         backends = [a for spec in specs for a in ("--backend", spec)]
@@ -234,11 +238,11 @@ def balance(r: BenchResult) -> float:
 def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayResult:
     """The full-knowledge baseline on the same requests (fluid model of the sim's engines and caches)."""
     stage = plan.stages[0]
-    n, rate = stage.num_requests or 0, stage.rate or 1.0
     rng = random.Random(1)
+    specs = build_workload(workload, "completions", seed=1).requests()
     trace, now = [], 0.0
-    for i, spec in zip(range(n), build_workload(workload, "completions", seed=1).requests(), strict=False):
-        now = spec.at_s if spec.at_s is not None else now + rng.expovariate(rate)
+    for i, spec in enumerate(islice(specs, stage.num_requests) if stage.num_requests else specs):
+        now = spec.at_s if spec.at_s is not None else now + rng.expovariate(stage.rate or 1.0)
         ids = token_ids(spec.prompt or "")
         trace.append(TraceRequest(now, RequestInfo.from_ids(f"o{i}", ids, model=MODEL), spec.max_tokens))
     model = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, cache_tokens=blocks * 16)
@@ -334,14 +338,16 @@ async def main() -> None:
     ap.add_argument(
         "--mooncake", type=Path, default=MOONCAKE, help="Mooncake-format trace (default: shared/)"
     )
-    ap.add_argument("--mooncake-requests", type=int, default=400)
+    ap.add_argument("--mooncake-requests", type=int, default=0, help="first N lines (default: all)")
+    ap.add_argument("--mooncake-speedup", type=float, default=8.0, help="time compression of the trace")
     ap.add_argument("--policy", action="append", help="infctl policies to run (preset or JSON); repeatable")
     ap.add_argument("--no-peers", action="store_true", help="skip sglang-router and vllm-router")
     ap.add_argument("--only", choices=["shared", "mooncake", "mixed"], action="append", help="run only these")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the engines and routers on the way out
 
-    policies = args.policy or ["round_robin", "cache_aware", PRECISE]
-    labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware+precise"]
+    policies = args.policy or ["round_robin", "cache_aware", APPROX]
+    labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware approx only"]
     only = set(args.only or ["shared", "mooncake", "mixed"])
     if "shared" in only:
         with Sim(blocks=2048) as sim:
@@ -350,14 +356,15 @@ async def main() -> None:
             load = LoadPlan(stages=[Stage(rate=args.rate, num_requests=args.requests)], warmup=20)
             await quality("shared prefixes (the demo's)", sim, prefix_scenario(ENGINES).workload, load, rs)
     if "mooncake" in only and args.mooncake.exists():
-        with Sim(blocks=8192) as sim:
+        with Sim(blocks=16384) as sim:
             rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
                          kv_events=sim.kv_events, labels=labels)  # fmt: skip
+            x = args.mooncake_speedup
             trace = TraceSpec(
-                path=args.mooncake, time_compression=4.0, input_scale=0.25, max_input_tokens=16000
+                path=args.mooncake, time_compression=x, input_scale=0.25, max_input_tokens=16000
             )
-            plan = LoadPlan(stages=[Stage(num_requests=args.mooncake_requests)])
-            await quality("Mooncake trace (x4 faster, prompts x0.25)", sim, trace, plan, rs)
+            plan = LoadPlan(stages=[Stage(num_requests=args.mooncake_requests or None)])
+            await quality(f"Mooncake trace (x{x:g} faster, prompts x0.25)", sim, trace, plan, rs)
     if "mixed" in only:
         with Sim(blocks=2048) as sim:
             await mixed(sim, args.requests, args.rate)

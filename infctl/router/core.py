@@ -29,10 +29,20 @@ class RouterCore:
         snapshot's clock) expires unconfirmed speculative entries of the precise index."""
         if not request.block_hashes or self.policy.index == "none":
             return {}
-        if self.policy.index == "precise":
+        index = self.policy.index
+        if index == "precise":
             self.precise.expire(now)
             return self.precise.match(request.block_hashes)
-        return self.approx.match(request.block_hashes)
+        guessed = self.approx.match(request.block_hashes)
+        if index == "approx" or not self.precise.any_source:
+            return guessed
+        # auto: what an engine reports beats what the router guessed about it; engines that publish no
+        # events keep the approximate index.
+        self.precise.expire(now)
+        known = self.precise.publishes
+        out = {b: n for b, n in guessed.items() if not known(b)}
+        out.update((b, n) for b, n in self.precise.match(request.block_hashes).items() if known(b))
+        return out
 
     def decide(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
         """Choose a backend without updating the approximate index (call ``learn`` once dispatched, off the
@@ -59,17 +69,18 @@ class RouterCore:
         return decision
 
     def learn(self, snapshot: Snapshot, request: RequestInfo, backend_id: str) -> None:
-        """Record that ``backend_id`` will cache the request's blocks: in the approximate index, or as
-        speculative entries of the precise index that its KV events confirm or let expire."""
-        if not request.block_hashes:
+        """Record that ``backend_id`` will cache the request's blocks: in the approximate index, and (index
+        precise or auto) as speculative entries of the precise index that its KV events confirm or let
+        expire."""
+        index = self.policy.index
+        if not request.block_hashes or index == "none":
             return
-        if self.policy.index == "precise":
+        if index != "approx":
             ttl = self.policy.settings.speculative_ttl_s
             if ttl > 0:
                 self.precise.speculate(backend_id, request.block_hashes, snapshot.now + ttl)
-            return
-        if self.policy.index != "approx":
-            return
+            if index == "precise":
+                return
         sig = snapshot.state(backend_id).signals
         capacity = capacity_entries(
             sig.cache_capacity_tokens if sig else None,

@@ -33,7 +33,7 @@ class ApplyResult:
 class KVIndex:
     """Per-backend sets of cached block hashes, maintained from KV events."""
 
-    __slots__ = ("_blocks", "_owners", "_seq", "_spec")
+    __slots__ = ("_blocks", "_owners", "_seq", "_sources", "_spec")
 
     def __init__(self) -> None:
         self._owners = OwnerMap()
@@ -42,6 +42,8 @@ class KVIndex:
         self._spec: dict[str, OrderedDict[int, float]] = {}
         """Speculative entries: hash -> deadline, oldest deadline first (not confirmed yet)."""
         self._seq: dict[str, int] = {}
+        self._sources: set[str] = set()
+        """Backends whose engine has sent at least one event (their entries are not guesses alone)."""
 
     def apply(self, backend: str, seq: int, events: Iterable[object]) -> ApplyResult:
         """Apply the events of batch ``seq`` from ``backend``'s publisher, in sequence order."""
@@ -60,6 +62,7 @@ class KVIndex:
         Events are told apart by their vLLM tag, which is their class name; unknown kinds raise ValueError.
         """
         kind = type(event).__name__
+        self._sources.add(backend)
         if kind == "AllBlocksCleared":
             self.clear(backend)
             return
@@ -134,6 +137,15 @@ class KVIndex:
         """Drop the backend entirely, sequence included (it was removed, or its publisher restarted)."""
         self.clear(backend)
         self._seq.pop(backend, None)
+        self._sources.discard(backend)
+
+    def publishes(self, backend: str) -> bool:
+        """Whether ``backend``'s engine has sent KV events since it was added (or last forgotten)."""
+        return backend in self._sources
+
+    @property
+    def any_source(self) -> bool:
+        return bool(self._sources)
 
     def match(self, hashes: Sequence[int]) -> dict[str, int]:
         """Backend -> leading blocks of ``hashes`` it holds (longest chained prefix; zeros omitted)."""

@@ -77,6 +77,7 @@ class _Engine:
             heapq.heappop(self.running)
         waiting = sum(1 for _, _, done in self.running if done > now)
         context = sum(tokens for _, tokens, _ in self.running)
+        queued = max(0.0, self.queue_until - now) * model.prefill_tokens_per_s
         signals = EngineSignals(
             queue=waiting,
             running=len(self.running) - waiting,
@@ -88,7 +89,7 @@ class _Engine:
             signals=signals,
             signals_age_s=0.0,
             inflight=len(self.running),
-            queued_tokens=max(0.0, self.queue_until - now) * model.prefill_tokens_per_s,
+            queued_tokens=queued,
             inflight_tokens=context,
         )
 
@@ -136,7 +137,8 @@ class Fleet:
         done = max(now, engine.queue_until) + uncached / model.prefill_tokens_per_s
         engine.queue_until = done
         finish = done + item.output_tokens * model.tpot_s
-        heapq.heappush(engine.running, (finish, float(req.prompt_tokens + item.output_tokens), done))
+        context = float(req.prompt_tokens + item.output_tokens)
+        heapq.heappush(engine.running, (finish, context, done))
         events: list[object] = []
         if change.evicted:
             events.append(BlockRemoved(list(change.evicted)))
@@ -159,13 +161,13 @@ def replay(
 ) -> ReplayResult:
     """Route every request of ``trace`` with ``core`` and account what each backend had to do.
 
-    A core on the precise index receives each engine's KV events (numbered batches) once the prefill that
-    caused them has finished, as a live engine publishes them.
+    A core on the precise (or auto) index receives each engine's KV events (numbered batches) once the
+    prefill that caused them has finished, as a live engine publishes them.
     """
     fleet = Fleet(backends, model)
     seq: Counter[str] = Counter()
     for item in trace:
-        if core.policy.index == "precise":
+        if core.policy.index in ("precise", "auto"):
             for backend, events in fleet.due_events(item.arrival):
                 seq[backend] += 1
                 core.apply_kv_events(backend, seq[backend], events)

@@ -7,7 +7,9 @@ Config shape (every key optional; a bare string names a preset)::
      "scorers": [{"name": "queue", "weight": 2}, {"name": "kv_usage", "weight": 2},
                  {"name": "prefix", "weight": 3}],
      "picker": "max",                              # max | random | round_robin | power_of_two
-     "index": "approx",                            # approx | precise | none: where prefix matches come from
+     "index": "auto",                              # auto | approx | precise | none: where prefix matches
+                                                   # come from (auto: precise for backends publishing KV
+                                                   # events, approximate for the others)
      "settings": {"stale_after_s": 0.2},           # PolicySettings overrides
      "buckets": [{"name": "short", "max_tokens": 2048, "pools": ["short"]},
                  {"name": "long", "pools": ["long"]}],
@@ -36,7 +38,7 @@ from infctl.router.policies.weights import UpstreamConfig, parse_upstreams, pick
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import RequestInfo, Snapshot
 
-IndexKind = Literal["approx", "precise", "none"]
+IndexKind = Literal["auto", "approx", "precise", "none"]
 _HEALTHY = FILTERS["healthy"]({}, "filters")
 _FRESH = FILTERS["fresh"]({}, "filters")
 _LOAD_AWARE = frozenset({"load", "queue", "cost"})
@@ -165,8 +167,8 @@ def build_policy(config: str | Mapping[str, Any], *, path: str = "policy") -> Po
     if picker not in PICKERS:
         raise ConfigError(f"{path}.picker: unknown picker {picker!r}", hint=f"one of: {', '.join(PICKERS)}")
     index = merged.get("index", "none")
-    if index not in ("approx", "precise", "none"):
-        raise ConfigError(f"{path}.index: expected approx, precise or none, got {index!r}")
+    if index not in ("auto", "approx", "precise", "none"):
+        raise ConfigError(f"{path}.index: expected auto, approx, precise or none, got {index!r}")
     settings_raw = merged.get("settings", {})
     if not isinstance(settings_raw, Mapping):
         raise ConfigError(f"{path}.settings: expected a mapping")

@@ -6,13 +6,13 @@
 - ``session``: rendezvous hash of the session header; least load when the header is absent.
 - ``kv_usage``: most free KV cache, with the router's own in-flight count against herding between scrapes.
 - ``prefix`` / ``prefix_precise``: plain longest prefix match (approximate / KV-event index). Kept as the
-naive
-  baseline: with a shared system prompt it piles traffic onto one backend. Prefer ``cache_aware``.
+  naive baseline: with a shared system prompt it piles traffic onto one backend. Prefer ``cache_aware``.
 - ``weighted``: llm-d's default scorer weights (queue 2, kv_usage 2, prefix 3).
-- ``cache_aware``: the recommended one. Load gate (SGLang's imbalance test, AIBrix's mean + k sigma band),
-then
-  Dynamo-style cost (uncached prompt + queued prefill + weighted decode tokens); add ``index: precise`` to use
-  KV events instead of the approximate index.
+- ``cache_aware``: the recommended one. Dynamo-style cost (uncached prompt + queued prefill + weighted
+  decode tokens) behind a load gate that only steps in on gross imbalance (SGLang's test, AIBrix's band at
+  3 sigma), since the cost's own load terms already spread a hot prefix. Index ``auto``: what engines
+  report through KV events (with speculative entries for blocks routed but not yet reported) for the
+  backends that publish them, the approximate index for the others.
 """
 
 from __future__ import annotations
@@ -62,6 +62,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "filters": ["role", "load_gate"],
         "scorers": [{"name": "cost"}],
         "picker": "max",
-        "index": "approx",
+        "index": "auto",
     },
 }
