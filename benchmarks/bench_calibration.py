@@ -7,11 +7,13 @@
 4. The same held-out workloads run against both, interleaved request by request so outside load falls on both:
    TTFT of lone requests at unseen lengths; ITL at unseen batch sizes and an unseen context; and a mixed
    closed loop (4 clients, prompts of 64-1500 tokens, 32 output tokens: prefills and decodes share steps).
-   Figures are medians (this machine's two cores are shared; means are printed for information). Every
+   Each point is judged at ``--quantile`` of its repeats (default the lower quartile, which the fit uses too:
+   other work on this machine only ever adds latency; the medians' verdict is printed beside it). Every
    held-out workload also runs on vLLM a second time with fresh prompts (the A/A column): how far the real
-   engine lands from itself bounds how well any prediction can be judged on this machine. ITL is
-   each stream's average gap over the window where all streams decode (single gaps are ~0 when the API
-   server flushes several tokens at once); the mixed loop reports time per output token per request.
+   engine lands from itself bounds how well any prediction can be judged on this machine. ITL is the
+   engine's own mean step time over steps where the whole batch decoded (``vllm:inter_token_latency_seconds``
+   read during the run, in both engines; see ``infctl.sim.calib_counters``); the mixed loop's time per
+   output token is the engine's ``request_time_per_output_token_seconds`` mean per round.
 
     python benchmarks/bench_calibration.py [--url http://127.0.0.1:8000] [--out tiny-cpu.yaml]
 
