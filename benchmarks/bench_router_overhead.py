@@ -229,17 +229,25 @@ async def saturation(rs: list[Router], url_of: dict[str, str], concurrency: int,
               + ", ".join(f"{k} {v / base:.2f}x" for k, v in rows.items()))  # fmt: skip
 
 
-def all_routers(engine: str, peers_bin: Path | None, policies: list[str], peers: bool) -> list[Router]:
+def all_routers(
+    engine: str, peers_bin: Path | None, policies: list[str], peers: bool, loops: list[str]
+) -> list[Router]:
+    """infctl (once per event loop in ``loops``) and the peers, each with every policy in ``policies``."""
     out: list[Router] = []
     for policy in policies:
         for r in routers([engine], peers_bin, [policy], peers):
-            if not r.name.startswith("infctl"):
-                r.argv[r.argv.index("--policy") + 1] = policy
-                at = r.argv.index("--worker-urls")
-                r.argv[at:at] = ["--prometheus-port", str(free_port())]  # both default to 29000
-                r.name = r.name.replace("cache_aware", policy)
-            if all(r.name != o.name for o in out):
-                out.append(r)
+            if r.name.startswith("infctl"):
+                for loop in loops:
+                    port = free_port()
+                    argv = [*r.argv, "--loop", loop]
+                    argv[argv.index("--port") + 1] = str(port)
+                    out.append(Router(f"{r.name} [{loop}]" if len(loops) > 1 else r.name, argv, port))
+                continue
+            r.argv[r.argv.index("--policy") + 1] = policy
+            at = r.argv.index("--worker-urls")
+            r.argv[at:at] = ["--prometheus-port", str(free_port())]  # both default to 29000
+            r.name = r.name.replace("cache_aware", policy)
+            out.append(r)
     return out
 
 
@@ -254,6 +262,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--saturation-seconds", type=float, default=8.0)
     ap.add_argument("--null-itl-ms", type=float, default=1.0, help="null upstream: delay between chunks")
     ap.add_argument("--no-peers", action="store_true", help="infctl only")
+    ap.add_argument("--loops", default="auto", help="infctl event loops, a row each: auto, uvloop, asyncio")
     ap.add_argument(
         "--peers-bin",
         type=Path,
@@ -275,7 +284,7 @@ async def main(args: argparse.Namespace) -> None:
         for section, kind in sections:
             proc, engine = start_upstream(kind, args.null_itl_ms)
             upstreams.append(proc)
-            rs = all_routers(engine, args.peers_bin, policies, not args.no_peers)
+            rs = all_routers(engine, args.peers_bin, policies, not args.no_peers, args.loops.split(","))
             for r in rs:
                 r.start()
                 started.append(r)

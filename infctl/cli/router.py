@@ -16,7 +16,7 @@ from infctl.errors import ConfigError
 from infctl.router import PRESETS
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
-from infctl.router.server import run
+from infctl.router.server import LoopKind, loop_factory, run
 
 EXAMPLES = """
 Examples:
@@ -34,6 +34,7 @@ Admin API (set INFCTL_ROUTER_ADMIN_TOKEN to require a bearer token): GET/POST /a
 POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy.
 """
 
+_LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}
 _BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id", "kv_events")
 
 
@@ -85,6 +86,13 @@ def router(
         int | None,
         typer.Option("--block-size", help="Tokens per prefix-hash block (the engines'). Default 16."),
     ] = None,
+    loop: Annotated[
+        str,
+        typer.Option(
+            "--loop",
+            help="Event loop: auto (uvloop when installed: infctl's 'fast' extra), uvloop or asyncio.",
+        ),
+    ] = "auto",
 ) -> None:
     """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 
@@ -105,12 +113,16 @@ def router(
         rf = _router_file(file, flags)
         cfg = from_file(rf, admin_token=os.environ.get(rf.admin_token_env or "INFCTL_ROUTER_ADMIN_TOKEN"))
         build_policy(cfg.policy)  # a bad policy fails here, before the port opens
+        kind = _LOOPS.get(loop)
+        if kind is None:
+            raise ConfigError(f"--loop {loop}: expected {', '.join(_LOOPS)}")
+        loop_factory(kind)  # so does --loop uvloop without uvloop
     err_console.print(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
         f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
         highlight=False,
     )
-    run(cfg)
+    run(cfg, loop=kind)
 
 
 def _policy(value: str | None) -> str | dict[str, Any] | None:

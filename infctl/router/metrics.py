@@ -27,6 +27,8 @@ class RouterMetrics:
         """reason -> requests answered by the router itself (no backend, bad request)."""
         self.ejections: Counter[str] = Counter()
         self.readmissions: Counter[str] = Counter()
+        self.probe_rounds = 0
+        """Completed health-probe rounds (every backend probed once)."""
         self.prompt_tokens = 0
         self.estimated_cached_tokens = 0
         self.ttft = Histogram(_LATENCY_BUCKETS)
@@ -74,6 +76,12 @@ class RouterMetrics:
             f"{PREFIX}readmissions_total",
             "Ejected backends re-admitted by a health probe.",
             ((label_pairs({"backend": b}), n) for b, n in sorted(self.readmissions.items())),
+        )
+        w.counter(
+            f"{PREFIX}health_probe_rounds_total",
+            "Completed health-probe rounds (each probes every backend once).",
+            "",
+            self.probe_rounds,
         )
         w.counter(f"{PREFIX}prompt_tokens_total", "Prompt tokens routed (estimate).", "", self.prompt_tokens)
         w.counter(

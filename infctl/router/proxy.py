@@ -43,6 +43,7 @@ async def generate(state: RouterState, request: web.Request, *, path: str) -> we
             headers=request.headers,
             block_size=state.cfg.block_size,
             session_header=state.cfg.session_header,
+            hashes=state.core.policy.index != "none",
         )
     except BadRequest as exc:
         state.metrics.rejected["bad_request"] += 1
@@ -183,13 +184,19 @@ async def _attempt(
         if got_first:
             pool.first_token(decode, info.prompt_tokens)
             state.metrics.ttft.observe(result.first_byte_s or 0.0)
-        status = f"{result.status // 100}xx" if result.completed else "broken"
+        if result.completed:
+            status = f"{result.status // 100}xx"
+        else:
+            status = "client_gone" if result.client_gone else "broken"
         state.metrics.requests[(decode, status)] += 1
         state.metrics.observe_upstream(backend.upstream, status, result.first_byte_s)
         if result.completed and result.status < 500:
             pool.record_success(decode)
-        elif not result.completed:
-            pool.record_failure(decode, loop.time(), fatal=False, error="stream broken")
+        elif status == "broken" and pool.record_failure(
+            decode, loop.time(), fatal=False, error="stream broken"
+        ):
+            state.metrics.ejections[decode] += 1
+            log.warning("ejected %s after a broken stream", decode)
         return out
     except UpstreamFailed as exc:
         # The client never sees this answer (it is retried elsewhere or becomes the router's 502), but a
@@ -233,4 +240,3 @@ def _without(snap: Snapshot, tried: set[str]) -> Snapshot:
         return snap
     backends = tuple(replace(b, draining=True) if b.id in tried else b for b in snap.backends)
     return Snapshot(backends=backends, states=snap.states, now=snap.now)
-

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from infctl.router.snapshot import RequestInfo
-from infctl.tokens import chat_prompt_text, token_ids
+from infctl.tokens import chat_prompt_text, count_tokens, token_ids
 
 
 def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
@@ -57,21 +57,26 @@ def request_info(
     headers: Mapping[str, str],
     block_size: int,
     session_header: str,
+    hashes: bool = True,
 ) -> RequestInfo:
+    """What the policies read from one request. ``hashes=False`` (a policy that uses no prefix index) only
+    counts the prompt's tokens: no token ids, no block hashes, a fraction of the cost on long prompts."""
     prompt = body.get("prompt")
-    ids = (
-        [int(t) for t in prompt]
-        if not chat and isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)
-        else token_ids(prompt_text(body, chat=chat))
-    )
+    ids: list[int] | None = None
+    if not chat and isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        ids = [int(t) for t in prompt]
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
-    return RequestInfo.from_ids(
-        request_id,
-        ids,
-        block_size=block_size,
-        model=model if isinstance(model, str) else "",
-        session_key=headers.get(session_header),
-        is_stream=bool(body.get("stream")),
-        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
-    )
+    common: dict[str, Any] = {
+        "model": model if isinstance(model, str) else "",
+        "block_size": block_size,
+        "session_key": headers.get(session_header),
+        "is_stream": bool(body.get("stream")),
+        "max_tokens": max_tokens if isinstance(max_tokens, int) else None,
+    }
+    if not hashes:
+        n = len(ids) if ids is not None else count_tokens(prompt_text(body, chat=chat))
+        return RequestInfo(request_id, prompt_tokens=n, **common)
+    if ids is None:
+        ids = token_ids(prompt_text(body, chat=chat))
+    return RequestInfo.from_ids(request_id, ids, **common)

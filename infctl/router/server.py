@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import httpx
@@ -16,7 +17,7 @@ from aiohttp import web
 
 from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
-from infctl.errors import MetricsError
+from infctl.errors import ConfigError, MetricsError
 from infctl.router import admin
 from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
@@ -210,6 +211,7 @@ async def probe_loop(state: RouterState, stop: asyncio.Event) -> None:
             elif state.pool.record_failure(bid, now, fatal=fatal, error=error):
                 state.metrics.ejections[bid] += 1
                 log.warning("ejected %s: %s", bid, error)
+        state.metrics.probe_rounds += 1
         await _sleep_until(stop, started + state.cfg.health_interval_s - loop.time())
 
 
@@ -297,6 +299,29 @@ def _in_cluster(namespace: str) -> Callable[[], KubeClient]:
     return connect
 
 
-def run(cfg: RouterConfig) -> None:
-    """The one sync entry point (the CLI's)."""
-    asyncio.run(serve(cfg))
+LoopKind = Literal["auto", "uvloop", "asyncio"]
+
+
+def run(cfg: RouterConfig, *, loop: LoopKind = "auto") -> None:
+    """The one sync entry point (the CLI's). ``loop``: ``auto`` runs on uvloop when it is installed
+    (``pip install 'infctl[fast]'``) and on asyncio's own loop otherwise; ``uvloop`` requires it;
+    ``asyncio`` never uses it (``bench_router_overhead.py --loops asyncio,uvloop`` compares them)."""
+    with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
+        runner.run(serve(cfg))
+
+
+def loop_factory(kind: LoopKind) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop constructor for ``kind`` (None: asyncio's default)."""
+    if kind == "asyncio":
+        return None
+    try:
+        # Imported by name: uvloop is an optional dependency, so type checkers may not have it.
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        if kind == "uvloop":
+            raise ConfigError(
+                "--loop uvloop: uvloop is not installed", hint="pip install 'infctl[fast]' (or uvloop)"
+            ) from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory

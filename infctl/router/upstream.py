@@ -2,8 +2,9 @@
 
 Retry safety is the point of this module: a request may be retried on another backend only while nothing
 has reached the client. ``forward`` raises ``UpstreamFailed`` in exactly those cases (connection errors,
-timeouts before the response head, 5xx heads); once it has started writing to the client it never raises
-that, so the caller cannot duplicate or splice a stream.
+5xx heads, timeouts or broken connections before the first body byte: the client's head waits for it);
+once it has started writing to the client it never raises that, so the caller cannot duplicate or splice a
+stream.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class RelayResult:
     bytes_relayed: int
     completed: bool
     """False when the upstream broke mid-stream or the client went away."""
+    client_gone: bool = False
+    """True when it was the client that went away (the backend is not to blame)."""
 
 
 class UpstreamFailed(Exception):
@@ -84,7 +87,10 @@ async def forward(
     request_id: str,
     clock: asyncio.AbstractEventLoop | None = None,
 ) -> tuple[web.StreamResponse, RelayResult]:
-    """POST ``body`` to ``url`` and relay the answer to ``request``'s client chunk by chunk."""
+    """POST ``body`` to ``url`` and relay the answer to ``request``'s client chunk by chunk.
+
+    The client's response head goes out with the first body chunk, not before: an engine that dies between
+    its own head and its first token has still sent the client nothing, so the request can be retried."""
     loop = clock or asyncio.get_running_loop()
     sent_at = loop.time()
     try:
@@ -95,24 +101,31 @@ async def forward(
         if resp.status >= 500:
             await resp.read()
             raise UpstreamFailed(f"HTTP {resp.status}", status=resp.status)
+        try:
+            chunk = await resp.content.readany()
+        except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
+            raise UpstreamFailed(f"broke before the first byte: {type(exc).__name__}") from exc
+        first = loop.time() - sent_at if chunk else None
         out = web.StreamResponse(status=resp.status)
         for name in _KEEP_RESPONSE_HEADERS:
             if name in resp.headers:
                 out.headers[name] = resp.headers[name]
         out.headers["x-request-id"] = request_id
         await out.prepare(request)
-        first: float | None = None
         relayed = 0
-        try:
-            async for chunk in resp.content.iter_any():
-                if first is None:
-                    first = loop.time() - sent_at
-                relayed += len(chunk)
+        while chunk:
+            try:
                 await out.write(chunk)
-        except (TimeoutError, aiohttp.ClientError, ConnectionResetError):
-            # Upstream broke mid-stream: end the client's response short rather than splice another.
-            resp.close()
-            return out, RelayResult(resp.status, first, relayed, completed=False)
+            except ConnectionResetError:  # the client went away: not the backend's failure
+                resp.close()
+                return out, RelayResult(resp.status, first, relayed, completed=False, client_gone=True)
+            relayed += len(chunk)
+            try:
+                chunk = await resp.content.readany()
+            except (TimeoutError, aiohttp.ClientError, ConnectionResetError):
+                # Upstream broke mid-stream: end the client's response short rather than splice another.
+                resp.close()
+                return out, RelayResult(resp.status, first, relayed, completed=False)
         await out.write_eof()
         return out, RelayResult(resp.status, first, relayed, completed=True)
     except BaseException:
