@@ -79,6 +79,14 @@ def run_cmd(
     scrape_interval: Annotated[
         str, typer.Option(help="How often the router refreshes engine signals.", rich_help_panel=_F)
     ] = "100ms",
+    kv_events: Annotated[
+        bool,
+        typer.Option(
+            "--kv-events/--no-kv-events",
+            help="Engines publish KV events and the router routes on them (its precise prefix index).",
+            rich_help_panel=_F,
+        ),
+    ] = False,
     gpus_per_engine: Annotated[int, typer.Option(min=1, help="For GPU-hours.", rich_help_panel=_F)] = 1,
     max_time: Annotated[
         str | None, typer.Option(help="Stop the virtual clock here (e.g. 2h).", rich_help_panel=_F)
@@ -222,6 +230,7 @@ def run_cmd(
             policy=_policy(policy),
             autoscale=scaling,
             scrape_interval_s=parse_duration(scrape_interval, what="--scrape-interval"),
+            kv_events=kv_events,
             gpus_per_engine=gpus_per_engine,
             seed=seed,
             slo=parse_slo(slo) if slo else None,

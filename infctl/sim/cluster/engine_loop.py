@@ -68,9 +68,8 @@ class Simulation:
         self.cfg = cfg
         self.prompts = prompts
         self.q = EventQueue()
-        self.fleet = Fleet(
-            cfg.profile, gpus_per_engine=cfg.gpus_per_engine, engine_options=cfg.engine_options
-        )
+        options = {**cfg.engine_options, "kv_events": True} if cfg.kv_events else cfg.engine_options
+        self.fleet = Fleet(cfg.profile, gpus_per_engine=cfg.gpus_per_engine, engine_options=options)
         self.router = SimRouter(cfg.policy)
         self.scaler = Scaler(cfg.autoscale) if cfg.autoscale is not None else None
         self.traffic = Traffic(prompts.specs(), cfg.load, cfg.seed)
@@ -238,6 +237,8 @@ class Simulation:
         engine.stepping = False
         engine.stalls = 0
         flights, router, scaler = self.flights, self.router, self.scaler
+        if out.kv_events:
+            router.kv_events(engine.id, out.kv_events)
         ended: list[_Flight] = []
         for ev in out.events:
             flight = flights.get(ev.request_id)

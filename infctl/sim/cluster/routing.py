@@ -9,7 +9,7 @@ routed on arrival.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infctl.router.core import RouterCore
@@ -17,6 +17,7 @@ from infctl.router.policies.pipeline import build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.snapshot import Backend, RequestInfo
 from infctl.sim.cluster.fleet import SimEngine
+from infctl.telemetry.kv_events import KVEvent
 
 
 class SimRouter:
@@ -29,6 +30,7 @@ class SimRouter:
         """Decisions by reason (prefix_hit, least_load, round_robin...), as the router's metrics count."""
         self.matched_tokens = 0
         """Prompt tokens the chosen backends were expected to hold (the router's estimate)."""
+        self._event_seq: Counter[str] = Counter()
 
     def add(self, engine: SimEngine) -> None:
         self.pool.add(Backend(id=engine.id, url=f"sim://{engine.id}"))
@@ -39,6 +41,11 @@ class SimRouter:
     def remove(self, engine: SimEngine) -> None:
         self.pool.remove(engine.id)
         self.core.forget(engine.id)
+
+    def kv_events(self, backend_id: str, events: Sequence[KVEvent]) -> None:
+        """One engine's KV event batch, numbered per engine as its publisher would."""
+        self._event_seq[backend_id] += 1
+        self.core.apply_kv_events(backend_id, self._event_seq[backend_id], events)
 
     def scrape(self, engines: Iterable[SimEngine], now: float) -> None:
         """One scrape round: every serving engine's current signals, stamped ``now``."""
