@@ -323,4 +323,7 @@ def _pct(x: float | None) -> str:
 
 
 def register(root: typer.Typer) -> None:
+    from infctl.cli.simulate_compare import register as add_compare  # infctl simulate compare
+
+    add_compare(app)
     root.add_typer(app)

@@ -1,0 +1,134 @@
+"""``infctl simulate compare``: the seed's comparisons on the simulator, printed side by side."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from infctl.bench.io import save_json
+from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
+from infctl.sim.cluster import SimProgress
+from infctl.sim.cluster.scenarios import (
+    SCENARIOS,
+    ScenarioOutcome,
+    ScenarioSize,
+    build_scenarios,
+    columns,
+    run_scenario,
+    scenario_rows,
+)
+from infctl.sim.cluster.scenarios.catalog import MOONCAKE_TRACE
+from infctl.sim.profiles import get_profile
+
+EPILOG = f"""
+[bold]Scenarios[/] (all of them when none is named)
+
+  [bold]bucketing[/]        length buckets vs one pool: short-prompt TTFT, throughput at saturation
+  [bold]prefix[/]           prefix-aware vs random routing on long shared prefixes: hit rate, TTFT, throughput
+  [bold]prefix-mooncake[/]  the same on the Mooncake trace, time-compressed to load the fleet
+  [bold]autoscaling[/]      autoscaler vs a static fleet for the peak over a diurnal day: GPU-hours, SLO
+  [bold]kv-tier[/]          HBM only vs a host-DRAM tier vs a slower shared pool: hit rate, TTFT, throughput
+
+[bold]Examples[/]
+
+  [dim]# every comparison at the default size (a few minutes), the seed's figures beside ours[/]
+  infctl simulate compare
+
+  [dim]# two of them, bigger, each arm saved in the bench schema (infctl bench compare reads them)[/]
+  infctl simulate compare prefix kv-tier --engines 16 --requests 4000 --save runs/
+
+  [dim]# figures for a script[/]
+  infctl simulate compare bucketing --output json | jq '.scenarios[0].measures'
+
+Every arm runs the simulator's unchanged router presets, autoscaler policy and engine KV model on the same
+workload and seed; DeepSeek-V3 (8xH200 per engine) unless --profile says otherwise; autoscaling uses half
+the engines (its static fleet), the KV tier an eighth. Default trace: {MOONCAKE_TRACE}.
+"""
+
+
+def compare_cmd(
+    ctx: typer.Context,
+    scenarios: Annotated[
+        list[str] | None, typer.Argument(help=f"Any of: {', '.join(SCENARIOS)}.", show_default=False)
+    ] = None,
+    engines: Annotated[int, typer.Option(min=2, help="Engines of the routing comparisons.")] = 8,
+    requests: Annotated[int, typer.Option(min=20, help="Requests per arm (a trace: its first ones).")] = 2000,
+    seed: Annotated[int, typer.Option(help="Workload and arrival seed, the same for every arm.")] = 0,
+    profile: Annotated[
+        str | None, typer.Option(help="Engine profile for every scenario (default: each its own).")
+    ] = None,
+    trace: Annotated[Path, typer.Option(help="Mooncake-format trace.")] = MOONCAKE_TRACE,
+    output: Annotated[
+        OutputFormat | None, typer.Option("-o", "--output", help="table (default), json or yaml.")
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option(help="Write each arm's result here (bench JSON schema), one file per arm.")
+    ] = None,
+) -> None:
+    """Run the seed's comparisons through the simulator and print them side by side."""
+    fmt = output or global_options(ctx).output
+    with errors_as_exit():
+        size = ScenarioSize(
+            engines=engines,
+            requests=requests,
+            seed=seed,
+            profile=get_profile(profile) if profile else None,
+            trace=trace,
+        )
+        built = build_scenarios(list(scenarios or []), size)
+        outcomes = [run_scenario(sc, on_arm=_say, progress=_progress) for sc in built]
+        saved = _save(outcomes, save) if save else []
+    _clear()
+    if fmt is OutputFormat.table:
+        console.print(Group(*(_view(o) for o in outcomes), *(Text(f"wrote {p}", style="dim") for p in saved)))
+    else:
+        emit(replace(global_options(ctx), output=fmt), {"scenarios": [o.to_dict() for o in outcomes]})
+
+
+def _view(outcome: ScenarioOutcome) -> RenderableType:
+    sc = outcome.scenario
+    table = simple_table(sc.title, columns(sc), scenario_rows(outcome), numbers=True)
+    return Group(table, Text(sc.notes, style="dim"), Text(""))
+
+
+def _save(outcomes: list[ScenarioOutcome], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for o in outcomes:
+        for arm, result in zip(o.scenario.arms, o.results, strict=True):
+            slug = re.sub(r"[^a-z0-9]+", "-", arm.label.lower()).strip("-")
+            paths.append(save_json(result.to_dict(), directory / f"{o.scenario.name}--{slug}.json"))
+    return paths
+
+
+def _say(text: str) -> None:
+    _clear()
+    err_console.print(text, highlight=False)
+
+
+def _progress(p: SimProgress) -> None:
+    if err_console.is_terminal:
+        total = f"/{p.total}" if p.total else ""
+        err_console.print(
+            f"  simulated {p.sim_time_s:8.1f} s  sent {p.sent}{total}  done {p.completed}  "
+            f"engines {p.engines}  wall {p.wall_s:5.1f} s",
+            end="\r",
+            highlight=False,
+        )
+
+
+def _clear() -> None:
+    if err_console.is_terminal:
+        err_console.print(" " * 78, end="\r")
+
+
+def register(app: typer.Typer, **_: Any) -> None:
+    """Add ``compare`` to the ``simulate`` group."""
+    app.command("compare", epilog=EPILOG)(compare_cmd)

@@ -1,0 +1,232 @@
+"""The seed's four comparisons, sized by a :class:`ScenarioSize`, on DeepSeek-V3 and Kimi K2 engines.
+
+Each builder returns a pure :class:`~infctl.sim.cluster.scenarios.model.SimScenario`; nothing runs here.
+Arms use the router's own presets (``random``, ``round_robin``, ``least_load``, ``cache_aware``) and bucket
+config, the autoscaler's own :class:`~infctl.autoscaler.settings.PolicyConfig`, and the simulated engine's
+own :class:`~infctl.sim.offload.OffloadTier`: nothing is reimplemented.
+
+Loads are set from the profile's prefill capacity (:func:`prefill_rate`) so a scenario stays in the same
+regime on any profile: latency stages run open loop at about 60% of the baseline's capacity, throughput
+stages run closed loop with more requests in flight than the engines can batch quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from infctl.bench.config import LoadPlan, Stage
+from infctl.bench.scenarios import SHORT_MAX_TOKENS
+from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec, TraceSpec
+from infctl.errors import ConfigError
+from infctl.sim.cluster.config import SimConfig
+from infctl.sim.cluster.scenarios import measures as m
+from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
+from infctl.sim.profiles import DEEPSEEK_V3_H200_DECODE, KIMI_K2_H200, SimProfile
+
+DEEPSEEK_V3_H200 = DEEPSEEK_V3_H200_DECODE.with_overrides(
+    name="deepseek-v3-h200",
+    description="DeepSeek-V3 on one 8xH200 node, aggregated: the decode node's step model with the prefill "
+    "node's 16k-token chunks (~70k prompt tok/s)",
+    max_num_batched_tokens=16_384,
+)
+"""DeepSeek-V3 serving whole requests (prefill and decode on one engine), as the scenarios need."""
+GPUS = {DEEPSEEK_V3_H200.name: 8, KIMI_K2_H200.name: 16}
+"""GPUs per engine of the scenarios' profiles (for GPU-hours); other profiles count 1."""
+MOONCAKE_TRACE = Path(__file__).resolve().parents[5] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+"""The repository's sibling data directory (``../shared/data/``)."""
+MOONCAKE_REQUESTS = 3993
+MAX_OUTPUT_TOKENS = 2048
+"""Trace outputs are cut here, prompts at the profile's context less this."""
+
+
+@dataclass(frozen=True)
+class ScenarioSize:
+    """How big to run the scenarios (``infctl simulate compare`` flags)."""
+
+    engines: int = 8
+    """Engines of the routing comparisons; half of them for autoscaling (its static fleet), an eighth for
+    the KV tier."""
+    requests: int = 2000
+    """Requests per arm (a trace: its first ones, at most 3,993; the diurnal day is sized to send these)."""
+    seed: int = 0
+    profile: SimProfile | None = None
+    """None: each scenario's own (DeepSeek-V3 for routing and the KV tier, Kimi K2 for autoscaling)."""
+    trace: Path = MOONCAKE_TRACE
+    """Mooncake-format trace of the trace-driven scenarios."""
+
+    def __post_init__(self) -> None:
+        if self.engines < 2:
+            raise ConfigError("the comparisons need at least 2 engines", hint="e.g. --engines 8")
+        if self.requests < 20:
+            raise ConfigError(
+                "the comparisons need at least 20 requests per arm", hint="e.g. --requests 2000"
+            )
+
+
+def prefill_rate(profile: SimProfile) -> float:
+    """Prompt tokens per second one engine prefills at full chunks (no cache hits, no decoding)."""
+    chunk = profile.max_num_batched_tokens
+    return chunk / profile.step_time(chunk, 0, 0)
+
+
+def base_config(size: ScenarioSize, profile: SimProfile, **kw: object) -> SimConfig:
+    p = size.profile or profile
+    return SimConfig(profile=p, gpus_per_engine=GPUS.get(p.name, 1), seed=size.seed, **kw)  # type: ignore[arg-type]
+
+
+def _paced_then_saturated(rate: float, concurrency: int, requests: int) -> LoadPlan:
+    half = max(10, requests // 2)
+    return LoadPlan(
+        stages=[
+            Stage(rate=rate, num_requests=half),
+            Stage(concurrency=concurrency, num_requests=requests - half),
+        ]
+    )
+
+
+SAT_TPUT = Measure("output tok/s at saturation", m.output_throughput(m.SATURATED), "tok/s", "higher")
+
+
+def bucketing(size: ScenarioSize) -> SimScenario:
+    """90% short chats, 10% long documents: one least-load pool vs length buckets with their own engines.
+
+    The long pool gets engines in proportion to the prefill work long prompts bring (75% here), so both
+    arms have the same capacity; what changes is that short prompts never queue behind a long prefill."""
+    short, long_ = (
+        LengthDist(kind="lognormal", mean=600, sigma=0.5, max=SHORT_MAX_TOKENS),
+        LengthDist(kind="uniform", low=8_000, high=24_000),
+    )
+    work_long = 0.1 * 16_000 / (0.1 * 16_000 + 0.9 * 600)
+    n_long = min(size.engines - 1, max(1, round(size.engines * work_long)))
+    pools = ["short"] * (size.engines - n_long) + ["long"] * n_long
+    buckets = [
+        {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
+        {"name": "long", "pools": ["long"]},
+    ]
+    base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
+    mean_prompt = 0.9 * 600 + 0.1 * 16_000
+    rate = 0.6 * size.engines * prefill_rate(base.profile) / mean_prompt
+    workload = MixtureSpec(
+        components=[
+            MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=128)),
+            MixComponent(name="long", weight=0.1, input=long_, output=LengthDist(mean=64)),
+        ]
+    )
+    base = replace(
+        base, workload=workload, load=_paced_then_saturated(rate, 32 * size.engines, size.requests)
+    )
+    return SimScenario(
+        name="bucketing",
+        title=f"length buckets vs one pool: {size.engines} x {base.profile.name}, 90% short / 10% long "
+        "prompts",
+        base=base,
+        arms=[
+            SimArm("one pool", {"policy": "least_load"}),
+            SimArm(
+                f"buckets ({size.engines - n_long} short + {n_long} long)",
+                {"policy": {"preset": "least_load", "buckets": buckets}},
+                pools,
+            ),
+        ],
+        measures=[
+            Measure("short TTFT p50", m.short_ttft("p50", m.PACED), "ms", "lower"),
+            Measure("short TTFT p99", m.short_ttft("p99", m.PACED), "ms", "lower"),
+            Measure("TTFT p99 (all)", m.ttft("p99", m.PACED), "ms", "lower"),
+            SAT_TPUT,
+        ],
+        headline="short TTFT p99",
+        seed_says={"short TTFT p99": "-91%", SAT_TPUT.name: "+124%"},
+        notes=f"latencies at {rate:.1f} req/s (open loop, ~60% of prefill capacity); throughput in a closed "
+        f"loop of {32 * size.engines} requests",
+    )
+
+
+PREFIX_MEASURES = [
+    Measure("prefix-cache hit rate", m.engine_hit_rate, "pct", "higher"),
+    Measure("TTFT p50", m.ttft("p50", m.PACED), "ms", "lower"),
+    Measure("TTFT p99", m.ttft("p99", m.PACED), "ms", "lower"),
+    SAT_TPUT,
+]
+PREFIX_SEED = {"prefix-cache hit rate": "60% -> 90%", "TTFT p50": "-29%", SAT_TPUT.name: "+30%"}
+ROUTING_ARMS = [
+    SimArm("random", {"policy": "random"}),
+    SimArm("infctl cache_aware", {"policy": "cache_aware"}),
+    SimArm("round robin", {"policy": "round_robin"}),
+]
+
+
+def prefix_shared(size: ScenarioSize) -> SimScenario:
+    """Long shared prefixes (documents, agent prompts: 32k tokens, less on a small engine) whose working set
+    is twice one engine's HBM."""
+    base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
+    p = base.profile
+    hbm = p.num_gpu_blocks * p.block_size
+    prefix = min(32_768, hbm // 8 // p.block_size * p.block_size)
+    groups = max(4, round(2 * hbm / prefix))
+    workload = SharedPrefixSpec(
+        groups=groups, prefix_tokens=prefix, zipf=0.6, input=LengthDist(mean=256), output=LengthDist(mean=128)
+    )
+    # Random routing finds about a third of each prompt cached: size the paced rate on that.
+    rate = 0.6 * size.engines * prefill_rate(p) / (0.67 * (prefix + 256))
+    base = replace(
+        base, workload=workload, load=_paced_then_saturated(rate, 16 * size.engines, size.requests)
+    )
+    return SimScenario(
+        name="prefix",
+        title=f"prefix-aware vs random routing: {size.engines} x {p.name}, {groups} shared {prefix // 1024}k "
+        "prefixes",
+        base=base,
+        arms=ROUTING_ARMS,
+        measures=PREFIX_MEASURES,
+        headline="prefix-cache hit rate",
+        seed_says=PREFIX_SEED,
+        notes=f"latencies at {rate:.1f} req/s (open loop); throughput in a closed loop of "
+        f"{16 * size.engines}",
+    )
+
+
+def trace_spec(size: ScenarioSize, compression: float) -> tuple[TraceSpec, int]:
+    if not size.trace.is_file():
+        raise ConfigError(
+            f"the Mooncake trace {size.trace} is missing", hint="pass --trace FILE (Mooncake JSONL format)"
+        )
+    # A few Mooncake prompts exceed a 128k context: cut them, as --max-input-tokens would.
+    longest = (size.profile or DEEPSEEK_V3_H200).max_model_len - MAX_OUTPUT_TOKENS
+    spec = TraceSpec(
+        path=size.trace,
+        time_compression=compression,
+        max_input_tokens=longest,
+        max_output_tokens=MAX_OUTPUT_TOKENS,
+    )
+    return spec, min(size.requests, MOONCAKE_REQUESTS)
+
+
+def trace_plan(requests: int, concurrency: int) -> LoadPlan:
+    """The trace's first half at its own (compressed) timestamps, then the rest in a closed loop."""
+    half = max(10, requests // 2)
+    return LoadPlan(
+        stages=[Stage(num_requests=half), Stage(concurrency=concurrency, num_requests=requests - half)]
+    )
+
+
+def prefix_mooncake(size: ScenarioSize) -> SimScenario:
+    """The Mooncake trace (mean prompt 15k tokens, 64% reusable), compressed to load the fleet."""
+    base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
+    # The trace sends ~60k prompt tokens/s: compress it to ~60% of the fleet's prefill capacity at a
+    # 30% hit rate.
+    compression = 0.6 * size.engines * prefill_rate(base.profile) / (0.7 * 60_000)
+    trace, n = trace_spec(size, compression)
+    base = replace(base, workload=trace, load=trace_plan(n, 16 * size.engines))
+    return SimScenario(
+        name="prefix-mooncake",
+        title=f"prefix-aware vs random routing: {size.engines} x {base.profile.name}, Mooncake trace x"
+        f"{compression:.1f}",
+        base=base,
+        arms=ROUTING_ARMS,
+        measures=PREFIX_MEASURES,
+        headline="prefix-cache hit rate",
+        seed_says=PREFIX_SEED,
+        notes=f"first {n} trace requests: half at the trace's timestamps compressed x{compression:.1f}, "
+        f"half in a closed loop of {16 * size.engines}",
+    )
