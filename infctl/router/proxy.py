@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
+import random
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -28,11 +28,14 @@ log = logging.getLogger(__name__)
 
 # Expected output when the client does not say: only used to weigh decode load, never sent upstream.
 _DEFAULT_EXPECTED_OUTPUT = 128
+# Request ids need to be unique, not secret: uuid4 reads the OS's random source on every call, a system
+# call in front of every request's TTFT; this generator is seeded from it once.
+_ids = random.Random()
 
 
 async def generate(state: RouterState, request: web.Request, *, path: str) -> web.StreamResponse:
     """Route one /v1/completions or /v1/chat/completions request."""
-    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    request_id = request.headers.get("x-request-id") or f"{_ids.getrandbits(128):032x}"
     try:
         raw = await request.read()
         body = parse_body(raw)
@@ -122,9 +125,11 @@ def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str 
         pd = state.core.route_pd(snap, info, state.pd_settings)
         return pd.prefill, pd.decode, pd.reason, 0
     d = state.core.decide(snap, info)
-    # Learning the prefix index costs ~0.2 ms on long prompts: do it right after this request is on its way,
-    # still before any later request is decided (same event loop), instead of in front of its TTFT.
-    asyncio.get_running_loop().call_soon(state.core.learn, snap, info, d.backend_id)
+    # Learning the prefix index costs ~0.2 ms on long prompts: do it once this request is on its way, not in
+    # front of its TTFT. The client sends the body from a task that starts on the next loop iteration, so
+    # learning waits one iteration more (requests decided in between may not see it: a microsecond window).
+    loop = asyncio.get_running_loop()
+    loop.call_soon(loop.call_soon, state.core.learn, snap, info, d.backend_id)
     return None, d.backend_id, d.reason, d.matched_blocks
 
 

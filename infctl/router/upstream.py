@@ -51,10 +51,14 @@ class UpstreamFailed(Exception):
 
 
 def make_session(*, connect_timeout_s: float, read_timeout_s: float, limit: int = 0) -> aiohttp.ClientSession:
-    """The one place the router builds its upstream HTTP client (keep-alive pool, no total timeout)."""
+    """The one place the router builds its upstream HTTP client (keep-alive pool, no total timeout).
+
+    No cookie jar: a proxy that kept the engines' cookies would send one client's to every other."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s)
     connector = aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300, enable_cleanup_closed=True)
-    return aiohttp.ClientSession(timeout=timeout, connector=connector, auto_decompress=False)
+    return aiohttp.ClientSession(
+        timeout=timeout, connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
+    )
 
 
 def upstream_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
