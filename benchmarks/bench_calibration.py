@@ -2,18 +2,23 @@
 
 1. A real vLLM (CPU build) serves the tiny random Llama (``tools/make_tiny_model.py``); or pass ``--url``.
 2. ``infctl sim calibrate`` (the library call) fits a profile to it: TTFT at prompt lengths 16, 128, 384, 768,
-   1280, 2048; ITL at batches 1, 2, 4, 8, 16, 24 of 32- and 1024-token prompts.
-3. ``infctl sim --profile`` serves that profile in a child process.
-4. The same held-out workloads run against both, interleaved request by request so outside load falls on both:
-   TTFT of lone requests at unseen lengths; ITL at unseen batch sizes and an unseen context; and a mixed
-   closed loop (4 clients, prompts of 64-1500 tokens, 32 output tokens: prefills and decodes share steps).
-   Each point is judged at ``--quantile`` of its repeats (default the lower quartile, which the fit uses too:
-   other work on this machine only ever adds latency; the medians' verdict is printed beside it). Every
-   held-out workload also runs on vLLM a second time with fresh prompts (the A/A column): how far the real
-   engine lands from itself bounds how well any prediction can be judged on this machine. ITL is the
-   engine's own mean step time over steps where the whole batch decoded (``vllm:inter_token_latency_seconds``
-   read during the run, in both engines; see ``infctl.sim.calib_counters``); the mixed loop's time per
-   output token is the engine's ``request_time_per_output_token_seconds`` mean per round.
+   1280, 2048 (the client's, and vLLM's own ``request_prefill_time_seconds`` for the steps alone: the rest is
+   the per-request overhead, which the simulator spends before a request reaches its core); ITL at batches
+   1, 2, 4, 8, 16, 24 of 32- and 1024-token prompts.
+3. The held-out workloads run on vLLM *between* calibration's rounds (``calibrate(between=...)``), twice each
+   with fresh prompts (the A/A column: how far the real engine lands from itself bounds how well any
+   prediction can be judged on this machine), so a burst of outside load falls on the fitted points and the
+   judged ones alike: TTFT of lone requests at unseen lengths; ITL at unseen batch sizes and an unseen
+   context; and a mixed closed loop (4 clients, prompts of 64-1500 tokens, 32 output tokens: prefills and
+   decodes share steps).
+4. ``infctl sim --profile`` serves the fitted profile in a child process and runs the same rounds with the
+   prompts of vLLM's first column.
+
+Each point is judged at ``--quantile`` of its repeats (default the lower quartile, which the fit uses too:
+other work on this machine only ever adds latency; the medians' verdict is printed beside it). ITL is the
+engine's own mean step time over steps where the whole batch decoded (``vllm:inter_token_latency_seconds``
+read during the run, in both engines; see ``infctl.sim.calib_counters``); the mixed loop's time per output
+token is the engine's ``request_time_per_output_token_seconds`` mean per round; TTFTs are the client's.
 
     python benchmarks/bench_calibration.py [--url http://127.0.0.1:8000] [--out tiny-cpu.yaml]
 
@@ -45,7 +50,7 @@ from infctl.engines.vllm import REQUEST_TIME_PER_OUTPUT_TOKEN as TPOT
 from infctl.sim.calib_counters import delta, scrape
 from infctl.sim.calib_fit import ItlSample
 from infctl.sim.calib_loop import free_port, simulated_engine
-from infctl.sim.calib_measure import EngineClient, make_session, measure_itl, prompt_words
+from infctl.sim.calib_measure import EngineClient, engine_info, make_session, measure_itl, prompt_words
 from infctl.sim.calib_profile import write_profile_file
 from infctl.sim.calibrate import CalibrationSettings, calibrate, quantile
 
@@ -98,44 +103,80 @@ async def real_vllm(session: aiohttp.ClientSession) -> AsyncIterator[str]:
 Row = tuple[str, list[float], list[float], list[float]]
 """Name, vLLM, simulator, vLLM again (the A/A pass: how far the real engine moves from itself)."""
 
-
-async def held_out_ttft(real: EngineClient, sim: EngineClient, repeats: int = 7) -> list[Row]:
-    rows: list[Row] = []
-    for n in HELD_OUT_LENGTHS:
-        runs: tuple[list[float], list[float], list[float]] = ([], [], [])
-        for rep in range(repeats):
-            prompt = prompt_words(n, SALT + 90_000 + n * 31 + rep)
-            again = prompt_words(n, SALT + 190_000 + n * 31 + rep)  # the real engine has cached `prompt`
-            for client, text, out in (
-                (real, prompt, runs[0]),
-                (sim, prompt, runs[1]),
-                (real, again, runs[2]),
-            ):
-                out.append((await client.stream(text, 1)).ttft)
-        rows.append((f"TTFT, lone request, {n} tokens", *runs))
-    return rows
+TTFT_REPEATS, ITL_REPEATS, MIXED_ROUNDS = 7, 5, 4
 
 
-async def held_out_itl(real: EngineClient, sim: EngineClient, repeats: int = 5) -> list[Row]:
-    rows: list[Row] = []
-    for batch, context in HELD_OUT_ITL:
-        runs: tuple[list[ItlSample], list[ItlSample], list[ItlSample]] = ([], [], [])
-        for rep in range(repeats):
-            seed = SALT + 70_000 + batch * 101 + rep
-            for client, salt, out in (
-                (real, seed, runs[0]),
-                (sim, seed, runs[1]),
-                (real, seed + 50_000, runs[2]),
-            ):
-                sample = await measure_itl(client, batch, context, ITL_OUTPUT_TOKENS, seed=salt)
-                if sample is not None:
-                    out.append(sample)
-        # Engine-timed runs where a column has any (client-timed ones are not mixed in), as calibrate does.
-        columns = [[s for s in col if s.source == "engine"] or col for col in runs]
-        sources = "/".join(sorted({s.source for col in columns for s in col}))
-        r, m, a = ([s.seconds for s in col] for col in columns)
-        rows.append((f"ITL, {batch} x {context}-token prompts ({sources})", r, m, a))
-    return rows
+class HeldOut:
+    """The held-out workloads, one round at a time, into three columns per figure: vLLM, the simulator and
+    vLLM again. vLLM's rounds run between calibration's own rounds (``calibrate(between=...)``), so a burst
+    of outside load falls on the fitted points and the judged ones alike; the simulator's run once it exists.
+    """
+
+    def __init__(self) -> None:
+        self.ttft: dict[int, tuple[list[float], list[float], list[float]]] = {
+            n: ([], [], []) for n in HELD_OUT_LENGTHS
+        }
+        self.itl: dict[tuple[int, int], tuple[list[ItlSample], list[ItlSample], list[ItlSample]]] = {
+            point: ([], [], []) for point in HELD_OUT_ITL
+        }
+        self.mixed_ttft: tuple[list[float], list[float], list[float]] = ([], [], [])
+        self.mixed_tpot: tuple[list[float], list[float], list[float]] = ([], [], [])
+
+    async def real_round(self, real: EngineClient, r: int) -> None:
+        """Round ``r`` on vLLM: each figure once, then once more with fresh prompts (the A/A column)."""
+        if r < TTFT_REPEATS:
+            await self._ttft(real, r, 0)
+            await self._ttft(real, r, 2)
+        if r < ITL_REPEATS:
+            await self._itl(real, r, 0)
+            await self._itl(real, r, 2)
+        if r < MIXED_ROUNDS:
+            await self._mixed(real, r, 0)
+            await self._mixed(real, r, 2)
+
+    async def sim_rounds(self, sim: EngineClient) -> None:
+        """Every round on the simulator, with the prompts vLLM's first column had."""
+        for r in range(max(TTFT_REPEATS, ITL_REPEATS, MIXED_ROUNDS)):
+            if r < TTFT_REPEATS:
+                await self._ttft(sim, r, 1)
+            if r < ITL_REPEATS:
+                await self._itl(sim, r, 1)
+            if r < MIXED_ROUNDS:
+                await self._mixed(sim, r, 1)
+
+    @staticmethod
+    def _salt(column: int) -> int:
+        # The A/A column's prompts differ from the others' (the real engine has cached those).
+        return SALT + (100_000 if column == 2 else 0)
+
+    async def _ttft(self, client: EngineClient, r: int, column: int) -> None:
+        for n in HELD_OUT_LENGTHS:
+            prompt = prompt_words(n, self._salt(column) + 90_000 + n * 31 + r)
+            self.ttft[n][column].append((await client.stream(prompt, 1)).ttft)
+
+    async def _itl(self, client: EngineClient, r: int, column: int) -> None:
+        for batch, context in HELD_OUT_ITL:
+            seed = self._salt(column) + 70_000 + batch * 101 + r
+            sample = await measure_itl(client, batch, context, ITL_OUTPUT_TOKENS, seed=seed)
+            if sample is not None:
+                self.itl[batch, context][column].append(sample)
+
+    async def _mixed(self, client: EngineClient, r: int, column: int) -> None:
+        got_ttft, got_tpot = await mixed(client, self._salt(column) + 50_000 + 1000 * r)
+        self.mixed_ttft[column].extend(got_ttft)
+        self.mixed_tpot[column].extend(got_tpot)
+
+    def rows(self) -> list[Row]:
+        rows: list[Row] = [(f"TTFT, lone request, {n} tokens", *cols) for n, cols in self.ttft.items()]
+        for (batch, context), runs in self.itl.items():
+            # Engine-timed runs where a column has any (client-timed ones not mixed in), as calibrate does.
+            columns = [[s for s in col if s.source == "engine"] or col for col in runs]
+            sources = "/".join(sorted({s.source for col in columns for s in col}))
+            r, m, a = ([s.seconds for s in col] for col in columns)
+            rows.append((f"ITL, {batch} x {context}-token prompts ({sources})", r, m, a))
+        rows.append(("mixed, 4 clients: TTFT", *self.mixed_ttft))
+        rows.append(("mixed, 4 clients: time per output token", *self.mixed_tpot))
+        return rows
 
 
 async def mixed(client: EngineClient, salt: int, requests: int = 16) -> tuple[list[float], list[float]]:
@@ -164,23 +205,6 @@ async def mixed(client: EngineClient, salt: int, requests: int = 16) -> tuple[li
     after = await scrape(client.session, client.base_url)
     engine = None if before is None or after is None else delta(before, after, TPOT).mean
     return ttfts, gaps if engine is None else [engine]
-
-
-async def held_out_mixed(real: EngineClient, sim: EngineClient, rounds: int = 4) -> list[Row]:
-    """The mixed loop in short rounds, vLLM / simulator / vLLM again in turn, so outside load falls on all
-    three alike. TTFTs are pooled; TPOT is one engine-side mean per round (the median is over rounds)."""
-    ttft: tuple[list[float], list[float], list[float]] = ([], [], [])
-    tpot: tuple[list[float], list[float], list[float]] = ([], [], [])
-    for r in range(rounds):
-        salt = SALT + 50_000 + 1000 * r
-        for i, (client, s) in enumerate(((real, salt), (sim, salt), (real, salt + 100_000))):
-            got_ttft, got_tpot = await mixed(client, s)
-            ttft[i].extend(got_ttft)
-            tpot[i].extend(got_tpot)
-    return [
-        ("mixed, 4 clients: TTFT", *ttft),
-        ("mixed, 4 clients: time per output token", *tpot),
-    ]
 
 
 def report(rows: list[Row], q: float) -> int:
@@ -230,15 +254,27 @@ async def main(url: str | None, out: Path | None, q: float) -> None:
 
 async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: float) -> None:
     settings = CalibrationSettings(url=url, name="tiny-cpu-calibrated", quantile=q)
+    info = await engine_info(session, url, None)
+    real = EngineClient(session, url, info.model)
+    held = HeldOut()
     t0 = time.perf_counter()
-    cal = await calibrate(settings, session=session, progress=lambda m: print("  " + m, flush=True))
-    print(f"calibrated in {time.perf_counter() - t0:.0f} s; in-sample max error {cal.fit.max_rel_error:.1%}")
+
+    async def between(r: int) -> None:
+        await held.real_round(real, r)
+
+    cal = await calibrate(
+        settings, session=session, progress=lambda m: print("  " + m, flush=True), between=between
+    )
+    print(
+        f"calibrated, with vLLM's held-out rounds in between, in {time.perf_counter() - t0:.0f} s; "
+        f"in-sample max error {cal.fit.max_rel_error:.1%}"
+    )
     print("fitted (us):   ", {k: round(v, 1) for k, v in cal.fit.coefficients.items()})
     if cal.served is not None:
         print("sim served (us):", {k: round(v, 1) for k, v in cal.served.coefficients.items()})
     p = cal.profile
     print(
-        f"profile: beta0 {p.beta0_us:.0f} us, prefill_step {p.prefill_step_us:.0f} us, "
+        f"profile: request_overhead {p.request_overhead_us:.0f} us, beta0 {p.beta0_us:.0f} us, "
         f"beta1 {p.beta1_us:.2f} us, beta2 {p.beta2_us:.1f} us, attn {p.attn_us_per_ktok:.1f} us/ktok, "
         f"prefill_quad {p.prefill_quad_us_per_ktok2:.0f} us/ktok^2"
     )
@@ -246,14 +282,10 @@ async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: flo
         write_profile_file(out, p, cal.metadata(settings))
         print(f"wrote {out}")
     async with simulated_engine(p, session) as sim_url:
-        real = EngineClient(session, url, cal.info.model)
         sim = EngineClient(session, sim_url, cal.info.model)
-        for client in (real, sim):
-            await client.stream(prompt_words(32, 1), 8)
-        rows = await held_out_ttft(real, sim)
-        rows += await held_out_itl(real, sim)
-        rows += await held_out_mixed(real, sim)
-    report(rows, q)
+        await sim.stream(prompt_words(32, 1), 8)
+        await held.sim_rounds(sim)
+    report(held.rows(), q)
     print(load_average())
 
 

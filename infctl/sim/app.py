@@ -85,7 +85,12 @@ class SimInstance:
             offload=settings.offload_tier(),
         )
         self.driver = Driver(
-            core, clock, self.faults, self.metrics, kv_sink=self._publish if kv_events else None
+            core,
+            clock,
+            self.faults,
+            self.metrics,
+            kv_sink=self._publish if kv_events else None,
+            request_overhead=profile.request_overhead_us * 1e-6,
         )
         self.crashed = asyncio.Event()
         self.server_load = 0

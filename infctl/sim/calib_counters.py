@@ -14,6 +14,10 @@ that off ``b``. :func:`decode_window` keeps only the pure intervals of a run scr
 milliseconds, so no client-side timing decides where the window lies (a loaded API server delivers tokens
 late and in bursts, and a window placed by the client's view would straddle prefills or finishes).
 
+``request_prefill_time_seconds`` is the same kind of figure for a lone request: the engine's time from
+scheduling it to its first token (:func:`prefill_seconds`), which leaves out what the API server spends on it
+before the engine core sees it (tokenizing, setup) and what the client spends after.
+
 Pure apart from :func:`scrape`.
 """
 
@@ -25,10 +29,15 @@ from itertools import pairwise
 
 import aiohttp
 
-from infctl.engines.vllm import INTER_TOKEN_LATENCY, ITERATION_TOKENS, REQUEST_TIME_PER_OUTPUT_TOKEN
+from infctl.engines.vllm import (
+    INTER_TOKEN_LATENCY,
+    ITERATION_TOKENS,
+    REQUEST_PREFILL_TIME,
+    REQUEST_TIME_PER_OUTPUT_TOKEN,
+)
 from infctl.telemetry.prometheus import parse_metrics, value
 
-HISTOGRAMS = (INTER_TOKEN_LATENCY, ITERATION_TOKENS, REQUEST_TIME_PER_OUTPUT_TOKEN)
+HISTOGRAMS = (INTER_TOKEN_LATENCY, ITERATION_TOKENS, REQUEST_TIME_PER_OUTPUT_TOKEN, REQUEST_PREFILL_TIME)
 """The families read; each contributes its ``_sum`` and ``_count``."""
 _WANTED = frozenset(f"{h}{s}" for h in HISTOGRAMS for s in ("_sum", "_count"))
 
@@ -106,3 +115,10 @@ def decode_window(
     if steps < min_steps or mean is None or mean <= 0:
         return None
     return DecodeWindow(steps=round(steps), seconds_per_step=mean)
+
+
+def prefill_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """The engine's prefill time of the one request that finished between two scrapes; None unless exactly
+    one did (another request's, or none yet: the engine records it as the request finishes)."""
+    d = delta(before, after, REQUEST_PREFILL_TIME)
+    return d.total if abs(d.count - 1) < 1e-9 and d.total > 0 else None

@@ -1,20 +1,23 @@
 """Fitting the simulator's step-time model to measured latencies (pure: no I/O, no clock).
 
-The model is the one the simulated engine runs (``infctl.sim.profiles``), plus the two terms a real engine
-shows that the stock profiles leave out (:class:`~infctl.sim.calib_profile.CalibratedProfile` runs them)::
+The model is the one the simulated engine runs (``infctl.sim.profiles``), plus the per-request delay and the
+quadratic prefill term (:class:`~infctl.sim.calib_profile.CalibratedProfile` runs it)::
 
     step_us = beta0 + beta1 * p + beta2 * d + attn * ctx / 1e3      (the stock model)
-            + prefill_step * [p > 0] + prefill_quad * (p / 1e3)^2   (calibrated profiles only)
+            + prefill_quad * sum over chunks of ((prefix + c)^2 - prefix^2) / 1e6
+    TTFT    = request_overhead + the request's steps
 
-with ``p`` prefill tokens computed in the step, ``d`` decoding sequences and ``ctx`` their summed context.
+with ``p`` prefill tokens computed in the step, ``d`` decoding sequences, ``ctx`` their summed context, and
+each request's prefill chunk of ``c`` tokens after ``prefix`` already computed ones.
 
 Two kinds of observation pin it down:
 
-- **TTFT of one request on an idle engine**: the sum of its prefill steps. A prompt of ``L`` uncached tokens
-  runs in chunks of at most ``max_num_batched_tokens``, so its regressors are (chunks, chunks, L, 0, 0,
-  sum of squared chunks). The API server's own per-request cost lands in ``prefill_step`` (it is constant
-  per request and only measurable there).
-- **ITL of ``b`` concurrent streams in steady decode**: one decode step, regressors (1, 0, 0, b, b * ctx).
+- **TTFT of one request on an idle engine**: the request's overhead plus the sum of its prefill steps. A
+  prompt of ``L`` uncached tokens runs in chunks of at most ``max_num_batched_tokens``, so its regressors are
+  (chunks, 1, L, 0, 0, L^2 / 1e6). The per-request cost the API server adds (tokenizing, setup; and the
+  client's own) is what a short prompt's TTFT has beyond one step; it lands in ``request_overhead``, which
+  the simulator spends *before* the request reaches the core, so it never stalls other requests' steps.
+- **ITL of ``b`` concurrent streams in steady decode**: one decode step, regressors (1, 0, 0, b, b * ctx, 0).
 
 Both are fitted at once by least squares on *relative* residuals (each row divided by its measurement), so
 a 2 ms ITL weighs as much as a 200 ms TTFT: the quantity judged afterwards is relative error. Coefficients
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 TERMS = (
     "beta0_us",
-    "prefill_step_us",
+    "request_overhead_us",
     "beta1_us",
     "beta2_us",
     "attn_us_per_ktok",
@@ -49,6 +52,17 @@ class TtftSample:
     """Request sent to first token received."""
     cached_tokens: int = 0
     """Prompt tokens served from the prefix cache (not computed)."""
+    engine_prefill_s: float | None = None
+    """The engine's own time from scheduling the request to its first token (vLLM's
+    ``request_prefill_time_seconds``), when it reports one: its steps alone, without the API server's and
+    the client's per-request costs, which are the rest of ``seconds``."""
+
+    @property
+    def overhead_s(self) -> float | None:
+        """What the request spent outside the engine's steps (``seconds - engine_prefill_s``), if known."""
+        if self.engine_prefill_s is None or self.seconds <= self.engine_prefill_s:
+            return None
+        return self.seconds - self.engine_prefill_s
 
 
 @dataclass(frozen=True)
@@ -106,10 +120,26 @@ def chunks(tokens: int, budget: int) -> list[int]:
 
 
 def ttft_regressors(sample: TtftSample, budget: int) -> list[float]:
+    """One lone request: its steps' fixed costs, its overhead, its tokens, and the attention its chunks do
+    (which adds up to the whole prompt's square minus the cached prefix's, however it is chunked)."""
     computed = sample.prompt_tokens - min(sample.cached_tokens, sample.prompt_tokens - 1)
-    parts = chunks(computed, budget)
-    n = float(len(parts))
-    return [n, n, float(computed), 0.0, 0.0, sum((c / 1e3) ** 2 for c in parts)]
+    cached = sample.prompt_tokens - computed
+    quad = (sample.prompt_tokens**2 - cached**2) / 1e6
+    return [float(len(chunks(computed, budget))), 1.0, float(computed), 0.0, 0.0, quad]
+
+
+def ttft_rows(sample: TtftSample, budget: int) -> list[tuple[list[float], float]]:
+    """Least-squares rows (regressors, microseconds) of one TTFT sample: one for the whole TTFT; or, when the
+    engine timed its prefill, one for the engine's steps and one for the rest (the per-request overhead), so
+    the step terms are fitted to the engine's own clock and the overhead alone takes what the API server and
+    the client added."""
+    x = ttft_regressors(sample, budget)
+    overhead = sample.overhead_s
+    if overhead is None or sample.engine_prefill_s is None:
+        return [(x, sample.seconds * 1e6)]
+    steps = [0.0 if t == "request_overhead_us" else v for t, v in zip(TERMS, x, strict=True)]
+    alone = [1.0 if t == "request_overhead_us" else 0.0 for t in TERMS]
+    return [(steps, sample.engine_prefill_s * 1e6), (alone, overhead * 1e6)]
 
 
 def itl_regressors(sample: ItlSample) -> list[float]:
@@ -130,12 +160,12 @@ def fit_step_model(
     """Least-squares coefficients (µs, all >= 0) of ``terms``; the others are fixed at 0.
 
     Raises ValueError when the samples cannot determine the terms (too few, or all of one kind when both
-    ``beta0_us`` and ``prefill_step_us`` are asked for).
+    ``beta0_us`` and ``request_overhead_us`` are asked for).
     """
     unknown = set(terms) - set(TERMS)
     if unknown:
         raise ValueError(f"unknown terms: {', '.join(sorted(unknown))}")
-    rows = [(ttft_regressors(s, max_num_batched_tokens), s.seconds * 1e6) for s in ttft]
+    rows = [row for s in ttft for row in ttft_rows(s, max_num_batched_tokens)]
     rows += [(itl_regressors(s), s.seconds * 1e6) for s in itl]
     if any(y <= 0 for _, y in rows):
         raise ValueError("every measured latency must be > 0")
@@ -155,8 +185,13 @@ def fit_step_model(
         worst = min(negative, key=lambda i: solution[active.index(i)])
         active.remove(worst)
     fit_rows = [
-        FitRow("ttft", s.prompt_tokens, s.seconds, predict_us(coef, x) * 1e-6)
-        for s, (x, _) in zip(ttft, rows, strict=False)
+        FitRow(
+            "ttft",
+            s.prompt_tokens,
+            s.seconds,
+            predict_us(coef, ttft_regressors(s, max_num_batched_tokens)) * 1e-6,
+        )
+        for s in ttft
     ]
     fit_rows += [FitRow("itl", s.batch, s.seconds, predict_us(coef, itl_regressors(s)) * 1e-6) for s in itl]
     return StepFit(coefficients=coef, rows=tuple(fit_rows), solver=solver)

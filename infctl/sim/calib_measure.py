@@ -23,9 +23,9 @@ from typing import Any
 
 import aiohttp
 
-from infctl.engines.vllm import CACHE_CONFIG_INFO
+from infctl.engines.vllm import CACHE_CONFIG_INFO, REQUEST_PREFILL_TIME
 from infctl.errors import EngineError
-from infctl.sim.calib_counters import Counters, decode_window, scrape
+from infctl.sim.calib_counters import Counters, decode_window, delta, prefill_seconds, scrape
 from infctl.sim.calib_fit import ItlSample, TtftSample
 from infctl.telemetry.prometheus import parse_metrics
 from infctl.tokens import _WORDS
@@ -172,17 +172,43 @@ _HINT = "check --url and --model: the engine must serve /v1/completions with str
 
 
 async def measure_ttft(
-    client: EngineClient, lengths: Sequence[int], *, repeats: int, seed: int
+    client: EngineClient,
+    lengths: Sequence[int],
+    *,
+    repeats: int,
+    seed: int,
+    first_repeat: int = 0,
+    engine_side: bool = True,
 ) -> list[TtftSample]:
     """``repeats`` lone requests per prompt length (one output token each), lengths interleaved so that a
-    burst of outside load does not fall on one length only."""
+    burst of outside load does not fall on one length only; repeat ``r`` counts from ``first_repeat`` (its
+    prompts differ from every other repeat's).
+
+    With ``engine_side`` and an engine that exposes vLLM's histograms, ``/metrics`` is read around each
+    request for the engine's own prefill time (:attr:`TtftSample.engine_prefill_s`)."""
     samples: list[TtftSample] = []
-    for r in range(repeats):
+    for r in range(first_repeat, first_repeat + repeats):
         for i, n in enumerate(lengths):
+            before = await scrape(client.session, client.base_url) if engine_side else None
             res = await client.stream(prompt_words(n, seed * 1_000_003 + r * 1009 + i), 1)
+            prefill = None if before is None else await _engine_prefill(client, before)
             tokens = res.prompt_tokens if res.prompt_tokens > 0 else n
-            samples.append(TtftSample(tokens, res.ttft, res.cached_tokens))
+            samples.append(TtftSample(tokens, res.ttft, res.cached_tokens, prefill))
     return samples
+
+
+async def _engine_prefill(client: EngineClient, before: Counters, tries: int = 5) -> float | None:
+    """The lone request's prefill time as the engine recorded it (it may record it just after the stream
+    ends: read again a few times)."""
+    for _ in range(tries):
+        after = await scrape(client.session, client.base_url)
+        if after is None:
+            return None
+        found = prefill_seconds(before, after)
+        if found is not None or delta(before, after, REQUEST_PREFILL_TIME).count > 1:
+            return found
+        await asyncio.sleep(POLL_S)
+    return None
 
 
 async def measure_itl(

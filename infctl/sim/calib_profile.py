@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from infctl.errors import ConfigError
-from infctl.sim.profiles import SimProfile
+from infctl.sim.calib_fit import chunks as split_prefill
+from infctl.sim.profiles import PrefillChunks, SimProfile
 
 FORMAT_KEY = "infctl_sim_profile"
 """Marks a file as a simulator profile; its value is the format version."""
@@ -28,18 +29,23 @@ METADATA_KEY = "calibration"
 
 @dataclass(frozen=True)
 class CalibratedProfile(SimProfile):
-    """A profile fitted to a real engine, with two terms the stock model lacks (both 0 by default).
+    """A profile fitted to a real engine, with two step terms the stock model lacks (both 0 by default).
 
     ``step_us = beta0 + beta1 * p + beta2 * d + attn * ctx / 1e3 + prefill_step * [p > 0]
-    + prefill_quad * (p / 1e3)^2``, ``p`` prefill tokens in the step, ``d`` decoding sequences.
+    + prefill_quad * sum over chunks of ((prefix + c)^2 - prefix^2) / 1e6``: ``p`` prefill tokens in the step,
+    ``d`` decoding sequences, each request's chunk of ``c`` tokens attending to its ``prefix`` computed
+    before it and to itself (causal: ``c * (prefix + c / 2)``, doubled so that a lone chunk with no prefix
+    costs ``prefill_quad * (c / 1e3)^2``). Over a request's chunks the term sums to ``prefill_quad *
+    (prompt / 1e3)^2``, however the prompt was split.
     """
 
     prefill_step_us: float = 0.0
-    """Extra fixed cost of a step that computes prefill tokens (a new request's setup in the engine and its
-    API server's per-request work, which a single-request TTFT cannot tell apart), microseconds."""
+    """Extra fixed cost of a step that computes prefill tokens, microseconds. Calibration no longer fits it
+    (0): the per-request cost it used to absorb is the API server's, ``request_overhead_us``, which delays
+    the request instead of stalling the batch. Kept so profile files that set it still load and run."""
     prefill_quad_us_per_ktok2: float = 0.0
-    """Cost per squared thousand prefill tokens in one step: causal attention over the chunk itself, which
-    grows with the square of its length; microseconds."""
+    """Cost of causal attention inside prefill chunks, microseconds per squared thousand tokens (see the
+    class docstring for how chunks and prefixes count)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -48,18 +54,35 @@ class CalibratedProfile(SimProfile):
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"profile {self.name!r}: {key} must be >= 0, got {value}")
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int) -> float:
+    @property
+    def uses_prefill_chunks(self) -> bool:
+        return self.prefill_quad_us_per_ktok2 > 0
+
+    def step_time(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        chunks: PrefillChunks | None = None,
+    ) -> float:
         base = super().step_time(prefill_tokens, decode_seqs, decode_context_tokens)
         if prefill_tokens <= 0:
             return base
-        extra = self.prefill_step_us + self.prefill_quad_us_per_ktok2 * (prefill_tokens / 1e3) ** 2
+        if chunks is None:
+            squares = float(prefill_tokens * prefill_tokens)
+        else:
+            squares = float(sum(c * (2 * prefix + c) for c, prefix in chunks))
+        extra = self.prefill_step_us + self.prefill_quad_us_per_ktok2 * squares * 1e-6
         return base + extra * 1e-6
 
     def expected_ttft(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         computed = prompt_tokens - min(cached_tokens, prompt_tokens - 1)
-        budget = self.max_num_batched_tokens
-        full, rest = divmod(computed, budget)
-        return sum(self.step_time(c, 0, 0) for c in [budget] * full + ([rest] if rest else []))
+        prefix = prompt_tokens - computed
+        total = self.request_overhead_us * 1e-6
+        for c in split_prefill(computed, self.max_num_batched_tokens):
+            total += self.step_time(c, 0, 0, [(c, prefix)])
+            prefix += c
+        return total
 
 
 def profile_to_dict(profile: SimProfile, metadata: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ from infctl.sim.calib_measure import (
 from infctl.sim.calib_profile import CalibratedProfile
 
 Progress = Callable[[str], None]
+Between = Callable[[int], Awaitable[None]]
+"""Called with the round's index after each round of measurements."""
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,11 @@ async def calibrate(
     *,
     session: aiohttp.ClientSession | None = None,
     progress: Progress | None = None,
+    between: Between | None = None,
 ) -> Calibration:
     """Measure the engine at ``settings.url`` and fit a profile to it (under a minute on the tiny CPU model);
-    with ``settings.compensate``, also measure the simulator serving that fit and correct for it."""
+    with ``settings.compensate``, also measure the simulator serving that fit and correct for it.
+    ``between(r)`` runs after each round of the engine's measurement (see :func:`measure`)."""
     say = progress or (lambda _: None)
     own = session is None
     sess = session or make_session()
@@ -150,9 +154,8 @@ async def calibrate(
         info = await engine_info(sess, settings.url, settings.model)
         say(f"measuring {info.model} at {settings.url}")
         seed = settings.seed if settings.seed is not None else secrets.randbits(40)
-        ttft, itl = await measure(
-            EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s), settings, seed, say
-        )
+        client = EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s)
+        ttft, itl = await measure(client, settings, seed, say, between=between)
         fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
         profile = build_profile(settings, info, fit)
         served: StepFit | None = None
@@ -182,22 +185,31 @@ def modelled_itl(profile: CalibratedProfile, sample: ItlSample) -> ItlSample:
 
 
 async def measure(
-    client: EngineClient, settings: CalibrationSettings, seed: int, say: Progress, *, itl: bool = True
+    client: EngineClient,
+    settings: CalibrationSettings,
+    seed: int,
+    say: Progress,
+    *,
+    itl: bool = True,
+    between: Between | None = None,
 ) -> tuple[list[TtftSample], list[ItlSample]]:
-    """Warm-up, then TTFT per prompt length and (with ``itl``) ITL per (context, batch): the
-    ``settings.quantile`` of each point's repeats."""
+    """Warm-up, then rounds of one TTFT request per prompt length and (with ``itl``, while ITL repeats are
+    left) one ITL run per (context, batch); each point's ``settings.quantile`` over its rounds. Repeats are
+    the outer loop, so a burst of outside load spreads over many points instead of spoiling every run of one;
+    ``between(r)`` runs after round ``r`` (a benchmark measures its held-out workloads there, so that load
+    falls on them and on the fitted points alike)."""
     for i in range(settings.warmup_requests):
         await client.stream(prompt_words(16, seed - 1 - i), 8)
+    itl_rounds = settings.itl_repeats if itl else 0
     say(f"TTFT: {len(settings.prompt_lengths)} prompt lengths x {settings.ttft_repeats}")
-    raw = await measure_ttft(client, settings.prompt_lengths, repeats=settings.ttft_repeats, seed=seed)
-    if not itl:
-        return median_ttft(raw, settings.quantile), []
-    # Repeats are the outer loop, as for TTFT: a burst of outside load spreads over many points instead of
-    # spoiling every run of one.
-    say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} at contexts {settings.itl_contexts}")
+    if itl_rounds:
+        say(f"ITL: batches {', '.join(map(str, settings.batch_sizes))} at contexts {settings.itl_contexts}")
+    raw: list[TtftSample] = []
     runs: dict[tuple[int, int], list[ItlSample]] = {}
-    for r in range(settings.itl_repeats):
-        for context in settings.itl_contexts:
+    for r in range(max(settings.ttft_repeats, itl_rounds)):
+        if r < settings.ttft_repeats:
+            raw += await measure_ttft(client, settings.prompt_lengths, repeats=1, seed=seed, first_repeat=r)
+        for context in settings.itl_contexts if r < itl_rounds else ():
             for batch in settings.batch_sizes:
                 sample = await measure_itl(
                     client,
@@ -208,20 +220,24 @@ async def measure(
                 )
                 if sample is not None:
                     runs.setdefault((context, batch), []).append(sample)
+        if between is not None:
+            await between(r)
     points = [s for key in sorted(runs) for s in median_itl(runs[key], settings.quantile)]
     return median_ttft(raw, settings.quantile), points
 
 
 def median_ttft(samples: list[TtftSample], q: float = 0.5) -> list[TtftSample]:
     """One sample per prompt length: the ``q`` quantile of its times (the median: robust to a stray slow
-    request)."""
+    request), and of the engine's prefill times when every request has one."""
     by_length: dict[int, list[TtftSample]] = {}
     for s in samples:
         by_length.setdefault(s.prompt_tokens, []).append(s)
     out = []
     for length, group in sorted(by_length.items()):
         cached = min(s.cached_tokens for s in group)
-        out.append(TtftSample(length, quantile([s.seconds for s in group], q), cached))
+        engine = [s.engine_prefill_s for s in group if s.engine_prefill_s is not None]
+        prefill = quantile(engine, q) if len(engine) == len(group) else None
+        out.append(TtftSample(length, quantile([s.seconds for s in group], q), cached, prefill))
     return out
 
 
@@ -259,7 +275,7 @@ def build_profile(settings: CalibrationSettings, info: EngineInfo, fit: StepFit)
         beta1_us=c["beta1_us"],
         beta2_us=c["beta2_us"],
         attn_us_per_ktok=c["attn_us_per_ktok"],
-        prefill_step_us=c["prefill_step_us"],
+        request_overhead_us=c["request_overhead_us"],
         prefill_quad_us_per_ktok2=c["prefill_quad_us_per_ktok2"],
         num_gpu_blocks=blocks,
         block_size=block_size,

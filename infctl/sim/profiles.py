@@ -4,6 +4,9 @@ A step's duration is linear in its work (the model cluster simulators such as Vi
 
     step = beta0 + beta1 * prefill_tokens + beta2 * decode_seqs + attn * sum(decode context) / 1000
 
+A request also waits ``request_overhead_us`` before it reaches the engine core (the API server's tokenizing
+and request setup, which run beside the core and do not stall its batch; 0 in the built-in profiles).
+
 Each built-in profile documents where its numbers come from; ``expected_ttft`` and ``expected_itl``
 are the anchors a fidelity benchmark compares measured latencies against.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,11 @@ from typing import Any
 from infctl.errors import ConfigError
 
 _POSITIVE_INTS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
-_NON_NEGATIVE_FLOATS = ("beta0_us", "beta1_us", "beta2_us", "attn_us_per_ktok")
+_NON_NEGATIVE_FLOATS = ("beta0_us", "beta1_us", "beta2_us", "attn_us_per_ktok", "request_overhead_us")
+
+PrefillChunks = Sequence[tuple[int, int]]
+"""A step's prefill chunks, one per request: (tokens computed in this step, tokens of the request already
+computed before it)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,16 @@ class SimProfile:
     model: str
     """Default served model name (also the seed of the prefix-cache block hashes)."""
     enable_prefix_caching: bool = True
+    request_overhead_us: float = 0.0
+    """Delay between a request's arrival and its entry into the engine core's queue, microseconds: work the
+    API server does per request (tokenizing, setup) in its own process, beside the busy core. It adds to
+    TTFT but never to a step."""
+
+    @property
+    def uses_prefill_chunks(self) -> bool:
+        """True when ``step_time`` depends on each prefill chunk's prefix (drivers pass ``chunks`` only
+        then, to keep the hot path cheap)."""
+        return False
 
     def __post_init__(self) -> None:
         for key in _POSITIVE_INTS:
@@ -83,8 +101,17 @@ class SimProfile:
             )
         return dataclasses.replace(self, **overrides)
 
-    def step_time(self, prefill_tokens: int, decode_seqs: int, decode_context_tokens: int) -> float:
-        """Seconds one step takes; ``decode_context_tokens`` sums the decoding sequences' context lengths."""
+    def step_time(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        decode_context_tokens: int,
+        chunks: PrefillChunks | None = None,
+    ) -> float:
+        """Seconds one step takes; ``decode_context_tokens`` sums the decoding sequences' context lengths.
+
+        ``chunks`` splits ``prefill_tokens`` by request (see :data:`PrefillChunks`); None means one chunk
+        with no prefix. The linear model ignores it; profiles with a per-chunk term use it."""
         us = (
             self.beta0_us
             + self.beta1_us * prefill_tokens
@@ -97,7 +124,7 @@ class SimProfile:
         """Seconds from arrival to first token on an idle engine (chunked prefill, no queueing)."""
         computed = prompt_tokens - min(cached_tokens, prompt_tokens - 1)
         steps = math.ceil(computed / self.max_num_batched_tokens)
-        return (steps * self.beta0_us + computed * self.beta1_us) * 1e-6
+        return (self.request_overhead_us + steps * self.beta0_us + computed * self.beta1_us) * 1e-6
 
     def expected_itl(self, batch: int, context: int = 0) -> float:
         """Seconds between tokens in a decode-only step of ``batch`` sequences of ``context`` tokens each."""

@@ -11,8 +11,10 @@ a step's outputs (see ``infctl.sim.types``). One step:
 2. **Then the FCFS queue**, unless something was preempted in this step: remote-KV arrivals first, then the
    queue's head while budget, ``max_num_seqs`` and free blocks allow. Admission looks up the longest cached
    prefix, never the whole sequence: at least the last token is recomputed, as in vLLM.
-3. **Execute**: duration from the profile's step-time model; a chunk that completes the known tokens emits one
-   token; full blocks become cached; finished requests free their blocks (their full blocks stay cached).
+3. **Execute**: duration from the profile's step-time model (given each prefill chunk's tokens and prefix
+   when the profile prices them, ``SimProfile.uses_prefill_chunks``); a chunk that completes the known
+   tokens emits one token; full blocks become cached; finished requests free their blocks (their full
+   blocks stay cached).
 
 Counting conventions (what the personalities turn into metrics):
 
@@ -115,6 +117,8 @@ class EngineCore:
         self._seed = profile.model if hash_seed is None else hash_seed
         self._pool = BlockPool(profile.num_gpu_blocks, record_events=kv_events)
         self._transfer_bytes_per_s = profile.kv_transfer_gbps * 1e9
+        self._per_chunk = profile.uses_prefill_chunks
+        """Pass each prefill chunk's (tokens, prefix) to ``step_time`` (only profiles that price them)."""
         self._running: list[_Req] = []
         self._waiting: deque[_Req] = deque()
         self._transferring: list[_Req] = []
@@ -386,6 +390,7 @@ class EngineCore:
         events = self._early
         self._early = []
         prefill = decode = context = generated = 0
+        chunks: list[tuple[int, int]] | None = [] if self._per_chunk else None
         finished = False
         for r, n_new in zip(sched, n_sched, strict=True):
             n_tokens = r.prompt_len + r.n_out
@@ -394,6 +399,8 @@ class EngineCore:
                 context += n_tokens
             else:
                 prefill += n_new
+                if chunks is not None:
+                    chunks.append((n_new, r.n_computed))
             r.n_computed += n_new
             if caching and r.n_computed // bs > r.n_cached:
                 self._cache_full_blocks(r)
@@ -419,7 +426,7 @@ class EngineCore:
         self._generated += generated
         if finished:
             self._running = [r for r in self._running if not r.done]
-        duration = self.profile.step_time(prefill, decode, context) if sched else 0.0
+        duration = self.profile.step_time(prefill, decode, context, chunks) if sched else 0.0
         kv_events = self._pool.drain_events() if self._pool.record_events else []
         if self._tier is not None:
             self._offload(now, now + duration)

@@ -4,7 +4,9 @@ The driver owns an ``EngineCore``: while the core has work it calls ``step(now)`
 deadline (``step_start + duration * time_scale`` on the wall clock; the next step starts at that deadline,
 not at wake-up, so sleep overshoot never accumulates), then delivers the step's tokens to the waiting
 requests' queues and records their timings. Idle, it waits for ``submit`` (or the core's next ready time).
-One loop per instance, never a timer per request.
+One loop per instance, never a timer per request (except a profile's ``request_overhead_us``: a request
+reaches the core that long after ``submit``, as vLLM's API server tokenizes it before its engine core sees it,
+without stalling the steps in between).
 
 Times given to the core and recorded in histograms are *simulated* seconds: wall seconds since start
 divided by ``time_scale``. At ``--time-scale 0.1`` a 50 ms simulated TTFT is seen after 5 wall ms by
@@ -101,8 +103,13 @@ class Driver:
         metrics: EngineMetrics,
         *,
         kv_sink: Callable[[Sequence[KVEvent]], None] | None = None,
+        request_overhead: float = 0.0,
     ) -> None:
         self.core = core
+        self.request_overhead = request_overhead
+        """Simulated seconds between ``submit`` and the request's entry into the core."""
+        self._arriving: dict[str, asyncio.TimerHandle] = {}
+        """Requests submitted but not yet in the core (``request_overhead``), by id."""
         self.clock = clock
         self.faults = faults
         self.metrics = metrics
@@ -121,6 +128,9 @@ class Driver:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for handle in self._arriving.values():
+            handle.cancel()
+        self._arriving.clear()
         for track in list(self._tracks.values()):
             self._end(track, "abort", self.clock.now())
 
@@ -133,16 +143,32 @@ class Driver:
 
     # -- requests --------------------------------------------------------------------------------------
     def submit(self, req: SimRequest, *, interval: int = 1) -> RequestTrack:
-        self.core.add_request(req, self.clock.now())
         track = RequestTrack(req, max(1, interval))
+        if self.request_overhead > 0:
+            clock = self.clock
+            # The core's clock starts when the delay ends, not when a late event loop gets to the callback.
+            at = clock.now() + self.request_overhead
+            self._arriving[req.request_id] = asyncio.get_running_loop().call_at(
+                clock.to_wall(at), self._arrive, req, at
+            )
+        else:
+            self._arrive(req, self.clock.now())
         self._tracks[req.request_id] = track
-        self._wake.set()
         return track
+
+    def _arrive(self, req: SimRequest, now: float) -> None:
+        self._arriving.pop(req.request_id, None)
+        self.core.add_request(req, now)
+        self._wake.set()
 
     def abort(self, request_id: str) -> None:
         track = self._tracks.get(request_id)
         if track is not None:
-            self.core.abort(request_id)
+            handle = self._arriving.pop(request_id, None)
+            if handle is not None:
+                handle.cancel()
+            else:
+                self.core.abort(request_id)
             self._end(track, "abort", self.clock.now())
 
     @property
@@ -249,7 +275,8 @@ class Driver:
         req = track.request
         scheduled, first = track.scheduled_at, track.first_token_at
         m.observe("e2e", now - req.arrival)
-        m.observe("queue", max(0.0, scheduled - req.arrival))
+        # vLLM's queue time starts when its engine core gets the request, after the API server's share.
+        m.observe("queue", max(0.0, scheduled - req.arrival - self.request_overhead))
         m.observe("prefill", first - scheduled)
         m.observe("decode", now - first)
         m.observe("inference", now - scheduled)

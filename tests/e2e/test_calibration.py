@@ -41,7 +41,7 @@ from infctl.sim.profiles import TINY_CPU, get_profile
 
 TRUE = {
     "beta0_us": 2500.0,
-    "prefill_step_us": 6000.0,
+    "request_overhead_us": 6000.0,
     "beta1_us": 20.0,
     "beta2_us": 150.0,
     "attn_us_per_ktok": 300.0,
@@ -99,14 +99,58 @@ def test_too_few_samples_are_refused() -> None:
         fit_step_model([TtftSample(16, 0.01)], [], max_num_batched_tokens=2048)
 
 
+def test_engine_timed_prefill_splits_the_overhead_from_the_steps() -> None:
+    ttft, itl = synthetic(TRUE)
+    # The engine times its own steps; the client sees them plus the overhead, and noise on top of that
+    # (client-side only: the step terms must not move).
+    steps_only = {**TRUE, "request_overhead_us": 0.0}
+    timed = [
+        TtftSample(
+            s.prompt_tokens,
+            s.seconds * (1.3 if s.prompt_tokens == 512 else 1.0),
+            engine_prefill_s=predict_us(steps_only, ttft_regressors(s, 2048)) * 1e-6,
+        )
+        for s in ttft
+    ]
+    fit = fit_step_model(timed, itl, max_num_batched_tokens=2048)
+    for term in ("beta0_us", "beta1_us", "beta2_us", "attn_us_per_ktok", "prefill_quad_us_per_ktok2"):
+        assert fit.coefficients[term] == pytest.approx(TRUE[term], rel=1e-6)
+    assert fit.coefficients["request_overhead_us"] > TRUE["request_overhead_us"]
+
+
 def test_calibrated_profile_step_time_and_ttft() -> None:
     p = CalibratedProfile(
         **{**_fields(TINY_CPU), "prefill_step_us": 1000.0, "prefill_quad_us_per_ktok2": 4000.0}
     )
     assert p.step_time(0, 4, 0) == pytest.approx(TINY_CPU.step_time(0, 4, 0))
     assert p.step_time(1000, 0, 0) == pytest.approx(TINY_CPU.step_time(1000, 0, 0) + 5000e-6)
-    # 3000 tokens at a 2048 budget: two prefill steps.
-    assert p.expected_ttft(3000) == pytest.approx(p.step_time(2048, 0, 0) + p.step_time(952, 0, 0))
+    # One chunk with no prefix is what the old call meant: the same figure.
+    assert p.step_time(1000, 0, 0, [(1000, 0)]) == pytest.approx(p.step_time(1000, 0, 0))
+    # 3000 tokens at a 2048 budget: two prefill steps, the second attending to the first's 2048 tokens.
+    assert p.expected_ttft(3000) == pytest.approx(
+        p.step_time(2048, 0, 0, [(2048, 0)]) + p.step_time(952, 0, 0, [(952, 2048)])
+    )
+    # The quadratic term adds up to the whole prompt's square, however it was chunked.
+    quad = p.expected_ttft(3000) - TINY_CPU.expected_ttft(3000) - 2 * p.prefill_step_us * 1e-6
+    assert quad == pytest.approx(4000.0 * 3.0**2 * 1e-6)
+
+
+def test_prefill_chunks_are_priced_apart() -> None:
+    p = CalibratedProfile(**{**_fields(TINY_CPU), "prefill_quad_us_per_ktok2": 4000.0})
+    two = p.step_time(2000, 0, 0, [(1000, 0), (1000, 0)])
+    # Two requests' 1000-token chunks: each attends to itself, half the square of one 2000-token chunk.
+    assert two - TINY_CPU.step_time(2000, 0, 0) == pytest.approx(2 * 4000.0 * 1e-6)
+    assert p.step_time(2000, 0, 0) - TINY_CPU.step_time(2000, 0, 0) == pytest.approx(4 * 4000.0 * 1e-6)
+    # A chunk after a prefix attends to the prefix too.
+    assert p.step_time(1000, 0, 0, [(1000, 1000)]) - TINY_CPU.step_time(1000, 0, 0) == pytest.approx(
+        3 * 4000.0 * 1e-6
+    )
+
+
+def test_request_overhead_counts_once_per_request() -> None:
+    p = CalibratedProfile(**{**_fields(TINY_CPU), "request_overhead_us": 7000.0})
+    assert p.step_time(100, 2, 100) == pytest.approx(TINY_CPU.step_time(100, 2, 100))
+    assert p.expected_ttft(3000) == pytest.approx(TINY_CPU.expected_ttft(3000) + 7000e-6)
 
 
 def _fields(profile: object) -> dict[str, object]:
@@ -148,7 +192,7 @@ def sim_engine(tmp_path: Path) -> str:
             "max_num_seqs": 64,
             "num_gpu_blocks": 4096,
             "beta2_us": 400.0,
-            "prefill_step_us": 3000.0,
+            "request_overhead_us": 3000.0,
         }
     )
     path = tmp_path / "truth.json"
@@ -203,9 +247,14 @@ async def test_calibrating_the_simulator_recovers_its_step_model(sim_engine: str
     # TTFT is timed by the client, and the served simulator adds its own ~2-6 ms per request (more on a loaded
     # machine), hence the loose bound on the prediction (the split between beta1 and the quadratic term is
     # not pinned down by four prompt lengths on a noisy machine).
-    truth = CalibratedProfile(**{**_fields(TINY_CPU), "beta2_us": 400.0, "prefill_step_us": 3000.0})
+    truth = CalibratedProfile(**{**_fields(TINY_CPU), "beta2_us": 400.0, "request_overhead_us": 3000.0})
     predicted = predict_us(c, ttft_regressors(TtftSample(2048, 0.0), 2048)) * 1e-6
     assert predicted == pytest.approx(truth.expected_ttft(2048), rel=0.5)
+    # The engine timed each prefill itself (its prefill histogram), so the step terms come from its clock
+    # and the overhead holds the rest: at least the simulated 3 ms.
+    assert all(s.engine_prefill_s is not None for s in result.ttft)
+    assert c["request_overhead_us"] >= 3000.0 * 0.9
+    assert c["beta1_us"] == pytest.approx(TINY_CPU.beta1_us, rel=0.05)
     assert result.fit.max_rel_error < 0.4
     assert result.profile.block_size == TINY_CPU.block_size and result.profile.model == TINY_CPU.model
 

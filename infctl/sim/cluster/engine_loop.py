@@ -110,11 +110,12 @@ class Simulation:
             if kind == STEP_END:
                 self._step_end(payload[0], payload[1], t)
             elif kind == WAKE:
-                engine: SimEngine = payload
-                if engine.wake_at == t:
-                    engine.wake_at = None
-                    if not engine.stepping:
-                        self._step(engine, t)
+                if type(payload) is tuple:  # a request reaching its engine's core (request_overhead_us)
+                    self._arrive(payload[0], payload[1], t)
+                elif payload.wake_at == t:
+                    payload.wake_at = None
+                    if not payload.stepping:
+                        self._step(payload, t)
             elif kind == TRAFFIC:
                 if t != self._traffic_at:
                     continue  # superseded
@@ -184,10 +185,19 @@ class Simulation:
             self._fail(send, rec, now, "http_status", 503, f"HTTP 503: {exc.message}")
             return
         engine = self.by_id[bid]
-        engine.core.add_request(SimRequest(rid, ids, spec.max_tokens, now, seed=send.index), now)
+        req = SimRequest(rid, ids, spec.max_tokens, now, seed=send.index)
         engine.inflight += 1
-        engine.version += 1
         self.flights[rid] = _Flight(send, rec, engine, len(ids), spec.max_tokens)
+        if profile.request_overhead_us > 0:
+            # The API server's per-request work (tokenizing, setup) runs beside the engine core: the request
+            # reaches the core later without stalling its batch. A WAKE whose payload is (engine, request).
+            self.q.push(now + profile.request_overhead_us * 1e-6, WAKE, (engine, req))
+        else:
+            self._arrive(engine, req, now)
+
+    def _arrive(self, engine: SimEngine, req: SimRequest, now: float) -> None:
+        engine.core.add_request(req, now)
+        engine.version += 1
         if not engine.stepping and (engine.wake_at is None or engine.wake_at > now):
             engine.wake_at = now
             self.q.push(now, WAKE, engine)

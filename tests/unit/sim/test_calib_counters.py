@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infctl.errors import ConfigError
-from infctl.sim.calib_counters import decode_window, delta
+from infctl.sim.calib_counters import decode_window, delta, prefill_seconds
 from infctl.sim.calib_fit import ItlSample, TtftSample
 from infctl.sim.calibrate import CalibrationSettings, median_itl, median_ttft, quantile
 
@@ -97,3 +97,21 @@ def test_points_use_the_quantile_and_engine_timed_runs_only() -> None:
 def test_the_quantile_setting_is_checked() -> None:
     with pytest.raises(ConfigError, match="quantile"):
         CalibrationSettings(url="http://x", quantile=1.5)
+
+
+def test_a_lone_requests_prefill_time_is_read_only_when_exactly_one_finished() -> None:
+    fam = "vllm:request_prefill_time_seconds"
+    before = {f"{fam}_sum": 1.0, f"{fam}_count": 3.0}
+    assert prefill_seconds(before, {f"{fam}_sum": 1.25, f"{fam}_count": 4.0}) == pytest.approx(0.25)
+    assert prefill_seconds(before, before) is None  # not recorded yet
+    assert prefill_seconds(before, {f"{fam}_sum": 1.5, f"{fam}_count": 5.0}) is None  # someone else's too
+
+
+def test_ttft_points_carry_the_engines_prefill_quantile_and_the_overhead() -> None:
+    runs = [TtftSample(16, t, 0, p) for t, p in ((0.020, 0.004), (0.018, 0.005), (0.040, 0.006))]
+    (point,) = median_ttft(runs, 0.5)
+    assert (point.seconds, point.engine_prefill_s) == (0.020, 0.005)
+    assert point.overhead_s == pytest.approx(0.015)
+    # One request the engine did not time: the point falls back to the client's view alone.
+    (mixed,) = median_ttft([*runs, TtftSample(16, 0.019)], 0.5)
+    assert mixed.engine_prefill_s is None and mixed.overhead_s is None
