@@ -4,9 +4,9 @@
 
 Each workload gets its own `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, KV events
 on ZMQ); before each router's run the engines' prefix caches are emptied, so every router starts from the
-same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (its default
-index: the engines' KV events plus speculative entries), the same on the approximate index alone (no
-events), sglang-router and
+same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (approximate
+index), the same with the engines' KV events too (index auto: events plus speculative entries, merged
+with the approximate index), sglang-router and
 vllm-router cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
 --peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
 same requests in the fluid model of these engines: true caches and queues, no future).
@@ -57,7 +57,7 @@ from infctl.tokens import token_ids
 MODEL = "m"
 ENGINES = 4
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
-APPROX = json.dumps({"preset": "cache_aware", "index": "approx"})
+WITH_EVENTS = json.dumps({"preset": "cache_aware", "index": "auto"})
 
 
 def free_port(span: int = 1) -> int:
@@ -310,7 +310,7 @@ async def mixed(sim: Sim, requests: int, rate: float) -> None:
         backends = [a for u, p in zip(sim.engines, pools, strict=True) for a in ("--backend", u + p)]
         argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
                 "--policy", policy, *backends]  # fmt: skip
-        r = Router(f"infctl {arm.label}", argv, port)
+        r = Router(arm.label if arm.label.startswith("infctl") else f"infctl {arm.label}", argv, port)
         r.start()
         try:
             res = await bench(r.url, sim.engines, sc.workload, sc.load, r.name)
@@ -346,8 +346,8 @@ async def main() -> None:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the engines and routers on the way out
 
-    policies = args.policy or ["round_robin", "cache_aware", APPROX]
-    labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware approx only"]
+    policies = args.policy or ["round_robin", "cache_aware", WITH_EVENTS]
+    labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware + KV events"]
     only = set(args.only or ["shared", "mooncake", "mixed"])
     if "shared" in only:
         with Sim(blocks=2048) as sim:

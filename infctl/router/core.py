@@ -25,8 +25,9 @@ class RouterCore:
         self.precise = KVIndex()
 
     def matches(self, request: RequestInfo, now: float = 0.0) -> dict[str, int]:
-        """Backend -> leading blocks of the request it holds, from the index the policy uses. ``now`` (the
-        snapshot's clock) expires unconfirmed speculative entries of the precise index."""
+        """Backend -> leading blocks of the request it holds, from the index the policy uses (``auto``: the
+        deeper of the two). ``now`` (the snapshot's clock) expires unconfirmed speculative entries of the
+        precise index."""
         if not request.block_hashes or self.policy.index == "none":
             return {}
         index = self.policy.index
@@ -36,13 +37,15 @@ class RouterCore:
         guessed = self.approx.match(request.block_hashes)
         if index == "approx" or not self.precise.any_source:
             return guessed
-        # auto: what an engine reports beats what the router guessed about it; engines that publish no
-        # events keep the approximate index.
+        # auto: the deeper of the two per backend. Events add what the router did not route itself (other
+        # replicas' traffic, blocks reported before a restart); the router's own record keeps a prefix's
+        # home after the engine evicted it, so it is recomputed where it was rather than wherever load
+        # happens to be lowest, which would churn the other engines' caches.
         self.precise.expire(now)
-        known = self.precise.publishes
-        out = {b: n for b, n in guessed.items() if not known(b)}
-        out.update((b, n) for b, n in self.precise.match(request.block_hashes).items() if known(b))
-        return out
+        for backend, depth in self.precise.match(request.block_hashes).items():
+            if depth > guessed.get(backend, 0):
+                guessed[backend] = depth
+        return guessed
 
     def decide(self, snapshot: Snapshot, request: RequestInfo) -> Decision:
         """Choose a backend without updating the approximate index (call ``learn`` once dispatched, off the

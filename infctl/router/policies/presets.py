@@ -10,9 +10,12 @@
 - ``weighted``: llm-d's default scorer weights (queue 2, kv_usage 2, prefix 3).
 - ``cache_aware``: the recommended one. Dynamo-style cost (uncached prompt + queued prefill + weighted
   decode tokens) behind a load gate that only steps in on gross imbalance (SGLang's test, AIBrix's band at
-  3 sigma), since the cost's own load terms already spread a hot prefix. Index ``auto``: what engines
-  report through KV events (with speculative entries for blocks routed but not yet reported) for the
-  backends that publish them, the approximate index for the others.
+  3 sigma), since the cost's own load terms already spread a hot prefix. On the approximate index; add
+  ``index: auto`` to also use the engines' KV events (the deeper of the two matches per backend: useful with
+  several router replicas) or ``index: precise`` for the events alone (with speculative entries for blocks
+  routed but not yet reported). Live (benchmarks/bench_router.py, 2 shared cores) ``auto`` won on the
+  shared-prefix workload (80% vs 78% hit rate) but lost on the Mooncake trace (27% vs 34%, TTFT p50 x5):
+  decoding every engine's events costs this Python router more than the extra accuracy gains.
 """
 
 from __future__ import annotations
@@ -62,6 +65,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "filters": ["role", "load_gate"],
         "scorers": [{"name": "cost"}],
         "picker": "max",
-        "index": "auto",
+        "index": "approx",
     },
 }

@@ -1,4 +1,4 @@
-"""RouterCore: the learned state around the pure policy (here: speculative entries of the precise index)."""
+"""RouterCore: the learned state around the pure policy (speculative entries, the auto index's merge)."""
 
 from __future__ import annotations
 
@@ -44,27 +44,28 @@ def test_the_approximate_index_is_untouched_by_precise_policies() -> None:
     assert all(core.approx.size(b.id) == 0 for b in BACKENDS)
 
 
-def test_auto_trusts_the_events_of_backends_that_publish_and_guesses_for_the_rest() -> None:
-    core = RouterCore(build_policy({"preset": "cache_aware", "settings": {"speculative_ttl_s": 0}}))
-    assert core.policy.index == "auto"
+def test_auto_takes_the_deeper_of_what_events_report_and_what_the_router_sent() -> None:
+    core = RouterCore(
+        build_policy({"preset": "cache_aware", "index": "auto", "settings": {"speculative_ttl_s": 0}})
+    )
     prefix = tuple(range(64))
     core.approx.record("e0", prefix)
-    core.approx.record("e1", prefix)
     probe = RequestInfo("p", prompt_tokens=16 * 64, block_hashes=prefix)
-    assert core.matches(probe) == {"e0": 64, "e1": 64}  # no events yet: the approximate index alone
+    assert core.matches(probe) == {"e0": 64}  # no events yet: the approximate index alone
+    # e1 cached the prefix for another router replica; e0 evicted most of it: e0 keeps its home (the
+    # router's record) and e1 shows up (the events).
+    core.apply_kv_events("e1", 1, [BlockStored(list(prefix), None, [], 16)])
     core.apply_kv_events("e0", 1, [BlockStored(list(prefix[:10]), None, [], 16)])
-    # e0 reports only 10 blocks (it evicted the rest): that beats the guess; e1 publishes nothing: guessed.
-    assert core.matches(probe) == {"e0": 10, "e1": 64}
-    core.apply_kv_events("e1", 1, [BlockStored([777], None, [], 16)])
-    assert core.matches(probe) == {"e0": 10}
+    assert core.matches(probe) == {"e0": 64, "e1": 64}
     core.forget("e0")
+    core.forget("e1")
     assert core.matches(probe) == {}
 
 
 def test_auto_without_events_decides_like_the_approximate_index() -> None:
     auto, approx = (
+        RouterCore(build_policy({"preset": "cache_aware", "index": "auto"})),
         RouterCore(build_policy("cache_aware")),
-        RouterCore(build_policy({"preset": "cache_aware", "index": "approx"})),
     )
     for i in range(40):
         req = RequestInfo(f"r{i}", prompt_tokens=16 * 40, block_hashes=tuple(range(i % 5, i % 5 + 40)))
