@@ -263,18 +263,26 @@ async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: flo
         await held.real_round(real, r)
 
     cal = await calibrate(
-        settings, session=session, progress=lambda m: print("  " + m, flush=True), between=between
+        settings,
+        session=session,
+        progress=lambda m: print(f"  {time.perf_counter() - t0:5.0f} s  {m}", flush=True),
+        between=between,
     )
     print(
         f"calibrated, with vLLM's held-out rounds in between, in {time.perf_counter() - t0:.0f} s; "
         f"in-sample max error {cal.fit.max_rel_error:.1%}"
     )
     print("fitted (us):   ", {k: round(v, 1) for k, v in cal.fit.coefficients.items()})
+    for t in cal.ttft:
+        steps = "n/a" if t.engine_prefill_s is None else f"{t.engine_prefill_s * 1e3:.2f}"
+        rest = "n/a" if t.overhead_s is None else f"{t.overhead_s * 1e3:.2f}"
+        print(f"  TTFT {t.prompt_tokens:>5} tokens: {t.seconds * 1e3:7.2f} ms = engine {steps} + rest {rest}")
     if cal.served is not None:
         print("sim served (us):", {k: round(v, 1) for k, v in cal.served.coefficients.items()})
     p = cal.profile
     print(
-        f"profile: request_overhead {p.request_overhead_us:.0f} us, beta0 {p.beta0_us:.0f} us, "
+        f"profile: request_overhead {p.request_overhead_us:.0f} us + {p.request_overhead_us_per_ktok:.0f} "
+        f"us/ktok, beta0 {p.beta0_us:.0f} us, "
         f"beta1 {p.beta1_us:.2f} us, beta2 {p.beta2_us:.1f} us, attn {p.attn_us_per_ktok:.1f} us/ktok, "
         f"prefill_quad {p.prefill_quad_us_per_ktok2:.0f} us/ktok^2"
     )

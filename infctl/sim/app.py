@@ -90,7 +90,7 @@ class SimInstance:
             self.faults,
             self.metrics,
             kv_sink=self._publish if kv_events else None,
-            request_overhead=profile.request_overhead_us * 1e-6,
+            request_overhead=profile.request_overhead,
         )
         self.crashed = asyncio.Event()
         self.server_load = 0

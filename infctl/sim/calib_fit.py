@@ -5,7 +5,7 @@ quadratic prefill term (:class:`~infctl.sim.calib_profile.CalibratedProfile` run
 
     step_us = beta0 + beta1 * p + beta2 * d + attn * ctx / 1e3      (the stock model)
             + prefill_quad * sum over chunks of ((prefix + c)^2 - prefix^2) / 1e6
-    TTFT    = request_overhead + the request's steps
+    TTFT    = request_overhead + request_overhead_per_ktok * L / 1e3 + the request's steps
 
 with ``p`` prefill tokens computed in the step, ``d`` decoding sequences, ``ctx`` their summed context, and
 each request's prefill chunk of ``c`` tokens after ``prefix`` already computed ones.
@@ -14,10 +14,13 @@ Two kinds of observation pin it down:
 
 - **TTFT of one request on an idle engine**: the request's overhead plus the sum of its prefill steps. A
   prompt of ``L`` uncached tokens runs in chunks of at most ``max_num_batched_tokens``, so its regressors are
-  (chunks, 1, L, 0, 0, L^2 / 1e6). The per-request cost the API server adds (tokenizing, setup; and the
-  client's own) is what a short prompt's TTFT has beyond one step; it lands in ``request_overhead``, which
-  the simulator spends *before* the request reaches the core, so it never stalls other requests' steps.
-- **ITL of ``b`` concurrent streams in steady decode**: one decode step, regressors (1, 0, 0, b, b * ctx, 0).
+  (chunks, 1, L / 1e3, L, 0, 0, L^2 / 1e6). The per-request cost the API server adds (tokenizing, setup; and
+  the client's own) lands in the two ``request_overhead`` terms, which the simulator spends *before* the
+  request reaches the core, so they never stall other requests' steps. Where the engine reports its own
+  prefill time (vLLM's ``request_prefill_time_seconds``), the steps are fitted to that and the overhead to the
+  rest; without it, the per-token overhead cannot be told from ``beta1`` and is left at 0.
+- **ITL of ``b`` concurrent streams in steady decode**: one decode step, regressors (1, 0, 0, 0, b, b * ctx,
+  0).
 
 Both are fitted at once by least squares on *relative* residuals (each row divided by its measurement), so
 a 2 ms ITL weighs as much as a 200 ms TTFT: the quantity judged afterwards is relative error. Coefficients
@@ -34,12 +37,15 @@ from dataclasses import dataclass
 TERMS = (
     "beta0_us",
     "request_overhead_us",
+    "request_overhead_us_per_ktok",
     "beta1_us",
     "beta2_us",
     "attn_us_per_ktok",
     "prefill_quad_us_per_ktok2",
 )
 """The unknowns, in column order."""
+OVERHEAD_TERMS = ("request_overhead_us", "request_overhead_us_per_ktok")
+"""The terms spent before a request reaches the engine core (not in any step)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,8 @@ def ttft_regressors(sample: TtftSample, budget: int) -> list[float]:
     computed = sample.prompt_tokens - min(sample.cached_tokens, sample.prompt_tokens - 1)
     cached = sample.prompt_tokens - computed
     quad = (sample.prompt_tokens**2 - cached**2) / 1e6
-    return [float(len(chunks(computed, budget))), 1.0, float(computed), 0.0, 0.0, quad]
+    steps = float(len(chunks(computed, budget)))
+    return [steps, 1.0, sample.prompt_tokens / 1e3, float(computed), 0.0, 0.0, quad]
 
 
 def ttft_rows(sample: TtftSample, budget: int) -> list[tuple[list[float], float]]:
@@ -137,13 +144,13 @@ def ttft_rows(sample: TtftSample, budget: int) -> list[tuple[list[float], float]
     overhead = sample.overhead_s
     if overhead is None or sample.engine_prefill_s is None:
         return [(x, sample.seconds * 1e6)]
-    steps = [0.0 if t == "request_overhead_us" else v for t, v in zip(TERMS, x, strict=True)]
-    alone = [1.0 if t == "request_overhead_us" else 0.0 for t in TERMS]
+    steps = [0.0 if t in OVERHEAD_TERMS else v for t, v in zip(TERMS, x, strict=True)]
+    alone = [v if t in OVERHEAD_TERMS else 0.0 for t, v in zip(TERMS, x, strict=True)]
     return [(steps, sample.engine_prefill_s * 1e6), (alone, overhead * 1e6)]
 
 
 def itl_regressors(sample: ItlSample) -> list[float]:
-    return [1.0, 0.0, 0.0, float(sample.batch), sample.batch * sample.context_tokens / 1e3, 0.0]
+    return [1.0, 0.0, 0.0, 0.0, float(sample.batch), sample.batch * sample.context_tokens / 1e3, 0.0]
 
 
 def predict_us(coefficients: dict[str, float], regressors: Sequence[float]) -> float:
@@ -155,13 +162,19 @@ def fit_step_model(
     itl: Sequence[ItlSample],
     *,
     max_num_batched_tokens: int,
-    terms: Sequence[str] = TERMS,
+    terms: Sequence[str] | None = None,
 ) -> StepFit:
     """Least-squares coefficients (µs, all >= 0) of ``terms``; the others are fixed at 0.
+
+    ``terms`` None: all of :data:`TERMS`, but ``request_overhead_us_per_ktok`` only when some TTFT sample has
+    the engine's prefill time (else it is the same column as ``beta1_us``).
 
     Raises ValueError when the samples cannot determine the terms (too few, or all of one kind when both
     ``beta0_us`` and ``request_overhead_us`` are asked for).
     """
+    if terms is None:
+        split = any(s.overhead_s is not None for s in ttft)
+        terms = [t for t in TERMS if split or t != "request_overhead_us_per_ktok"]
     unknown = set(terms) - set(TERMS)
     if unknown:
         raise ValueError(f"unknown terms: {', '.join(sorted(unknown))}")

@@ -78,7 +78,7 @@ class CalibratedProfile(SimProfile):
     def expected_ttft(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         computed = prompt_tokens - min(cached_tokens, prompt_tokens - 1)
         prefix = prompt_tokens - computed
-        total = self.request_overhead_us * 1e-6
+        total = self.request_overhead(prompt_tokens)
         for c in split_prefill(computed, self.max_num_batched_tokens):
             total += self.step_time(c, 0, 0, [(c, prefix)])
             prefix += c

@@ -276,6 +276,7 @@ def build_profile(settings: CalibrationSettings, info: EngineInfo, fit: StepFit)
         beta2_us=c["beta2_us"],
         attn_us_per_ktok=c["attn_us_per_ktok"],
         request_overhead_us=c["request_overhead_us"],
+        request_overhead_us_per_ktok=c["request_overhead_us_per_ktok"],
         prefill_quad_us_per_ktok2=c["prefill_quad_us_per_ktok2"],
         num_gpu_blocks=blocks,
         block_size=block_size,

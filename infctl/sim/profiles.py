@@ -4,8 +4,9 @@ A step's duration is linear in its work (the model cluster simulators such as Vi
 
     step = beta0 + beta1 * prefill_tokens + beta2 * decode_seqs + attn * sum(decode context) / 1000
 
-A request also waits ``request_overhead_us`` before it reaches the engine core (the API server's tokenizing
-and request setup, which run beside the core and do not stall its batch; 0 in the built-in profiles).
+A request also waits ``request_overhead_us`` (plus ``request_overhead_us_per_ktok`` per 1,000 prompt tokens)
+before it reaches the engine core: the API server's tokenizing and request setup, which run beside the core
+and do not stall its batch (0 in the built-in profiles).
 
 Each built-in profile documents where its numbers come from; ``expected_ttft`` and ``expected_itl``
 are the anchors a fidelity benchmark compares measured latencies against.
@@ -23,7 +24,14 @@ from typing import Any
 from infctl.errors import ConfigError
 
 _POSITIVE_INTS = ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
-_NON_NEGATIVE_FLOATS = ("beta0_us", "beta1_us", "beta2_us", "attn_us_per_ktok", "request_overhead_us")
+_NON_NEGATIVE_FLOATS = (
+    "beta0_us",
+    "beta1_us",
+    "beta2_us",
+    "attn_us_per_ktok",
+    "request_overhead_us",
+    "request_overhead_us_per_ktok",
+)
 
 PrefillChunks = Sequence[tuple[int, int]]
 """A step's prefill chunks, one per request: (tokens computed in this step, tokens of the request already
@@ -65,6 +73,9 @@ class SimProfile:
     """Delay between a request's arrival and its entry into the engine core's queue, microseconds: work the
     API server does per request (tokenizing, setup) in its own process, beside the busy core. It adds to
     TTFT but never to a step."""
+    request_overhead_us_per_ktok: float = 0.0
+    """The part of that delay that grows with the prompt (tokenizing it, shipping its ids to the core),
+    microseconds per 1,000 prompt tokens."""
 
     @property
     def uses_prefill_chunks(self) -> bool:
@@ -101,6 +112,10 @@ class SimProfile:
             )
         return dataclasses.replace(self, **overrides)
 
+    def request_overhead(self, prompt_tokens: int) -> float:
+        """Seconds a request of ``prompt_tokens`` spends before it reaches the engine core."""
+        return (self.request_overhead_us + self.request_overhead_us_per_ktok * prompt_tokens * 1e-3) * 1e-6
+
     def step_time(
         self,
         prefill_tokens: int,
@@ -124,7 +139,9 @@ class SimProfile:
         """Seconds from arrival to first token on an idle engine (chunked prefill, no queueing)."""
         computed = prompt_tokens - min(cached_tokens, prompt_tokens - 1)
         steps = math.ceil(computed / self.max_num_batched_tokens)
-        return (self.request_overhead_us + steps * self.beta0_us + computed * self.beta1_us) * 1e-6
+        return (
+            self.request_overhead(prompt_tokens) + (steps * self.beta0_us + computed * self.beta1_us) * 1e-6
+        )
 
     def expected_itl(self, batch: int, context: int = 0) -> float:
         """Seconds between tokens in a decode-only step of ``batch`` sequences of ``context`` tokens each."""

@@ -103,11 +103,12 @@ class Driver:
         metrics: EngineMetrics,
         *,
         kv_sink: Callable[[Sequence[KVEvent]], None] | None = None,
-        request_overhead: float = 0.0,
+        request_overhead: Callable[[int], float] | None = None,
     ) -> None:
         self.core = core
         self.request_overhead = request_overhead
-        """Simulated seconds between ``submit`` and the request's entry into the core."""
+        """Simulated seconds between ``submit`` and the request's entry into the core, given its prompt
+        length (``SimProfile.request_overhead``); None: none."""
         self._arriving: dict[str, asyncio.TimerHandle] = {}
         """Requests submitted but not yet in the core (``request_overhead``), by id."""
         self.clock = clock
@@ -144,10 +145,11 @@ class Driver:
     # -- requests --------------------------------------------------------------------------------------
     def submit(self, req: SimRequest, *, interval: int = 1) -> RequestTrack:
         track = RequestTrack(req, max(1, interval))
-        if self.request_overhead > 0:
+        delay = self._overhead(req)
+        if delay > 0:
             clock = self.clock
             # The core's clock starts when the delay ends, not when a late event loop gets to the callback.
-            at = clock.now() + self.request_overhead
+            at = clock.now() + delay
             self._arriving[req.request_id] = asyncio.get_running_loop().call_at(
                 clock.to_wall(at), self._arrive, req, at
             )
@@ -155,6 +157,9 @@ class Driver:
             self._arrive(req, self.clock.now())
         self._tracks[req.request_id] = track
         return track
+
+    def _overhead(self, req: SimRequest) -> float:
+        return 0.0 if self.request_overhead is None else self.request_overhead(len(req.prompt_ids))
 
     def _arrive(self, req: SimRequest, now: float) -> None:
         self._arriving.pop(req.request_id, None)
@@ -276,7 +281,7 @@ class Driver:
         scheduled, first = track.scheduled_at, track.first_token_at
         m.observe("e2e", now - req.arrival)
         # vLLM's queue time starts when its engine core gets the request, after the API server's share.
-        m.observe("queue", max(0.0, scheduled - req.arrival - self.request_overhead))
+        m.observe("queue", max(0.0, scheduled - req.arrival - self._overhead(req)))
         m.observe("prefill", first - scheduled)
         m.observe("decode", now - first)
         m.observe("inference", now - scheduled)

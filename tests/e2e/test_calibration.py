@@ -6,6 +6,7 @@ the simulated engine (whose step-time model is known, so the fit must recover it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from infctl.sim.profiles import TINY_CPU, get_profile
 TRUE = {
     "beta0_us": 2500.0,
     "request_overhead_us": 6000.0,
+    "request_overhead_us_per_ktok": 0.0,
     "beta1_us": 20.0,
     "beta2_us": 150.0,
     "attn_us_per_ktok": 300.0,
@@ -76,9 +78,11 @@ def test_normal_equations_agree_with_numpy() -> None:
     ttft, itl = synthetic(TRUE)
     rows = [ttft_regressors(s, 2048) for s in ttft] + [itl_regressors(s) for s in itl]
     ys = [s.seconds * 1e6 for s in ttft] + [s.seconds * 1e6 for s in itl]
-    design = [[x / y for x in row] for row, y in zip(rows, ys, strict=True)]
+    # Client-timed TTFT alone cannot tell the per-token overhead from beta1: leave its column out.
+    keep = [i for i, t in enumerate(TERMS) if t != "request_overhead_us_per_ktok"]
+    design = [[row[i] / y for i in keep] for row, y in zip(rows, ys, strict=True)]
     solution = solve_normal_equations(design, [1.0] * len(ys))
-    assert solution == pytest.approx([TRUE[t] for t in TERMS], rel=1e-6)
+    assert solution == pytest.approx([TRUE[TERMS[i]] for i in keep], rel=1e-6)
 
 
 def test_a_term_the_data_calls_negative_is_dropped() -> None:
@@ -104,10 +108,11 @@ def test_engine_timed_prefill_splits_the_overhead_from_the_steps() -> None:
     # The engine times its own steps; the client sees them plus the overhead, and noise on top of that
     # (client-side only: the step terms must not move).
     steps_only = {**TRUE, "request_overhead_us": 0.0}
+    per_token = 3000.0  # us per 1,000 prompt tokens: tokenizing
     timed = [
         TtftSample(
             s.prompt_tokens,
-            s.seconds * (1.3 if s.prompt_tokens == 512 else 1.0),
+            s.seconds + per_token * s.prompt_tokens * 1e-9,
             engine_prefill_s=predict_us(steps_only, ttft_regressors(s, 2048)) * 1e-6,
         )
         for s in ttft
@@ -115,6 +120,12 @@ def test_engine_timed_prefill_splits_the_overhead_from_the_steps() -> None:
     fit = fit_step_model(timed, itl, max_num_batched_tokens=2048)
     for term in ("beta0_us", "beta1_us", "beta2_us", "attn_us_per_ktok", "prefill_quad_us_per_ktok2"):
         assert fit.coefficients[term] == pytest.approx(TRUE[term], rel=1e-6)
+    assert fit.coefficients["request_overhead_us"] == pytest.approx(TRUE["request_overhead_us"], rel=1e-6)
+    assert fit.coefficients["request_overhead_us_per_ktok"] == pytest.approx(per_token, rel=1e-6)
+    # Noise on the client's side moves the overhead only, never the engine's step terms.
+    noisy = [dataclasses.replace(s, seconds=s.seconds * 1.3) if s.prompt_tokens == 512 else s for s in timed]
+    fit = fit_step_model(noisy, itl, max_num_batched_tokens=2048)
+    assert fit.coefficients["beta1_us"] == pytest.approx(TRUE["beta1_us"], rel=1e-6)
     assert fit.coefficients["request_overhead_us"] > TRUE["request_overhead_us"]
 
 
@@ -148,9 +159,11 @@ def test_prefill_chunks_are_priced_apart() -> None:
 
 
 def test_request_overhead_counts_once_per_request() -> None:
-    p = CalibratedProfile(**{**_fields(TINY_CPU), "request_overhead_us": 7000.0})
+    fields = {"request_overhead_us": 7000.0, "request_overhead_us_per_ktok": 2000.0}
+    p = CalibratedProfile(**{**_fields(TINY_CPU), **fields})
     assert p.step_time(100, 2, 100) == pytest.approx(TINY_CPU.step_time(100, 2, 100))
-    assert p.expected_ttft(3000) == pytest.approx(TINY_CPU.expected_ttft(3000) + 7000e-6)
+    assert p.request_overhead(3000) == pytest.approx(7000e-6 + 3 * 2000e-6)
+    assert p.expected_ttft(3000) == pytest.approx(TINY_CPU.expected_ttft(3000) + p.request_overhead(3000))
 
 
 def _fields(profile: object) -> dict[str, object]:

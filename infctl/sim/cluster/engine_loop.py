@@ -110,7 +110,7 @@ class Simulation:
             if kind == STEP_END:
                 self._step_end(payload[0], payload[1], t)
             elif kind == WAKE:
-                if type(payload) is tuple:  # a request reaching its engine's core (request_overhead_us)
+                if type(payload) is tuple:  # a request reaching its engine's core (after its overhead)
                     self._arrive(payload[0], payload[1], t)
                 elif payload.wake_at == t:
                     payload.wake_at = None
@@ -188,10 +188,11 @@ class Simulation:
         req = SimRequest(rid, ids, spec.max_tokens, now, seed=send.index)
         engine.inflight += 1
         self.flights[rid] = _Flight(send, rec, engine, len(ids), spec.max_tokens)
-        if profile.request_overhead_us > 0:
+        delay = profile.request_overhead(len(ids))
+        if delay > 0:
             # The API server's per-request work (tokenizing, setup) runs beside the engine core: the request
             # reaches the core later without stalling its batch. A WAKE whose payload is (engine, request).
-            self.q.push(now + profile.request_overhead_us * 1e-6, WAKE, (engine, req))
+            self.q.push(now + delay, WAKE, (engine, req))
         else:
             self._arrive(engine, req, now)
 

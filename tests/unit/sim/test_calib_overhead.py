@@ -44,13 +44,14 @@ def _cluster_cfg(profile: SimProfile, rate: float) -> SimConfig:
 
 def test_cluster_sim_delays_each_request_by_the_overhead_and_nothing_else() -> None:
     base = _with(TINY_CPU, num_gpu_blocks=4096)
-    late = dataclasses.replace(base, request_overhead_us=OVERHEAD_US)
+    late = dataclasses.replace(base, request_overhead_us=OVERHEAD_US, request_overhead_us_per_ktok=5000.0)
     # Requests one second apart never meet: each TTFT grows by exactly the overhead, token gaps do not move.
     a = sorted(simulate(_cluster_cfg(base, rate=1.0)).bench.requests, key=lambda r: r.index)
     b = sorted(simulate(_cluster_cfg(late, rate=1.0)).bench.requests, key=lambda r: r.index)
     assert len(a) == len(b) == 40 and all(r.error is None for r in a + b)
     for x, y in zip(a, b, strict=True):
-        assert y.chunk_times[0] - y.sent_s == pytest.approx(x.chunk_times[0] - x.sent_s + OVERHEAD_US * 1e-6)
+        delay = (OVERHEAD_US + 5000.0 * y.input_tokens / 1e3) * 1e-6
+        assert y.chunk_times[0] - y.sent_s == pytest.approx(x.chunk_times[0] - x.sent_s + delay)
         gaps_x = [t1 - t0 for t0, t1 in zip(x.chunk_times, x.chunk_times[1:], strict=False)]
         gaps_y = [t1 - t0 for t0, t1 in zip(y.chunk_times, y.chunk_times[1:], strict=False)]
         assert gaps_y == pytest.approx(gaps_x)
