@@ -1,7 +1,8 @@
 """What a router costs: infctl, sglang-router and vllm-router against the same upstream, in one run.
 
-    python benchmarks/bench_router_overhead.py [--rates 40,80] [--seconds 8] [--rounds 2]
+    python benchmarks/bench_router_overhead.py [--rates 40,80] [--seconds 3] [--rounds 6]
         [--upstream sim|null] [--policies round_robin,cache_aware] [--concurrency 48] [--peers-bin DIR]
+        [--loops asyncio,uvloop]   (one infctl row per event loop, to compare them in the same run)
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -254,8 +255,8 @@ def all_routers(
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="40,80", help="comma-separated request rates for section 1")
-    ap.add_argument("--seconds", type=float, default=8.0, help="load per target per rate per round")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=3.0, help="load per target per rate per round")
+    ap.add_argument("--rounds", type=int, default=6, help="short interleaved rounds spread the noise")
     ap.add_argument("--upstream", choices=("sim", "null"), default="sim", help="engine of section 1")
     ap.add_argument("--policies", default="round_robin,cache_aware", help="router policies (all routers)")
     ap.add_argument("--concurrency", type=int, default=48, help="streams in flight in section 2 (0: skip)")
