@@ -75,10 +75,10 @@ class SimConfig:
     """Seconds between the router's scrapes of engine signals (queue, running, KV usage); the router's own
     in-flight counts are always current, as in the live router."""
     kv_events: bool = False
-    """Engines publish KV events and the router applies them to its precise prefix index (what
-    ``cache_aware`` prefers where engines publish; live: ``model.kv_events.enabled``). Off: the router
-    learns prefixes from its own decisions (the approximate index). Events reach the router at the end of
-    the step that produced them."""
+    """Engines publish KV events and the router applies them to its precise prefix index (live:
+    ``model.kv_events.enabled``). Only policies with ``index: precise`` or ``index: auto`` read that index;
+    the ``cache_aware`` preset learns from its own decisions (the approximate index). Events reach the
+    router at the end of the step that produced them."""
     router_block_size: int | None = None
     """Tokens per block of the router's prefix hashes; None: the profile's block size."""
     gpus_per_engine: int = 1
