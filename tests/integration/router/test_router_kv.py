@@ -7,14 +7,20 @@ the first requests of the burst: they are routed before the first BlockStored re
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
-from conftest import StartRouter, StartSim  # type: ignore[import-not-found]
 
 from infctl.router.kv_events import KVSource
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics
+
+# The shapes of tests/conftest.py's fixtures (not imported: a bare `conftest` import resolves to whichever
+# test directory's conftest comes first on sys.path in a full run).
+StartSim = Callable[..., Awaitable[Any]]
+StartRouter = Callable[..., Awaitable[str]]
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 BURST = 12
