@@ -151,7 +151,7 @@ class Driver:
             # The core's clock starts when the delay ends, not when a late event loop gets to the callback.
             at = clock.now() + delay
             self._arriving[req.request_id] = asyncio.get_running_loop().call_at(
-                clock.to_wall(at), self._arrive, req, at
+                clock.to_wall(at), self._arrive_late, req, at
             )
         else:
             self._arrive(req, self.clock.now())
@@ -162,9 +162,19 @@ class Driver:
         return 0.0 if self.request_overhead is None else self.request_overhead(len(req.prompt_ids))
 
     def _arrive(self, req: SimRequest, now: float) -> None:
-        self._arriving.pop(req.request_id, None)
         self.core.add_request(req, now)
         self._wake.set()
+
+    def _arrive_late(self, req: SimRequest, now: float) -> None:
+        self._arriving.pop(req.request_id, None)
+        try:
+            self._arrive(req, now)
+        except ValueError:
+            # The routes validate lengths first, so this is a bug; end the request rather than hang it.
+            log.exception("the engine core refused request %s", req.request_id)
+            track = self._tracks.get(req.request_id)
+            if track is not None:
+                self._end(track, "abort", now)
 
     def abort(self, request_id: str) -> None:
         track = self._tracks.get(request_id)

@@ -134,6 +134,12 @@ async def test_live_driver_holds_the_request_back_and_aborts_it_cleanly(
     await asyncio.sleep(0.03)  # past the delay (10 ms of wall time): the request never reached the core
     assert not driver.core.has_work() and driver.core.stats().prompt_tokens == 0
 
+    # A request the core refuses once its delay is over (the routes check lengths first) ends, never hangs.
+    refused = driver.submit(SimRequest("z", prompt(64, 5), TINY_CPU.max_model_len, cluster.clock.now()))
+    while not refused.done:
+        await asyncio.wait_for(refused.queue.get(), 5)
+    assert refused.finish_reason == "abort"
+
     ok = driver.submit(SimRequest("y", prompt(64, 4), 2, cluster.clock.now()))
     while not ok.done:
         await asyncio.wait_for(ok.queue.get(), 5)
