@@ -24,6 +24,8 @@ from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
     SAT_TPUT,
+    TRACE_PROMPT_TOKENS_PER_S,
+    UTIL,
     ScenarioSize,
     base_config,
     prefill_rate,
@@ -49,7 +51,7 @@ def autoscaling(size: ScenarioSize) -> SimScenario:
     a static fleet of ``engines // 2`` for the peak vs the autoscaler between 1 and that."""
     engines = max(2, size.engines // 2)
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines)
-    peak = 0.6 * engines * prefill_rate(base.profile) / TRACE_PROMPT_TOKENS
+    peak = UTIL * engines * prefill_rate(base.profile) / TRACE_PROMPT_TOKENS
     trace, n = trace_spec(size, 1.0)
     day_s = n / (peak * mean_level(DAY_SHAPE))
     scale = max(day_s / 86_400, MIN_TIME_SCALE)
@@ -103,7 +105,8 @@ def kv_tier(size: ScenarioSize) -> SimScenario:
     """HBM only vs a second tier behind it, at DRAM and at shared-pool bandwidth, on the Mooncake trace."""
     engines = max(1, size.engines // 8)
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines, policy="cache_aware")
-    compression = 0.6 * engines * prefill_rate(base.profile) / (0.6 * 60_000)
+    # Sized as if 40% of each prompt were cached (HBM and tier together): HBM alone is then overloaded.
+    compression = UTIL * engines * prefill_rate(base.profile) / (0.6 * TRACE_PROMPT_TOKENS_PER_S)
     trace, n = trace_spec(size, compression)
     base = replace(base, workload=trace, load=trace_plan(n, 16 * engines))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.scenarios import SHORT_MAX_TOKENS
@@ -36,8 +37,16 @@ GPUS = {DEEPSEEK_V3_H200.name: 8, KIMI_K2_H200.name: 16}
 MOONCAKE_TRACE = Path(__file__).resolve().parents[5] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
 """The repository's sibling data directory (``../shared/data/``)."""
 MOONCAKE_REQUESTS = 3993
+TRACE_PROMPT_TOKENS_PER_S = 60_000
+"""Prompt tokens per second the Mooncake trace sends at its own timestamps (3,993 x 15.3k in 1,022 s)."""
 MAX_OUTPUT_TOKENS = 2048
 """Trace outputs are cut here, prompts at the profile's context less this."""
+
+
+UTIL = 0.6
+"""Open-loop stages load the baseline to this share of its prefill capacity."""
+SHORT_MEAN, LONG_MEAN = 600, 16_000
+"""Bucketing: mean short (chat) and long (document) prompt, tokens."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +79,10 @@ def prefill_rate(profile: SimProfile) -> float:
     return chunk / profile.step_time(chunk, 0, 0)
 
 
-def base_config(size: ScenarioSize, profile: SimProfile, **kw: object) -> SimConfig:
+def base_config(size: ScenarioSize, profile: SimProfile, **fields: Any) -> SimConfig:
+    """A scenario's config on ``size.profile`` (else ``profile``), with its GPUs per engine and seed."""
     p = size.profile or profile
-    return SimConfig(profile=p, gpus_per_engine=GPUS.get(p.name, 1), seed=size.seed, **kw)  # type: ignore[arg-type]
+    return SimConfig(profile=p, gpus_per_engine=GPUS.get(p.name, 1), seed=size.seed, **fields)
 
 
 def _paced_then_saturated(rate: float, concurrency: int, requests: int) -> LoadPlan:
@@ -93,11 +103,10 @@ def bucketing(size: ScenarioSize) -> SimScenario:
 
     The long pool gets engines in proportion to the prefill work long prompts bring (75% here), so both
     arms have the same capacity; what changes is that short prompts never queue behind a long prefill."""
-    short, long_ = (
-        LengthDist(kind="lognormal", mean=600, sigma=0.5, max=SHORT_MAX_TOKENS),
-        LengthDist(kind="uniform", low=8_000, high=24_000),
-    )
-    work_long = 0.1 * 16_000 / (0.1 * 16_000 + 0.9 * 600)
+    short = LengthDist(kind="lognormal", mean=SHORT_MEAN, sigma=0.5, max=SHORT_MAX_TOKENS)
+    long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2)
+    mean_prompt = 0.9 * SHORT_MEAN + 0.1 * LONG_MEAN
+    work_long = 0.1 * LONG_MEAN / mean_prompt
     n_long = min(size.engines - 1, max(1, round(size.engines * work_long)))
     pools = ["short"] * (size.engines - n_long) + ["long"] * n_long
     buckets = [
@@ -105,8 +114,7 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         {"name": "long", "pools": ["long"]},
     ]
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
-    mean_prompt = 0.9 * 600 + 0.1 * 16_000
-    rate = 0.6 * size.engines * prefill_rate(base.profile) / mean_prompt
+    rate = UTIL * size.engines * prefill_rate(base.profile) / mean_prompt
     workload = MixtureSpec(
         components=[
             MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=128)),
@@ -168,7 +176,7 @@ def prefix_shared(size: ScenarioSize) -> SimScenario:
         groups=groups, prefix_tokens=prefix, zipf=0.6, input=LengthDist(mean=256), output=LengthDist(mean=128)
     )
     # Random routing finds about a third of each prompt cached: size the paced rate on that.
-    rate = 0.6 * size.engines * prefill_rate(p) / (0.67 * (prefix + 256))
+    rate = UTIL * size.engines * prefill_rate(p) / (0.67 * (prefix + 256))
     base = replace(
         base, workload=workload, load=_paced_then_saturated(rate, 16 * size.engines, size.requests)
     )
@@ -215,7 +223,7 @@ def prefix_mooncake(size: ScenarioSize) -> SimScenario:
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
     # The trace sends ~60k prompt tokens/s: compress it to ~60% of the fleet's prefill capacity at a
     # 30% hit rate.
-    compression = 0.6 * size.engines * prefill_rate(base.profile) / (0.7 * 60_000)
+    compression = UTIL * size.engines * prefill_rate(base.profile) / (0.7 * TRACE_PROMPT_TOKENS_PER_S)
     trace, n = trace_spec(size, compression)
     base = replace(base, workload=trace, load=trace_plan(n, 16 * size.engines))
     return SimScenario(
