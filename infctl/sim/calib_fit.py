@@ -31,6 +31,7 @@ Gaussian elimination, which is exact enough at this size.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -163,11 +164,17 @@ def fit_step_model(
     *,
     max_num_batched_tokens: int,
     terms: Sequence[str] | None = None,
+    trim_above: float | None = None,
 ) -> StepFit:
     """Least-squares coefficients (µs, all >= 0) of ``terms``; the others are fixed at 0.
 
     ``terms`` None: all of :data:`TERMS`, but ``request_overhead_us_per_ktok`` only when some TTFT sample has
     the engine's prefill time (else it is the same column as ``beta1_us``).
+
+    ``trim_above`` (e.g. 0.3): refit once without the rows measured more than that fraction above the first
+    fit (at most one row in six, the furthest first). Other work on a shared machine only ever adds latency,
+    so a point far above the rest is a burst of that work, not the engine; left in, one such point drags
+    every term. ``StepFit.rows`` still lists every sample.
 
     Raises ValueError when the samples cannot determine the terms (too few, or all of one kind when both
     ``beta0_us`` and ``request_overhead_us`` are asked for).
@@ -183,6 +190,34 @@ def fit_step_model(
     if any(y <= 0 for _, y in rows):
         raise ValueError("every measured latency must be > 0")
     active = [TERMS.index(t) for t in TERMS if t in terms]
+    coef, solver = _nonnegative_fit(rows, active)
+    if trim_above is not None:
+        above = sorted(
+            ((y / p, i) for i, (x, y) in enumerate(rows) if (p := predict_us(coef, x)) > 0),
+            reverse=True,
+        )
+        drop = {i for ratio, i in above[: len(rows) // 6] if ratio > 1 + trim_above}
+        if drop:
+            with contextlib.suppress(ValueError):  # the rest cannot pin every term: keep the first fit
+                coef, solver = _nonnegative_fit([r for i, r in enumerate(rows) if i not in drop], active)
+    fit_rows = [
+        FitRow(
+            "ttft",
+            s.prompt_tokens,
+            s.seconds,
+            predict_us(coef, ttft_regressors(s, max_num_batched_tokens)) * 1e-6,
+        )
+        for s in ttft
+    ]
+    fit_rows += [FitRow("itl", s.batch, s.seconds, predict_us(coef, itl_regressors(s)) * 1e-6) for s in itl]
+    return StepFit(coefficients=coef, rows=tuple(fit_rows), solver=solver)
+
+
+def _nonnegative_fit(
+    rows: Sequence[tuple[list[float], float]], active: list[int]
+) -> tuple[dict[str, float], str]:
+    """Relative least squares over the ``active`` columns, dropping any that come out negative."""
+    active = list(active)
     solver = "normal-equations"
     coef: dict[str, float] = dict.fromkeys(TERMS, 0.0)
     while active:
@@ -197,17 +232,7 @@ def fit_step_model(
         # Drop the most negative one and refit: a term the data says costs < 0 costs nothing measurable.
         worst = min(negative, key=lambda i: solution[active.index(i)])
         active.remove(worst)
-    fit_rows = [
-        FitRow(
-            "ttft",
-            s.prompt_tokens,
-            s.seconds,
-            predict_us(coef, ttft_regressors(s, max_num_batched_tokens)) * 1e-6,
-        )
-        for s in ttft
-    ]
-    fit_rows += [FitRow("itl", s.batch, s.seconds, predict_us(coef, itl_regressors(s)) * 1e-6) for s in itl]
-    return StepFit(coefficients=coef, rows=tuple(fit_rows), solver=solver)
+    return coef, solver
 
 
 def _lstsq(a: list[list[float]], b: list[float]) -> tuple[list[float], str]:

@@ -2,7 +2,9 @@
 
 Three parts, kept apart so the fitting is testable without an engine:
 
-- :mod:`infctl.sim.calib_measure` (I/O): TTFT of lone requests against prompt length; ITL of ``b``
+- :mod:`infctl.sim.calib_measure` (I/O): TTFT of lone requests against prompt length (with the engine's
+  own prefill time of each where it reports one: the steps, apart from the API server's per-request
+  overhead, which the simulator spends before a request reaches its core); ITL of ``b``
   concurrent streams against ``b`` (at two context lengths, so the attention term is seen), from the engine's
   own step timestamps where it exposes them (:mod:`infctl.sim.calib_counters`), else from the client's.
 - :mod:`infctl.sim.calib_fit` (pure): least squares over both kinds of sample at once.
@@ -60,9 +62,10 @@ class CalibrationSettings:
     """Concurrent streams whose ITL is measured."""
     itl_contexts: tuple[int, ...] = (32, 1024)
     """Prompt lengths of the ITL streams (two or more let the fit see the attention term)."""
-    itl_output_tokens: int = 96
+    itl_output_tokens: int = 160
     """Tokens each ITL stream generates (the engine-timed window is about the first 3/4 of them, after
-    every stream's first two)."""
+    every stream's first two; on a loaded machine the client can stall for a few hundred milliseconds, and
+    shorter runs then leave no window)."""
     itl_repeats: int = 3
     """Runs per (batch, context); the fit uses their median."""
     warmup_requests: int = 4
@@ -83,6 +86,9 @@ class CalibrationSettings:
     quantile: float = 0.5
     """Which quantile of a point's repeats stands for it: 0.5, the median; lower (0.25) reads the engine when
     it had the CPU, on a machine whose other work comes and goes (other work only ever adds latency)."""
+    trim_above: float | None = 0.3
+    """Refit without the points measured more than this fraction above the first fit (at most one in six):
+    bursts of other work on a shared machine (see ``infctl.sim.calib_fit.fit_step_model``); None: keep all."""
     compensate: bool = True
     """Serve the fit from a simulated engine, measure it the same way, and correct each coefficient by the
     difference (cancels the simulator's and the client's own latency; see ``infctl.sim.calib_loop``)."""
@@ -90,6 +96,8 @@ class CalibrationSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.quantile <= 1.0:
             raise ConfigError(f"calibration quantile must be within 0..1, got {self.quantile}")
+        if self.trim_above is not None and self.trim_above <= 0:
+            raise ConfigError(f"calibration trim_above must be > 0 (or None), got {self.trim_above}")
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,9 @@ async def calibrate(
         seed = settings.seed if settings.seed is not None else secrets.randbits(40)
         client = EngineClient(sess, settings.url, info.model, timeout_s=settings.timeout_s)
         ttft, itl = await measure(client, settings, seed, say, between=between)
-        fit = fit_step_model(ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens)
+        fit = fit_step_model(
+            ttft, itl, max_num_batched_tokens=settings.max_num_batched_tokens, trim_above=settings.trim_above
+        )
         profile = build_profile(settings, info, fit)
         served: StepFit | None = None
         if settings.compensate:
@@ -170,7 +180,12 @@ async def calibrate(
                 )
             if engine_timed:
                 sim_itl = [modelled_itl(profile, s) for s in itl]
-            served = fit_step_model(sim_ttft, sim_itl, max_num_batched_tokens=settings.max_num_batched_tokens)
+            served = fit_step_model(
+                sim_ttft,
+                sim_itl,
+                max_num_batched_tokens=settings.max_num_batched_tokens,
+                trim_above=settings.trim_above,
+            )
             profile = with_coefficients(profile, corrected(fit, served))
     finally:
         if own:

@@ -98,6 +98,29 @@ def test_a_term_the_data_calls_negative_is_dropped() -> None:
     assert all(v >= 0 for v in fit.coefficients.values())
 
 
+def test_a_point_far_above_the_fit_is_trimmed() -> None:
+    ttft, itl = synthetic(TRUE)
+    # One ITL point caught in a burst of outside load: twice the engine's step time.
+    burst = [
+        ItlSample(s.batch, s.context_tokens, s.seconds * (2.0 if i == 3 else 1.0)) for i, s in enumerate(itl)
+    ]
+    kept = fit_step_model(ttft, burst, max_num_batched_tokens=2048)
+    trimmed = fit_step_model(ttft, burst, max_num_batched_tokens=2048, trim_above=0.3)
+    assert kept.coefficients["beta2_us"] != pytest.approx(TRUE["beta2_us"], rel=0.05)
+    for term in ("beta0_us", "beta2_us", "attn_us_per_ktok", "beta1_us"):
+        assert trimmed.coefficients[term] == pytest.approx(TRUE[term], rel=1e-6)
+    # The rows still list every sample, the trimmed one with its miss.
+    assert len(trimmed.rows) == len(ttft) + len(itl)
+    assert min(r.rel_error for r in trimmed.rows if r.kind == "itl") == pytest.approx(-0.5)
+    # Points merely noisy (within the margin) stay in.
+    mild = [
+        ItlSample(s.batch, s.context_tokens, s.seconds * (1.2 if i == 3 else 1.0)) for i, s in enumerate(itl)
+    ]
+    assert fit_step_model(ttft, mild, max_num_batched_tokens=2048, trim_above=0.3).coefficients == (
+        fit_step_model(ttft, mild, max_num_batched_tokens=2048).coefficients
+    )
+
+
 def test_too_few_samples_are_refused() -> None:
     with pytest.raises(ValueError, match="determine"):
         fit_step_model([TtftSample(16, 0.01)], [], max_num_batched_tokens=2048)
