@@ -15,8 +15,10 @@ same requests in the fluid model of these engines: true caches and queues, no fu
 2. The Mooncake trace in ../shared/data (x8 faster, prompts x0.25 so 128 tokens per hash id, all 3,993
    lines: its block reuse builds up over the trace, 5% in the first 400 lines, 64% over all), 256k tokens
    of KV per engine.
-3. Mixed long/short (90% ~256-token chats, 10% ~7k-token documents): short-request TTFT p50/p99 with one
-   pool (least_load) against length buckets that give long prompts their own engine.
+3. Mixed long/short (the demo's: 90% 256-token chats, 10% 7k-token documents; 3 alternating rounds of 500
+   requests, medians of the rounds): short-request TTFT p50/p99 with one pool (least_load) against length
+   buckets that give long prompts their own engine. Its engines run one process each, as real engines do:
+   in one process they share an event loop, and the long engine's parsing would stall the short pool.
 
 Hit rate is engine-side (the engines' own prefix-cache counters); max/fair is the busiest engine's uncached
 prompt tokens over the fair share. Everything shares this machine's two cores (client, routers, engines), so
@@ -34,11 +36,12 @@ import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
@@ -46,7 +49,7 @@ import httpx
 
 from infctl.bench import BenchConfig, BenchResult, LoadPlan, Stage, TraceSpec, run_benchmark
 from infctl.bench.metrics import summarize
-from infctl.bench.scenarios import SHORT_MAX_TOKENS, bucketing_scenario, prefix_scenario
+from infctl.bench.scenarios import SHORT_MAX_TOKENS, Arm, bucketing_scenario, prefix_scenario
 from infctl.bench.workloads import build_workload
 from infctl.bench.workloads.specs import WorkloadSpec
 from infctl.router import Backend, RequestInfo, build_policy
@@ -182,32 +185,38 @@ def _pad(items: Sequence[str], like: Sequence[str]) -> list[str]:
 
 @dataclass
 class Sim:
-    """One ``infctl sim`` process with ``ENGINES`` engines, publishing KV events."""
+    """``ENGINES`` simulated engines publishing KV events: one ``infctl sim`` process, or one process each."""
 
     blocks: int
     """KV blocks of 16 tokens per engine."""
-    proc: subprocess.Popen[bytes] | None = None
+    separate: bool = False
+    """One process per engine, as real engines are: the engines of one process share its event loop, so a
+    long prompt's parsing on one engine stalls the others (what length bucketing is meant to isolate)."""
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     engines: tuple[str, ...] = ()
     kv_events: tuple[str, ...] = ()
 
     def __enter__(self) -> Sim:
         port, kv = free_port(ENGINES), free_port(ENGINES)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infctl", "sim", "--instances", str(ENGINES), "--port", str(port),
-             "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
-             "--kv-events-port", str(kv)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        groups = [(i, 1) for i in range(ENGINES)] if self.separate else [(0, ENGINES)]
+        for first, n in groups:
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "infctl", "sim", "--instances", str(n), "--port", str(port + first),
+                 "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
+                 "--kv-events-port", str(kv + first)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
         self.engines = tuple(f"http://127.0.0.1:{port + i}" for i in range(ENGINES))
         self.kv_events = tuple(f"tcp://127.0.0.1:{kv + i}" for i in range(ENGINES))
-        for u in self.engines:
-            wait_http(f"{u}/health", self.proc)
+        for i, u in enumerate(self.engines):
+            wait_http(f"{u}/health", self.procs[i if self.separate else 0])
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(10)
 
 
 async def reset(engines: Sequence[str]) -> None:
@@ -296,34 +305,47 @@ async def quality(title: str, sim: Sim, workload: WorkloadSpec, plan: LoadPlan, 
         print(quality_row(r.name, res, oracle, baseline), flush=True)
 
 
-async def mixed(sim: Sim, requests: int, rate: float) -> None:
-    """Length bucketing as ``infctl demo`` runs it: 90% short, 10% long; one pool vs a long-prompt pool."""
+async def mixed(sim: Sim, requests: int, rate: float, rounds: int) -> None:
+    """Length bucketing as ``infctl demo`` runs it: 90% short, 10% long; one pool vs a long-prompt pool.
+
+    The arms alternate over ``rounds`` rounds and each column is the median of the rounds: a stall of this
+    shared machine lands in one round of one arm instead of deciding a p99."""
     sc = bucketing_scenario(ENGINES, requests=requests, rate=rate)
-    print(f"\n== {sc.name}: {ENGINES} engines ==")
-    cols = ("short p50", "short p99", "vs one pool", "all p99", "failed")
-    print(f"{'router':27s} " + " ".join(f"{c:>{max(8, len(c))}s}" for c in cols))
+    print(f"\n== {sc.name}: {ENGINES} engines, median of {rounds} alternating rounds ==")
+    cols = ("short p50", "short p99", "vs one pool", "long p99", "failed", "short p99 per round")
+    print(f"{'router':27s} " + " ".join(f"{c:>{max(8, len(c))}s}" for c in cols[:-1]) + f"  {cols[-1]}")
+    arms = [(arm, _mixed_router(sim, arm)) for arm in (sc.baseline, sc.infctl)]
+    rows: dict[str, list[tuple[float, float, float, int]]] = {r.name: [] for _, r in arms}
+    for _ in range(rounds):
+        for _arm, r in arms:
+            r.start()
+            try:
+                res = await bench(r.url, sim.engines, sc.workload, sc.load, r.name)
+            finally:
+                r.stop()
+            short = summarize([x for x in res.requests if x.input_tokens <= SHORT_MAX_TOKENS]).ttft
+            long = summarize([x for x in res.requests if x.input_tokens > SHORT_MAX_TOKENS]).ttft
+            rows[r.name].append((short["p50"], short["p99"], long["p99"], res.summary.failed))
     base: float | None = None
-    for arm in (sc.baseline, sc.infctl):
-        pools = [f",pool={p}" if p else "" for p in _pad([p or "" for p in arm.pools], sim.engines)]
-        policy = arm.policy if isinstance(arm.policy, str) else json.dumps(arm.policy)
-        port = free_port()
-        backends = [a for u, p in zip(sim.engines, pools, strict=True) for a in ("--backend", u + p)]
-        argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
-                "--policy", policy, *backends]  # fmt: skip
-        r = Router(arm.label if arm.label.startswith("infctl") else f"infctl {arm.label}", argv, port)
-        r.start()
-        try:
-            res = await bench(r.url, sim.engines, sc.workload, sc.load, r.name)
-        finally:
-            r.stop()
-        short = summarize([x for x in res.requests if x.input_tokens <= SHORT_MAX_TOKENS]).ttft
-        base = base or short["p99"]
-        change = _vs(short["p99"], base)
+    for name, got in rows.items():
+        p50, p99, long_p99 = (statistics.median(g[i] for g in got) for i in range(3))
+        base = base or p99
+        per_round = " ".join(f"{g[1] * 1e3:.0f}" for g in got)
         print(
-            f"{r.name:27s} {short['p50'] * 1e3:9.0f} {short['p99'] * 1e3:9.0f} {change:>11s} "
-            f"{res.summary.ttft['p99'] * 1e3:8.0f} {res.summary.failed:8d}",
+            f"{name:27s} {p50 * 1e3:9.0f} {p99 * 1e3:9.0f} {_vs(p99, base):>11s} {long_p99 * 1e3:8.0f} "
+            f"{sum(g[3] for g in got):8d}  {per_round}",
             flush=True,
         )
+
+
+def _mixed_router(sim: Sim, arm: Arm) -> Router:
+    pools = [f",pool={p}" if p else "" for p in _pad([p or "" for p in arm.pools], sim.engines)]
+    policy = arm.policy if isinstance(arm.policy, str) else json.dumps(arm.policy)
+    port = free_port()
+    backends = [a for u, p in zip(sim.engines, pools, strict=True) for a in ("--backend", u + p)]
+    argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
+            "--policy", policy, *backends]  # fmt: skip
+    return Router(arm.label if arm.label.startswith("infctl") else f"infctl {arm.label}", argv, port)
 
 
 async def main() -> None:
@@ -340,6 +362,10 @@ async def main() -> None:
     )
     ap.add_argument("--mooncake-requests", type=int, default=0, help="first N lines (default: all)")
     ap.add_argument("--mooncake-speedup", type=float, default=8.0, help="time compression of the trace")
+    ap.add_argument(
+        "--mixed-requests", type=int, default=500, help="requests per round of the mixed long/short run"
+    )
+    ap.add_argument("--mixed-rounds", type=int, default=3, help="alternating rounds of the mixed run")
     ap.add_argument("--policy", action="append", help="infctl policies to run (preset or JSON); repeatable")
     ap.add_argument("--no-peers", action="store_true", help="skip sglang-router and vllm-router")
     ap.add_argument("--only", choices=["shared", "mooncake", "mixed"], action="append", help="run only these")
@@ -366,8 +392,8 @@ async def main() -> None:
             plan = LoadPlan(stages=[Stage(num_requests=args.mooncake_requests or None)])
             await quality(f"Mooncake trace (x{x:g} faster, prompts x0.25)", sim, trace, plan, rs)
     if "mixed" in only:
-        with Sim(blocks=2048) as sim:
-            await mixed(sim, args.requests, args.rate)
+        with Sim(blocks=2048, separate=True) as sim:
+            await mixed(sim, args.mixed_requests, args.rate, args.mixed_rounds)
 
 
 if __name__ == "__main__":

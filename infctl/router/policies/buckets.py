@@ -2,8 +2,12 @@
 
 Buckets are ordered by prompt length; the first is the most urgent (``Decision.priority`` 0), so admission
 control can serve short requests first. When a bucket's pools are saturated its requests may spill into the
-pools of the buckets named in ``spill_to`` (default: every other bucket); when its pools are empty (none
-healthy) any backend takes them, since availability beats isolation.
+pools of the buckets named in ``spill_to`` (default: the buckets of longer prompts, since a long prompt
+dropped into a short pool stalls every short request batched behind its prefill, the very thing buckets
+exist to prevent, while a short prompt in a long pool only delays itself). Spilling needs evidence: the own
+pool must be saturated by fresh engine signals and the target free by fresh ones. Stale signals (a slow
+scrape on a busy machine) keep the request home: live, treating them as saturated sent long documents into
+the short pool. When its pools are empty (none healthy) any backend takes them: availability beats isolation.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any, TypeGuard
 from infctl.errors import ConfigError
 from infctl.router.policies.load import saturation
 from infctl.router.policies.types import Candidates, Context
+from infctl.router.settings import PolicySettings
+from infctl.router.snapshot import BackendState
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +30,8 @@ class Bucket:
     """Largest prompt (tokens, inclusive) in this bucket; None for the last, unbounded one."""
     pools: tuple[str, ...]
     spill_to: tuple[str, ...] | None = None
-    """Buckets whose pools may take this bucket's requests when its own are saturated; None = all others."""
+    """Buckets whose pools may take this bucket's requests when its own are saturated; None = the buckets
+    after this one (longer prompts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +47,10 @@ class BucketConfig:
 
     def spill_pools(self, bucket: Bucket) -> frozenset[str]:
         names = bucket.spill_to
-        others = [b for b in self.buckets if b.name != bucket.name and (names is None or b.name in names)]
+        if names is None:
+            rank = next(i for i, b in enumerate(self.buckets) if b.name == bucket.name)
+            names = tuple(b.name for b in self.buckets[rank + 1 :])
+        others = [b for b in self.buckets if b.name != bucket.name and b.name in names]
         return frozenset(p for b in others for p in b.pools)
 
 
@@ -59,18 +69,24 @@ def bucket_candidates(ctx: Context, cands: Candidates, cfg: BucketConfig) -> Buc
     own_pools = frozenset(bucket.pools)
     own = tuple(c for c in cands if by_id[c].pool in own_pools)
 
-    def free(ids: Sequence[str]) -> Candidates:
-        return tuple(c for c in ids if saturation(ctx.snapshot.state(c), ctx.settings) < 1.0)
-
-    if own and free(own):
+    snapshot, settings = ctx.snapshot, ctx.settings
+    if own and not all(_known_saturated(snapshot.state(c), settings) for c in own):
         return BucketChoice(own, bucket, rank, fallback=False)
     spill = cfg.spill_pools(bucket)
-    spill_free = free([c for c in cands if by_id[c].pool in spill])
+    # saturation() counts stale signals as saturated, so a spill target is always freshly known to be free.
+    spill_free = tuple(
+        c for c in cands if by_id[c].pool in spill and saturation(snapshot.state(c), settings) < 1.0
+    )
     if spill_free:
         return BucketChoice(spill_free, bucket, rank, fallback=True)
     if own:
         return BucketChoice(own, bucket, rank, fallback=False)
     return BucketChoice(cands, bucket, rank, fallback=True)
+
+
+def _known_saturated(state: BackendState, settings: PolicySettings) -> bool:
+    """Saturated by fresh signals (stale ones prove nothing either way)."""
+    return not state.is_stale(settings.stale_after_s) and saturation(state, settings) >= 1.0
 
 
 def parse_buckets(raw: Any, path: str = "buckets") -> BucketConfig:

@@ -46,6 +46,28 @@ def test_saturated_long_pool_does_not_spill_when_spill_to_is_empty() -> None:
     assert (d.backend_id, d.fallback) == ("l1", False)
 
 
+def test_by_default_long_prompts_never_spill_into_the_short_pool() -> None:
+    default = [{**BUCKETS[0]}, {"name": "long", "pools": ["long"]}]
+    pol = build_policy({"preset": "least_load", "buckets": default})
+    states = {"s1": fresh(), "s2": fresh(), "l1": fresh(kv=0.9, queue=6)}
+    d = pol.decide(snap(POOLS, states), request(tokens=9000))
+    assert (d.backend_id, d.fallback) == ("l1", False)
+    states = {"s1": fresh(queue=9), "s2": fresh(queue=9), "l1": fresh()}
+    assert pol.decide(snap(POOLS, states), request(tokens=100)).backend_id == "l1"  # short still spills up
+
+
+def test_stale_signals_do_not_make_a_pool_spill() -> None:
+    states = {"s1": STALE, "s2": fresh(queue=9), "l1": fresh()}
+    d = policy().decide(snap(POOLS, states), request(tokens=100))
+    assert d.backend_id in {"s1", "s2"} and not d.fallback
+
+
+def test_spill_targets_must_be_freshly_free() -> None:
+    states = {"s1": fresh(queue=9), "s2": fresh(queue=9), "l1": STALE}
+    d = policy().decide(snap(POOLS, states), request(tokens=100))
+    assert d.backend_id in {"s1", "s2"} and not d.fallback
+
+
 def test_empty_pool_falls_back_to_any_backend() -> None:
     dead_long = [POOLS[0], POOLS[1], Backend("l1", pool="long", ejected=True)]
     d = policy().decide(snap(dead_long), request(tokens=9000))
