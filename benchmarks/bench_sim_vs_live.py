@@ -17,11 +17,13 @@ The live path has costs the engine model has not: the router's proxying and HTTP
 the prompt text, the asyncio loops of router, engines and client sharing this machine's two cores. The
 simulator stands for them with the profile's request overhead (the delay before a request reaches its engine
 core, off the batch's critical path). This benchmark measures it first, apart from the runs it is then
-judged on: one request at a time on the idle stack at two prompt lengths (256 and 2,048 tokens), live TTFT
-p50 minus simulated; the line through the two gaps gives the fixed part (``request_overhead_us``) and the
-part per prompt token (``request_overhead_us_per_ktok``), medians over rounds (``--live-overhead-ms`` skips
-the probe). The table shows the simulator without it and with it. Tails (p99) on this shared machine
-are its CPU contention, which no engine model has; read the p50 errors.
+judged on: one request at a time on the idle stack at two prompt lengths (256 and 2,048 tokens), for each
+API (completions and chat: the chat path renders messages), live TTFT p50 minus simulated. The line through
+the two gaps gives the fixed part (``request_overhead_us``) and the part per prompt token
+(``request_overhead_us_per_ktok``), medians over rounds (``--live-overhead-ms`` skips the probe). The table
+shows the simulator without it and with it. A round with a failed live request is dropped (and said so): it
+measures the machine, not the stack. Tails (p99) on this shared machine are its CPU contention, which no
+engine model has; read the p50 errors.
 """
 
 from __future__ import annotations
@@ -63,11 +65,16 @@ class Figures:
     ttft_p99: float
     itl_p50: float
     hit: float | None
+    failed: int = 0
+    error: str = ""
+    """The first failure's detail, if any."""
 
     @classmethod
     def of(cls, r: BenchResult) -> Figures:
         s = r.summary
-        return cls(s.ttft["p50"], s.ttft["p99"], s.itl["p50"], r.server.hit_rate if r.server else None)
+        hit = r.server.hit_rate if r.server else None
+        first = next(iter(s.error_examples.values()), "")
+        return cls(s.ttft["p50"], s.ttft["p99"], s.itl["p50"], hit, s.failed, first)
 
     @classmethod
     def median(cls, rounds: list[Figures]) -> Figures:
@@ -130,21 +137,32 @@ async def live(sim: Sim, workload: WorkloadSpec, load: LoadPlan, api: Api, polic
     return Figures.of(res)
 
 
-async def probe_overhead(sim: Sim, policy: str) -> Overhead:
+async def probe_overhead(sim: Sim, policy: str, api: Api) -> Overhead | None:
     """Live minus simulated TTFT p50 of lone requests (one in flight) at two prompt lengths: the line
-    through the two gaps (its slope clamped at 0: a shorter prompt never costs more)."""
+    through the two gaps (its slope clamped at 0: a shorter prompt never costs more). None if any failed."""
     gaps = []
     for tokens in PROBE_TOKENS:
         workload = RandomSpec(input=LengthDist(mean=tokens), output=LengthDist(mean=4))
         load = LoadPlan(stages=[Stage(concurrency=1, num_requests=PROBE_REQUESTS)])
-        lv = await live(sim, workload, load, "completions", policy)
-        bare = simulated(workload, load, "completions", policy, NONE)
+        lv = await live(sim, workload, load, api, policy)
+        if lv.failed:
+            print(f"(probe, {api}: {lv.failed} failed, e.g. {lv.error}: round dropped)")
+            return None
+        bare = simulated(workload, load, api, policy, NONE)
         gaps.append((lv.ttft_p50 - bare.ttft_p50) * 1e3)
-        print(f"(probe, {tokens}-token prompts one at a time: TTFT p50 live {lv.ttft_p50 * 1e3:.1f} ms, sim "
-              f"{bare.ttft_p50 * 1e3:.1f} ms)", flush=True)  # fmt: skip
+        print(f"(probe, {api}, {tokens}-token prompts one at a time: TTFT p50 live {lv.ttft_p50 * 1e3:.1f} "
+              f"ms, sim {bare.ttft_p50 * 1e3:.1f} ms)", flush=True)  # fmt: skip
     (short, long_), (g_short, g_long) = PROBE_TOKENS, gaps
     slope = max(0.0, (g_long - g_short) / (long_ - short) * 1e3)
     return Overhead(max(0.0, g_short - slope * short / 1e3), slope)
+
+
+def _overhead(given_ms: float | None, probes: list[Overhead]) -> Overhead:
+    if given_ms is not None:
+        return Overhead(given_ms)
+    if not probes:
+        raise SystemExit("every probe round failed: is the machine overloaded?")
+    return Overhead(median(o.fixed_ms for o in probes), median(o.per_ktok_ms for o in probes))
 
 
 def _err(sim: float | None, live: float | None) -> str:
@@ -188,30 +206,31 @@ async def main() -> None:
     started = time.perf_counter()
     loads = [LoadPlan(stages=[Stage(rate=rate, num_requests=args.requests)]) for _, _, rate, _ in runs]
     lives: list[list[Figures]] = [[] for _ in runs]
-    probes: list[Overhead] = []
+    probes: dict[Api, list[Overhead]] = {"completions": [], "chat": []}
     with Sim(blocks=BLOCKS) as sim:
         # A throwaway run first: the processes' first requests pay for imports and warm-up.
         await live(sim, CHAT, LoadPlan(stages=[Stage(rate=rates[0], num_requests=20)]), "chat", args.policy)
         for rnd in range(args.rounds):
-            if args.live_overhead_ms is None:
-                probes.append(await probe_overhead(sim, args.policy))
+            for api in probes if args.live_overhead_ms is None else ():
+                if (o := await probe_overhead(sim, args.policy, api)) is not None:
+                    probes[api].append(o)
             for i, (name, workload, _, api) in enumerate(runs):
-                lives[i].append(await live(sim, workload, loads[i], api, args.policy))
-                print(
-                    f"(round {rnd + 1}, {name}: TTFT p50 live {lives[i][-1].ttft_p50 * 1e3:.1f} ms)",
-                    flush=True,
-                )
-    overhead = (
-        Overhead(args.live_overhead_ms)
-        if args.live_overhead_ms is not None
-        else Overhead(median(o.fixed_ms for o in probes), median(o.per_ktok_ms for o in probes))
-    )
+                f = await live(sim, workload, loads[i], api, args.policy)
+                note = f", {f.failed} failed (e.g. {f.error}): round dropped" if f.failed else ""
+                print(f"(round {rnd + 1}, {name}: TTFT p50 live {f.ttft_p50 * 1e3:.1f} ms{note})", flush=True)
+                if not f.failed:
+                    lives[i].append(f)
+    overheads = {api: _overhead(args.live_overhead_ms, found) for api, found in probes.items()}
     print(f"\n{ENGINES} engines (llama3-8b-h100, {BLOCKS * 16} tokens of KV each), policy {args.policy}, "
-          f"{args.requests} requests per run, live figures the median of {args.rounds} rounds; live-path "
-          f"overhead {overhead} (median of the probes)")  # fmt: skip
+          f"{args.requests} requests per run, live figures the median of the rounds without failures; "
+          f"live-path overhead (median of the probes): completions {overheads['completions']}, chat "
+          f"{overheads['chat']}")  # fmt: skip
     for (name, workload, _, api), load, rounds in zip(runs, loads, lives, strict=True):
+        if not rounds:
+            print(f"\n== {name}: every live round failed ==")
+            continue
         bare = simulated(workload, load, api, args.policy, NONE)
-        with_oh = simulated(workload, load, api, args.policy, overhead)
+        with_oh = simulated(workload, load, api, args.policy, overheads[api])
         spread = ", ".join(f"{f.ttft_p50 * 1e3:.1f}" for f in rounds)
         print_rows(f"{name} (live TTFT p50 by round: {spread} ms)", Figures.median(rounds), bare, with_oh)
     print(f"\n[{time.perf_counter() - started:.0f} s]")
