@@ -44,6 +44,9 @@ EPILOG = f"""
   [dim]# two of them, bigger, each arm saved in the bench schema (infctl bench compare reads them)[/]
   infctl simulate compare prefix kv-tier --engines 16 --requests 4000 --save runs/
 
+  [dim]# on Kimi K2 replicas (16 GPUs each): does offload still pay when HBM is 3x larger?[/]
+  infctl simulate compare autoscaling kv-tier --profile kimi-k2-h200
+
   [dim]# figures for a script[/]
   infctl simulate compare bucketing --output json | jq '.scenarios[0].measures'
 
