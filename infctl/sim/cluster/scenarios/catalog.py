@@ -60,7 +60,7 @@ class ScenarioSize:
     """Requests per arm (a trace: its first ones, at most 3,993; the diurnal day is sized to send these)."""
     seed: int = 0
     profile: SimProfile | None = None
-    """None: each scenario's own (DeepSeek-V3, one 8xH200 node per engine); e.g. Kimi K2 (16 GPUs per engine)."""
+    """None: the scenarios' own (DeepSeek-V3, an 8xH200 node per engine); e.g. Kimi K2 (16 GPUs each)."""
     trace: Path = MOONCAKE_TRACE
     """Mooncake-format trace of the trace-driven scenarios."""
 
