@@ -16,7 +16,7 @@ from infctl.errors import ConfigError
 from infctl.router import PRESETS
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
-from infctl.router.server import LoopKind, loop_factory, run
+from infctl.router.server import LoopKind, UpstreamClient, loop_factory, run
 
 EXAMPLES = """
 Examples:
@@ -35,6 +35,7 @@ POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/pol
 """
 
 _LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}
+_CLIENTS: dict[str, UpstreamClient] = {"lean": "lean", "aiohttp": "aiohttp"}
 _BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id", "kv_events")
 
 
@@ -93,6 +94,14 @@ def router(
             help="Event loop: auto (uvloop when installed: infctl's 'fast' extra), uvloop or asyncio.",
         ),
     ] = "auto",
+    upstream_client: Annotated[
+        str,
+        typer.Option(
+            "--upstream-client",
+            hidden=True,
+            help="lean (infctl's HTTP/1.1 relay) or aiohttp: how generation requests reach the engines.",
+        ),
+    ] = "lean",
 ) -> None:
     """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 
@@ -117,12 +126,15 @@ def router(
         if kind is None:
             raise ConfigError(f"--loop {loop}: expected {', '.join(_LOOPS)}")
         loop_factory(kind)  # so does --loop uvloop without uvloop
+        client = _CLIENTS.get(upstream_client)
+        if client is None:
+            raise ConfigError(f"--upstream-client {upstream_client}: expected {', '.join(_CLIENTS)}")
     err_console.print(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
         f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
         highlight=False,
     )
-    run(cfg, loop=kind)
+    run(cfg, loop=kind, upstream_client=client)
 
 
 def _policy(value: str | None) -> str | dict[str, Any] | None:

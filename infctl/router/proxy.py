@@ -17,6 +17,7 @@ from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.policies.weights import mirror_target, shadow_backend
+from infctl.router.relay import forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
@@ -182,9 +183,14 @@ async def _attempt(
         else:
             payload = await _pd_payload(state, body, send_headers, prefill, decode)
         url = backend.url + request.path
-        out, result = await forward(
-            request, state.session, url, payload, send_headers, request_id=info.request_id
-        )
+        if state.http1 is not None and lean_capable(url, request):
+            out, result = await forward_lean(
+                request, state.http1, url, payload, send_headers, request_id=info.request_id
+            )
+        else:
+            out, result = await forward(
+                request, state.session, url, payload, send_headers, request_id=info.request_id
+            )
         got_first = result.first_byte_s is not None
         if got_first:
             pool.first_token(decode, info.prompt_tokens)

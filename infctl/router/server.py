@@ -23,6 +23,7 @@ from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
+from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
@@ -63,6 +64,8 @@ class RouterState:
     """Engines' KV-event publishers being followed (from the config, or added through the admin API)."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the router shuts down; background tasks watch it."""
+    http1: Http1Pool | None = None
+    """The lean upstream client for generation requests; None sends them through ``session`` (aiohttp)."""
 
     def __post_init__(self) -> None:
         self.admission = AdmissionQueue(
@@ -107,9 +110,26 @@ class RouterState:
         return Target(backend_id, b.url, b.dp_rank, self.adapter(backend_id))
 
 
-def build_state(cfg: RouterConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> RouterState:
+UpstreamClient = Literal["lean", "aiohttp"]
+
+
+def build_state(
+    cfg: RouterConfig,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    upstream_client: UpstreamClient = "lean",
+) -> RouterState:
+    """``upstream_client``: ``lean`` relays generation requests through ``infctl.router.http1`` (aiohttp's
+    client remains for everything else and for clients that are not HTTP/1.1); ``aiohttp`` uses aiohttp's
+    client for all (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them)."""
     policy = build_policy(cfg.policy)
+    http1 = None
+    if upstream_client == "lean":
+        http1 = Http1Pool(
+            Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
+        )
     return RouterState(
+        http1=http1,
         cfg=cfg,
         core=RouterCore(policy),
         pool=BackendPool(cfg.backends, cfg.health),
@@ -244,12 +264,13 @@ async def serve(
     transport: httpx.AsyncBaseTransport | None = None,
     on_ready: Callable[[str], None] | None = None,
     kube_connect: Callable[[], KubeClient] | None = None,
+    upstream_client: UpstreamClient = "lean",
 ) -> None:
     """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests.
 
     ``on_ready`` receives the base URL once listening (useful with ``port=0``)."""
     stop = stop or asyncio.Event()
-    state = build_state(cfg, transport=transport)
+    state = build_state(cfg, transport=transport, upstream_client=upstream_client)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
     runner = web.AppRunner(build_app(state), handler_cancellation=True, shutdown_timeout=cfg.drain_timeout_s)
     loop = asyncio.get_running_loop()
@@ -282,6 +303,8 @@ async def serve(
         for t in list(state.background):
             t.cancel()
         await asyncio.gather(*state.background, return_exceptions=True)
+        if state.http1 is not None:
+            state.http1.close()
         await state.session.close()
         await state.scraper.aclose()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -302,12 +325,12 @@ def _in_cluster(namespace: str) -> Callable[[], KubeClient]:
 LoopKind = Literal["auto", "uvloop", "asyncio"]
 
 
-def run(cfg: RouterConfig, *, loop: LoopKind = "auto") -> None:
+def run(cfg: RouterConfig, *, loop: LoopKind = "auto", upstream_client: UpstreamClient = "lean") -> None:
     """The one sync entry point (the CLI's). ``loop``: ``auto`` runs on uvloop when it is installed
     (``pip install 'infctl[fast]'``) and on asyncio's own loop otherwise; ``uvloop`` requires it;
     ``asyncio`` never uses it (``bench_router_overhead.py --loops asyncio,uvloop`` compares them)."""
     with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
-        runner.run(serve(cfg))
+        runner.run(serve(cfg, upstream_client=upstream_client))
 
 
 def loop_factory(kind: LoopKind) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -3,16 +3,76 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
 
+from infctl.router.config import RouterConfig
+from infctl.router.server import serve
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 HEAD_ONLY = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+CHUNK = b'1b\r\ndata: {"choices": [1]}\n\n\r\n'
+STREAM_BODY = b'{"model": "m", "prompt": "a b c", "max_tokens": 3, "stream": true}'
+StartRouter = Callable[[list[Backend]], Awaitable[str]]
+
+
+@pytest.fixture(params=["lean", "aiohttp"])
+async def router(request: pytest.FixtureRequest) -> AsyncIterator[StartRouter]:
+    """``url = await router(backends)``: a round-robin router on each upstream client in turn."""
+    stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(backends: list[Backend]) -> str:
+        cfg = RouterConfig(
+            backends=tuple(backends), port=0, policy="round_robin", scrape_interval_s=0.05,
+            health_interval_s=0.1, drain_timeout_s=1.0,
+        )  # fmt: skip
+        urls: list[str] = []
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append, upstream_client=request.param))
+        stops.append((stop, task))
+        while not urls:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.001)
+        return urls[0]
+
+    yield start
+    for stop, task in stops:
+        stop.set()
+        await task
+
+
+OnPost = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
+
+
+async def raw_server(on_post: OnPost) -> tuple[asyncio.Server, str]:
+    """An engine written byte by byte: GETs (probes, scrapes) get an empty 200; each POST goes to
+    ``on_post(reader, writer, n)`` (n: POSTs so far on this connection), which says whether to go on."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        posts = 0
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            lines = head.lower().split(b"\r\n")
+            length = next((int(x.split(b":")[1]) for x in lines if x.startswith(b"content-length")), 0)
+            await reader.readexactly(length)
+            if head.startswith(b"GET"):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                continue
+            posts += 1
+            if not await on_post(reader, writer, posts):
+                return
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
 @pytest.fixture
@@ -34,11 +94,11 @@ async def head_then_death() -> AsyncIterator[str]:
 
 
 async def test_engine_dying_after_its_head_but_before_a_token_is_retried_elsewhere(
-    head_then_death: str, start_sim, start_router
+    head_then_death: str, start_sim: Callable[..., Awaitable[Any]], router: StartRouter
 ) -> None:
     sim = await start_sim()
     backends = [Backend(id="dies", url=head_then_death), Backend(id="ok", url=sim.urls[0])]
-    url = await start_router(backends, policy="round_robin")
+    url = await router(backends)
     body = {"model": MODEL, "prompt": "a b c", "max_tokens": 3, "stream": True}
     async with httpx.AsyncClient(timeout=10) as c:
         answers = [await c.post(f"{url}/v1/completions", json=body) for _ in range(4)]
@@ -46,3 +106,98 @@ async def test_engine_dying_after_its_head_but_before_a_token_is_retried_elsewhe
     assert [a.status_code for a in answers] == [200] * 4
     assert all(a.text.rstrip().endswith("data: [DONE]") for a in answers)
     assert value(metrics, "infctl_router_retries_total") >= 1
+
+
+async def test_client_disconnect_drops_the_upstream_request(router: StartRouter) -> None:
+    """The engine must see its connection go when the client goes: that is how it frees the KV blocks."""
+    dropped = asyncio.Event()
+
+    async def engine(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> bool:
+        writer.write(HEAD_ONLY + CHUNK)  # one token, then a long think
+        await writer.drain()
+        if await reader.read(1) == b"":  # the router closed its side
+            dropped.set()
+        return False
+
+    server, engine_url = await raw_server(engine)
+    url = await router([Backend(id="e", url=engine_url)])
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nhost: r\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(STREAM_BODY), STREAM_BODY)
+    )
+    async with asyncio.timeout(10):  # guards against hanging, not measurements
+        got = b""
+        while b"choices" not in got:
+            got += await reader.read(4096)
+        writer.transport.abort()
+        await dropped.wait()
+    server.close()
+
+
+async def test_a_stale_pooled_connection_is_retried_on_a_fresh_one(
+    start_router: Callable[..., Awaitable[str]],
+) -> None:
+    """An engine that closes an idle keep-alive connection just as the next request is sent: the lean
+    client tries once more on a new connection to the same engine, and nobody is blamed."""
+
+    async def engine(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> bool:
+        if n > 1:  # the next request on this connection: closed unanswered
+            writer.transport.abort()
+            return False
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+        return True
+
+    server, engine_url = await raw_server(engine)
+    url = await start_router([Backend(id="e", url=engine_url)], policy="round_robin")
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 3}
+    async with httpx.AsyncClient(timeout=10) as c:
+        answers = [await c.post(f"{url}/v1/completions", json=body) for _ in range(3)]
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert [(a.status_code, a.text) for a in answers] == [(200, "{}")] * 3
+    assert value(metrics, "infctl_router_retries_total") == 0
+    assert value(metrics, "infctl_router_ejections_total") == 0
+    server.close()
+
+
+async def test_a_stream_cut_after_content_reaches_the_client_cut(
+    start_router: Callable[..., Awaitable[str]],
+) -> None:
+    """Never a clean end for a stream the engine broke: the client must be able to tell."""
+
+    async def engine(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> bool:
+        writer.write(HEAD_ONLY + CHUNK)
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.transport.abort()
+        return False
+
+    server, engine_url = await raw_server(engine)
+    url = await start_router([Backend(id="e", url=engine_url)], policy="round_robin")
+    got = b""
+    async with httpx.AsyncClient(timeout=10) as c:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with c.stream("POST", f"{url}/v1/completions", content=STREAM_BODY) as r:
+                async for chunk in r.aiter_bytes():
+                    got += chunk
+    assert b"choices" in got
+    server.close()
+
+
+async def test_an_http_1_0_client_gets_a_plain_body(
+    start_sim: Callable[..., Awaitable[Any]], start_router: Callable[..., Awaitable[str]]
+) -> None:
+    """No chunked framing for a client that cannot read it (the fallback path de-chunks)."""
+    sim = await start_sim()
+    url = await start_router([Backend(id="s", url=sim.urls[0])], policy="round_robin")
+    host, port = url.removeprefix("http://").split(":")
+    body = b'{"model": "%s", "prompt": "a b c", "max_tokens": 3, "stream": true}' % MODEL.encode()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /v1/completions HTTP/1.0\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+    async with asyncio.timeout(10):
+        answer = await reader.read()  # HTTP/1.0: the body ends when the connection does
+    writer.close()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"chunked" not in head.lower()
+    assert payload.startswith(b"data: ") and payload.rstrip().endswith(b"data: [DONE]")

@@ -1,0 +1,359 @@
+"""A lean HTTP/1.1 client for the router's hot path: one keep-alive pool per upstream, one ``transport.write``
+per request, the response head parsed once, and the body handed on as raw bytes from ``data_received``.
+
+Why not aiohttp's client here: relaying a token stream through it costs, per chunk, a parser feed, a
+``StreamReader`` wake-up of the handler task, de-chunking and re-chunking; on this path that was about half
+of the router's own time in front of a token (``bench_router_overhead.py --upstream-clients lean,aiohttp``).
+Here a chunk's bytes go from the upstream socket to the sink in the same callback that read them; the
+chunked framing is only scanned (to find the end of the message), never rewritten.
+
+One exchange at a time per connection. The sink (see ``Sink``) sees the head, then the body's raw bytes
+from the first byte of content onwards (framing bytes before it are held back, so a backend that dies
+between its head and its first token has given the sink nothing), then the end or the failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+# How a message's body is delimited (RFC 9112 section 6.3).
+_CHUNKED, _LENGTH, _CLOSE = 1, 2, 3
+_NO_BODY_STATUS = frozenset({204, 304})
+
+
+@dataclass(frozen=True, slots=True)
+class Http1Settings:
+    """Tunables of the lean upstream client."""
+
+    connect_timeout_s: float = 2.0
+    """Longest a TCP connect may take, seconds."""
+    read_timeout_s: float = 600.0
+    """Longest silence allowed between upstream bytes once a request is sent, seconds."""
+    idle_timeout_s: float = 15.0
+    """A pooled connection idle longer than this is closed instead of reused, seconds (aiohttp's default)."""
+    max_idle_per_origin: int = 256
+    """Idle connections kept per upstream; more are closed when released."""
+    max_head_bytes: int = 65_536
+    """Largest response head accepted; a larger one is a protocol error."""
+
+
+class ProtocolError(Exception):
+    """The upstream's answer is not HTTP/1.1 the client can read."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHead:
+    status: int
+    reason: str
+    headers: dict[str, str]
+    """Header names in lower case; a repeated header keeps its last value."""
+    chunked: bool
+    length: int | None
+    """Content-Length when the body is length-delimited, else None (chunked, or read until close)."""
+
+
+class Sink(Protocol):
+    """Where a connection delivers one response; every method is called from the event loop's callbacks."""
+
+    def head(self, head: ResponseHead) -> bool:
+        """The response head; return False to abandon the exchange (the connection is then closed)."""
+
+    def body(self, raw: bytes) -> None:
+        """Body bytes exactly as framed by the upstream (chunk sizes included), starting with content."""
+
+    def end(self) -> None:
+        """The body is complete (an empty body calls ``end`` without any ``body``)."""
+
+    def fail(self, exc: Exception, *, answered: bool) -> None:
+        """The exchange failed; ``answered``: some response byte had arrived (a reused connection that fails
+        unanswered was most likely closed by the server while idle, and may be retried on a fresh one)."""
+
+
+class Http1Connection(asyncio.Protocol):
+    """One keep-alive connection to one upstream; ``send`` starts an exchange, the sink hears the rest."""
+
+    def __init__(self, pool: Http1Pool, origin: tuple[str, int]) -> None:
+        self.pool, self.origin = pool, origin
+        self.transport: asyncio.Transport | None = None
+        self.reused = False
+        self.idle_since = 0.0
+        self._sink: Sink | None = None
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buf = b""
+        self._head: ResponseHead | None = None
+        self._mode = 0
+        self._left = 0  # length mode: body bytes left; chunked: data + CRLF left in the current chunk
+        self._line = b""  # chunked: a size or trailer line split across reads
+        self._trailer = False
+        self._content = False  # a content byte has been seen (held framing bytes may now go out)
+        self._held = b""
+        self._keep = True
+        self._answered = False
+        self._last = 0.0
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not an asyncio.Transport subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.pool.forget(self)
+        if self._sink is None:
+            return
+        if exc is None and self._mode == _CLOSE and self._head is not None:
+            self._flush_held()
+            self._finish(None)
+        else:
+            self._finish(exc or ConnectionResetError("upstream closed the connection"))
+
+    def data_received(self, data: bytes) -> None:
+        if self._sink is None:  # bytes nobody asked for: this connection cannot be trusted any more
+            self.close()
+            return
+        self._answered = True
+        self._last = self._loop.time()
+        try:
+            if self._head is None:
+                rest = self._read_head(data)
+                if rest is None:
+                    return
+                data = rest
+            self._read_body(data)
+        except ProtocolError as exc:
+            self._finish(exc)
+
+    # -- the exchange --------------------------------------------------------------------------------------
+    def send(self, request: bytes, sink: Sink, read_timeout_s: float) -> None:
+        """Write ``request`` (head and body, already serialised) and deliver the answer to ``sink``."""
+        assert self.transport is not None and self._sink is None
+        self._sink = sink
+        self._reset()
+        self._last = self._loop.time()
+        self._timer = self._loop.call_at(self._last + read_timeout_s, self._check_timeout, read_timeout_s)
+        self.transport.write(request)
+
+    def abort(self) -> None:
+        """Drop the exchange and the connection (how an engine learns that its client went away)."""
+        self._sink = None
+        self._cancel_timer()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        self._sink = None
+        self._cancel_timer()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _check_timeout(self, timeout_s: float) -> None:
+        # One timer per exchange, re-armed only when it fires early: no timer handle per chunk.
+        due = self._last + timeout_s
+        if self._loop.time() >= due:
+            self._timer = None
+            self._finish(TimeoutError(f"no upstream bytes for {timeout_s:g} s"))
+        else:
+            self._timer = self._loop.call_at(due, self._check_timeout, timeout_s)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _finish(self, exc: Exception | None) -> None:
+        sink, self._sink = self._sink, None
+        self._cancel_timer()
+        if self.transport is not None and exc is not None:
+            self.transport.abort()
+        elif self.transport is not None and not self._keep:
+            self.transport.close()
+        if sink is None:
+            return
+        if exc is None:
+            if self._keep and self.transport is not None:
+                self.pool.release(self)
+            sink.end()
+        else:
+            sink.fail(exc, answered=self._answered)
+
+    # -- parsing -------------------------------------------------------------------------------------------
+    def _read_head(self, data: bytes) -> bytes | None:
+        """Bytes after the head when the exchange goes on with a body, else None (more head to come, or
+        the exchange is over)."""
+        buf = self._buf + data if self._buf else data
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > self.pool.settings.max_head_bytes:
+                    raise ProtocolError("response head too large")
+                self._buf = buf
+                return None
+            head = _parse_head(buf[:end])
+            buf = buf[end + 4 :]
+            if head.status >= 200:  # 1xx: informational, the real head follows
+                break
+        self._buf = b""
+        self._head = head
+        self._keep = head.headers.get("connection", "").lower() != "close"
+        if head.status in _NO_BODY_STATUS or head.length == 0:
+            self._mode = _LENGTH
+        elif head.chunked:
+            self._mode = _CHUNKED
+        elif head.length is not None:
+            self._mode, self._left = _LENGTH, head.length
+        else:
+            self._mode, self._keep = _CLOSE, False
+        assert self._sink is not None
+        if not self._sink.head(head):
+            self.abort()
+            return None
+        if self._mode == _LENGTH and self._left == 0:
+            if buf:
+                self._keep = False  # bytes after a complete answer: the stream is out of step
+            self._finish(None)
+            return None
+        return buf
+
+    def _read_body(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._mode == _CHUNKED:
+            end = self._scan_chunked(data)
+        elif self._mode == _LENGTH:
+            if len(data) >= self._left:
+                end, self._keep = self._left, self._keep and len(data) == self._left
+            else:
+                end = -1
+            self._left -= len(data) if end < 0 else end
+            self._content = True
+        else:
+            end, self._content = -1, True
+        if end >= 0 and end < len(data):
+            data, self._keep = data[:end], False
+        assert self._sink is not None
+        if self._content or end >= 0:  # an empty chunked body still owes the client its framing
+            if self._held:
+                data, self._held = self._held + data, b""
+            self._sink.body(data)
+        else:
+            self._held += data
+        if end >= 0:
+            self._finish(None)
+
+    def _scan_chunked(self, data: bytes) -> int:
+        """Advance over chunked framing; the index just past the message's end, or -1 if it goes on."""
+        i, n = 0, len(data)
+        while i < n:
+            if self._left:
+                take = min(self._left, n - i)
+                if self._left > 2:
+                    self._content = True
+                self._left -= take
+                i += take
+                continue
+            j = data.find(b"\n", i)
+            if j < 0:
+                self._line += data[i:]
+                if len(self._line) > 4096:
+                    raise ProtocolError("chunk size line too long")
+                return -1
+            line = (self._line + data[i:j] if self._line else data[i:j]).rstrip(b"\r")
+            self._line, i = b"", j + 1
+            if self._trailer:
+                if not line:
+                    return i
+                continue
+            self._left = _chunk_size(line) + 2
+            if self._left == 2:
+                self._left, self._trailer = 0, True
+        return -1
+
+    def _flush_held(self) -> None:
+        if self._held and self._sink is not None:
+            held, self._held = self._held, b""
+            self._sink.body(held)
+
+
+def _chunk_size(line: bytes) -> int:
+    digits = line.split(b";", 1)[0].strip()
+    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
+        raise ProtocolError(f"bad chunk size line {line[:40]!r}")
+    return int(digits, 16)
+
+
+def _parse_head(raw: bytes) -> ResponseHead:
+    lines = raw.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ProtocolError(f"bad header line {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    if version == "HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
+        headers["connection"] = "close"
+    chunked = headers.get("transfer-encoding", "").lower().endswith("chunked")
+    length: int | None = None
+    if not chunked and "content-length" in headers:
+        value = headers["content-length"]
+        if not value.isdigit():
+            raise ProtocolError(f"bad content-length {value[:40]!r}")
+        length = int(value)
+    return ResponseHead(int(code), reason, headers, chunked, length)
+
+
+@dataclass
+class Http1Pool:
+    """Idle keep-alive connections per (host, port). ``acquire`` connects when none is idle."""
+
+    settings: Http1Settings = field(default_factory=Http1Settings)
+    _idle: dict[tuple[str, int], list[Http1Connection]] = field(default_factory=dict)
+    _closed: bool = False
+
+    async def acquire(self, host: str, port: int, *, fresh: bool = False) -> Http1Connection:
+        """A connection to ``host:port`` ready for ``send``. Raises OSError or TimeoutError on connect."""
+        origin = (host, port)
+        idle = self._idle.get(origin)
+        now = asyncio.get_running_loop().time()
+        while idle and not fresh:
+            conn = idle.pop()
+            alive = conn.transport is not None and not conn.transport.is_closing()
+            if alive and now - conn.idle_since < self.settings.idle_timeout_s:
+                conn.reused = True
+                return conn
+            conn.close()
+        loop = asyncio.get_running_loop()
+        connect = loop.create_connection(lambda: Http1Connection(self, origin), host, port)
+        _, proto = await asyncio.wait_for(connect, self.settings.connect_timeout_s)
+        return proto
+
+    def release(self, conn: Http1Connection) -> None:
+        idle = self._idle.setdefault(conn.origin, [])
+        if self._closed or len(idle) >= self.settings.max_idle_per_origin:
+            conn.close()
+            return
+        conn.idle_since = asyncio.get_running_loop().time()
+        idle.append(conn)
+
+    def forget(self, conn: Http1Connection) -> None:
+        idle = self._idle.get(conn.origin)
+        if idle and conn in idle:
+            idle.remove(conn)
+
+    def close(self) -> None:
+        self._closed = True
+        for idle in self._idle.values():
+            for conn in list(idle):
+                conn.close()
+        self._idle.clear()
+
+    def idle_count(self, host: str, port: int) -> int:
+        return len(self._idle.get((host, port), ()))
