@@ -17,9 +17,12 @@ client can reproduce exactly:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
 _WORDS = (
@@ -115,22 +118,92 @@ def synth_words(n: int, salt: int = 0) -> str:
     return " ".join(f"{_WORDS[(i * 13 + salt) % len(_WORDS)]}{salt}" for i in range(n))
 
 
-_PACK_CACHE: dict[int, struct.Struct] = {}
-
-
 def block_hashes(ids: Sequence[int], block_size: int, seed: str = "") -> list[int]:
-    """Chained 64-bit hashes of each *full* block of ``ids`` (a trailing partial block has none)."""
+    """Chained 64-bit hashes of each *full* block of ``ids`` (a trailing partial block has none).
+
+    Block ``i`` hashes ``h_{i-1}`` (u64) then its ids (u32 each), little-endian, with BLAKE2b-64. Runs of
+    ``MEMO_BLOCKS`` blocks are memoised by (their parent hash, their ids), so a long prefix shared by many
+    prompts (a system prompt, a conversation's history) is hashed once. Returns a new list every call.
+    """
     n_full = len(ids) // block_size
     if n_full == 0:
         return []
-    packer = _PACK_CACHE.get(block_size)
-    if packer is None:
-        packer = _PACK_CACHE.setdefault(block_size, struct.Struct(f"<Q{block_size}I"))
-    parent = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "little")
+    step = 4 * block_size
+    buf = struct.pack(f"<{n_full * block_size}I", *ids[: n_full * block_size])
+    parent = _root_digest(seed)
     out: list[int] = []
-    for b in range(n_full):
-        chunk = ids[b * block_size : (b + 1) * block_size]
-        digest = hashlib.blake2b(packer.pack(parent, *chunk), digest_size=8).digest()
-        parent = int.from_bytes(digest, "little")
-        out.append(parent)
+    run = step * MEMO_BLOCKS
+    memo_end = len(buf) - len(buf) % run
+    pos = 0
+    while pos < memo_end:
+        key = parent + buf[pos : pos + run]
+        hit = _MEMO.get(block_size, key)
+        if hit is None:
+            hit = _chain(parent, buf, pos, pos + run, step)
+            _MEMO.put(block_size, key, hit)
+        out.extend(hit[0])
+        parent = hit[1]
+        pos += run
+    if pos < len(buf):
+        out.extend(_chain(parent, buf, pos, len(buf), step)[0])
     return out
+
+
+MEMO_BLOCKS = 16
+"""Blocks per memoised run of ``block_hashes``."""
+
+
+def _chain(parent: bytes, buf: bytes, start: int, end: int, step: int) -> tuple[tuple[int, ...], bytes]:
+    """Hashes of the blocks in ``buf[start:end]`` after ``parent`` (a digest), and the last digest."""
+    b2, as_int = hashlib.blake2b, int.from_bytes
+    out: list[int] = []
+    for pos in range(start, end, step):
+        parent = b2(parent + buf[pos : pos + step], digest_size=8).digest()
+        out.append(as_int(parent, "little"))
+    return tuple(out), parent
+
+
+@functools.lru_cache(maxsize=64)
+def _root_digest(seed: str) -> bytes:
+    return hashlib.blake2b(seed.encode(), digest_size=8).digest()
+
+
+class _RunMemo:
+    """LRU of hashed runs, bounded in bytes (keys plus values); thread-safe (the simulator uses threads)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._runs: OrderedDict[tuple[int, bytes], tuple[tuple[int, ...], bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, block_size: int, key: bytes) -> tuple[tuple[int, ...], bytes] | None:
+        with self._lock:
+            hit = self._runs.get((block_size, key))
+            if hit is not None:
+                self._runs.move_to_end((block_size, key))
+            return hit
+
+    def put(self, block_size: int, key: bytes, value: tuple[tuple[int, ...], bytes]) -> None:
+        with self._lock:
+            if (block_size, key) in self._runs:
+                return
+            self._runs[(block_size, key)] = value
+            self.bytes += _entry_bytes(key, value)
+            while self.bytes > self.max_bytes and self._runs:
+                (_, old), old_value = self._runs.popitem(last=False)
+                self.bytes -= _entry_bytes(old, old_value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._runs.clear()
+            self.bytes = 0
+
+
+def _entry_bytes(key: bytes, value: tuple[tuple[int, ...], bytes]) -> int:
+    return len(key) + 40 * len(value[0]) + 200  # key + ints and their tuple slots + the entry's overhead
+
+
+MEMO_BYTES = 32 << 20
+"""Memory bound of the ``block_hashes`` memo (bytes, approximate)."""
+_MEMO = _RunMemo(MEMO_BYTES)

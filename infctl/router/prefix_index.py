@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import filterfalse
+from itertools import filterfalse, islice
 
 from infctl.router._owners import OwnerMap
 
@@ -112,10 +112,7 @@ class ApproxPrefixIndex:
         cap = self.capacity(backend)
         if len(lru) <= cap:
             return []
-        bit = self._owners.bit(backend)
-        evicted: list[int] = []
-        while len(lru) > cap:
-            h, _ = lru.popitem(last=False)
-            self._owners.discard(h, bit)
-            evicted.append(h)
+        evicted = list(islice(lru, len(lru) - cap))  # oldest first; popped and unowned in C
+        deque(map(lru.pop, evicted), maxlen=0)
+        self._owners.discard_many(evicted, self._owners.bit(backend))
         return evicted

@@ -100,11 +100,17 @@ class RequestInfo:
     """Request headers policies may consult (lower-case names)."""
     is_stream: bool = False
     max_tokens: int | None = None
-    key: int = field(init=False, repr=False, compare=False)
-    """Stable hash of ``request_id``: seeds tie-breaks and sampling so replicas agree."""
+    _key: int | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", stable_hash(self.request_id))
+    @property
+    def key(self) -> int:
+        """Stable hash of ``request_id``: seeds tie-breaks and sampling so replicas agree. Computed on first
+        use: most decisions have no tie to break."""
+        key = self._key
+        if key is None:
+            key = stable_hash(self.request_id)
+            object.__setattr__(self, "_key", key)
+        return key
 
     @property
     def num_blocks(self) -> int:

@@ -1,0 +1,98 @@
+"""infctl.tokens: the fast paths give exactly what the convention's plain definition gives.
+
+The simulated engines, their KV events, the router's indexes and the oracle all compare these ids and hashes,
+so "the same" means equal, bit for bit, memoised or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infctl import tokens
+from infctl.sim.kvcache import chain_hash, root_hash
+
+
+def reference_ids(text: str) -> list[int]:
+    return [zlib.crc32(w.encode()) for w in text.split()]
+
+
+def reference_hashes(ids: list[int], block_size: int, seed: str) -> list[int]:
+    parent = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "little")
+    out = []
+    for b in range(len(ids) // block_size):
+        chunk = ids[b * block_size : (b + 1) * block_size]
+        packed = struct.pack(f"<Q{block_size}I", parent, *chunk)
+        parent = int.from_bytes(hashlib.blake2b(packed, digest_size=8).digest(), "little")
+        out.append(parent)
+    return out
+
+
+# ASCII words with every kind of separator str.split() knows, including the ones bytes.split() does not.
+_SEPARATORS = st.sampled_from(
+    [" ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\xa0", "\u3000"]
+)
+_WORDS = st.text(st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_WORDS, _SEPARATORS), max_size=40), st.booleans())
+def test_token_ids_match_the_word_definition(parts: list[tuple[str, str]], ascii_only: bool) -> None:
+    text = "".join(w + s for w, s in parts)
+    if ascii_only:
+        text = text.encode("ascii", "ignore").decode()
+    assert tokens.token_ids(text) == reference_ids(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 2**32 - 1), max_size=700),
+    block_size=st.sampled_from([1, 3, 16, 32]),
+    seed=st.sampled_from(["", "m", "llama3-8b"]),
+)
+def test_block_hashes_match_the_chain_definition(ids: list[int], block_size: int, seed: str) -> None:
+    want = reference_hashes(ids, block_size, seed)
+    assert tokens.block_hashes(ids, block_size, seed) == want
+    assert tokens.block_hashes(ids, block_size, seed) == want  # second time from the memo
+
+
+def test_memoised_runs_are_shared_across_prompts_but_results_are_not() -> None:
+    prefix = tokens.token_ids(tokens.synth_words(16 * tokens.MEMO_BLOCKS * 3, 5))
+    a = prefix + tokens.token_ids(tokens.synth_words(100, 6))
+    b = prefix + tokens.token_ids(tokens.synth_words(100, 7))
+    ha, hb = tokens.block_hashes(a, 16, "m"), tokens.block_hashes(b, 16, "m")
+    n = len(prefix) // 16
+    assert ha[:n] == hb[:n] and ha[n:] != hb[n:]
+    assert (ha, hb) == (reference_hashes(a, 16, "m"), reference_hashes(b, 16, "m"))
+    ha.append(1)  # callers may extend what they get (the simulator does)
+    assert tokens.block_hashes(a, 16, "m") == reference_hashes(a, 16, "m")
+
+
+def test_same_ids_under_another_seed_or_block_size_hash_differently() -> None:
+    ids = list(range(16 * tokens.MEMO_BLOCKS * 2))
+    tokens.block_hashes(ids, 16, "m")
+    assert tokens.block_hashes(ids, 16, "other") == reference_hashes(ids, 16, "other")
+    assert tokens.block_hashes(ids, 8, "m") == reference_hashes(ids, 8, "m")
+
+
+def test_the_simulators_incremental_chain_agrees() -> None:
+    ids = tokens.token_ids(tokens.synth_words(16 * 40 + 5, 9))
+    hashes = tokens.block_hashes(ids, 16, "m")
+    parent = root_hash("m")
+    for i, h in enumerate(hashes):
+        parent = chain_hash(parent, ids[i * 16 : (i + 1) * 16])
+        assert parent == h
+
+
+def test_the_memo_stays_within_its_byte_bound() -> None:
+    memo = tokens._RunMemo(max_bytes=20_000)
+    for i in range(200):
+        key = i.to_bytes(8, "little") + bytes(1024)
+        memo.put(16, key, ((i,) * 16, key[:8]))
+        assert memo.bytes <= 20_000
+    assert memo.get(16, (199).to_bytes(8, "little") + bytes(1024)) is not None
+    assert memo.get(16, (0).to_bytes(8, "little") + bytes(1024)) is None  # least recently used went first
