@@ -38,17 +38,8 @@ from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.schedule import parse_window
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.autoscaler.snapshot import ReplicaSignals, ScalerState, ScalingSnapshot, UnitStatus
+from infctl.sim.cluster.scenarios.diurnal import SHAPES  # hourly rate over the peak, shared with simulate
 from infctl.sim.profiles import SimProfile, get_profile
-
-SHAPES = {
-    # Consumer chat: busy evenings, a trough before dawn (mean/peak 0.60).
-    "consumer": (0.25, 0.20, 0.17, 0.15, 0.15, 0.18, 0.28, 0.45, 0.65, 0.82, 0.92, 0.97,
-                 1.00, 0.98, 0.95, 0.93, 0.90, 0.85, 0.80, 0.75, 0.68, 0.55, 0.42, 0.32),
-    # Business hours: a plateau from 10:00 to 17:00, quiet nights (mean/peak 0.49).
-    "business": (0.10, 0.08, 0.07, 0.07, 0.07, 0.09, 0.15, 0.35, 0.65, 0.88, 0.97, 1.00,
-                 0.95, 0.97, 1.00, 0.97, 0.90, 0.75, 0.55, 0.40, 0.30, 0.22, 0.16, 0.12),
-}  # fmt: skip
-"""Relative request rate at each hour of the day (1.0 at the peak), interpolated linearly between hours."""
 
 DT = 0.2
 """Tick of the virtual clock, seconds."""

@@ -74,6 +74,10 @@ class SimConfig:
     scrape_interval_s: float = 0.1
     """Seconds between the router's scrapes of engine signals (queue, running, KV usage); the router's own
     in-flight counts are always current, as in the live router."""
+    pools: tuple[str | None, ...] = ()
+    """Router pool of each engine, in start order (what a policy's length ``buckets`` route to); engines an
+    autoscaler adds later join the last pool named. Empty: no pools. Live, the same placement is
+    ``POST /admin/backends {"url": ..., "pool": ...}``."""
     kv_events: bool = False
     """Engines publish KV events and the router applies them to its precise prefix index (live:
     ``model.kv_events.enabled``). Only policies with ``index: precise`` or ``index: auto`` read that index;
@@ -98,6 +102,9 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.engines < 1:
             raise ConfigError(f"engines must be >= 1, got {self.engines}", hint="e.g. --engines 16")
+        if self.pools and len(self.pools) != self.engines:
+            raise ConfigError(f"pools names {len(self.pools)} engines, the fleet starts with {self.engines}",
+                              hint="give one pool per engine")  # fmt: skip
         if self.scrape_interval_s <= 0:
             raise ConfigError("scrape_interval_s must be > 0", hint="e.g. --scrape-interval 100ms")
         if self.gpus_per_engine < 1:

@@ -23,8 +23,10 @@ from infctl.telemetry.kv_events import KVEvent
 class SimRouter:
     """One router replica in front of the fleet."""
 
-    def __init__(self, policy: str | Mapping[str, Any]) -> None:
+    def __init__(self, policy: str | Mapping[str, Any], pools: Sequence[str | None] = ()) -> None:
         self.core = RouterCore(build_policy(policy))
+        self._pools = list(pools)
+        self._added = 0
         self.pool = BackendPool([])
         self.reasons: Counter[str] = Counter()
         """Decisions by reason (prefix_hit, least_load, round_robin...), as the router's metrics count."""
@@ -33,7 +35,10 @@ class SimRouter:
         self._event_seq: Counter[str] = Counter()
 
     def add(self, engine: SimEngine) -> None:
-        self.pool.add(Backend(id=engine.id, url=f"sim://{engine.id}"))
+        """Register ``engine``: the i-th engine added joins the i-th pool named (later ones the last)."""
+        pool = self._pools[min(self._added, len(self._pools) - 1)] if self._pools else None
+        self._added += 1
+        self.pool.add(Backend(id=engine.id, url=f"sim://{engine.id}", pool=pool))
 
     def drain(self, engine: SimEngine) -> None:
         self.pool.set_draining(engine.id)

@@ -1,7 +1,7 @@
 """A diurnal day as ``infctl bench`` load stages: 24 linear ramps, one per hour, compressed to ``day_s``.
 
-The hourly shapes are those of ``benchmarks/bench_autoscaler_diurnal.py`` (a test keeps the two equal), and
-the rate between hours is interpolated linearly as there; here each hour is a ramp stage of the load plan, so
+The hourly shapes are shared with ``benchmarks/bench_autoscaler_diurnal.py`` (which imports them), and the
+rate between hours is interpolated linearly as there; here each hour is a ramp stage of the load plan, so
 arrivals are drawn by bench's own :func:`~infctl.bench.arrivals.arrival_offsets` (Poisson along the ramp).
 """
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from infctl.sim.cluster.config import SimConfig
 from infctl.sim.cluster.engine_loop import ProgressFn
 from infctl.sim.cluster.result import SimResult
-from infctl.sim.cluster.scenarios.pools import simulate_arm
+from infctl.sim.cluster.run import simulate
 
 Unit = Literal["ms", "pct", "tok/s", "req/s", "h", "count"]
 
@@ -59,7 +59,7 @@ class SimArm:
     """Pool of each engine, in engine order (what length buckets route to); empty: no pools."""
 
     def config(self, base: SimConfig) -> SimConfig:
-        return dataclasses.replace(base, label=self.label, **self.changes)
+        return dataclasses.replace(base, label=self.label, pools=tuple(self.pools), **self.changes)
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def run_scenario(
     for arm in scenario.arms:
         if on_arm is not None:
             on_arm(f"{scenario.name}: {arm.label}")
-        results.append(simulate_arm(arm.config(scenario.base), arm.pools, progress=progress))
+        results.append(simulate(arm.config(scenario.base), progress=progress))
     return ScenarioOutcome(scenario, results)
 
 

@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infctl.autoscaler import policy as autoscaler_policy
 from infctl.autoscaler.settings import PolicyConfig
+from infctl.errors import ConfigError
 from infctl.router.core import RouterCore
 from infctl.router.policies.buckets import parse_buckets
 from infctl.router.policies.pipeline import build_policy
 from infctl.router.policies.presets import PRESETS
 from infctl.router.snapshot import RequestInfo
+from infctl.sim.cluster import SimConfig
 from infctl.sim.cluster import scaling as sim_scaling
 from infctl.sim.cluster.fleet import SimEngine
 from infctl.sim.cluster.routing import SimRouter
 from infctl.sim.cluster.scenarios import SCENARIOS, ScenarioSize, SimScenario, build_scenarios
-from infctl.sim.cluster.scenarios.diurnal import SHAPES, diurnal_plan, mean_level
-from infctl.sim.cluster.scenarios.pools import PooledRouter
+from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level
 from infctl.sim.offload import OffloadTier
 from infctl.sim.profiles import get_profile
 from infctl.sim.scheduler import EngineCore
-
-BENCH = Path(__file__).resolve().parents[4] / "benchmarks" / "bench_autoscaler_diurnal.py"
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +70,11 @@ def arm_options(sc: SimScenario, i: int) -> dict[str, Any]:
     return dict(sc.arms[i].config(sc.base).engine_options)
 
 
-def test_pooled_router_is_the_routers_core_with_pools() -> None:
+def test_the_sim_router_places_engines_in_pools_and_decides_as_the_routers_core() -> None:
     buckets = [{"name": "short", "max_tokens": 2048, "pools": ["short"]}, {"name": "long", "pools": ["long"]}]
     policy = {"preset": "least_load", "buckets": buckets}
-    router = PooledRouter(policy, ["short", "short", "long"])
-    assert isinstance(router, SimRouter) and isinstance(router.core, RouterCore)
+    router = SimRouter(policy, ["short", "short", "long"])
+    assert isinstance(router.core, RouterCore)
     profile = get_profile("tiny-cpu")
     for i in range(3):
         router.add(SimEngine(f"e{i}", EngineCore(profile), asked_at=0.0, ready_at=0.0, state="ready"))
@@ -93,17 +89,13 @@ def test_pooled_router_is_the_routers_core_with_pools() -> None:
         assert router.pool.backend(chosen).pool == pool
 
 
-def test_diurnal_shapes_are_the_benchmarks() -> None:
-    spec = importlib.util.spec_from_file_location("bench_autoscaler_diurnal", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(bench)
-    finally:
-        del sys.modules[spec.name]
-    assert bench.SHAPES == SHAPES
+def test_a_diurnal_day_is_24_hourly_ramps_at_the_shapes_levels() -> None:
     plan = diurnal_plan("consumer", 10.0, 2400.0)
     assert len(plan.stages) == 24 and plan.stages[12].rate == pytest.approx(10.0)
     mean = sum(s.mean_rate or 0 for s in plan.stages) / 24
     assert mean == pytest.approx(10.0 * mean_level("consumer"))
+
+
+def test_pools_must_name_one_pool_per_starting_engine() -> None:
+    with pytest.raises(ConfigError, match="one pool per engine"):
+        SimConfig(engines=3, pools=("short", "long"))
