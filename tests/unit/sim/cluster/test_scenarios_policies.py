@@ -97,5 +97,5 @@ def test_a_diurnal_day_is_24_hourly_ramps_at_the_shapes_levels() -> None:
 
 
 def test_pools_must_name_one_pool_per_starting_engine() -> None:
-    with pytest.raises(ConfigError, match="one pool per engine"):
+    with pytest.raises(ConfigError, match="pools names 2 engines, the fleet starts with 3"):
         SimConfig(engines=3, pools=("short", "long"))
