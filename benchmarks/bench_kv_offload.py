@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import quantiles
 
+from infctl.bench.workloads.mooncake import sample_trace
 from infctl.sim.offload import OffloadTier
 from infctl.sim.profiles import SimProfile, get_profile
 from infctl.sim.scheduler import EngineCore
@@ -39,7 +40,7 @@ from infctl.sim.types import SimRequest, StepOutput
 from infctl.sim.virtual import run_until_idle
 from infctl.tokens import synth_words, token_ids
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+TRACE = sample_trace()  # the public Mooncake trace shipped in data/
 TRACE_BLOCK = 512
 """Tokens per trace hash id."""
 

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.workloads import LengthDist, SharedPrefixSpec, TraceSpec
+from infctl.bench.workloads.mooncake import sample_trace
 from infctl.sim.cluster import SimConfig, SimResult, simulate
 from infctl.sim.profiles import get_profile
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+TRACE = sample_trace()  # the public Mooncake trace shipped in data/
 RATE_PER_ENGINE = 4.0
 CURVE = ((1_000, 4), (4_000, 16), (8_000, 32), (16_000, 64))
 MOONCAKE_TARGET_S, FULL_TARGET_S = 30.0, 600.0

@@ -24,10 +24,9 @@ from infctl.sim.cluster.scenarios import (
     run_scenario,
     scenario_rows,
 )
-from infctl.sim.cluster.scenarios.catalog import MOONCAKE_TRACE
 from infctl.sim.profiles import get_profile
 
-EPILOG = f"""
+EPILOG = """
 [bold]Scenarios[/] (all of them when none is named)
 
   [bold]bucketing[/]        length buckets vs one pool: short-prompt TTFT, throughput at saturation
@@ -52,7 +51,8 @@ EPILOG = f"""
 
 Every arm runs the simulator's unchanged router presets, autoscaler policy and engine KV model on the same
 workload and seed; DeepSeek-V3 (8xH200 per engine) unless --profile says otherwise; autoscaling uses half
-the engines (its static fleet), the KV tier an eighth. Default trace: {MOONCAKE_TRACE}.
+the engines (its static fleet), the KV tier an eighth. Default trace: the public Mooncake trace shipped
+with infctl.
 """
 
 
@@ -67,7 +67,9 @@ def compare_cmd(
     profile: Annotated[
         str | None, typer.Option(help="Engine profile for every scenario (default: each its own).")
     ] = None,
-    trace: Annotated[Path, typer.Option(help="Mooncake-format trace.")] = MOONCAKE_TRACE,
+    trace: Annotated[
+        Path | None, typer.Option(help="Mooncake-format trace (default: the one shipped with infctl).")
+    ] = None,
     output: Annotated[
         OutputFormat | None, typer.Option("-o", "--output", help="table (default), json or yaml.")
     ] = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,25 @@ from infctl.bench.workloads.base import Api, RequestSpec, overhead, single_promp
 from infctl.bench.workloads.specs import TraceSpec
 from infctl.bench.workloads.text import BlockCache, words
 from infctl.errors import ConfigError
+
+SAMPLE_TRACE = "mooncake_synthetic_trace.jsonl"
+
+
+def sample_trace() -> Path:
+    """The public Mooncake trace shipped with infctl: ``$INFCTL_MOONCAKE_TRACE``, else ``data/`` of a source
+    checkout, else the copy inside an installed wheel (``infctl/_data``)."""
+    env = os.environ.get("INFCTL_MOONCAKE_TRACE")
+    package = Path(__file__).resolve().parents[2]
+    candidates = [Path(env)] if env else []
+    candidates += [package.parent / "data" / SAMPLE_TRACE, package / "_data" / SAMPLE_TRACE]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ConfigError(
+        f"cannot find the Mooncake sample trace ({SAMPLE_TRACE})",
+        hint="set INFCTL_MOONCAKE_TRACE to a Mooncake-format .jsonl file, or pass --trace FILE",
+    )
+
 
 _HINT = 'each line must be {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}'
 

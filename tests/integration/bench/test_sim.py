@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,15 @@ from infctl.bench import (
     run_benchmark,
 )
 from infctl.bench.workloads import build_workload
+from infctl.bench.workloads.mooncake import sample_trace
 
-TRACE = Path(__file__).resolve().parents[4] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+TRACE = sample_trace()  # the public Mooncake trace shipped in data/
 L = LengthDist
 
 
 def small_trace(tmp_path: Path) -> Path:
     p = tmp_path / "trace.jsonl"
-    if TRACE.exists():
-        p.write_text("".join(itertools.islice(TRACE.open(), 30)))
-    else:  # a stand-in with shared blocks
-        rows = [
-            {"timestamp": i * 10, "input_length": 1200, "output_length": 4, "hash_ids": [0, 1, 2 + i % 3]}
-            for i in range(30)
-        ]
-        p.write_text("\n".join(json.dumps(r) for r in rows))
+    p.write_text("".join(itertools.islice(TRACE.open(), 30)))
     return p
 
 

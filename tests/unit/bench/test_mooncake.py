@@ -10,9 +10,10 @@ import pytest
 
 from infctl import tokens
 from infctl.bench.workloads import TraceSpec, TraceWorkload, build_workload, read_trace
+from infctl.bench.workloads.mooncake import sample_trace
 from infctl.errors import ConfigError
 
-TRACE = Path(__file__).resolve().parents[4] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+TRACE = sample_trace()  # the public Mooncake trace shipped in data/
 
 
 def write(tmp_path: Path, rows: list[object]) -> Path:
@@ -78,7 +79,6 @@ def test_missing_file(tmp_path: Path) -> None:
         read_trace(tmp_path / "nope.jsonl")
 
 
-@pytest.mark.skipif(not TRACE.exists(), reason="the shared Mooncake trace is not present")
 def test_real_trace_cache_reuse_equals_hash_id_reuse() -> None:
     """Chained block hashes of the synthesized prompts repeat exactly as often as the trace's hash ids."""
     entries = read_trace(TRACE)

@@ -19,6 +19,7 @@ from typing import Any
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.scenarios import SHORT_MAX_TOKENS
 from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec, TraceSpec
+from infctl.bench.workloads.mooncake import sample_trace
 from infctl.errors import ConfigError
 from infctl.sim.cluster.config import SimConfig
 from infctl.sim.cluster.scenarios import measures as m
@@ -34,8 +35,6 @@ DEEPSEEK_V3_H200 = DEEPSEEK_V3_H200_DECODE.with_overrides(
 """DeepSeek-V3 serving whole requests (prefill and decode on one engine), as the scenarios need."""
 GPUS = {DEEPSEEK_V3_H200.name: 8, KIMI_K2_H200.name: 16}
 """GPUs per engine of the scenarios' profiles (for GPU-hours); other profiles count 1."""
-MOONCAKE_TRACE = Path(__file__).resolve().parents[5] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
-"""The repository's sibling data directory (``../shared/data/``)."""
 MOONCAKE_REQUESTS = 3993
 TRACE_PROMPT_TOKENS_PER_S = 60_000
 """Prompt tokens per second the Mooncake trace sends at its own timestamps (3,993 x 15.3k in 1,022 s)."""
@@ -61,8 +60,8 @@ class ScenarioSize:
     seed: int = 0
     profile: SimProfile | None = None
     """None: the scenarios' own (DeepSeek-V3, an 8xH200 node per engine); e.g. Kimi K2 (16 GPUs each)."""
-    trace: Path = MOONCAKE_TRACE
-    """Mooncake-format trace of the trace-driven scenarios."""
+    trace: Path | None = None
+    """Mooncake-format trace of the trace-driven scenarios; None: the public one shipped with infctl."""
 
     def __post_init__(self) -> None:
         if self.engines < 2:
@@ -195,14 +194,15 @@ def prefix_shared(size: ScenarioSize) -> SimScenario:
 
 
 def trace_spec(size: ScenarioSize, compression: float) -> tuple[TraceSpec, int]:
-    if not size.trace.is_file():
+    trace = size.trace or sample_trace()
+    if not trace.is_file():
         raise ConfigError(
-            f"the Mooncake trace {size.trace} is missing", hint="pass --trace FILE (Mooncake JSONL format)"
+            f"the Mooncake trace {trace} is missing", hint="pass --trace FILE (Mooncake JSONL format)"
         )
     # A few Mooncake prompts exceed a 128k context: cut them, as --max-input-tokens would.
     longest = (size.profile or DEEPSEEK_V3_H200).max_model_len - MAX_OUTPUT_TOKENS
     spec = TraceSpec(
-        path=size.trace,
+        path=trace,
         time_compression=compression,
         max_input_tokens=longest,
         max_output_tokens=MAX_OUTPUT_TOKENS,
