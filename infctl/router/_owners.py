@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, repeat, takewhile
 from operator import and_, ne, not_, or_
 
 
@@ -74,9 +74,10 @@ class OwnerMap:
         # Running AND of the owner masks: acc[i] = backends holding blocks 0..i. A backend's match ends where
         # its bit leaves acc; only the (few) positions where acc changes need Python-level work, the per-block
         # scan runs in C (map / accumulate / compress).
-        acc = list(accumulate(map(self._masks.get, hashes, repeat(0)), and_))
+        # takewhile stops at the first block nobody holds: a long prompt's unshared tail costs nothing.
+        acc = list(takewhile(bool, accumulate(map(self._masks.get, hashes, repeat(0)), and_)))
         out: dict[str, int] = {}
-        if not acc[0]:
+        if not acc:
             return out
         for i in compress(range(1, len(acc)), map(ne, acc, acc[1:])):
             for name in self._names_of(acc[i - 1] & ~acc[i]):
