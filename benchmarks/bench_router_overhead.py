@@ -3,6 +3,7 @@
     python benchmarks/bench_router_overhead.py [--rates 40,80] [--seconds 3] [--rounds 6]
         [--upstream sim|null] [--policies round_robin,cache_aware] [--concurrency 48] [--peers-bin DIR]
         [--loops asyncio,uvloop]   (one infctl row per event loop, to compare them in the same run)
+        [--upstream-clients lean,aiohttp]   (one infctl row per upstream client, likewise)
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -231,18 +232,27 @@ async def saturation(rs: list[Router], url_of: dict[str, str], concurrency: int,
 
 
 def all_routers(
-    engine: str, peers_bin: Path | None, policies: list[str], peers: bool, loops: list[str]
+    engine: str,
+    peers_bin: Path | None,
+    policies: list[str],
+    peers: bool,
+    loops: list[str],
+    clients: list[str],
 ) -> list[Router]:
-    """infctl (once per event loop in ``loops``) and the peers, each with every policy in ``policies``."""
+    """infctl (once per event loop in ``loops`` and upstream client in ``clients``) and the peers, each
+    with every policy in ``policies``."""
     out: list[Router] = []
     for policy in policies:
         for r in routers([engine], peers_bin, [policy], peers):
             if r.name.startswith("infctl"):
                 for loop in loops:
-                    port = free_port()
-                    argv = [*r.argv, "--loop", loop]
-                    argv[argv.index("--port") + 1] = str(port)
-                    out.append(Router(f"{r.name} [{loop}]" if len(loops) > 1 else r.name, argv, port))
+                    for client in clients:
+                        port = free_port()
+                        argv = [*r.argv, "--loop", loop, "--upstream-client", client]
+                        argv[argv.index("--port") + 1] = str(port)
+                        tags = [t for t, many in ((loop, len(loops) > 1), (client, len(clients) > 1)) if many]
+                        name = f"{r.name} [{', '.join(tags)}]" if tags else r.name
+                        out.append(Router(name, argv, port))
                 continue
             r.argv[r.argv.index("--policy") + 1] = policy
             at = r.argv.index("--worker-urls")
@@ -265,6 +275,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--no-peers", action="store_true", help="infctl only")
     ap.add_argument("--loops", default="auto", help="infctl event loops, a row each: auto, uvloop, asyncio")
     ap.add_argument(
+        "--upstream-clients", default="lean", help="infctl upstream clients, a row each: lean, aiohttp"
+    )
+    ap.add_argument(
         "--peers-bin",
         type=Path,
         default=Path(os.environ.get("INFCTL_PEERS_BIN", Path.home() / ".cache/infctl/peers-venv/bin")),
@@ -285,7 +298,14 @@ async def main(args: argparse.Namespace) -> None:
         for section, kind in sections:
             proc, engine = start_upstream(kind, args.null_itl_ms)
             upstreams.append(proc)
-            rs = all_routers(engine, args.peers_bin, policies, not args.no_peers, args.loops.split(","))
+            rs = all_routers(
+                engine,
+                args.peers_bin,
+                policies,
+                not args.no_peers,
+                args.loops.split(","),
+                args.upstream_clients.split(","),
+            )
             for r in rs:
                 r.start()
                 started.append(r)
