@@ -107,24 +107,37 @@ class BackendPool:
         return self._get(backend_id).health
 
     # in-flight accounting -------------------------------------------------------------------------------
-    def start(self, backend_id: str, prompt_tokens: int, expected_tokens: int) -> None:
+    def start(
+        self, backend_id: str, prompt_tokens: int, expected_tokens: int, *, cached_tokens: int = 0
+    ) -> None:
+        """A request sent to ``backend_id``. Only its uncached prompt tokens queue as prefill work (the
+        cached ones cost the engine nothing to prefill); all of them, and the expected output, hold KV."""
         live = self._get(backend_id)
         live.inflight += 1
-        live.queued_tokens += prompt_tokens
+        live.queued_tokens += _uncached(prompt_tokens, cached_tokens)
         live.inflight_tokens += prompt_tokens + expected_tokens
 
-    def first_token(self, backend_id: str, prompt_tokens: int) -> None:
+    def first_token(self, backend_id: str, prompt_tokens: int, *, cached_tokens: int = 0) -> None:
+        """The request's prefill is over (its first token reached the router): its queued work is done."""
         live = self._live.get(backend_id)
         if live is not None:
-            live.queued_tokens = max(0.0, live.queued_tokens - prompt_tokens)
+            live.queued_tokens = max(0.0, live.queued_tokens - _uncached(prompt_tokens, cached_tokens))
 
-    def finish(self, backend_id: str, prompt_tokens: int, expected_tokens: int, *, got_first: bool) -> None:
+    def finish(
+        self,
+        backend_id: str,
+        prompt_tokens: int,
+        expected_tokens: int,
+        *,
+        got_first: bool,
+        cached_tokens: int = 0,
+    ) -> None:
         live = self._live.get(backend_id)
         if live is None:
             return
         live.inflight = max(0, live.inflight - 1)
         if not got_first:
-            live.queued_tokens = max(0.0, live.queued_tokens - prompt_tokens)
+            live.queued_tokens = max(0.0, live.queued_tokens - _uncached(prompt_tokens, cached_tokens))
         live.inflight_tokens = max(0.0, live.inflight_tokens - prompt_tokens - expected_tokens)
 
     def inflight(self, backend_id: str) -> int:
@@ -185,3 +198,7 @@ class BackendPool:
             return self._live[backend_id]
         except KeyError:
             raise KeyError(f"unknown backend {backend_id!r}") from None
+
+
+def _uncached(prompt_tokens: int, cached_tokens: int) -> int:
+    return max(0, prompt_tokens - cached_tokens)

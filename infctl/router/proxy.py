@@ -105,7 +105,8 @@ async def _route(
         else:
             state.metrics.retries += 1
         try:
-            out = await _attempt(state, request, body, raw, headers, info, prefill, decode, expected)
+            cached = min(info.prompt_tokens, matched * info.block_size)
+            out = await _attempt(state, request, body, raw, headers, info, prefill, decode, expected, cached)
         except UpstreamFailed as exc:
             failed = exc.backend or decode
             tried.add(failed)
@@ -168,33 +169,41 @@ async def _attempt(
     prefill: str | None,
     decode: str,
     expected: int,
+    cached: int,
 ) -> web.StreamResponse:
+    """One try on ``decode``. ``cached``: prompt tokens the router expects the engine to hold; the rest
+    counts as the backend's queued prefill until the first token arrives."""
     pool, loop = state.pool, asyncio.get_running_loop()
     backend = pool.backend(decode)
     send_headers = dict(headers)
     adapter = get_adapter(backend.engine or state.cfg.engine)
     if backend.dp_rank is not None and adapter.dp_rank_header:
         send_headers[adapter.dp_rank_header] = str(backend.dp_rank)
-    pool.start(decode, info.prompt_tokens, expected)
+    pool.start(decode, info.prompt_tokens, expected, cached_tokens=cached)
     got_first = False
+
+    def on_first() -> None:
+        # At the first token, not at the end of the stream: the prefill is no longer queued work.
+        nonlocal got_first
+        got_first = True
+        pool.first_token(decode, info.prompt_tokens, cached_tokens=cached)
+
     try:
         if prefill is None:
             payload = raw
         else:
             payload = await _pd_payload(state, body, send_headers, prefill, decode)
-        url = backend.url + request.path
+        url, rid = backend.url + request.path, info.request_id
         if state.http1 is not None and lean_capable(url, request):
             out, result = await forward_lean(
-                request, state.http1, url, payload, send_headers, request_id=info.request_id
+                request, state.http1, url, payload, send_headers, request_id=rid, on_first=on_first
             )
         else:
             out, result = await forward(
-                request, state.session, url, payload, send_headers, request_id=info.request_id
+                request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first
             )
-        got_first = result.first_byte_s is not None
-        if got_first:
-            pool.first_token(decode, info.prompt_tokens)
-            state.metrics.ttft.observe(result.first_byte_s or 0.0)
+        if result.first_byte_s is not None:
+            state.metrics.ttft.observe(result.first_byte_s)
         if result.completed:
             status = f"{result.status // 100}xx"
         else:
@@ -216,7 +225,7 @@ async def _attempt(
         state.metrics.observe_upstream(backend.upstream, status, None)
         raise
     finally:
-        pool.finish(decode, info.prompt_tokens, expected, got_first=got_first)
+        pool.finish(decode, info.prompt_tokens, expected, got_first=got_first, cached_tokens=cached)
 
 
 async def _pd_payload(

@@ -13,7 +13,7 @@ It needs an HTTP/1.1 client (chunked framing passes through as is); ``proxy`` se
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -54,8 +54,16 @@ class RelayedResponse(web.StreamResponse):
 class _Relay:
     """The sink of one exchange: writes the client's head with the first content, then every chunk."""
 
-    def __init__(self, request: web.Request, request_id: str, conn: Http1Connection, sent_at: float) -> None:
+    def __init__(
+        self,
+        request: web.Request,
+        request_id: str,
+        conn: Http1Connection,
+        sent_at: float,
+        on_first: Callable[[], None] | None = None,
+    ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.on_first = on_first
         self.down = request.transport
         self.keep_alive = request.keep_alive
         self.request_id = request_id
@@ -102,6 +110,8 @@ class _Relay:
             self.first = self.loop.time() - self.sent_at
             raw, self._head = self._head + raw, None
             self.wrote = True
+            if self.on_first is not None:
+                self.on_first()
         down.write(raw)
         self.relayed += len(raw)
         if down.get_write_buffer_size() > _HIGH_WATER and self.conn.transport is not None:
@@ -153,6 +163,7 @@ async def forward_lean(
     headers: Mapping[str, str],
     *,
     request_id: str,
+    on_first: Callable[[], None] | None = None,
 ) -> tuple[web.StreamResponse, RelayResult]:
     """POST ``body`` to ``url`` over a pooled connection and relay the answer to ``request``'s client."""
     host, port, payload_head = _request_head(url)
@@ -169,7 +180,7 @@ async def forward_lean(
             conn = await pool.acquire(host, port, fresh=fresh)
         except (OSError, TimeoutError) as exc:
             raise UpstreamFailed(f"connect {host}:{port}: {type(exc).__name__}: {exc}", fatal=True) from exc
-        relay = _Relay(request, request_id, conn, sent_at)
+        relay = _Relay(request, request_id, conn, sent_at, on_first)
         conn.send(payload, relay, pool.settings.read_timeout_s)
         try:
             await relay.wait()

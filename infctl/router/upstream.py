@@ -10,7 +10,7 @@ stream.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -90,6 +90,7 @@ async def forward(
     *,
     request_id: str,
     clock: asyncio.AbstractEventLoop | None = None,
+    on_first: Callable[[], None] | None = None,
 ) -> tuple[web.StreamResponse, RelayResult]:
     """POST ``body`` to ``url`` and relay the answer to ``request``'s client chunk by chunk.
 
@@ -110,6 +111,8 @@ async def forward(
         except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
             raise UpstreamFailed(f"broke before the first byte: {type(exc).__name__}") from exc
         first = loop.time() - sent_at if chunk else None
+        if first is not None and on_first is not None:
+            on_first()
         out = web.StreamResponse(status=resp.status)
         for name in _KEEP_RESPONSE_HEADERS:
             if name in resp.headers:

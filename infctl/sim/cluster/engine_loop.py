@@ -261,7 +261,7 @@ class Simulation:
                 if not flight.got_first:
                     flight.got_first = True
                     rec.cached_tokens = ev.cached_tokens
-                    router.first_token(engine.id, flight.prompt_tokens)
+                    router.first_token(engine.id, flight.prompt_tokens, ev.request_id)
                     if scaler is not None:
                         scaler.observe_ttft(t - rec.sent_s)
             if ev.finished:
@@ -271,7 +271,8 @@ class Simulation:
                 if ev.finish_reason == "error":
                     rec.error, rec.status = "http_status", 400
                     rec.error_detail = "HTTP 400: the request can never fit the engine's KV cache"
-                router.finish(engine.id, flight.prompt_tokens, flight.expected, got_first=flight.got_first)
+                got = flight.got_first
+                router.finish(engine.id, flight.prompt_tokens, flight.expected, ev.request_id, got_first=got)
                 engine.inflight -= 1
                 self.records.append(rec)
                 ended.append(flight)

@@ -33,6 +33,8 @@ class SimRouter:
         self.matched_tokens = 0
         """Prompt tokens the chosen backends were expected to hold (the router's estimate)."""
         self._event_seq: Counter[str] = Counter()
+        self._cached: dict[str, int] = {}
+        """Request id -> prompt tokens the router expected cached where it sent the request."""
 
     def add(self, engine: SimEngine) -> None:
         """Register ``engine``: the i-th engine added joins the i-th pool named (later ones the last)."""
@@ -63,12 +65,21 @@ class SimRouter:
         """Pick a backend (raises NoBackendError when none can take it) and count the request in flight."""
         decision = self.core.route(self.pool.snapshot(now), info)
         self.reasons[decision.reason] += 1
+        cached = min(info.prompt_tokens, decision.matched_blocks * info.block_size)
         self.matched_tokens += decision.matched_blocks * info.block_size
-        self.pool.start(decision.backend_id, info.prompt_tokens, expected_tokens)
+        # As the live proxy: only the prompt tokens the router does not expect cached queue as prefill.
+        self._cached[info.request_id] = cached
+        self.pool.start(decision.backend_id, info.prompt_tokens, expected_tokens, cached_tokens=cached)
         return decision.backend_id
 
-    def first_token(self, backend_id: str, prompt_tokens: int) -> None:
-        self.pool.first_token(backend_id, prompt_tokens)
+    def first_token(self, backend_id: str, prompt_tokens: int, request_id: str) -> None:
+        cached = self._cached.get(request_id, 0)
+        self.pool.first_token(backend_id, prompt_tokens, cached_tokens=cached)
 
-    def finish(self, backend_id: str, prompt_tokens: int, expected_tokens: int, *, got_first: bool) -> None:
-        self.pool.finish(backend_id, prompt_tokens, expected_tokens, got_first=got_first)
+    def finish(
+        self, backend_id: str, prompt_tokens: int, expected_tokens: int, request_id: str, *, got_first: bool
+    ) -> None:
+        cached = self._cached.pop(request_id, 0)
+        self.pool.finish(
+            backend_id, prompt_tokens, expected_tokens, got_first=got_first, cached_tokens=cached
+        )
