@@ -13,9 +13,10 @@
   3 sigma), since the cost's own load terms already spread a hot prefix. On the approximate index; add
   ``index: auto`` to also use the engines' KV events (the deeper of the two matches per backend: useful with
   several router replicas) or ``index: precise`` for the events alone (with speculative entries for blocks
-  routed but not yet reported). Live (benchmarks/bench_router.py, 2 shared cores) ``auto`` won on the
-  shared-prefix workload (80% vs 78% hit rate) but lost on the Mooncake trace (27% vs 34%, TTFT p50 x5):
-  decoding every engine's events costs this Python router more than the extra accuracy gains.
+  routed but not yet reported). Live (benchmarks/bench_router.py, 2 shared cores, one router) ``auto``
+  ties on the shared-prefix workload (79% vs 78% hit rate, same TTFT p50) and still loses on the Mooncake
+  trace (34% vs 35%, TTFT p50 60 vs 47 ms): decoding every engine's events costs this Python router more
+  than the extra accuracy gains, so ``approx`` stays the default.
 """
 
 from __future__ import annotations
