@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from infctl.router._owners import OwnerMap
+from infctl.telemetry.kv_events import MEDIUM_GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,10 @@ class KVIndex:
         self._sources.add(backend)
         if kind == "AllBlocksCleared":
             self.clear(backend)
+            return
+        if getattr(event, "medium", MEDIUM_GPU) != MEDIUM_GPU:
+            # An offload tier's copies (medium "CPU"): the index is of what the GPU holds, and a tier
+            # eviction must not drop a block the GPU still has.
             return
         hashes: Iterable[int] = getattr(event, "block_hashes", ())
         spec = self._spec.get(backend)

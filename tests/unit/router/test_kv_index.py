@@ -160,3 +160,16 @@ def test_speculation_equals_a_brute_force_model(
     assert idx.match(probe) == brute_match(visible, probe)
     for b in held:
         assert idx.blocks(b) == held[b]
+
+
+def test_offload_tier_events_leave_the_gpu_index_alone() -> None:
+    def stored(medium: str) -> BlockStored:
+        return BlockStored(block_hashes=[1, 2, 3], parent_block_hash=None, token_ids=[], block_size=16,
+                           medium=medium)  # fmt: skip
+
+    index = KVIndex()
+    index.apply("a", 1, [stored("GPU"), stored("CPU")])
+    index.apply("a", 2, [BlockRemoved(block_hashes=[1, 2], medium="CPU")])  # the tier evicted its copies
+    assert index.blocks("a") == {1, 2, 3}
+    index.apply("a", 3, [BlockRemoved(block_hashes=[3])])  # the GPU's own eviction still counts
+    assert index.blocks("a") == {1, 2}
