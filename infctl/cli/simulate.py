@@ -237,7 +237,7 @@ def run_cmd(
             label=label or "",
             max_time_s=parse_duration(max_time, what="--max-time") if max_time else None,
         )
-        result = simulate(cfg, progress=_progress if err_console.is_terminal else None)
+        result = simulate(cfg, progress=show_progress if err_console.is_terminal else None)
         if err_console.is_terminal:
             err_console.print(" " * 60, end="\r")
         data = result.to_dict()
@@ -283,7 +283,8 @@ def _policy(text: str) -> str | dict[str, Any]:
     return value
 
 
-def _progress(p: SimProgress) -> None:
+def show_progress(p: SimProgress) -> None:
+    """One self-overwriting stderr line: virtual time, requests, engines, wall time."""
     total = f"/{p.total}" if p.total else ""
     err_console.print(
         f"simulated {p.sim_time_s:8.1f} s  sent {p.sent}{total}  done {p.completed}  engines {p.engines}  "

@@ -14,7 +14,7 @@ from rich.text import Text
 from infctl.bench.io import save_json
 from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
-from infctl.sim.cluster import SimProgress
+from infctl.cli.simulate import show_progress
 from infctl.sim.cluster.scenarios import (
     SCENARIOS,
     ScenarioOutcome,
@@ -88,7 +88,10 @@ def compare_cmd(
             trace=trace,
         )
         built = build_scenarios(list(scenarios or []), size)
-        outcomes = [run_scenario(sc, on_arm=_say, progress=_progress) for sc in built]
+        outcomes = [
+            run_scenario(sc, on_arm=_say, progress=show_progress if err_console.is_terminal else None)
+            for sc in built
+        ]
         saved = _save(outcomes, save) if save else []
     _clear()
     if fmt is OutputFormat.table:
@@ -116,17 +119,6 @@ def _save(outcomes: list[ScenarioOutcome], directory: Path) -> list[Path]:
 def _say(text: str) -> None:
     _clear()
     err_console.print(text, highlight=False)
-
-
-def _progress(p: SimProgress) -> None:
-    if err_console.is_terminal:
-        total = f"/{p.total}" if p.total else ""
-        err_console.print(
-            f"  simulated {p.sim_time_s:8.1f} s  sent {p.sent}{total}  done {p.completed}  "
-            f"engines {p.engines}  wall {p.wall_s:5.1f} s",
-            end="\r",
-            highlight=False,
-        )
 
 
 def _clear() -> None:
