@@ -154,6 +154,10 @@ class Http1Connection(asyncio.Protocol):
     def _check_timeout(self, timeout_s: float) -> None:
         # One timer per exchange, re-armed only when it fires early: no timer handle per chunk.
         due = self._last + timeout_s
+        if self.transport is not None and not self.transport.is_reading():
+            # The router paused reading for a slow client: upstream silence is ours, not the engine's.
+            self._last = self._loop.time()
+            due = self._last + timeout_s
         if self._loop.time() >= due:
             self._timer = None
             self._finish(TimeoutError(f"no upstream bytes for {timeout_s:g} s"))
@@ -176,6 +180,7 @@ class Http1Connection(asyncio.Protocol):
             return
         if exc is None:
             if self._keep and self.transport is not None:
+                self.transport.resume_reading()  # paused for a slow client: the next exchange must read
                 self.pool.release(self)
             sink.end()
         else:

@@ -130,6 +130,11 @@ class _Relay:
         self.answered = answered
         self._done(exc)
 
+    @property
+    def over(self) -> bool:
+        """The exchange has ended (its connection is back in the pool or closed)."""
+        return self._over
+
     def _done(self, exc: Exception | None) -> None:
         if not self._over:
             self._over, self.error = True, exc
@@ -146,6 +151,8 @@ class _Relay:
             # A transport's buffer level has no public event; polling runs only while a client is slow.
             while down is not None and not down.is_closing() and down.get_write_buffer_size() > _LOW_WATER:  # noqa: ASYNC110
                 await asyncio.sleep(_DRAIN_POLL_S)
+            if self.over:
+                return  # ended while we polled (e.g. it failed): nothing would wake a new waiter
             if down is None or down.is_closing():
                 self.client_gone = True
                 self.conn.abort()
@@ -186,8 +193,10 @@ async def forward_lean(
             await relay.wait()
         except BaseException:
             # Cancellation when the client disconnects included: dropping the upstream connection is how
-            # the engine learns to abort the request and free its KV blocks.
-            conn.abort()
+            # the engine learns to abort the request and free its KV blocks. An exchange already over has
+            # given its connection back to the pool, where another request may hold it now: leave it.
+            if not relay.over:
+                conn.abort()
             raise
         if relay.error is None or relay.wrote:
             break

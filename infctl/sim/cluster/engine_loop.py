@@ -17,7 +17,7 @@ from infctl.bench.records import RequestRecord
 from infctl.router.errors import NoBackendError
 from infctl.router.snapshot import RequestInfo
 from infctl.sim.cluster.config import SimConfig
-from infctl.sim.cluster.events import READY, SCALE, SCRAPE, STEP_END, TRAFFIC, WAKE, EventQueue
+from infctl.sim.cluster.events import READY, REFUSED, SCALE, SCRAPE, STEP_END, TRAFFIC, WAKE, EventQueue
 from infctl.sim.cluster.fleet import Fleet, SimEngine
 from infctl.sim.cluster.prompts import PromptSource
 from infctl.sim.cluster.routing import SimRouter
@@ -40,6 +40,9 @@ class SimProgress:
 
 
 ProgressFn = Callable[[SimProgress], None]
+
+REFUSAL_S = 0.001
+"""Seconds from sending a request the router or engine refuses (400, 503) to the client seeing the refusal."""
 
 
 class _Flight:
@@ -129,6 +132,9 @@ class Simulation:
                     q.push(t + cfg.scrape_interval_s, SCRAPE)
             elif kind == SCALE:
                 self._scale(t)
+            elif kind == REFUSED:
+                self._dispatch(self.traffic.finished(payload, t), t)
+                self._schedule_traffic()
             elif kind == READY:
                 self._ready(payload, t)
             if self._progress is not None and not self.events & 0xFFF:
@@ -207,10 +213,11 @@ class Simulation:
         rec.error = error  # type: ignore[assignment]
         rec.status = status
         rec.error_detail = detail
-        rec.end_s = now
+        rec.end_s = now + REFUSAL_S
         self.records.append(rec)
-        self._dispatch(self.traffic.finished(send, now), now)
-        self._schedule_traffic()
+        # The refusal reaches the client a round trip later; a closed loop sends its next request then (not
+        # at once, which would recurse, and spin forever in a timed stage whose every request is refused).
+        self.q.push(now + REFUSAL_S, REFUSED, send)
 
     def _time_out(self, t: float) -> None:
         for flight in self.flights.values():

@@ -1,8 +1,9 @@
 """The virtual clock: a heap of (time, kind, sequence, payload).
 
 At equal times, kinds run in a fixed order so that a run is a pure function of its inputs: step ends
-first (tokens delivered, capacity freed), then engines becoming ready, scrapes, scaling decisions, new
-requests, and last engine wake-ups, so every request arriving at an instant joins the step that starts then.
+first (tokens delivered, capacity freed), then engines becoming ready, scrapes, scaling decisions, refused
+requests' answers, new requests, and last engine wake-ups, so every request arriving at an instant joins
+the step that starts then.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-STEP_END, READY, SCRAPE, SCALE, TRAFFIC, WAKE = range(6)
+STEP_END, READY, SCRAPE, SCALE, REFUSED, TRAFFIC, WAKE = range(7)
 
 
 class EventQueue:

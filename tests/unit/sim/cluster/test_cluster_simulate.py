@@ -168,3 +168,15 @@ def test_bad_settings_raise_config_errors() -> None:
     with pytest.raises(ConfigError):
         SimConfig(engines=20, autoscale=AutoscaleSettings(
             policy=PolicyConfig(units=(UnitConfig("both", min=1, max=8),))))  # fmt: skip
+
+
+def test_a_closed_loop_whose_every_request_is_refused_moves_on_without_recursing() -> None:
+    tiny_context = SMALL_KV.with_overrides(max_model_len=64)
+    cfg = SimConfig(workload=RandomSpec(input=LengthDist(mean=100), output=LengthDist(mean=8)),
+                    load=LoadPlan(stages=[Stage(concurrency=4, num_requests=1500)]), engines=1,
+                    profile=tiny_context)  # fmt: skip
+    r = simulate(cfg)
+    assert r.bench.summary.failed == 1500
+    assert r.bench.summary.error_kinds == {"http_400": 1500}
+    # Each refusal reaches its client a round trip later, and only then does the loop send the next one.
+    assert r.sim_time_s == pytest.approx(1500 / 4 * 0.001, rel=0.01)
