@@ -233,6 +233,12 @@ class FakeTransport(asyncio.Transport):
     def abort(self) -> None:
         self.closed = True
 
+    def is_reading(self) -> bool:
+        return True
+
+    def resume_reading(self) -> None:
+        pass
+
 
 RESPONSE = (
     b"HTTP/1.1 100 Continue\r\n\r\n"
