@@ -90,7 +90,8 @@ StartRouter = Callable[..., Awaitable[str]]
 
 @pytest.fixture
 async def start_router() -> AsyncIterator[StartRouter]:
-    """``url = await start_router([Backend(...), ...], policy="cache_aware", **RouterConfig fields)``."""
+    """``url = await start_router([Backend(...), ...], policy="cache_aware", **RouterConfig fields)``; also
+    ``kube_connect=`` and ``upstream_client="lean"|"aiohttp"`` for ``serve``."""
     running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(backends: list[Backend], **overrides: Any) -> str:
@@ -102,10 +103,13 @@ async def start_router() -> AsyncIterator[StartRouter]:
             "drain_timeout_s": 1.0,
         }
         kube_connect = overrides.pop("kube_connect", None)
+        upstream_client = overrides.pop("upstream_client", "lean")
         cfg = RouterConfig(backends=tuple(backends), **{**fields, **overrides})
         stop = asyncio.Event()
         urls: list[str] = []
-        serving = serve_router(cfg, stop=stop, on_ready=urls.append, kube_connect=kube_connect)
+        serving = serve_router(
+            cfg, stop=stop, on_ready=urls.append, kube_connect=kube_connect, upstream_client=upstream_client
+        )
         task = asyncio.create_task(serving)
         running.append((stop, task))
         while not urls:

@@ -9,8 +9,6 @@ from typing import Any
 import httpx
 import pytest
 
-from infctl.router.config import RouterConfig
-from infctl.router.server import serve
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
 
@@ -22,29 +20,13 @@ StartRouter = Callable[[list[Backend]], Awaitable[str]]
 
 
 @pytest.fixture(params=["lean", "aiohttp"])
-async def router(request: pytest.FixtureRequest) -> AsyncIterator[StartRouter]:
+def router(request: pytest.FixtureRequest, start_router: Callable[..., Awaitable[str]]) -> StartRouter:
     """``url = await router(backends)``: a round-robin router on each upstream client in turn."""
-    stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(backends: list[Backend]) -> str:
-        cfg = RouterConfig(
-            backends=tuple(backends), port=0, policy="round_robin", scrape_interval_s=0.05,
-            health_interval_s=0.1, drain_timeout_s=1.0,
-        )  # fmt: skip
-        urls: list[str] = []
-        stop = asyncio.Event()
-        task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append, upstream_client=request.param))
-        stops.append((stop, task))
-        while not urls:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.001)
-        return urls[0]
+        return await start_router(backends, policy="round_robin", upstream_client=request.param)
 
-    yield start
-    for stop, task in stops:
-        stop.set()
-        await task
+    return start
 
 
 OnPost = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
