@@ -13,14 +13,14 @@ from rich.table import Table
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.diff import cluster, rendered
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
-from infctl.cli.render import Anti, Epp, Gateway, Image, Monitoring, OldBackend, Traffic, Weight
+from infctl.cli.render_flags import with_render_flags
 from infctl.cli.status import whole_urls
 from infctl.config import DeploymentProfile, LocalSettings, load_deployment
 from infctl.kube import DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.deploy import prepare, read_plan, start_detached
 from infctl.local.supervisor import run as run_supervisor
-from infctl.manifests import DEFAULT_IMAGE
+from infctl.manifests import RenderOptions
 
 
 class DeployTarget(StrEnum):
@@ -52,6 +52,7 @@ Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or
 """
 
 
+@with_render_flags
 def deploy(
     ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (YAML).")],
@@ -92,14 +93,8 @@ def deploy(
             "--prune/--no-prune", help="Kubernetes: delete this release's objects no longer rendered."
         ),
     ] = True,
-    image: Image = DEFAULT_IMAGE,
-    anti_affinity: Anti = "preferred",
-    gateway: Gateway = "inference-gateway",
-    old_backend: OldBackend = None,
-    weight: Weight = None,
-    inference_pool_epp: Epp = None,
-    traffic: Traffic = True,
-    monitoring: Monitoring = True,
+    *,
+    options: RenderOptions,
 ) -> None:
     """Deploy a profile; with --target local, as supervised processes on this machine.
 
@@ -110,30 +105,14 @@ def deploy(
     with errors_as_exit():
         profile = load_target_profile(file, target, overrides or [])
         if profile.target == "kubernetes":
-            flags = dict(
-                image=image,
-                anti_affinity=anti_affinity,
-                gateway=gateway,
-                old_backend=old_backend,
-                weight=weight,
-                inference_pool_epp=inference_pool_epp,
-                traffic=traffic,
-                monitoring=monitoring,
-            )
-            options = DeployOptions(
+            steps = DeployOptions(
                 force=force_conflicts,
                 dry_run=dry_run.value,
                 wait=wait,
                 prune=prune,
                 timeout_s=timeout if timeout is not None else DeployOptions.timeout_s,
             )
-            deploy_kubernetes(
-                opts,
-                file,
-                [*(overrides or []), *([f"target={target.value}"] if target else [])],
-                flags,
-                options,
-            )
+            deploy_kubernetes(opts, profile, options, steps)
             return
         plan = local_plan(profile, run_dir)
         settings = SupervisorSettings(
@@ -160,14 +139,14 @@ def load_target_profile(file: Path, target: DeployTarget | None, overrides: list
 
 
 def deploy_kubernetes(
-    opts: GlobalOptions, file: Path, overrides: list[str], flags: dict[str, Any], options: DeployOptions
+    opts: GlobalOptions, profile: DeploymentProfile, render_options: RenderOptions, steps: DeployOptions
 ) -> None:
     """Render, apply in order, wait, prune; progress lines on stderr, the summary through ``emit``."""
     client = cluster(opts)
-    profile, objects, namespace = rendered(opts, client, file, overrides, flags)
+    objects, namespace = rendered(opts, client, profile, render_options)
     printer = _KubeProgress(quiet=opts.output is not OutputFormat.table)
     report = deploy_release(
-        client, objects, release=profile.name, namespace=namespace, options=options, on_event=printer
+        client, objects, release=profile.name, namespace=namespace, options=steps, on_event=printer
     )
     summary = {
         "release": report.release,

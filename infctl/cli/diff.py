@@ -6,7 +6,6 @@ options, and rendering a profile with the render flags.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,21 +14,10 @@ import typer
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.output import emit, err_console, errors_as_exit
-from infctl.cli.render import (
-    Anti,
-    Epp,
-    Gateway,
-    Image,
-    Monitoring,
-    OldBackend,
-    Overrides,
-    Traffic,
-    Weight,
-    render_options,
-)
+from infctl.cli.render_flags import Overrides, render_options, with_render_flags
 from infctl.config import DeploymentProfile, load_deployment
 from infctl.kube import ClientSettings, KubeClient, connect, diff_release
-from infctl.manifests import DEFAULT_IMAGE, render
+from infctl.manifests import RenderOptions, render
 
 
 def cluster(opts: GlobalOptions) -> KubeClient:
@@ -38,48 +26,31 @@ def cluster(opts: GlobalOptions) -> KubeClient:
 
 
 def rendered(
-    opts: GlobalOptions, client: KubeClient, file: Path, overrides: list[str], flags: dict[str, Any]
-) -> tuple[DeploymentProfile, list[dict[str, Any]], str]:
-    """Load and render a kubernetes profile; its namespace is the profile's, else -n, else the context's."""
-    profile = load_deployment(file, overrides)
-    options = render_options(profile, opts.namespace, **flags)
-    if profile.namespace is None and opts.namespace is None:
-        options = dataclasses.replace(options, namespace=client.namespace)
-    return profile, render(profile, options), options.namespace
+    opts: GlobalOptions, client: KubeClient, profile: DeploymentProfile, options: RenderOptions
+) -> tuple[list[dict[str, Any]], str]:
+    """A kubernetes profile's objects and their namespace: the profile's, else -n, else the context's."""
+    options = render_options(profile, opts.namespace, options, fallback=client.namespace)
+    return render(profile, options), options.namespace
 
 
+@with_render_flags
 def diff_cmd(
     ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (target kubernetes).")],
     overrides: Overrides = None,
-    image: Image = DEFAULT_IMAGE,
-    anti_affinity: Anti = "preferred",
-    gateway: Gateway = "inference-gateway",
-    old_backend: OldBackend = None,
-    weight: Weight = None,
-    inference_pool_epp: Epp = None,
-    traffic: Traffic = True,
-    monitoring: Monitoring = True,
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 1 when there are differences (like git diff).")
     ] = False,
+    *,
+    options: RenderOptions,
 ) -> None:
     """Compare the rendered release with the cluster: a server-side dry-run apply of every object against
     the live one, plus the objects deploy would prune."""
     opts = global_options(ctx)
     with errors_as_exit():
         client = cluster(opts)
-        flags = dict(
-            image=image,
-            anti_affinity=anti_affinity,
-            gateway=gateway,
-            old_backend=old_backend,
-            weight=weight,
-            inference_pool_epp=inference_pool_epp,
-            traffic=traffic,
-            monitoring=monitoring,
-        )
-        profile, objects, namespace = rendered(opts, client, file, overrides or [], flags)
+        profile = load_deployment(file, overrides or [])
+        objects, namespace = rendered(opts, client, profile, options)
         diffs = diff_release(client, objects, release=profile.name, namespace=namespace)
     changed = [d for d in diffs if d.action != "unchanged"]
     if opts.output is OutputFormat.table:

@@ -10,10 +10,10 @@ import typer
 
 from infctl.cli.context import global_options
 from infctl.cli.output import err_console, errors_as_exit
-from infctl.config import DeploymentProfile, load_deployment
+from infctl.cli.render_flags import Overrides, render_options, with_render_flags
+from infctl.config import load_deployment
 from infctl.errors import ConfigError
 from infctl.manifests import (
-    DEFAULT_IMAGE,
     DEFAULT_K8S_VERSION,
     RenderOptions,
     render,
@@ -21,7 +21,6 @@ from infctl.manifests import (
     validate_objects,
     write_files,
 )
-from infctl.manifests.placement import AntiAffinity
 
 EXAMPLES = """
 Examples:
@@ -37,70 +36,8 @@ Examples:
 Exit codes: 0 rendered (and valid), 2 the profile or a flag is wrong, or --validate found problems.
 """
 
-Overrides = Annotated[
-    list[str] | None,
-    typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key (repeatable)."),
-]
-Image = Annotated[str, typer.Option("--image", help="infctl image for the router and autoscaler.")]
-Anti = Annotated[
-    str, typer.Option("--anti-affinity", help="Group mode: keep groups apart, `preferred` or `required`.")
-]
-Gateway = Annotated[str, typer.Option("--gateway", help="Gateway the HTTPRoute attaches to, [ns/]name.")]
-OldBackend = Annotated[
-    str | None,
-    typer.Option("--old-backend", help="System being replaced, [ns/]service:port (weighted route)."),
-]
-Weight = Annotated[
-    int | None,
-    typer.Option(
-        "--weight", help="Percent of traffic to the new system (default 100, 0 with --old-backend)."
-    ),
-]
-Epp = Annotated[
-    str | None,
-    typer.Option("--inference-pool-epp", help="Route to an InferencePool picked by this EPP Service."),
-]
-Traffic = Annotated[bool, typer.Option("--traffic/--no-traffic", help="Render the HTTPRoute (Gateway API).")]
-Monitoring = Annotated[
-    bool, typer.Option("--monitoring/--no-monitoring", help="Render monitors, alert rules and dashboards.")
-]
 
-
-def render_options(
-    profile: DeploymentProfile,
-    namespace: str | None,
-    *,
-    image: str = DEFAULT_IMAGE,
-    anti_affinity: str = "preferred",
-    gateway: str = "inference-gateway",
-    old_backend: str | None = None,
-    weight: int | None = None,
-    inference_pool_epp: str | None = None,
-    traffic: bool = True,
-    monitoring: bool = True,
-) -> RenderOptions:
-    """Options from flags; the namespace is the profile's, else ``-n``, else ``default``."""
-    if anti_affinity not in ("preferred", "required"):
-        raise ConfigError(f"--anti-affinity: expected preferred or required, found {anti_affinity!r}")
-    if namespace and profile.namespace and namespace != profile.namespace:
-        raise ConfigError(
-            f"-n {namespace} disagrees with the profile's namespace {profile.namespace!r}",
-            hint=f"drop -n, or --set namespace={namespace}",
-        )
-    anti: AntiAffinity = "required" if anti_affinity == "required" else "preferred"
-    return RenderOptions(
-        namespace=profile.namespace or namespace or "default",
-        image=image,
-        anti_affinity=anti,
-        gateway=gateway,
-        old_backend=old_backend,
-        weight=weight,
-        inference_pool_epp=inference_pool_epp,
-        traffic=traffic,
-        monitoring=monitoring,
-    )
-
-
+@with_render_flags
 def render_cmd(
     ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (target kubernetes).")],
@@ -115,26 +52,15 @@ def render_cmd(
     k8s_version: Annotated[
         str, typer.Option("--k8s-version", help="Kubernetes version whose schemas --validate uses.")
     ] = DEFAULT_K8S_VERSION,
-    image: Image = DEFAULT_IMAGE,
-    anti_affinity: Anti = "preferred",
-    gateway: Gateway = "inference-gateway",
-    old_backend: OldBackend = None,
-    weight: Weight = None,
-    inference_pool_epp: Epp = None,
-    traffic: Traffic = True,
-    monitoring: Monitoring = True,
+    *,
+    options: RenderOptions,
 ) -> None:
     """Render a deployment profile into Kubernetes objects: engine workloads placed by group or pool, the
     router and autoscaler, the HTTPRoute, monitors, alert rules and dashboards, in apply order."""
     opts = global_options(ctx)
     with errors_as_exit():
         profile = load_deployment(file, overrides or [])
-        options = render_options(
-            profile, opts.namespace, image=image, anti_affinity=anti_affinity, gateway=gateway,
-            old_backend=old_backend, weight=weight, inference_pool_epp=inference_pool_epp,
-            traffic=traffic, monitoring=monitoring,
-        )  # fmt: skip
-        objects = render(profile, options)
+        objects = render(profile, render_options(profile, opts.namespace, options))
         if validate:
             check(objects, k8s_version)
     if output_dir is None:
