@@ -14,6 +14,7 @@ from infctl.engines.base import (
     HealthSpec,
     PDEndpoint,
     PDStyle,
+    RankPin,
     Role,
     new_bootstrap_room,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "HealthSpec",
     "PDEndpoint",
     "PDStyle",
+    "RankPin",
     "Role",
     "get_adapter",
     "new_bootstrap_room",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from infctl.telemetry.prometheus import MetricFamilies
@@ -71,6 +71,16 @@ class HealthSpec:
         return "unhealthy"
 
 
+@dataclass(frozen=True, slots=True)
+class RankPin:
+    """What pins one request to one data-parallel rank of an engine serving all its ranks behind one URL."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers to add to the request."""
+    body: Mapping[str, Any] = field(default_factory=dict)
+    """Top-level fields to add to the JSON body; empty: the body can be forwarded byte for byte."""
+
+
 def new_bootstrap_room(rng: random.Random | None = None) -> int:
     """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``)."""
     return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
@@ -115,7 +125,14 @@ class EngineAdapter(Protocol):
 
     @property
     def dp_rank_header(self) -> str | None:
-        """Request header that pins a request to one data-parallel rank, if the engine has one."""
+        """Request header that pins a request to one data-parallel rank, if the engine has one (part of
+        :meth:`pin_rank`, which says everything a pin needs)."""
+        ...
+
+    @property
+    def dp_rank_label(self) -> str:
+        """Metric label that tells a data-parallel engine's per-rank series apart (one /metrics for all
+        ranks); series without it are engine-wide."""
         ...
 
     @property
@@ -149,6 +166,10 @@ class EngineAdapter(Protocol):
         """
         ...
 
+    def pin_rank(self, rank: int) -> RankPin:
+        """How to send a request so that data-parallel rank ``rank`` (0-based) serves it."""
+        ...
+
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
     ) -> list[str]:
@@ -168,6 +189,7 @@ __all__ = [
     "LoadReport",
     "PDEndpoint",
     "PDStyle",
+    "RankPin",
     "Role",
     "new_bootstrap_room",
     "number_arg",

@@ -1,8 +1,17 @@
 """SGLang: metric names, signals, health and load endpoints, PD protocol, command line.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name`` plus rank
-labels (``tp_rank``, ``pp_rank``, with DP attention one series per data-parallel rank); tokenizer
-counters and histograms carry ``model_name``. Older releases labelled the model ``name``.
+labels (``tp_rank``, ``pp_rank``); tokenizer counters and histograms carry ``model_name`` only. Older
+releases labelled the model ``name``.
+
+Data parallel (``--dp-size N``, with or without ``--enable-dp-attention``): each rank's scheduler adds
+``dp_rank`` to its labels, so the scheduler gauges (queue, running, token usage, capacity) come one series
+per rank, while the tokenizer's counters (prompt, cached, generated tokens) stay engine-wide.
+``/v1/loads`` lists one entry per ``dp_rank``. A request is pinned to a rank by the body field
+``data_parallel_rank`` (0.5.x; ``DataParallelController`` sends it straight to that rank's scheduler), renamed
+``routed_dp_rank`` in early 2026 with ``data_parallel_rank`` kept as a deprecated alias (sglang#19268);
+the OpenAI routes of releases after sglang#19832 (March 2026) also read the ``X-Data-Parallel-Rank``
+header, which wins over the body.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, Role, number_arg
+from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, RankPin, Role, number_arg
 from infctl.errors import ConfigError, EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
@@ -22,6 +31,16 @@ if TYPE_CHECKING:
 NAME = "sglang"
 MODEL_NAME_LABEL = "model_name"
 LEGACY_MODEL_NAME_LABEL = "name"
+DP_RANK_LABEL = "dp_rank"
+"""On the scheduler gauges of a data-parallel engine: the rank's index."""
+
+DP_RANK_FIELD = "data_parallel_rank"
+"""Request body field that pins a request to one DP rank (0.5.x; a deprecated alias of ``routed_dp_rank``
+in later releases)."""
+ROUTED_DP_RANK_FIELD = "routed_dp_rank"
+"""The field's name since sglang#19268 (2026)."""
+DP_RANK_HEADER = "x-data-parallel-rank"
+"""Pins a request to one DP rank in releases after sglang#19832 (2026); wins over the body fields."""
 
 # Scheduler gauges.
 NUM_RUNNING_REQS = "sglang:num_running_reqs"
@@ -102,7 +121,8 @@ class SGLangAdapter:
     load_paths = ("/v1/loads", "/get_load")
     """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
     pd_style: PDStyle = "parallel"
-    dp_rank_header: str | None = None
+    dp_rank_header: str | None = DP_RANK_HEADER
+    dp_rank_label = DP_RANK_LABEL
     default_image = "lmsys/sglang:v0.5.3"
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
@@ -121,6 +141,11 @@ class SGLangAdapter:
             cache_capacity_tokens=int(capacity) if capacity >= 0 else None,
             model_names=names,
         )
+
+    def pin_rank(self, rank: int) -> RankPin:
+        """Both the header (newer releases) and the ``data_parallel_rank`` body field (0.5.x, still read by
+        newer ones as an alias): every release serves the request on ``rank``."""
+        return RankPin(headers={DP_RANK_HEADER: str(rank)}, body={DP_RANK_FIELD: rank})
 
     def parse_load(self, body: object) -> LoadReport:
         """``/v1/loads`` (``{"loads": [per rank]}``) or the legacy ``/get_load`` list.

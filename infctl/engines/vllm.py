@@ -3,6 +3,12 @@
 Metric names are module constants so the simulator's vLLM personality, doctor and dashboards import
 them instead of spelling them. Every sample carries the labels ``model_name`` and ``engine`` (the
 data-parallel engine index); counters end in ``_total``; histogram constants are family names.
+
+Data parallel (``--data-parallel-size N`` behind one API server): ``PrometheusStatLogger`` writes one
+series per engine core (``engine="0"`` .. ``engine="N-1"``) in every family, and the OpenAI routes read
+the ``X-data-parallel-rank`` header (``OpenAIServing._get_data_parallel_rank``: case-insensitive, a
+non-integer is ignored) and hand it to the engine client, which then skips its own least-loaded pick; a
+rank outside ``[0, N)`` fails the request.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, Role, number_arg
+from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, RankPin, Role, number_arg
 from infctl.errors import ConfigError, EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
@@ -150,6 +156,7 @@ def bucket_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
 
 
 DP_RANK_HEADER = "x-data-parallel-rank"
+"""Pins a request to one data-parallel engine core (read case-insensitively by the API server)."""
 KV_CONNECTORS = {
     "nixl": "NixlConnector",
     "mooncake": "MooncakeConnector",
@@ -188,6 +195,7 @@ class VLLMAdapter:
     """Only with ``--enable-server-load-tracking`` (which launch_command always passes)."""
     pd_style: PDStyle = "sequential"
     dp_rank_header: str | None = DP_RANK_HEADER
+    dp_rank_label = ENGINE_LABEL
     default_image = "vllm/vllm-openai:v0.11.0"
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
@@ -223,6 +231,10 @@ class VLLMAdapter:
             model_names=label_values(families, self.wanted_metrics, MODEL_NAME_LABEL),
             deprecated=tuple(deprecated),
         )
+
+    def pin_rank(self, rank: int) -> RankPin:
+        """The ``x-data-parallel-rank`` header alone: the body goes through untouched."""
+        return RankPin(headers={DP_RANK_HEADER: str(rank)})
 
     def parse_load(self, body: object) -> LoadReport:
         """``/load`` answers ``{"server_load": <requests in flight at the API server>}``."""

@@ -1,12 +1,13 @@
 """Engine signals per routing target, including each rank of a data-parallel engine.
 
 A data-parallel engine serves all its ranks behind one URL and one ``/metrics``; the router makes each rank
-its own target (a :class:`~infctl.router.snapshot.Backend` with ``dp_rank``, pinned by the engine's DP-rank
-header), so each rank needs its own load, not the engine's sum. The engines label their per-rank series:
-vLLM every sample with ``engine`` (the data-parallel engine index), SGLang its scheduler gauges with
-``dp_rank`` (data-parallel attention). One scrape per URL is split by that label; samples without it
-(engine-wide series such as SGLang's tokenizer counters) go to every rank. A URL whose scrape carries no
-rank label (one rank, or an engine that does not label them) gives every rank the engine's own signals.
+its own target (a :class:`~infctl.router.snapshot.Backend` with ``dp_rank``, pinned the engine's way:
+``EngineAdapter.pin_rank``), so each rank needs its own load, not the engine's sum. The engines label their
+per-rank series, and the adapter names the label (``EngineAdapter.dp_rank_label``): vLLM every sample with
+``engine``, SGLang its scheduler gauges with ``dp_rank``. One scrape per URL is split by that label; samples
+without it (engine-wide series such as SGLang's tokenizer counters) go to every rank. A URL whose scrape
+carries no rank label (one rank, or an engine that does not label them) gives every rank the engine's own
+signals.
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from infctl.engines.base import EngineAdapter
 from infctl.errors import MetricsError
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.scrape import MetricsSource, scrape_many
 from infctl.telemetry.signals import EngineSignals
-
-RANK_LABELS = ("engine", "dp_rank")
-"""Labels that tell a data-parallel engine's ranks apart, first match wins (vLLM, then SGLang)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +31,15 @@ class Target:
     backend_id: str
     url: str
     dp_rank: int | None
-    adapter: MetricsSource
+    adapter: EngineAdapter
 
 
-def rank_label(families: MetricFamilies) -> str | None:
-    """The first of :data:`RANK_LABELS` that any sample carries, or None."""
-    for label in RANK_LABELS:
-        if any(label in s.labels for samples in families.values() for s in samples):
-            return label
-    return None
-
-
-def split_by_rank(families: MetricFamilies, ranks: Iterable[int]) -> dict[int, MetricFamilies] | None:
-    """``families`` cut into one set per rank (samples of that rank plus unlabelled ones); None when the
-    scrape carries no rank label."""
-    label = rank_label(families)
-    if label is None:
+def split_by_rank(
+    families: MetricFamilies, ranks: Iterable[int], label: str
+) -> dict[int, MetricFamilies] | None:
+    """``families`` cut into one set per rank (samples whose ``label`` is that rank, plus those without
+    ``label``); None when no sample carries ``label``."""
+    if not any(label in s.labels for samples in families.values() for s in samples):
         return None
     out: dict[int, MetricFamilies] = {}
     for rank in ranks:
@@ -68,7 +60,7 @@ class _RankSplit:
     It hands ``telemetry.scrape`` the adapter's own names and hint, so a failure reads the same; one
     instance serves one scrape."""
 
-    adapter: MetricsSource
+    adapter: EngineAdapter
     ranks: tuple[int, ...]
     by_rank: dict[int, EngineSignals] = field(default_factory=dict)
 
@@ -89,7 +81,7 @@ class _RankSplit:
         return self.adapter.wanted_metrics
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
-        split = split_by_rank(families, self.ranks)
+        split = split_by_rank(families, self.ranks, self.adapter.dp_rank_label)
         if split is not None:
             self.by_rank = {rank: self.adapter.signals(f) for rank, f in split.items()}
         return self.adapter.signals(families)

@@ -1,4 +1,4 @@
-"""Per-rank signals of data-parallel engines: one scrape split by the engine's rank label."""
+"""Per-rank signals of data-parallel engines: one scrape split by the rank label its adapter names."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ sglang:prompt_tokens_total{model_name="m"} 1000
 
 def test_vllm_engine_label_gives_each_rank_its_own_load_and_cache_size() -> None:
     vllm = get_adapter("vllm")
-    split = split_by_rank(parse_metrics(VLLM_DP2, vllm.wanted_metrics), [0, 1])
+    split = split_by_rank(parse_metrics(VLLM_DP2, vllm.wanted_metrics), [0, 1], vllm.dp_rank_label)
     assert split is not None
     r0, r1 = vllm.signals(split[0]), vllm.signals(split[1])
     assert (r0.queue, r0.running, r0.kv_usage) == (7, 30, 0.9)
@@ -43,7 +43,7 @@ def test_vllm_engine_label_gives_each_rank_its_own_load_and_cache_size() -> None
 
 def test_sglang_dp_rank_label_splits_and_engine_wide_series_go_to_every_rank() -> None:
     sglang = get_adapter("sglang")
-    split = split_by_rank(parse_metrics(SGLANG_DP2, sglang.wanted_metrics), [0, 1])
+    split = split_by_rank(parse_metrics(SGLANG_DP2, sglang.wanted_metrics), [0, 1], sglang.dp_rank_label)
     assert split is not None
     r0, r1 = sglang.signals(split[0]), sglang.signals(split[1])
     assert (r0.queue, r0.running, r0.kv_usage) == (3, 12, 0.5)
@@ -53,7 +53,34 @@ def test_sglang_dp_rank_label_splits_and_engine_wide_series_go_to_every_rank() -
 
 def test_no_rank_label_means_no_split() -> None:
     plain = 'vllm:num_requests_waiting{model_name="m"} 2\n'
-    assert split_by_rank(parse_metrics(plain), [0, 1]) is None
+    assert split_by_rank(parse_metrics(plain), [0, 1], "engine") is None
+
+
+def test_only_the_adapters_label_splits() -> None:
+    # SGLang's gauges also carry tp_rank: splitting on any rank-looking label would cut by tensor rank.
+    tp2 = (
+        'sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="1"} 5\n'
+        'sglang:num_queue_reqs{model_name="m",tp_rank="1",dp_rank="0"} 2\n'
+    )
+    families = parse_metrics(tp2)
+    assert split_by_rank(families, [0, 1], get_adapter("vllm").dp_rank_label) is None
+    split = split_by_rank(families, [0, 1], get_adapter("sglang").dp_rank_label)
+    assert split is not None
+    assert [s.value for s in split[1]["sglang:num_queue_reqs"]] == [5]
+
+
+async def test_sglang_ranks_scraped_through_the_adapter_get_their_own_queue() -> None:
+    sglang = get_adapter("sglang")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=SGLANG_DP2)
+
+    targets = [Target(f"s#dp{r}", "http://s", r, sglang) for r in (0, 1)]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        got = await scrape_targets(client, targets)
+    r0, r1 = got["s#dp0"], got["s#dp1"]
+    assert not isinstance(r0, MetricsError) and not isinstance(r1, MetricsError)
+    assert (r0.queue, r0.running, r1.queue, r1.running) == (3, 12, 0, 2)
 
 
 async def test_one_scrape_per_url_feeds_each_rank_and_plain_backends() -> None:
