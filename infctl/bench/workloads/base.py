@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import Generic, Literal, Protocol, TypeVar
 
 from infctl import tokens
+from infctl.errors import ConfigError
 
 Api = Literal["completions", "chat"]
 Message = dict[str, str]
@@ -53,6 +55,32 @@ class Workload(Protocol):
         ...
 
     def requests(self) -> Iterator[RequestSpec]: ...
+
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class EndlessWorkload(Generic[S]):
+    """Requests drawn without end from ``spec`` by ``random.Random(seed)``; subclasses set ``name``."""
+
+    spec: S
+    api: Api
+    seed: int = 0
+    name: str = ""
+    size: int | None = None
+    """None: it never runs out (the load plan says when to stop)."""
+    timed: bool = False
+
+
+def read_input(path: Path, what: str, flag: str) -> str:
+    """The text of a trace or dataset file; ConfigError naming it, and ``flag``, when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(
+            f"{path}: cannot read the {what}: {e.strerror or e}", hint=f"check {flag} PATH"
+        ) from None
 
 
 def overhead(api: Api) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infctl.bench.workloads.base import Api, RequestSpec, overhead, single_prompt
+from infctl.bench.workloads.base import Api, RequestSpec, overhead, read_input, single_prompt
 from infctl.bench.workloads.specs import TraceSpec
 from infctl.bench.workloads.text import BlockCache, words
 from infctl.errors import ConfigError
@@ -55,12 +55,7 @@ class TraceEntry:
 
 def read_trace(path: Path, block_size: int = 512) -> list[TraceEntry]:
     """Every entry of the trace, sorted by timestamp; ConfigError with ``file:line`` on the first bad line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(
-            f"{path}: cannot read the trace: {e.strerror or e}", hint="check --trace PATH"
-        ) from None
+    text = read_input(path, "trace", "--trace")
     entries: list[TraceEntry] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():

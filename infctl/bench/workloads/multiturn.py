@@ -11,10 +11,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from infctl.bench.workloads.base import Api, Message, RequestSpec, conversation_prompt
+from infctl.bench.workloads.base import EndlessWorkload, Message, RequestSpec, conversation_prompt
 from infctl.bench.workloads.specs import MultiTurnSpec
-from infctl.bench.workloads.synthetic import SALT_BITS
-from infctl.bench.workloads.text import words
+from infctl.bench.workloads.text import unique_words
 
 
 @dataclass(slots=True)
@@ -25,13 +24,8 @@ class _Conversation:
 
 
 @dataclass(frozen=True)
-class MultiTurnWorkload:
-    spec: MultiTurnSpec
-    api: Api
-    seed: int = 0
+class MultiTurnWorkload(EndlessWorkload[MultiTurnSpec]):
     name: str = "multi-turn"
-    size: int | None = None
-    timed: bool = False
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
@@ -42,18 +36,18 @@ class MultiTurnWorkload:
             conv = _Conversation(opened)
             opened += 1
             if self.spec.system_tokens:
-                text = words(self.spec.system_tokens, rng.getrandbits(SALT_BITS))
+                text = unique_words(self.spec.system_tokens, rng)
                 conv.messages.append({"role": "system", "content": text})
             return conv
 
         slots = [new() for _ in range(self.spec.conversations)]
         while True:
             for i, conv in enumerate(slots):
-                user = words(self.spec.input.sample(rng), rng.getrandbits(SALT_BITS))
+                user = unique_words(self.spec.input.sample(rng), rng)
                 conv.messages.append({"role": "user", "content": user})
                 out = self.spec.output.sample(rng)
                 yield conversation_prompt(self.api, conv.messages, out, session=conv.id, group=conv.turn)
-                conv.messages.append({"role": "assistant", "content": words(out, rng.getrandbits(SALT_BITS))})
+                conv.messages.append({"role": "assistant", "content": unique_words(out, rng)})
                 conv.turn += 1
                 if conv.turn >= self.spec.turns:
                     slots[i] = new()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from infctl import tokens
-from infctl.bench.workloads.base import Api, RequestSpec, single_prompt
+from infctl.bench.workloads.base import Api, RequestSpec, read_input, single_prompt
 from infctl.bench.workloads.specs import ShareGPTSpec
 from infctl.errors import ConfigError
 
@@ -37,12 +37,7 @@ class Sample:
 
 def read_sharegpt(spec: ShareGPTSpec) -> list[Sample]:
     path = spec.path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(
-            f"{path}: cannot read the dataset: {e.strerror or e}", hint="check --dataset PATH"
-        ) from None
+    text = read_input(path, "dataset", "--dataset")
     samples: list[Sample] = []
     for line, obj in _entries(path, text):
         sample = _sample(path, line, obj, spec)

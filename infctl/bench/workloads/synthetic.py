@@ -7,11 +7,9 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from infctl.bench.workloads.base import Api, RequestSpec, overhead, single_prompt
+from infctl.bench.workloads.base import EndlessWorkload, RequestSpec, overhead, single_prompt
 from infctl.bench.workloads.specs import MixtureSpec, RandomSpec, SharedPrefixSpec
-from infctl.bench.workloads.text import words
-
-SALT_BITS = 40
+from infctl.bench.workloads.text import SALT_BITS, unique_words, words
 
 
 def group_salt(seed: int, purpose: str, index: int) -> int:
@@ -20,13 +18,8 @@ def group_salt(seed: int, purpose: str, index: int) -> int:
 
 
 @dataclass(frozen=True)
-class RandomWorkload:
-    spec: RandomSpec
-    api: Api
-    seed: int = 0
+class RandomWorkload(EndlessWorkload[RandomSpec]):
     name: str = "random"
-    size: int | None = None
-    timed: bool = False
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
@@ -34,17 +27,12 @@ class RandomWorkload:
         while True:
             n = max(1, self.spec.input.sample(rng) - ov)
             out = self.spec.output.sample(rng)
-            yield single_prompt(self.api, words(n, rng.getrandbits(SALT_BITS)), n, out)
+            yield single_prompt(self.api, unique_words(n, rng), n, out)
 
 
 @dataclass(frozen=True)
-class MixtureWorkload:
-    spec: MixtureSpec
-    api: Api
-    seed: int = 0
+class MixtureWorkload(EndlessWorkload[MixtureSpec]):
     name: str = "mixture"
-    size: int | None = None
-    timed: bool = False
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
@@ -56,7 +44,7 @@ class MixtureWorkload:
             k = rng.choices(indices, cum_weights=cum)[0]
             n = max(1, parts[k].input.sample(rng) - ov)
             out = parts[k].output.sample(rng)
-            yield single_prompt(self.api, words(n, rng.getrandbits(SALT_BITS)), n, out, group=k)
+            yield single_prompt(self.api, unique_words(n, rng), n, out, group=k)
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -65,13 +53,8 @@ def zipf_weights(n: int, s: float) -> list[float]:
 
 
 @dataclass(frozen=True)
-class SharedPrefixWorkload:
-    spec: SharedPrefixSpec
-    api: Api
-    seed: int = 0
+class SharedPrefixWorkload(EndlessWorkload[SharedPrefixSpec]):
     name: str = "shared-prefix"
-    size: int | None = None
-    timed: bool = False
 
     def prefixes(self) -> Sequence[str]:
         p = self.spec.prefix_tokens
@@ -87,5 +70,5 @@ class SharedPrefixWorkload:
             g = rng.choices(groups, cum_weights=cum)[0]
             s = self.spec.input.sample(rng)
             out = self.spec.output.sample(rng)
-            text = f"{prefixes[g]} {words(s, rng.getrandbits(SALT_BITS))}"
+            text = f"{prefixes[g]} {unique_words(s, rng)}"
             yield single_prompt(self.api, text, p + s, out, group=g)

@@ -6,6 +6,7 @@ keeps the prefix property. Different salts share no word, so unrelated prompts s
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 
 _VOCAB_TEXT = (
@@ -17,6 +18,9 @@ _VOCAB_TEXT = (
 )
 _VOCAB = tuple(_VOCAB_TEXT.split())
 _STEP = 7  # coprime with len(_VOCAB), so consecutive words cycle through the whole vocabulary
+
+SALT_BITS = 40
+"""Bits of a random salt: enough that two draws in one run practically never collide."""
 
 
 def tag(salt: int) -> str:
@@ -40,6 +44,11 @@ def words(n: int, salt: int) -> str:
     size = len(v)
     start = salt % size
     return " ".join([f"{v[(start + i * _STEP) % size]}{t}" for i in range(n)])
+
+
+def unique_words(n: int, rng: random.Random) -> str:
+    """``n`` words under a salt drawn from ``rng``: text no other request of the run shares."""
+    return words(n, rng.getrandbits(SALT_BITS))
 
 
 class BlockCache:

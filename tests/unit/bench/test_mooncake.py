@@ -75,8 +75,9 @@ def test_bad_line_names_file_and_line(tmp_path: Path, bad: str, message: str) ->
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"nope\.jsonl: cannot read the trace") as err:
         read_trace(tmp_path / "nope.jsonl")
+    assert err.value.hint == "check --trace PATH"
 
 
 def test_real_trace_cache_reuse_equals_hash_id_reuse() -> None:

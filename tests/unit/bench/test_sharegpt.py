@@ -63,3 +63,9 @@ def test_bad_entries_name_the_line(tmp_path: Path) -> None:
     p.write_text(json.dumps([conv(1, 1)]))
     with pytest.raises(ConfigError, match="no usable conversation"):
         build_workload(ShareGPTSpec(path=p), "completions")
+
+
+def test_missing_file_names_it_and_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.json: cannot read the dataset") as err:
+        build_workload(ShareGPTSpec(path=tmp_path / "nope.json"), "chat")
+    assert err.value.hint == "check --dataset PATH"

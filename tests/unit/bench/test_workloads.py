@@ -58,6 +58,18 @@ def test_token_counts_are_exact_and_runs_repeat(spec: object, api: str) -> None:
     assert reqs != take(spec, 60, api, seed=6)
 
 
+def test_generated_workloads_are_endless_untimed_and_named_by_kind() -> None:
+    one = MixComponent(weight=1, input=LengthDist(), output=LengthDist())
+    specs: list[RandomSpec | MixtureSpec | SharedPrefixSpec | MultiTurnSpec] = [
+        RandomSpec(),
+        MixtureSpec(components=[one]),
+        SharedPrefixSpec(),
+        MultiTurnSpec(),
+    ]
+    built = [build_workload(s, "chat", 1) for s in specs]
+    assert [(w.name, w.size, w.timed) for w in built] == [(s.kind, None, False) for s in specs]
+
+
 def test_random_lengths_follow_their_distributions() -> None:
     n = 6000
     normal = [r.input_tokens for r in take(RandomSpec(input=LengthDist.parse("normal:200,30")), n)]
