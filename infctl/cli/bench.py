@@ -17,18 +17,12 @@ from rich.text import Text
 
 from infctl.bench import BenchConfig, BenchResult, Progress, compare, parse_slo, validate_config
 from infctl.bench.compare import load_result
-from infctl.bench.flags import (
-    parse_headers,
-    parse_json_object,
-    parse_mix,
-    parse_rate,
-    parse_rates,
-    parse_stages,
-)
+from infctl.bench.flags import parse_headers, parse_json_object, parse_rates
 from infctl.bench.io import save_json, save_text, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.bench.sweep import MaxRateResult, SweepResult, find_max_rate, sweep
-from infctl.bench.workloads import WORKLOAD_KINDS, LengthDist
+from infctl.bench.workloads import WORKLOAD_KINDS
+from infctl.cli.bench_plan import load_plan, workload_spec
 from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit
@@ -231,15 +225,15 @@ def bench(
             "headers": parse_headers(header or []),
             "extra_body": parse_json_object(extra_body, "--extra-body") if extra_body else {},
             "timeout_s": parse_duration(timeout, what="--timeout"),
-            "workload": _workload(kind, input_tokens, output_tokens, mix, {
+            "workload": workload_spec(kind, input_tokens, output_tokens, mix, {
                 "groups": groups, "prefix_tokens": prefix_tokens, "zipf": zipf, "trace": trace,
                 "conversations": conversations, "turns": turns, "system_tokens": system_tokens,
                 "dataset": dataset, "time_compression": time_compression, "input_scale": input_scale,
                 "output_scale": output_scale, "trace_block_size": trace_block_size,
                 "max_input_tokens": max_input_tokens,
             }),
-            "load": _load(kind, num_requests, duration, request_rate, concurrency, stages, arrivals,
-                          burstiness, warmup, max_concurrency),
+            "load": load_plan(kind, num_requests, duration, request_rate, concurrency, stages, arrivals,
+                              burstiness, warmup, max_concurrency),
             "slo": parse_slo(slo) if slo else None, "seed": seed, "engine_urls": engine_url or [],
             "engine": engine, "label": label or "",
         }  # fmt: skip
@@ -288,81 +282,6 @@ def _emit(opts: GlobalOptions, data: dict[str, Any], view: Callable[[], Renderab
         emit(opts, data)
 
 
-# -- building the config ---------------------------------------------------------------------------------
-def _workload(kind: str, inp: str, out: str, mix: list[str] | None, o: dict[str, Any]) -> dict[str, Any]:
-    i, p = LengthDist.parse(inp, what="--input-tokens"), LengthDist.parse(out, what="--output-tokens")
-    if kind == "random":
-        return {"kind": kind, "input": i, "output": p}
-    if kind == "mixture":
-        if not mix:
-            raise ConfigError(
-                "--workload mixture needs components", hint="add e.g. --mix 0.8/128/64 --mix 0.2/4096/256"
-            )
-        return {"kind": kind, "components": parse_mix(mix)}
-    if kind == "shared-prefix":
-        return {"kind": kind, "groups": o["groups"], "prefix_tokens": o["prefix_tokens"], "zipf": o["zipf"],
-                "input": i, "output": p}  # fmt: skip
-    if kind == "multi-turn":
-        return {"kind": kind, "conversations": o["conversations"], "turns": o["turns"],
-                "system_tokens": o["system_tokens"], "input": i, "output": p}  # fmt: skip
-    if kind == "trace":
-        if o["trace"] is None:
-            raise ConfigError(
-                "--workload trace needs a file", hint="add --trace FILE.jsonl (Mooncake format)"
-            )
-        return {"kind": kind, "path": o["trace"], "time_compression": o["time_compression"],
-                "input_scale": o["input_scale"], "output_scale": o["output_scale"],
-                "block_size": o["trace_block_size"], "max_input_tokens": o["max_input_tokens"]}  # fmt: skip
-    if kind == "sharegpt":
-        if o["dataset"] is None:
-            raise ConfigError(
-                "--workload sharegpt needs a file", hint="add --dataset FILE.json (ShareGPT format)"
-            )
-        spec: dict[str, Any] = {"kind": kind, "path": o["dataset"]}
-        if o["max_input_tokens"]:
-            spec["max_input_tokens"] = o["max_input_tokens"]
-            spec["max_total_tokens"] = max(2048, o["max_input_tokens"] * 2)
-        return spec
-    raise ConfigError(
-        f"--workload {kind!r} is not one of {', '.join(WORKLOAD_KINDS)}", hint="e.g. --workload random"
-    )
-
-
-def _load(
-    kind: str, n: int | None, duration: str | None, rate: str | None, conc: int | None, stages: str | None,
-    arrivals: str, burstiness: float, warmup: int, max_conc: int | None,
-) -> dict[str, Any]:  # fmt: skip
-    plan: dict[str, Any] = {"arrivals": arrivals, "burstiness": burstiness, "warmup": warmup,
-                            "max_concurrency": max_conc}  # fmt: skip
-    if stages:
-        if rate or conc or n or duration:
-            raise ConfigError(
-                "--stages replaces --request-rate/--concurrency/-n/--duration", hint="give one or the other"
-            )
-        plan["stages"] = parse_stages(stages)
-        return plan
-    if rate and conc:
-        raise ConfigError("give --request-rate or --concurrency, not both", hint="drop one of them")
-    stage: dict[str, Any] = {}
-    if duration:
-        stage["duration_s"] = parse_duration(duration, what="--duration")
-    if n:
-        stage["num_requests"] = n
-    if not stage and kind != "trace":
-        stage["num_requests"] = 100
-    if duration and not (rate or conc or n) and kind != "trace":
-        raise ConfigError(
-            "--duration needs a pace: at the default infinite rate it would send without end",
-            hint="add --request-rate R or --concurrency C",
-        )
-    if conc:
-        stage["concurrency"] = conc
-    elif rate or kind != "trace":
-        stage["rate"] = parse_rate(rate or "inf")
-    plan["stages"] = [stage]
-    return plan
-
-
 # -- running ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _live(opts: GlobalOptions) -> Iterator[Callable[[Progress], None] | None]:
@@ -404,6 +323,10 @@ def _sweep(
             return await sweep(cfg, parse_rates(rates or ""), progress=progress, stop=stop, on_run=announce)
 
     return asyncio.run(main())
+
+
+# ``infctl simulate`` builds its workload and load the same way, under these names.
+_workload, _load = workload_spec, load_plan
 
 
 def register(root: typer.Typer) -> None:
