@@ -1,10 +1,11 @@
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from infctl.config import load_router
+from infctl.config import BackendEntry, RouterFile, load_router
 from infctl.errors import ConfigError
-from infctl.router.config import from_file
+from infctl.router.config import RouterConfig, from_file
 from infctl.router.kv_events import KVSource
 
 ROUTER_YAML = """\
@@ -59,3 +60,13 @@ def test_bad_router_file_names_line_and_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_router(path)
     assert f"{path}:3: backends[0].role" in err.value.message
+
+
+def test_a_minimal_file_keeps_every_daemon_default() -> None:
+    """RouterFile validates the YAML, RouterConfig is what serve runs on; a key left out of the file must
+    give the daemon's own default, so the two declarations cannot drift apart."""
+    cfg = from_file(RouterFile(backends=[BackendEntry(url="http://e:8000")]))
+    shared = {f.name for f in fields(RouterConfig)} & set(RouterFile.model_fields) - {"backends", "discovery"}
+    assert len(shared) >= 15
+    daemon = RouterConfig(backends=())
+    assert {k: getattr(cfg, k) for k in shared} == {k: getattr(daemon, k) for k in shared}
