@@ -320,19 +320,26 @@ def resolve_profile(cfg: SimSettings) -> tuple[SimProfile, Capacity]:
 
 
 class SimCluster:
-    """N simulated engines on consecutive ports, sharing one clock and one SGLang bootstrap registry."""
+    """N simulated engines on consecutive ports, sharing one clock and one SGLang bootstrap registry.
 
-    def __init__(self, cfg: SimSettings) -> None:
+    ``data_parallel_size`` above 1 makes each engine a :class:`~infctl.sim.dp.DPEngine` of that many ranks
+    behind its one port (vLLM ``--data-parallel-size``, SGLang ``--dp-size``)."""
+
+    def __init__(self, cfg: SimSettings, *, data_parallel_size: int = 1) -> None:
         from infctl.sim.app import SimInstance
+        from infctl.sim.dp import DPEngine
 
         self.cfg = cfg
         self.clock = SimClock(cfg.time_scale)
         self.registry = BootstrapRegistry()
         profile, cap = resolve_profile(cfg)
-        self.instances = [
+        self.instances: list[SimInstance | DPEngine] = [
             SimInstance(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
+            if data_parallel_size == 1
+            else DPEngine(cfg, i, data_parallel_size, clock=self.clock, registry=self.registry,
+                          profile=profile, capacity=cap)
             for i in range(cfg.instances)
-        ]
+        ]  # fmt: skip
 
     @property
     def urls(self) -> list[str]:

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from aiohttp import web
 
@@ -215,14 +215,23 @@ class PDPlan:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+DPBalance = Literal["least_loaded", "round_robin"]
+"""How a data-parallel engine places a request that names no rank: vLLM's API server picks the rank with
+the least ``4 * waiting + running``; SGLang's ``DataParallelController`` defaults to round robin."""
+
+
 class Personality(ABC):
-    """Engine-specific behaviour of one instance."""
+    """Engine-specific behaviour of one instance (or of one rank of a data-parallel engine)."""
 
     name: ClassVar[str]
     owned_by: ClassVar[str]
+    dp_balance: ClassVar[DPBalance]
 
-    def __init__(self, engine: EngineView) -> None:
+    def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         self.engine = engine
+        self.dp_rank = dp_rank
+        """The data-parallel rank this personality renders (its metric labels, its load entry); None: the
+        engine is not data-parallel."""
 
     @abstractmethod
     def buckets(self) -> dict[str, tuple[float, ...]]:
@@ -243,6 +252,16 @@ class Personality(ABC):
     @abstractmethod
     def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
         """Read the PD fields of a request body (raises SimHTTPError when they are wrong)."""
+
+    @abstractmethod
+    def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
+        """The data-parallel rank a request asks for, read the way the engine reads it; None: the engine's
+        own balancing places it (raises SimHTTPError when the pin is malformed)."""
+
+    def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
+        """Endpoints a data-parallel engine answers for all of ``ranks`` at once (its load reports); they
+        replace the single-rank routes on the same paths."""
+        return []
 
     def accepts_model(self, name: object) -> bool:
         return name is None or name == self.engine.model

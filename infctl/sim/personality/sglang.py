@@ -10,18 +10,29 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
   KV transferred; otherwise (the prefill runs in another process) it decodes at once and the core charges
   the modelled transfer time.
 * ``--role both``: bootstrap fields are ignored, as SGLang does without ``--disaggregation-mode``.
+
+Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
+and histograms do not (the DP engine adds them up over its ranks); a request is pinned by the body field
+``data_parallel_rank``, the only pin 0.5.x reads.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from aiohttp import web
 
 from infctl.engines import sglang as names
-from infctl.sim.personality.base import EngineView, PDPlan, Personality, SimHTTPError, json_response
+from infctl.sim.personality.base import (
+    DPBalance,
+    EngineView,
+    PDPlan,
+    Personality,
+    SimHTTPError,
+    json_response,
+)
 from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.5.4"
@@ -34,10 +45,17 @@ NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
 class SglangPersonality(Personality):
     name: ClassVar[str] = "sglang"
     owned_by: ClassVar[str] = "sglang"
+    dp_balance: ClassVar[DPBalance] = "round_robin"
 
-    def __init__(self, engine: EngineView) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
+        super().__init__(engine, dp_rank)
         self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model})
+        """The tokenizer's labels (counters, histograms)."""
+        sched = {names.MODEL_NAME_LABEL: engine.model}
+        if dp_rank is not None:
+            sched[names.DP_RANK_LABEL] = str(dp_rank)
+        self._sched_labels = label_pairs(sched)
+        """A scheduler's labels (gauges): one scheduler per data-parallel rank."""
         self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
@@ -56,26 +74,26 @@ class SglangPersonality(Personality):
     def render_metrics(self) -> str:
         e = self.engine
         s = e.stats()
-        lb = self._labels
+        lb, sl = self._labels, self._sched_labels
         w = Writer(self._bucket_cache)
         hit_rate = s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0
         finished = e.metrics.finished
         hist = e.metrics.hist
         # fmt: off
-        w.gauge(names.NUM_RUNNING_REQS, "The number of running requests.", lb, s.running)
-        w.gauge(names.NUM_QUEUE_REQS, "The number of requests in the waiting queue.", lb, s.waiting)
-        w.gauge(names.NUM_USED_TOKENS, "The number of used tokens.", lb, s.used_blocks * s.block_size)
+        w.gauge(names.NUM_RUNNING_REQS, "The number of running requests.", sl, s.running)
+        w.gauge(names.NUM_QUEUE_REQS, "The number of requests in the waiting queue.", sl, s.waiting)
+        w.gauge(names.NUM_USED_TOKENS, "The number of used tokens.", sl, s.used_blocks * s.block_size)
         w.gauge(names.MAX_TOTAL_NUM_TOKENS, "Maximum total number of tokens in the KV cache pool.",
-                lb, self._capacity_tokens)
-        w.gauge(names.TOKEN_USAGE, "The token usage.", lb, s.kv_usage)
-        w.gauge(names.GEN_THROUGHPUT, "The generation throughput (token/s).", lb, e.gen_throughput())
-        w.gauge(names.CACHE_HIT_RATE, "The prefix cache hit rate.", lb, hit_rate)
+                sl, self._capacity_tokens)
+        w.gauge(names.TOKEN_USAGE, "The token usage.", sl, s.kv_usage)
+        w.gauge(names.GEN_THROUGHPUT, "The generation throughput (token/s).", sl, e.gen_throughput())
+        w.gauge(names.CACHE_HIT_RATE, "The prefix cache hit rate.", sl, hit_rate)
         w.gauge(names.NUM_PREFILL_PREALLOC_QUEUE_REQS,
-                "The number of requests in the prefill prealloc queue.", lb, 0)
+                "The number of requests in the prefill prealloc queue.", sl, 0)
         w.gauge(names.NUM_DECODE_PREALLOC_QUEUE_REQS,
-                "The number of requests in the decode prealloc queue.", lb, 0)
+                "The number of requests in the decode prealloc queue.", sl, 0)
         w.gauge(names.NUM_DECODE_TRANSFER_QUEUE_REQS,
-                "The number of requests in the decode transfer queue.", lb, e.pd_waiting)
+                "The number of requests in the decode transfer queue.", sl, e.pd_waiting)
         w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
         w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
         w.counter(names.CACHED_TOKENS, "Number of cached prompt tokens.", lb, s.prefix_hits)
@@ -124,6 +142,26 @@ class SglangPersonality(Personality):
         port = body.get("bootstrap_port") or names.DEFAULT_BOOTSTRAP_PORT
         return PDPlan(remote_prefill=True, room=room, wait_local=port in self.engine.registry.local_ports)
 
+    def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
+        rank = body.get(names.DP_RANK_FIELD)
+        if rank is None:
+            return None
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            raise SimHTTPError(400, f"{names.DP_RANK_FIELD} must be an integer", param=names.DP_RANK_FIELD)
+        return rank
+
+    def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
+        def loads() -> list[dict[str, Any]]:
+            return [r.load() for r in ranks if isinstance(r, SglangPersonality)]
+
+        async def v1_loads(request: web.Request) -> web.Response:
+            return json_response(_loads_body(loads()))
+
+        async def get_load(request: web.Request) -> web.Response:
+            return json_response(_legacy_loads(loads()))
+
+        return [web.get("/v1/loads", v1_loads), web.get("/get_load", get_load)]
+
     def pd_finished(self, plan: PDPlan, ok: bool) -> None:
         if plan.prefill_leg and plan.room is not None:
             self.engine.registry.complete(plan.room, ok)
@@ -141,12 +179,13 @@ class SglangPersonality(Personality):
             web.post("/flush_cache", self._flush_cache),
         ]
 
-    def _load(self) -> dict[str, Any]:
+    def load(self) -> dict[str, Any]:
+        """This rank's entry of ``/v1/loads``."""
         e = self.engine
         s = e.stats()
         cap = e.capacity
         return {
-            "dp_rank": 0, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
+            "dp_rank": self.dp_rank or 0, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
             "num_total_reqs": s.running + s.waiting, "num_used_tokens": s.used_blocks * s.block_size,
             "max_total_num_tokens": self._capacity_tokens, "token_usage": s.kv_usage,
             "gen_throughput": e.gen_throughput(),
@@ -156,19 +195,10 @@ class SglangPersonality(Personality):
         }  # fmt: skip
 
     async def _loads(self, request: web.Request) -> web.Response:
-        load = self._load()
-        return json_response({
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "version": VERSION,
-            "dp_rank_count": 1, "loads": [load],
-            "aggregate": {k: v for k, v in load.items() if k != "dp_rank"},
-        })  # fmt: skip
+        return json_response(_loads_body([self.load()]))
 
     async def _get_load(self, request: web.Request) -> web.Response:
-        load = self._load()
-        return json_response([{
-            "dp_rank": 0, "num_reqs": load["num_total_reqs"], "num_waiting_reqs": load["num_waiting_reqs"],
-            "num_tokens": load["num_used_tokens"],
-        }])  # fmt: skip
+        return json_response(_legacy_loads([self.load()]))
 
     async def _server_info(self, request: web.Request) -> web.Response:
         e = self.engine
@@ -206,3 +236,30 @@ class SglangPersonality(Personality):
                 status=400, text="Cache not flushed. Please check if there are pending requests."
             )
         return web.Response(status=200, text="Cache flushed.\nPlease check backend logs for more details.")
+
+
+_SUMMED = ("num_running_reqs", "num_waiting_reqs", "num_total_reqs", "num_used_tokens",
+           "max_total_num_tokens", "gen_throughput", "max_running_requests")  # fmt: skip
+
+
+def _loads_body(loads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``/v1/loads``: one entry per rank and their aggregate (counts added up, ratios averaged)."""
+    aggregate: dict[str, Any] = {}
+    for key in loads[0]:
+        if key == "dp_rank":
+            continue
+        values = [load[key] for load in loads]
+        aggregate[key] = sum(values) if key in _SUMMED else sum(values) / len(values)
+    return {
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "version": VERSION,
+        "dp_rank_count": len(loads), "loads": list(loads), "aggregate": aggregate,
+    }  # fmt: skip
+
+
+def _legacy_loads(loads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``/get_load``: per rank, ``num_reqs`` counting running and waiting."""
+    return [
+        {"dp_rank": load["dp_rank"], "num_reqs": load["num_total_reqs"],
+         "num_waiting_reqs": load["num_waiting_reqs"], "num_tokens": load["num_used_tokens"]}
+        for load in loads
+    ]  # fmt: skip

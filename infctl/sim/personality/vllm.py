@@ -11,7 +11,7 @@ unchanged; a request with ``do_remote_prefill: true`` is decoded with the prompt
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from aiohttp import web
@@ -19,6 +19,7 @@ from aiohttp import web
 from infctl import tokens
 from infctl.engines import vllm as names
 from infctl.sim.personality.base import (
+    DPBalance,
     EngineView,
     PDPlan,
     Personality,
@@ -81,10 +82,15 @@ _HISTOGRAMS = (
 class VllmPersonality(Personality):
     name: ClassVar[str] = "vllm"
     owned_by: ClassVar[str] = "vllm"
+    dp_balance: ClassVar[DPBalance] = "least_loaded"
 
-    def __init__(self, engine: EngineView) -> None:
-        super().__init__(engine)
-        self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: "0"})
+    def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
+        super().__init__(engine, dp_rank)
+        # One engine core is engine "0"; with data parallelism every series is per engine core.
+        self._engine_label = str(dp_rank or 0)
+        self._labels = label_pairs(
+            {names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: self._engine_label}
+        )
         self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
         # /detokenize can only invert ids it has seen: generated words and /tokenize'd prompts.
         words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
@@ -117,7 +123,8 @@ class VllmPersonality(Personality):
             "cache_dtype": "auto", "is_attention_free": "False", "num_gpu_blocks_override": "None",
             "sliding_window": "None", "enable_prefix_caching": str(cap.enable_prefix_caching),
             "prefix_caching_hash_algo": "sha256", "cpu_offload_gb": "0", "calculate_kv_scales": "False",
-            "num_gpu_blocks": str(cap.num_gpu_blocks), "num_cpu_blocks": "None", names.ENGINE_LABEL: "0",
+            "num_gpu_blocks": str(cap.num_gpu_blocks), "num_cpu_blocks": "None",
+            names.ENGINE_LABEL: self._engine_label,
         })  # fmt: skip
 
     def render_metrics(self) -> str:
@@ -194,6 +201,20 @@ class VllmPersonality(Personality):
         if params.get("do_remote_prefill"):
             return PDPlan(remote_prefill=True)
         return PDPlan()
+
+    def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
+        """The ``x-data-parallel-rank`` header; a value that is not an integer is ignored, as vLLM does."""
+        raw = headers.get(names.DP_RANK_HEADER)
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
+        async def load(request: web.Request) -> web.Response:
+            return json_response({"server_load": sum(r.engine.server_load for r in ranks)})
+
+        return [web.get("/load", load)]
 
     def response_extras(self, plan: PDPlan, prompt_tokens: int) -> dict[str, Any]:
         if not plan.prefill_leg:

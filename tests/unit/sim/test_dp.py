@@ -1,0 +1,166 @@
+"""Data-parallel simulated engines: rank placement, one /metrics for all ranks, load reports, pins."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from infctl.engines import get_adapter
+from infctl.errors import ConfigError
+from infctl.sim.dp import DPEngine, merge_expositions, pick_rank
+from infctl.sim.personality.base import SimHTTPError
+from infctl.sim.server import SimCluster
+from infctl.sim.settings import SimSettings
+from infctl.telemetry.prometheus import parse_metrics
+from tests.conftest import parse_exposition
+
+RANK = """\
+# HELP c_total Things.
+# TYPE c_total counter
+c_total{{m="x"}} {shared}
+# HELP g Per rank.
+# TYPE g gauge
+g{{m="x",r="{rank}"}} {own}
+"""
+
+
+def test_merge_keeps_each_ranks_series_and_adds_up_shared_ones() -> None:
+    merged = merge_expositions([RANK.format(shared=2, rank=0, own=5), RANK.format(shared=3, rank=1, own=7)])
+    lines = merged.splitlines()
+    assert lines.count("# TYPE g gauge") == 1 and lines.count("# HELP c_total Things.") == 1
+    assert parse_exposition(merged) == {'c_total{m="x"}': 5.0, 'g{m="x",r="0"}': 5.0, 'g{m="x",r="1"}': 7.0}
+    # each family's samples follow its own header
+    assert lines.index('g{m="x",r="1"} 7.0') == lines.index("# TYPE g gauge") + 2
+
+
+def test_least_loaded_is_vllms_score_and_round_robin_cycles() -> None:
+    assert pick_rank("least_loaded", [(1, 0), (0, 3)], 0) == 1  # 4 * 1 > 3
+    assert pick_rank("least_loaded", [(0, 5), (1, 0)], 0) == 1
+    assert pick_rank("least_loaded", [(0, 2), (0, 2)], 7) == 0  # ties: lowest rank
+    assert [pick_rank("round_robin", [(9, 9), (0, 0), (0, 0)], t) for t in range(4)] == [0, 1, 2, 0]
+
+
+@contextlib.asynccontextmanager
+async def dp(personality: str, ranks: int = 2, **settings: Any) -> AsyncIterator[DPEngine]:
+    cfg = SimSettings(personality=personality, port=0, time_scale=0.01, **settings)  # type: ignore[arg-type]
+    cluster = SimCluster(cfg, data_parallel_size=ranks)
+    await cluster.start()
+    try:
+        engine = cluster.instances[0]
+        assert isinstance(engine, DPEngine)
+        yield engine
+    finally:
+        await cluster.close()
+
+
+def finished(engine: DPEngine) -> list[int]:
+    return [sum(r.metrics.finished.values()) for r in engine.ranks]
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang"])
+async def test_a_pinned_request_runs_on_its_rank_and_metrics_say_so(personality: str) -> None:
+    adapter = get_adapter(personality)
+    pin = adapter.pin_rank(1)
+    async with dp(personality) as engine, httpx.AsyncClient(timeout=10) as client:
+        for i in range(3):
+            body = {"prompt": f"hello {i}", "max_tokens": 2, **pin.body}
+            resp = await client.post(f"{engine.url}/v1/completions", json=body, headers=dict(pin.headers))
+            assert resp.status_code == 200
+        assert finished(engine) == [0, 3]
+        text = (await client.get(f"{engine.url}/metrics")).text
+    signals = {}
+    for r in (0, 1):
+        families = parse_metrics(text, adapter.wanted_metrics)
+        per_rank = {
+            name: [s for s in samples if s.labels.get(adapter.dp_rank_label, str(r)) == str(r)]
+            for name, samples in families.items()
+        }
+        signals[r] = adapter.signals(per_rank)
+    assert signals[1].prompt_tokens == 6  # two words per prompt, all on rank 1
+    assert signals[0].cache_capacity_tokens == signals[1].cache_capacity_tokens  # each rank its own pool
+
+
+async def test_sglang_reads_the_body_field_not_the_header_as_0_5_does() -> None:
+    async with dp("sglang") as engine, httpx.AsyncClient(timeout=10) as client:
+        url, header = f"{engine.url}/v1/completions", {"x-data-parallel-rank": "1"}
+        for i in range(2):
+            await client.post(url, json={"prompt": f"x {i}", "max_tokens": 1}, headers=header)
+        assert finished(engine) == [1, 1]  # round robin: the header did not pin
+        bad = await client.post(url, json={"prompt": "x", "data_parallel_rank": "1"})
+        assert bad.status_code == 400
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang"])
+async def test_a_rank_outside_the_engine_is_a_400(personality: str) -> None:
+    pin = get_adapter(personality).pin_rank(2)
+    async with dp(personality) as engine, httpx.AsyncClient(timeout=10) as client:
+        resp = await client.post(
+            f"{engine.url}/v1/completions", json={"prompt": "x", **pin.body}, headers=dict(pin.headers)
+        )
+    assert resp.status_code == 400
+    assert "out of range [0, 2)" in resp.text
+
+
+async def test_sglang_load_endpoints_list_every_rank() -> None:
+    async with dp("sglang", ranks=3) as engine, httpx.AsyncClient(timeout=10) as client:
+        report = get_adapter("sglang").parse_load((await client.get(f"{engine.url}/v1/loads")).json())
+        legacy = (await client.get(f"{engine.url}/get_load")).json()
+        info = (await client.get(f"{engine.url}/get_model_info")).status_code  # single-rank routes remain
+    assert [r.dp_rank for r in report.ranks] == [0, 1, 2]
+    assert [entry["dp_rank"] for entry in legacy] == [0, 1, 2]
+    assert info == 200
+
+
+async def test_vllm_places_unpinned_requests_on_the_least_loaded_rank() -> None:
+    async with dp("vllm") as engine, httpx.AsyncClient(timeout=10) as client:
+        engine.ranks[0].server_load = 3  # three requests accepted by rank 0, none running yet
+        await client.post(f"{engine.url}/v1/completions", json={"prompt": "x", "max_tokens": 1})
+        engine.ranks[0].server_load = 0
+        assert finished(engine) == [0, 1]
+        assert (await client.get(f"{engine.url}/load")).json() == {"server_load": 0}
+
+
+async def test_faults_apply_to_every_rank() -> None:
+    async with dp("vllm") as engine, httpx.AsyncClient(timeout=10) as client:
+        await client.post(f"{engine.url}/admin/faults", json={"error_rate": 1.0, "error_status": 503})
+        url, pin = f"{engine.url}/v1/completions", dict(get_adapter("vllm").pin_rank(1).headers)
+        resp = await client.post(url, json={"prompt": "x"}, headers=pin)
+        assert resp.status_code == 503
+        await client.delete(f"{engine.url}/admin/faults")
+        resp = await client.post(url, json={"prompt": "x"}, headers=pin)
+        assert resp.status_code == 200
+
+
+async def test_kv_events_and_pd_roles_are_refused_with_data_parallel_ranks() -> None:
+    with pytest.raises(ConfigError):
+        SimCluster(SimSettings(port=0, kv_events_port=0), data_parallel_size=2)
+    with pytest.raises(ConfigError):
+        SimCluster(SimSettings(port=0, roles=("prefill",)), data_parallel_size=2)
+
+
+def test_malformed_pins() -> None:
+    from infctl.sim.personality.sglang import SglangPersonality
+    from infctl.sim.personality.vllm import VllmPersonality
+
+    assert VllmPersonality.pinned_rank(None, {"x-data-parallel-rank": "abc"}, {}) is None  # type: ignore[arg-type]
+    with pytest.raises(SimHTTPError):
+        SglangPersonality.pinned_rank(None, {}, {"data_parallel_rank": True})  # type: ignore[arg-type]
+
+
+async def test_two_instances_keep_their_own_request_counters(scrape: Any) -> None:
+    """Regression check for a report that ``--instances 2`` share request_success_total: they do not."""
+    cluster = SimCluster(SimSettings(port=0, instances=2, time_scale=0.01))
+    await cluster.start()
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            for _ in range(3):
+                await client.post(f"{cluster.urls[1]}/v1/completions", json={"prompt": "x", "max_tokens": 1})
+        counts = [await scrape(u) for u in cluster.urls]
+    finally:
+        await cluster.close()
+    key = next(k for k in counts[1] if k.startswith("vllm:request_success_total") and "length" in k)
+    assert [c[key] for c in counts] == [0.0, 3.0]
