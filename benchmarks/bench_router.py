@@ -11,8 +11,15 @@ vllm-router cache_aware, and vllm-router kv_aware fed the same KV events (when t
 --peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
 same requests in the fluid model of these engines: true caches and queues, no future).
 
+vllm-router kv_aware (0.1.17) needs three things, all met here: ``--kv-event-source URL=tcp://...`` per
+engine; events encoded as maps tagged under "type" (vLLM's form today, the sim's default; an array-encoded
+event fails its whole batch); and the prompt's token ids, which it asks each engine's ``/tokenize`` for (the
+sim answers with the ids its KV events carry). It matches a prompt to blocks by their token ids (it cannot
+recompute an engine's block hashes). Under its row the benchmark prints what its own /metrics say it did
+(prefix lookups that hit, prompts it could not tokenize), so a starved index shows as such, not as a number.
+
 1. Shared prefixes (the demo's: 48 prefixes of 2k tokens, Zipf 0.6), 32k tokens of KV per engine.
-2. The Mooncake trace in ../shared/data (x8 faster, prompts x0.25 so 128 tokens per hash id, all 3,993
+2. The Mooncake trace shipped in data/ (x8 faster, prompts x0.25 so 128 tokens per hash id, all 3,993
    lines: its block reuse builds up over the trace, 5% in the first 400 lines, 64% over all), 256k tokens
    of KV per engine.
 3. Mixed long/short (the demo's: 90% 256-token chats, 10% 7k-token documents; 3 alternating rounds of 500
@@ -40,7 +47,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -51,6 +58,7 @@ from infctl.bench import BenchConfig, BenchResult, LoadPlan, Stage, TraceSpec, r
 from infctl.bench.metrics import summarize
 from infctl.bench.scenarios import SHORT_MAX_TOKENS, Arm, bucketing_scenario, prefix_scenario
 from infctl.bench.workloads import build_workload
+from infctl.bench.workloads.mooncake import sample_trace
 from infctl.bench.workloads.specs import WorkloadSpec
 from infctl.router import Backend, RequestInfo, build_policy
 from infctl.router.oracle import oracle_replay
@@ -59,7 +67,9 @@ from infctl.tokens import token_ids
 
 MODEL = "m"
 ENGINES = 4
-MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+MOONCAKE = sample_trace()
+KV_EVENTS_ENCODING = "map"
+"""The sim's KV events as vLLM encodes them today, the only form vllm-router reads (infctl reads both)."""
 WITH_EVENTS = json.dumps({"preset": "cache_aware", "index": "auto"})
 
 
@@ -102,6 +112,8 @@ class Router:
     argv: list[str]
     port: int
     proc: subprocess.Popen[bytes] | None = None
+    diagnose: Callable[[], str] | None = None
+    """A note printed under the router's row, read while it still runs (its own metrics)."""
 
     @property
     def url(self) -> str:
@@ -148,7 +160,7 @@ def routers(
             print(f"({name} not installed: skipped)")
             continue
         port = free_port()
-        head = [exe, "launch"] if name == "sglang-router" else [exe]
+        head = [exe, "launch"] if name == "sglang-router" else [exe, "--prometheus-port", str(free_port())]
         argv = [
             *head,
             "--host",
@@ -167,11 +179,47 @@ def routers(
 
 
 def _vllm_kv_aware(exe: str, engines: Sequence[str], kv_events: Sequence[str]) -> Router:
-    port = free_port()
+    port, metrics = free_port(), free_port()
     sources = [a for u, e in zip(engines, kv_events, strict=True) for a in ("--kv-event-source", f"{u}={e}")]
-    argv = [exe, "--host", "127.0.0.1", "--port", str(port), "--policy", "kv_aware", "--worker-urls",
-            *engines, *sources, "--kv-event-block-size", "16", "--kv-event-model", MODEL]  # fmt: skip
-    return Router("vllm-router kv_aware", argv, port)
+    argv = [exe, "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(metrics),
+            "--policy", "kv_aware", "--worker-urls", *engines, *sources,
+            "--kv-event-block-size", "16", "--kv-event-model", MODEL]  # fmt: skip
+    return Router("vllm-router kv_aware", argv, port, diagnose=lambda: kv_aware_note(metrics))
+
+
+def kv_aware_note(metrics_port: int) -> str:
+    """What vllm-router's kv_aware did, from its /metrics: prefix lookups by result, prompt tokenizations."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
+    except httpx.HTTPError as exc:
+        return f"  (vllm-router kv_aware: no /metrics to check its index: {exc})"
+    lookups = _counter(text, "vllm_router_kv_placement_lookups_total", "result")
+    inputs = _counter(text, "vllm_router_kv_routing_inputs_total", "result")
+    total = sum(lookups.values())
+    seen = ", ".join(f"{k} {v:.0f}" for k, v in sorted(lookups.items())) or "none"
+    note = f"  (vllm-router kv_aware prefix lookups: {seen}; prompt inputs: "
+    note += ", ".join(f"{k} {v:.0f}" for k, v in sorted(inputs.items())) + ")"
+    if not lookups.get("hit"):
+        why = (
+            "it could not tokenize the prompts (no /tokenize answer from the engines)"
+            if lookups.get("missing_tokens", 0) >= total / 2
+            else "its index never matched: no decodable KV events (map-encoded, on --kv-event-source)"
+        )
+        note += f"\n  DEGRADED: the kv_aware row routed without prefix knowledge: {why}"
+    return note
+
+
+def _counter(text: str, name: str, label: str) -> dict[str, float]:
+    """Values of one Prometheus counter by one label, summed over the others."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line[len(name) + 1 :].rpartition("} ")
+            for pair in labels.split(","):
+                key, _, val = pair.partition("=")
+                if key == label:
+                    out[val.strip('"')] = out.get(val.strip('"'), 0.0) + float(value)
+    return out
 
 
 def _index(policy: str) -> str:
@@ -203,7 +251,7 @@ class Sim:
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "infctl", "sim", "--instances", str(n), "--port", str(port + first),
                  "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
-                 "--kv-events-port", str(kv + first)],
+                 "--kv-events-port", str(kv + first), "--kv-events-encoding", KV_EVENTS_ENCODING],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
         self.engines = tuple(f"http://127.0.0.1:{port + i}" for i in range(ENGINES))
@@ -299,10 +347,13 @@ async def quality(title: str, sim: Sim, workload: WorkloadSpec, plan: LoadPlan, 
             continue
         try:
             res = await bench(r.url, sim.engines, workload, plan, r.name)
+            note = r.diagnose() if r.diagnose else None
         finally:
             r.stop()
         baseline = baseline or res
         print(quality_row(r.name, res, oracle, baseline), flush=True)
+        if note:
+            print(note, flush=True)
 
 
 async def mixed(sim: Sim, requests: int, rate: float, rounds: int) -> None:
@@ -358,7 +409,7 @@ async def main() -> None:
         default=Path(os.environ["INFCTL_PEERS_BIN"]) if "INFCTL_PEERS_BIN" in os.environ else None,
     )
     ap.add_argument(
-        "--mooncake", type=Path, default=MOONCAKE, help="Mooncake-format trace (default: shared/)"
+        "--mooncake", type=Path, default=MOONCAKE, help="Mooncake-format trace (default: data/'s)"
     )
     ap.add_argument("--mooncake-requests", type=int, default=0, help="first N lines (default: all)")
     ap.add_argument("--mooncake-speedup", type=float, default=8.0, help="time compression of the trace")
