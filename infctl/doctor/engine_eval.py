@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infctl.doctor.engine_needs import facts
 from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
 from infctl.engines import ENGINES, EngineAdapter
 from infctl.telemetry import MetricFamilies
@@ -81,7 +80,7 @@ def evaluate_metrics(
     families: MetricFamilies, adapter: EngineAdapter, *, metrics_on: bool | None = None, target: str = ""
 ) -> list[CheckResult]:
     """The signals router and autoscaler read are there, under current names; deprecated ones flagged."""
-    info = facts(adapter.name)
+    info = adapter.diagnostics
     if not families:
         fix = info.metrics_flag_fix if metrics_on is False else adapter.metrics_hint
         return [failed(G, "metrics", "/metrics carries no sample at all", fix, target=target)]
@@ -134,13 +133,13 @@ def evaluate_prefix_caching(
                       "set enable_prefix_caching: true in the model profile", target=target)
     return failed(
         G, "prefix caching", f"off{source}: cache-aware routing gains nothing and repeated prompts recompute",
-        facts(adapter.name).prefix_caching_fix, target=target,
+        adapter.diagnostics.prefix_caching_fix, target=target,
     )
 
 
 def server_info_flags(adapter: EngineAdapter, body: object) -> tuple[bool | None, bool | None]:
     """(prefix caching on, /metrics on) from a server-info body; None where it says nothing."""
-    info = facts(adapter.name)
+    info = adapter.diagnostics
     if not isinstance(body, Mapping):
         return None, None
     off = body.get(info.prefix_off_key) if info.prefix_off_key else None

@@ -7,7 +7,6 @@ import asyncio
 import httpx
 
 from infctl.doctor import engine_eval as ev
-from infctl.doctor.engine_needs import facts
 from infctl.doctor.http import Answer, fetch
 from infctl.doctor.kv_probe import check_kv_events, provoking_prompt, subscriber_endpoint
 from infctl.doctor.result import CheckResult, failed, skipped, warned
@@ -77,7 +76,7 @@ async def _detect(client: httpx.AsyncClient, url: str, families: MetricFamilies,
 
 
 async def _server_info(client: httpx.AsyncClient, url: str, adapter: EngineAdapter) -> object:
-    for path in facts(adapter.name).server_info_paths:
+    for path in adapter.diagnostics.server_info_paths:
         answer = await fetch(client, "GET", url + path)
         if answer.status == 200:
             return answer.body
@@ -89,7 +88,7 @@ def _metrics_results(adapter: EngineAdapter, metrics: Answer, families: MetricFa
     if metrics.status == 200 and parse_error is None:
         return ev.evaluate_metrics(families, adapter, metrics_on=metrics_on, target=target)
     found = metrics.error if metrics.status is None else (parse_error or f"HTTP {metrics.status}")
-    fix = facts(adapter.name).metrics_flag_fix if metrics_on is not True else None
+    fix = adapter.diagnostics.metrics_flag_fix if metrics_on is not True else None
     return [failed("engines", "metrics", f"GET {adapter.metrics_path}: {found}: router and autoscaler "
                       "are blind to this engine", fix or adapter.metrics_hint, target=target)]
 
@@ -101,7 +100,7 @@ def _prefix_caching(adapter: EngineAdapter, families: MetricFamilies, from_info:
     if from_metrics is not None:
         source = " (cache config in /metrics)"
     else:
-        source = f" ({facts(adapter.name).server_info_paths[0]})" if from_info is not None else ""
+        source = f" ({adapter.diagnostics.server_info_paths[0]})" if from_info is not None else ""
     return ev.evaluate_prefix_caching(adapter, flag, expected=target.prefix_caching, source=source,
                                       target=target.url)
 

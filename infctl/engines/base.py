@@ -81,6 +81,39 @@ class RankPin:
     """Top-level fields to add to the JSON body; empty: the body can be forwarded byte for byte."""
 
 
+@dataclass(frozen=True, slots=True)
+class SignalCheck:
+    """One engine-neutral signal doctor checks for, and the metric names that carry it."""
+
+    name: str
+    """As operators say it: queue, running, KV usage, ..."""
+    metrics: tuple[str, ...]
+    """Current name first, then deprecated fallbacks :meth:`EngineAdapter.signals` still reads."""
+    users: str
+    """Who reads it (shown when it is missing)."""
+    required: bool = True
+    """Missing -> fail; else warn (routing still works, some decisions get worse)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostics:
+    """What ``infctl doctor`` checks on an engine of this kind, and the flags that fix what is wrong."""
+
+    signals: tuple[SignalCheck, ...]
+    deprecated: tuple[str, ...] = ()
+    """Deprecated metric names the engine may still expose (warned about wherever they appear)."""
+    deprecated_fix: str | None = None
+    prefix_caching_fix: str = "enable prefix caching"
+    metrics_flag_fix: str | None = None
+    """The flag that turns /metrics on, for an engine that serves it only on request."""
+    server_info_paths: tuple[str, ...] = ()
+    """JSON endpoints describing the server's configuration, tried in order."""
+    prefix_off_key: str | None = None
+    """server-info key that is true when prefix caching is off."""
+    metrics_on_key: str | None = None
+    """server-info key that is true when /metrics is served."""
+
+
 def new_bootstrap_room(rng: random.Random | None = None) -> int:
     """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``)."""
     return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
@@ -140,6 +173,11 @@ class EngineAdapter(Protocol):
         """Container image used when the profile names none."""
         ...
 
+    @property
+    def diagnostics(self) -> Diagnostics:
+        """What doctor checks on this engine."""
+        ...
+
     def signals(self, families: MetricFamilies) -> EngineSignals:
         """Engine-neutral signals from parsed /metrics (filtered with :attr:`wanted_metrics` or not)."""
         ...
@@ -183,6 +221,7 @@ class EngineAdapter(Protocol):
 
 __all__ = [
     "Body",
+    "Diagnostics",
     "EngineAdapter",
     "EngineSignals",
     "HealthSpec",
@@ -191,6 +230,7 @@ __all__ = [
     "PDStyle",
     "RankPin",
     "Role",
+    "SignalCheck",
     "new_bootstrap_room",
     "number_arg",
 ]

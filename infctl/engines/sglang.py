@@ -20,7 +20,17 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, RankPin, Role, number_arg
+from infctl.engines.base import (
+    Body,
+    Diagnostics,
+    HealthSpec,
+    PDEndpoint,
+    PDStyle,
+    RankPin,
+    Role,
+    SignalCheck,
+    number_arg,
+)
 from infctl.errors import ConfigError, EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
@@ -108,6 +118,22 @@ DEFAULT_BOOTSTRAP_PORT = 8998
 _SIGNALS = (NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE, MAX_TOTAL_NUM_TOKENS, PROMPT_TOKENS,
             GENERATION_TOKENS, CACHED_TOKENS)
 
+DIAGNOSTICS = Diagnostics(
+    signals=(
+        SignalCheck("queue", (NUM_QUEUE_REQS,), "router, autoscaler"),
+        SignalCheck("running", (NUM_RUNNING_REQS,), "router, autoscaler"),
+        SignalCheck("KV usage", (TOKEN_USAGE,), "router, autoscaler"),
+        SignalCheck("cache size", (MAX_TOTAL_NUM_TOKENS,), "router (prefix index size)", False),
+        SignalCheck("prefix hits", (CACHED_TOKENS,), "router, bench", False),
+        SignalCheck("prompt tokens", (PROMPT_TOKENS,), "router, bench", False),
+    ),
+    prefix_caching_fix="drop --disable-radix-cache from the SGLang command line",
+    metrics_flag_fix="start SGLang with --enable-metrics",
+    server_info_paths=("/get_server_info", "/server_info"),
+    prefix_off_key="disable_radix_cache",
+    metrics_on_key="enable_metrics",
+)
+
 
 class SGLangAdapter:
     """The SGLang adapter (stateless; use the module's ``ADAPTER``)."""
@@ -124,6 +150,7 @@ class SGLangAdapter:
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
     default_image = "lmsys/sglang:v0.5.3"
+    diagnostics = DIAGNOSTICS
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         capacity = value(families, MAX_TOTAL_NUM_TOKENS, -1.0)

@@ -17,7 +17,17 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from infctl.engines.base import Body, HealthSpec, PDEndpoint, PDStyle, RankPin, Role, number_arg
+from infctl.engines.base import (
+    Body,
+    Diagnostics,
+    HealthSpec,
+    PDEndpoint,
+    PDStyle,
+    RankPin,
+    Role,
+    SignalCheck,
+    number_arg,
+)
 from infctl.errors import ConfigError, EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
@@ -178,6 +188,24 @@ _DEPRECATED_PREFIX = (
     (GPU_PREFIX_CACHE_QUERIES.removesuffix("_total"), GPU_PREFIX_CACHE_HITS.removesuffix("_total")),
 )
 
+DIAGNOSTICS = Diagnostics(
+    signals=(
+        SignalCheck("queue", (NUM_REQUESTS_WAITING,), "router, autoscaler"),
+        SignalCheck("running", (NUM_REQUESTS_RUNNING,), "router, autoscaler"),
+        SignalCheck("KV usage", (KV_CACHE_USAGE_PERC, GPU_CACHE_USAGE_PERC), "router, autoscaler"),
+        SignalCheck("cache config", (CACHE_CONFIG_INFO,), "router (prefix index size), doctor", False),
+        SignalCheck("prefix hits", (PREFIX_CACHE_HITS, *(hits for _, hits in _DEPRECATED_PREFIX)),
+                    "router, bench", False),
+        SignalCheck("prompt tokens", (PROMPT_TOKENS,), "router, bench", False),
+    ),
+    deprecated=DEPRECATED,
+    deprecated_fix=(
+        "drop --show-hidden-metrics-for-version from the vLLM command line, and move dashboards and "
+        "alerts to the current names (vllm:kv_cache_usage_perc, vllm:prefix_cache_*_total)"
+    ),
+    prefix_caching_fix="start vLLM with --enable-prefix-caching (and without --no-enable-prefix-caching)",
+)
+
 
 class VLLMAdapter:
     """The vLLM adapter (stateless; use the module's ``ADAPTER``)."""
@@ -197,6 +225,7 @@ class VLLMAdapter:
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = ENGINE_LABEL
     default_image = "vllm/vllm-openai:v0.11.0"
+    diagnostics = DIAGNOSTICS
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         deprecated: list[str] = []
