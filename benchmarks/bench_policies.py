@@ -11,7 +11,12 @@
    engine's prefill work over its fair share, and the model's TTFT p50/p99, beside the full-knowledge
    baseline (``infctl.router.oracle``: true caches and queues, no future) and each policy's hit rate over
    the baseline's (issue 3's goal: 0.90 or more, with max/fair at most 1.5).
-3. The same replay over the Mooncake trace when it is available (time-compressed 2x).
+3. The same replay over the Mooncake trace (time-compressed 2x, 512-token blocks as the trace defines them).
+4. bench_router's two quality workloads replayed as bench_router sends them (same requests, prompts tokenised
+   and hashed in 16-token blocks as the live router does, 4 engines with the sim's prefill speed and cache
+   sizes): the shared prefixes (300 requests at 16 req/s) and the Mooncake trace (x8, prompts x0.25). This is
+   the replay to tune against before a live run; ``--live-only`` runs just this part, ``--policy`` adds
+   policies (preset or JSON).
 """
 
 from __future__ import annotations
@@ -20,13 +25,20 @@ import argparse
 import json
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from infctl.bench import TraceSpec
+from infctl.bench.scenarios import prefix_scenario
+from infctl.bench.workloads import build_workload
+from infctl.bench.workloads.mooncake import sample_trace
+from infctl.bench.workloads.specs import WorkloadSpec
 from infctl.router import Backend, BackendState, RequestInfo, RouterCore, Snapshot, build_policy
 from infctl.router.oracle import oracle_replay
 from infctl.router.replay import FluidModel, ReplayResult, TraceRequest, hot_prefix_trace, replay
 from infctl.sim.types import BlockStored
 from infctl.telemetry.signals import EngineSignals
+from infctl.tokens import token_ids
 
 PRESETS = [
     "round_robin",
@@ -41,7 +53,7 @@ PRESETS = [
     "cache_aware",
 ]
 QUALITY = ["round_robin", "least_load", "session", "prefix", "weighted", "cache_aware"]
-MOONCAKE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
+MOONCAKE = sample_trace()
 
 
 def _requests(n: int, rng: random.Random, block_size: int = 16) -> list[RequestInfo]:
@@ -114,7 +126,9 @@ def _row(name: str, r: ReplayResult, n: int, oracle: ReplayResult) -> str:
     )
 
 
-def quality(title: str, trace: list[TraceRequest], model: FluidModel, n: int = 8) -> None:
+def quality(
+    title: str, trace: list[TraceRequest], model: FluidModel, n: int = 8, policies: list[str] = QUALITY
+) -> None:
     backends = [Backend(f"e{i}") for i in range(n)]
     print(f"\n{title}")
     print(
@@ -124,8 +138,57 @@ def quality(title: str, trace: list[TraceRequest], model: FluidModel, n: int = 8
     print(f"  {'':<12} {'':>8} {'':>8} {'prefill':>10} {'ms':>10} {'ms':>10} {'tokens':>11}")
     oracle = oracle_replay(backends, trace, model)
     print(_row("oracle", oracle, n, oracle))
-    for name in QUALITY:
-        print(_row(name, replay(RouterCore(build_policy(name)), backends, trace, model), n, oracle))
+    legend = []
+    for k, name in enumerate(policies, 1):
+        config = json.loads(name) if name.lstrip().startswith("{") else name
+        label = name if len(name) <= 12 else f"#{k}"
+        if label != name:
+            legend.append(f"  {label} = {name}")
+        print(_row(label, replay(RouterCore(build_policy(config)), backends, trace, model), n, oracle))
+    print("\n".join(legend) if legend else "", end="\n" if legend else "")
+
+
+LIVE_ENGINES = 4
+SIM_MODEL = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006)
+"""The sim's Llama-3-8B/H100 timing (17.25 us per prefill token, ~6 ms decode steps), as bench_router's."""
+
+
+def workload_trace(workload: WorkloadSpec, rate: float, limit: int | None) -> list[TraceRequest]:
+    """The requests a bench run sends (seed 1), each with the block hashes the live router computes for it;
+    Poisson arrivals at ``rate`` unless the workload is a timed trace (the same draw as bench_router's
+    oracle)."""
+    rng = random.Random(1)
+    specs = build_workload(workload, "completions", seed=1).requests()
+    trace, now = [], 0.0
+    for i, spec in enumerate(specs):
+        if limit is not None and i >= limit:
+            break
+        now = spec.at_s if spec.at_s is not None else now + rng.expovariate(rate)
+        req = RequestInfo.from_ids(f"w{i}", token_ids(spec.prompt or ""), model="m")
+        trace.append(TraceRequest(now, req, spec.max_tokens))
+    return trace
+
+
+def live_shaped(policies: list[str], mooncake: Path, mooncake_requests: int | None) -> None:
+    """bench_router's shared-prefix and Mooncake runs, replayed (see the module docstring, part 4)."""
+    shared = workload_trace(prefix_scenario(LIVE_ENGINES).workload, 16.0, 300)
+    quality(
+        f"bench_router shared prefixes replayed: {LIVE_ENGINES} engines, 32k tokens of KV each, 16 req/s",
+        shared,
+        replace(SIM_MODEL, cache_tokens=2048 * 16),
+        LIVE_ENGINES,
+        policies,
+    )
+    if mooncake.exists():
+        spec = TraceSpec(path=mooncake, time_compression=8.0, input_scale=0.25, max_input_tokens=16000)
+        quality(
+            f"bench_router Mooncake replayed: {LIVE_ENGINES} engines, 256k tokens of KV each, x8, prompts"
+            " x0.25",
+            workload_trace(spec, 1.0, mooncake_requests),
+            replace(SIM_MODEL, cache_tokens=16384 * 16),
+            LIVE_ENGINES,
+            policies,
+        )
 
 
 def mooncake_trace(path: Path, speedup: float) -> list[TraceRequest]:
@@ -143,7 +206,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer timed decisions")
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
+    parser.add_argument("--mooncake-requests", type=int, default=None, help="first N lines in part 4")
+    parser.add_argument("--live-only", action="store_true", help="only part 4 (bench_router's workloads)")
+    parser.add_argument("--policy", action="append", help="policies for part 4 (preset or JSON; repeatable)")
     args = parser.parse_args()
+    live_policies = args.policy or ["round_robin", "cache_aware", '{"preset":"cache_aware","index":"auto"}']
+    if args.live_only:
+        live_shaped(live_policies, args.mooncake, args.mooncake_requests)
+        return
 
     n = 800 if args.quick else 2300
     sets = {16: _requests(n, random.Random(1)), 64: _requests(n, random.Random(1), block_size=64)}
@@ -171,6 +241,7 @@ def main() -> None:
             trace,
             FluidModel(prefill_tokens_per_s=20_000, cache_tokens=1_000_000),
         )
+    live_shaped(live_policies, args.mooncake, args.mooncake_requests)
 
 
 if __name__ == "__main__":
