@@ -3,53 +3,83 @@
 Routes::
 
     GET    /admin/backends                 backends with health, load and counters
-    POST   /admin/backends                 {"url": ..., "role": ..., "group": ..., "pool": ...}
+    POST   /admin/backends                 {"url": ..., "role": ..., "group": ..., "pool": ...} (the router
+                                           file's backend fields, checked as strictly; 400 names the field)
     DELETE /admin/backends/{id}            remove now (in-flight requests finish)
     POST   /admin/backends/{id}/drain      stop sending new requests; {"draining": false} undoes it
     PUT    /admin/backends/{id}/weight     {"weight": 2.0}
-    GET    /admin/policy                   the active policy config
-    PUT    /admin/policy                   a preset name or policy dict; prefix indexes are kept
+    GET    /admin/policy                   the active policy: its config (re-PUTable), every effective setting
+    PUT    /admin/policy                   a preset name or policy dict; prefix indexes are kept, and so are
+                                           the upstream weights unless the dict has an ``upstreams`` key
+                                           (then it is an upstream write: If-Match honoured, version bumped)
     GET    /admin/upstreams                weighted upstream groups, mirror, annotations, version
     PUT    /admin/upstreams                {"weights": {"old": 60, "new": 40}, "mirror": .., ...}
                                            with If-Match: <version> for optimistic concurrency (412 if stale)
+
+Token: ``RouterConfig.admin_token`` (see :func:`admin_validate.admin_token_from_env` for how the CLI reads
+it, failing closed). None leaves the API open, and the router says so in a warning at startup. Errors are
+the router's OpenAI-shaped errors: 400 bad body, 401 (with ``WWW-Authenticate: Bearer``) missing or wrong
+token, 404 unknown backend, 412 stale If-Match.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from infctl.errors import ConfigError
+from infctl.router.admin_validate import (
+    active_config,
+    authorized,
+    backend_from_json,
+    bearer_token,
+    draining_flag,
+    parse_json,
+    positive_weight,
+)
 from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import parse_upstreams
-from infctl.router.snapshot import Backend
+from infctl.router.requests import error_response
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
 
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Policy:
+    config: str | Mapping[str, Any]
+    """The policy config last set (at startup or by PUT /admin/policy): what GET /admin/policy reports."""
+
+
+POLICY: web.AppKey[_Policy] = web.AppKey("admin_policy")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_BACKEND_FIELDS = {"url", "id", "role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "models"}
-_EXTRA_FIELDS = {"kv_events"}
+_KINDS = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 412: "PreconditionFailed"}
 
 
 def add_routes(app: web.Application, state: RouterState) -> None:
+    app[POLICY] = _Policy(state.cfg.policy)
+    if state.cfg.admin_token is None:
+        log.warning(open_api_warning(state.cfg.host, state.cfg.port))
+
     def guarded(fn: Callable[[RouterState, web.Request], Awaitable[web.StreamResponse]]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
-            token = state.cfg.admin_token
-            if token is not None:
-                given = request.headers.get("authorization", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                    return _error(401, "missing or wrong bearer token")
+            header = request.headers.get("authorization")
+            if not authorized(header, state.cfg.admin_token):
+                wrong = bearer_token(header) is not None
+                return _unauthorized("wrong bearer token" if wrong else "missing bearer token", wrong=wrong)
             try:
                 return await fn(state, request)
             except ConfigError as exc:
-                return _error(400, exc.message)
+                return _error(400, exc.message if exc.hint is None else f"{exc.message} ({exc.hint})")
             except KeyError as exc:
                 return _error(404, str(exc.args[0]) if exc.args else "not found")
 
@@ -66,21 +96,24 @@ def add_routes(app: web.Application, state: RouterState) -> None:
     app.router.add_put("/admin/upstreams", guarded(_set_upstreams))
 
 
-def backend_from_json(body: Any) -> Backend:
-    if not isinstance(body, dict) or not isinstance(body.get("url"), str):
-        raise ConfigError("a backend needs at least a 'url' string")
-    unknown = set(body) - _BACKEND_FIELDS - _EXTRA_FIELDS
-    if unknown:
-        raise ConfigError(f"unknown backend fields: {', '.join(sorted(unknown))}")
-    fields = {k: v for k, v in body.items() if k in _BACKEND_FIELDS}
-    fields["url"] = fields["url"].rstrip("/")
-    fields.setdefault("id", fields["url"])
-    if "models" in fields:
-        fields["models"] = tuple(fields["models"])
+def open_api_warning(host: str, port: int) -> str:
+    """The startup warning of a router without an admin token (louder when it listens beyond loopback)."""
+    where = f"{host}:{port}"
+    if _loopback(host):
+        return f"admin API on {where} has no bearer token: set INFCTL_ROUTER_ADMIN_TOKEN to require one"
+    return (
+        f"admin API on {where} is OPEN to anyone who can reach it (add/remove backends, change weights): "
+        "set INFCTL_ROUTER_ADMIN_TOKEN, or admin_token_env in the router file"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
     try:
-        return Backend(**fields)
-    except TypeError as exc:
-        raise ConfigError(f"bad backend: {exc}") from None
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def _list(state: RouterState, request: web.Request) -> web.Response:
@@ -88,11 +121,7 @@ async def _list(state: RouterState, request: web.Request) -> web.Response:
 
 
 async def _add(state: RouterState, request: web.Request) -> web.Response:
-    body = await _json(request)
-    backend = backend_from_json(body)
-    kv = body.get("kv_events")
-    if kv is not None and not isinstance(kv, str):
-        raise ConfigError("'kv_events' must be a ZMQ endpoint such as tcp://10.0.0.7:5557")
+    backend, kv = backend_from_json(await _json(request))
     state.pool.add(backend)
     state.scrape_soon(backend.id)
     if kv:
@@ -110,39 +139,51 @@ async def _remove(state: RouterState, request: web.Request) -> web.Response:
 
 async def _drain(state: RouterState, request: web.Request) -> web.Response:
     bid = request.match_info["id"]
-    body = await _json(request, default={})
-    draining = bool(body.get("draining", True)) if isinstance(body, dict) else True
+    draining = draining_flag(await _json(request, optional=True))
     state.pool.set_draining(bid, draining)
     return web.json_response({"id": bid, "draining": draining, "inflight": state.pool.inflight(bid)})
 
 
 async def _weight(state: RouterState, request: web.Request) -> web.Response:
     bid = request.match_info["id"]
-    body = await _json(request)
-    weight = body.get("weight") if isinstance(body, dict) else None
-    if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
-        raise ConfigError("'weight' must be a number > 0")
-    state.pool.set_weight(bid, float(weight))
-    return web.json_response({"id": bid, "weight": float(weight)})
+    weight = positive_weight(await _json(request))
+    state.pool.set_weight(bid, weight)
+    return web.json_response({"id": bid, "weight": weight})
 
 
 async def _get_policy(state: RouterState, request: web.Request) -> web.Response:
-    cfg = state.cfg.policy
-    config = cfg if isinstance(cfg, str) else dict(cfg)
+    policy = state.core.policy
     kv = [{"endpoint": s.endpoint, "backends": list(s.backends.values())} for s in state.kv_sources]
     return web.json_response(
-        {"name": state.policy_name, "config": config, "index": state.core.policy.index, "kv_sources": kv}
+        {
+            "name": state.policy_name,
+            "config": active_config(request.app[POLICY].config, policy.upstreams),
+            "settings": asdict(policy.settings),
+            "index": policy.index,
+            "kv_sources": kv,
+            "upstreams_version": state.upstream_version,
+        }
     )
 
 
 async def _set_policy(state: RouterState, request: web.Request) -> web.Response:
+    """Replace the policy. The upstream weights are runtime state of /admin/upstreams: kept, unless the
+    body sets ``upstreams`` itself, which is then a write of them like PUT /admin/upstreams."""
     body = await _json(request)
     if not isinstance(body, str | dict):
         raise ConfigError("the policy is a preset name or a policy object")
+    writes_upstreams = isinstance(body, dict) and "upstreams" in body
+    if writes_upstreams and (stale := _stale(state, request)) is not None:
+        return stale
     policy = build_policy(body)
+    if not writes_upstreams:
+        policy = replace(policy, upstreams=state.core.policy.upstreams)
     state.core.policy = policy
     state.policy_name = body if isinstance(body, str) else policy.name
-    return web.json_response({"name": state.policy_name})
+    request.app[POLICY].config = body
+    if writes_upstreams:
+        state.upstream_version += 1
+    return web.json_response({"name": state.policy_name, "upstreams_version": state.upstream_version})
 
 
 def upstreams_view(state: RouterState) -> dict[str, Any]:
@@ -170,9 +211,8 @@ async def _get_upstreams(state: RouterState, request: web.Request) -> web.Respon
 
 
 async def _set_upstreams(state: RouterState, request: web.Request) -> web.Response:
-    expected = request.headers.get("if-match")
-    if expected is not None and expected.strip('"') != str(state.upstream_version):
-        return _error(412, f"stale version {expected}; current is {state.upstream_version}")
+    if (stale := _stale(state, request)) is not None:
+        return stale
     body = await _json(request)
     if not isinstance(body, dict):
         raise ConfigError("expected an object with 'weights' (and optionally 'mirror', 'annotations')")
@@ -188,16 +228,30 @@ async def _set_upstreams(state: RouterState, request: web.Request) -> web.Respon
     return web.json_response(view, headers={"etag": str(state.upstream_version)})
 
 
-async def _json(request: web.Request, default: Any = None) -> Any:
-    if not request.can_read_body:
-        if default is not None:
-            return default
+def _stale(state: RouterState, request: web.Request) -> web.Response | None:
+    """A 412 when the request's If-Match names another upstream version than the current one."""
+    expected = request.headers.get("if-match")
+    if expected is not None and expected.strip('"') != str(state.upstream_version):
+        return _error(412, f"stale version {expected}; current is {state.upstream_version}")
+    return None
+
+
+async def _json(request: web.Request, *, optional: bool = False) -> Any:
+    """The body as JSON; None when there is none and ``optional``."""
+    raw = await request.text() if request.can_read_body else ""
+    if not raw.strip():
+        if optional:
+            return None
         raise ConfigError("a JSON body is required")
-    try:
-        return await request.json()
-    except ValueError:
-        raise ConfigError("the body is not valid JSON") from None
+    return parse_json(raw)
+
+
+def _unauthorized(message: str, *, wrong: bool) -> web.Response:
+    resp = _error(401, message)
+    challenge = 'Bearer realm="infctl-router"'
+    resp.headers["www-authenticate"] = challenge + (', error="invalid_token"' if wrong else "")
+    return resp
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "code": status}}, status=status)
+    return error_response(status, message, kind=_KINDS.get(status, "BadRequestError"))

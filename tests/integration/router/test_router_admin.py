@@ -1,0 +1,141 @@
+"""The admin API over HTTP (issue 3): policy writes keep upstream weights, the active policy reads back,
+backend bodies are validated, booleans are booleans, the Bearer scheme is case-insensitive, 401s challenge."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from infctl.doctor.router_eval import policy_of
+from infctl.router.snapshot import Backend
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+AUTH = {"authorization": "Bearer s3cret"}
+
+
+async def test_policy_put_keeps_upstream_weights_unless_it_sets_them(start_sim, start_router) -> None:
+    sim = await start_sim(instances=2)
+    old, new = sim.urls
+    backends = [Backend(id="old", url=old, upstream="default"), Backend(id="new", url=new, upstream="new")]
+    url = await start_router(backends, admin_token="s3cret", policy="round_robin")
+    split = {"weights": {"default": 100, "new": 0}, "mirror": {"to": "shadow", "percent": 50}}
+    async with httpx.AsyncClient(timeout=10, headers=AUTH) as c:
+        r = await c.put(f"{url}/admin/upstreams", json=split, headers={"if-match": "0"})
+        assert r.status_code == 200
+        r = await c.put(f"{url}/admin/policy", json="cache_aware")
+        assert r.status_code == 200 and r.json()["upstreams_version"] == 1
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+        assert view["weights"] == {"default": 100.0, "new": 0.0}
+        assert view["mirror"] == {"to": "shadow", "percent": 50.0} and view["version"] == 1
+        for i in range(6):  # the split still routes: "new" has weight 0
+            body = {"model": MODEL, "prompt": f"q{i}", "max_tokens": 1}
+            assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
+        assert (await c.get(f"{url}/admin/upstreams")).json()["served"] == {"default": 6}
+        # A policy that names upstreams is an upstream write: If-Match is honoured and the version moves.
+        with_split = {"preset": "least_load", "upstreams": {"weights": {"new": 1}}}
+        stale = await c.put(f"{url}/admin/policy", json=with_split, headers={"if-match": "0"})
+        assert stale.status_code == 412
+        assert (await c.get(f"{url}/admin/policy")).json()["name"] == "cache_aware"
+        r = await c.put(f"{url}/admin/policy", json=with_split, headers={"if-match": "1"})
+        assert r.status_code == 200 and r.json()["upstreams_version"] == 2
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+        assert view["weights"] == {"new": 1.0} and view["mirror"] is None and view["version"] == 2
+
+
+async def test_get_policy_reads_back_what_is_active(start_router) -> None:
+    url = await start_router([Backend(id="a", url="http://127.0.0.1:9")], policy="round_robin")
+    custom = {"preset": "cache_aware", "settings": {"gate_abs": 8, "stale_after_s": 0.5}}
+    async with httpx.AsyncClient(timeout=10) as c:
+        first = (await c.get(f"{url}/admin/policy")).json()
+        assert first["config"] == "round_robin" and first["settings"]["gate_abs"] == 32.0
+        assert (await c.put(f"{url}/admin/policy", json=custom)).status_code == 200
+        got = (await c.get(f"{url}/admin/policy")).json()
+        assert got["name"] == "cache_aware" and got["config"] == custom and got["index"] == "approx"
+        assert got["settings"]["gate_abs"] == 8.0 and got["settings"]["stale_after_s"] == 0.5
+        assert got["settings"]["saturation_kv"] == 0.8  # defaults are shown too: every active value
+        assert policy_of(got["config"]).settings.gate_abs == 8.0  # what `infctl doctor` evaluates
+        weights = {"weights": {"default": 3}}
+        assert (await c.put(f"{url}/admin/upstreams", json=weights)).status_code == 200
+        again = (await c.get(f"{url}/admin/policy")).json()
+        assert again["config"]["upstreams"] == weights and again["upstreams_version"] == 1
+        # The reported config is re-PUTable and rebuilds the same policy.
+        assert (await c.put(f"{url}/admin/policy", json=again["config"])).status_code == 200
+        after = (await c.get(f"{url}/admin/policy")).json()
+        assert after["config"] == again["config"] and after["settings"] == again["settings"]
+
+
+BAD_BACKENDS: list[tuple[dict[str, Any], str]] = [
+    ({"url": "http://127.0.0.1:9", "weight": -1}, "weight"),
+    ({"url": "http://127.0.0.1:9", "role": "bogus"}, "role"),
+    ({"url": "http://127.0.0.1:9", "dp_rank": "a"}, "dp_rank"),
+    ({"url": "ftp//x"}, "url"),
+    ({"url": "http://127.0.0.1:9", "models": "abc"}, "models"),
+]
+
+
+async def test_bad_backends_get_a_400_naming_the_field_and_are_not_added(start_sim, start_router) -> None:
+    sim = await start_sim()
+    url = await start_router([Backend(id=sim.urls[0], url=sim.urls[0])], admin_token="s3cret")
+    async with httpx.AsyncClient(timeout=10, headers=AUTH) as c:
+        for body, field in BAD_BACKENDS:
+            r = await c.post(f"{url}/admin/backends", json=body)
+            assert r.status_code == 400, body
+            error = r.json()["error"]
+            assert error["type"] == "BadRequestError" and error["code"] == 400
+            assert error["message"].startswith(field), error
+        r = await c.post(f"{url}/admin/backends", content=b'{"url": "http://127.0.0.1:9", "weight": NaN}')
+        assert r.status_code == 400
+        listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
+        assert [b["id"] for b in listed] == [sim.urls[0]]
+        r = await c.post(f"{url}/admin/backends", json={"url": "http://127.0.0.1:9/", "dp_rank": 1})
+        assert r.status_code == 201 and r.json()["added"] == "http://127.0.0.1:9#dp1"
+
+
+async def test_drain_takes_only_booleans(start_router) -> None:
+    url = await start_router([Backend(id="a", url="http://127.0.0.1:9")])
+    async with httpx.AsyncClient(timeout=10) as c:
+        for body in ({"draining": "false"}, {"draining": 0}, {"drainig": False}):
+            r = await c.post(f"{url}/admin/backends/a/drain", json=body)
+            assert r.status_code == 400, body
+        listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
+        assert listed[0]["draining"] is False
+        assert (await c.post(f"{url}/admin/backends/a/drain")).json()["draining"] is True
+        undo = await c.post(f"{url}/admin/backends/a/drain", json={"draining": False})
+        assert undo.json()["draining"] is False
+        r = await c.put(f"{url}/admin/backends/a/weight", content=b'{"weight": Infinity}')
+        assert r.status_code == 400
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+async def test_bearer_scheme_is_case_insensitive(start_router, scheme: str) -> None:
+    url = await start_router([Backend(id="a", url="http://127.0.0.1:9")], admin_token="s3cret")
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.get(f"{url}/admin/backends", headers={"authorization": f"{scheme} s3cret"})
+        assert r.status_code == 200
+
+
+async def test_missing_or_wrong_token_is_a_401_with_a_bearer_challenge(start_router) -> None:
+    url = await start_router([Backend(id="a", url="http://127.0.0.1:9")], admin_token="s3cret")
+    async with httpx.AsyncClient(timeout=10) as c:
+        missing = await c.get(f"{url}/admin/policy")
+        wrong = await c.put(f"{url}/admin/policy", json="random", headers={"authorization": "Bearer nope"})
+        basic = await c.get(f"{url}/admin/policy", headers={"authorization": "Basic s3cret"})
+        policy = (await c.get(f"{url}/admin/policy", headers=AUTH)).json()
+    for r in (missing, wrong, basic):
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"].startswith("Bearer ")
+        assert r.json()["error"]["type"] == "AuthenticationError"
+    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
+    assert "invalid_token" not in missing.headers["www-authenticate"]
+    assert policy["name"] == "cache_aware"  # the refused PUT changed nothing
+
+
+async def test_a_router_without_token_warns_at_startup(start_router, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="infctl.router.admin"):
+        await start_router([Backend(id="a", url="http://127.0.0.1:9")], host="0.0.0.0")
+        await start_router([Backend(id="a", url="http://127.0.0.1:9")], admin_token="s3cret")
+    warnings = [r.getMessage() for r in caplog.records if r.name == "infctl.router.admin"]
+    assert len(warnings) == 1 and "OPEN" in warnings[0] and "INFCTL_ROUTER_ADMIN_TOKEN" in warnings[0]

@@ -1,0 +1,127 @@
+"""The admin API's pure decisions: token from the environment (fail closed), bearer parsing, body checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infctl.errors import ConfigError
+from infctl.router.admin_validate import (
+    active_config,
+    admin_token_from_env,
+    authorized,
+    backend_from_json,
+    bearer_token,
+    draining_flag,
+    parse_json,
+    positive_weight,
+)
+from infctl.router.policies import build_policy
+from infctl.router.policies.weights import UpstreamConfig
+
+
+def test_a_named_token_env_that_is_unset_or_empty_refuses_to_start() -> None:
+    for environ in ({}, {"ROUTER_TOKEN": ""}, {"ROUTER_TOKEN": "  \n"}):
+        with pytest.raises(ConfigError, match="ROUTER_TOKEN") as err:
+            admin_token_from_env("ROUTER_TOKEN", environ)
+        assert err.value.hint is not None and "secret" in err.value.hint
+    # The default variable does not stand in for the one the file names.
+    with pytest.raises(ConfigError):
+        admin_token_from_env("ROUTER_TOKEN", {"INFCTL_ROUTER_ADMIN_TOKEN": "t"})
+
+
+def test_token_from_env_reads_strips_and_rejects_inner_whitespace() -> None:
+    assert admin_token_from_env("ROUTER_TOKEN", {"ROUTER_TOKEN": "s3cret\n"}) == "s3cret"
+    assert admin_token_from_env(None, {"INFCTL_ROUTER_ADMIN_TOKEN": "t"}) == "t"
+    assert admin_token_from_env(None, {}) is None  # nothing configured: open (the router warns)
+    with pytest.raises(ConfigError, match="empty"):
+        admin_token_from_env(None, {"INFCTL_ROUTER_ADMIN_TOKEN": ""})
+    with pytest.raises(ConfigError, match="whitespace"):
+        admin_token_from_env(None, {"INFCTL_ROUTER_ADMIN_TOKEN": "two words"})
+
+
+def test_bearer_scheme_is_case_insensitive_and_token_exact() -> None:
+    for header in ("Bearer s3cret", "bearer s3cret", "BEARER  s3cret ", "bEaReR s3cret"):
+        assert bearer_token(header) == "s3cret"
+        assert authorized(header, "s3cret")
+    for refused in (None, "", "Bearer", "Bearer ", "Basic s3cret", "Bearers3cret", "s3cret"):
+        assert bearer_token(refused) is None
+        assert not authorized(refused, "s3cret")
+    assert not authorized("Bearer S3CRET", "s3cret")
+    assert authorized(None, None)  # no token configured
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"url": "http://e:1", "weight": -1}, "weight"),
+        ({"url": "http://e:1", "weight": 0}, "weight"),
+        ({"url": "http://e:1", "weight": True}, "weight"),
+        ({"url": "http://e:1", "weight": "2"}, "weight"),
+        ({"url": "http://e:1", "role": "bogus"}, "role"),
+        ({"url": "http://e:1", "dp_rank": "a"}, "dp_rank"),
+        ({"url": "http://e:1", "dp_rank": "1"}, "dp_rank"),
+        ({"url": "http://e:1", "dp_rank": -1}, "dp_rank"),
+        ({"url": "ftp//x"}, "url"),
+        ({"url": "ftp://x:1"}, "url"),
+        ({"url": "http://"}, "url"),
+        ({"url": "http://e:99999"}, "url"),
+        ({"url": 5}, "url"),
+        ({}, "url"),
+        ({"url": "http://e:1", "models": "abc"}, "models"),
+        ({"url": "http://e:1", "models": [1]}, "models"),
+        ({"url": "http://e:1", "engine": "trt"}, "engine"),
+        ({"url": "http://e:1", "kv_events": "localhost:5557"}, "kv_events"),
+        ({"url": "http://e:1", "colour": "red"}, "colour"),
+    ],
+)
+def test_bad_backends_are_refused_by_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        backend_from_json(body)
+    assert err.value.message.startswith(f"{field}"), err.value.message
+
+
+def test_a_good_backend_gets_the_router_files_defaults() -> None:
+    backend, kv = backend_from_json(
+        {"url": "http://e:8000/", "dp_rank": 2, "weight": 2, "models": ["m"], "kv_events": "tcp://e:5557"}
+    )
+    assert backend.id == "http://e:8000#dp2"  # as from_file names a rank
+    assert backend.url == "http://e:8000" and backend.weight == 2.0 and backend.models == ("m",)
+    assert kv == "tcp://e:5557"
+    assert backend_from_json({"url": "http://e:1", "id": "a"})[0].id == "a"
+    with pytest.raises(ConfigError):
+        backend_from_json(["http://e:1"])
+
+
+def test_non_finite_numbers_never_parse() -> None:
+    assert parse_json('{"weight": 1.5}') == {"weight": 1.5}
+    for raw in ('{"weight": NaN}', '{"weight": Infinity}', '{"weight": -Infinity}', '{"weight": 1e999}'):
+        with pytest.raises(ConfigError):
+            parse_json(raw)
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        parse_json("{")
+
+
+def test_draining_and_weight_bodies_are_type_checked() -> None:
+    assert draining_flag(None) is True and draining_flag({}) is True
+    assert draining_flag({"draining": False}) is False
+    for body in ({"draining": "false"}, {"draining": 0}, {"draining": None}, {"drain": False}, [False]):
+        with pytest.raises(ConfigError):
+            draining_flag(body)
+    assert positive_weight({"weight": 3}) == 3.0
+    for body in ({"weight": 0}, {"weight": -1}, {"weight": True}, {"weight": "2"}, {"weight": 10**400}, {}):
+        with pytest.raises(ConfigError):
+            positive_weight(body)
+
+
+def test_active_config_carries_the_live_upstreams_and_rebuilds_the_same_policy() -> None:
+    live = UpstreamConfig(weights={"old": 60.0, "new": 40.0}, mirror_to="shadow", mirror_percent=5.0)
+    assert active_config("least_load", None) == "least_load"
+    config = active_config("least_load", live)
+    assert build_policy(config).upstreams == live and build_policy(config).name == "least_load"
+    custom = {"preset": "cache_aware", "settings": {"gate_abs": 8}, "upstreams": {"weights": {"x": 1}}}
+    rebuilt = build_policy(active_config(custom, live))
+    assert rebuilt.upstreams == live and rebuilt.settings.gate_abs == 8.0
+    assert "upstreams" not in active_config(custom, None)
+    assert build_policy(active_config(custom, UpstreamConfig())).upstreams is None
