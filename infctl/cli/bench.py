@@ -325,9 +325,5 @@ def _sweep(
     return asyncio.run(main())
 
 
-# ``infctl simulate`` builds its workload and load the same way, under these names.
-_workload, _load = workload_spec, load_plan
-
-
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="bench")

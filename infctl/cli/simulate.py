@@ -16,7 +16,7 @@ from infctl.bench.config import LoadPlan
 from infctl.bench.io import save_json, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.bench.workloads import WORKLOAD_KINDS
-from infctl.cli.bench import _load, _workload
+from infctl.cli.bench_plan import load_plan, workload_spec
 from infctl.cli.bench_views import result_view
 from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
@@ -185,7 +185,7 @@ def run_cmd(
     opts = global_options(ctx)
     with errors_as_exit():
         kind = workload or ("trace" if trace else "sharegpt" if dataset else "mixture" if mix else "random")
-        spec = _workload(
+        spec = workload_spec(
             kind,
             input_tokens,
             output_tokens,
@@ -206,7 +206,7 @@ def run_cmd(
                 "max_input_tokens": max_input_tokens,
             },
         )
-        plan = _load(
+        plan = load_plan(
             kind, num_requests, duration, request_rate, concurrency, stages, arrivals, burstiness, 0, None
         )
         scaling = None
