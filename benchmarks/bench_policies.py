@@ -155,8 +155,8 @@ SIM_MODEL = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006)
 
 def workload_trace(workload: WorkloadSpec, rate: float, limit: int | None) -> list[TraceRequest]:
     """The requests a bench run sends (seed 1), each with the block hashes the live router computes for it;
-    Poisson arrivals at ``rate`` unless the workload is a timed trace (the same draw as bench_router's
-    oracle)."""
+    Poisson arrivals at ``rate`` unless the workload is a timed trace. Same draw and request ids as
+    bench_router's oracle row (ids seed the tie-breaks), so the oracle figures match that row's."""
     rng = random.Random(1)
     specs = build_workload(workload, "completions", seed=1).requests()
     trace, now = [], 0.0
@@ -164,7 +164,7 @@ def workload_trace(workload: WorkloadSpec, rate: float, limit: int | None) -> li
         if limit is not None and i >= limit:
             break
         now = spec.at_s if spec.at_s is not None else now + rng.expovariate(rate)
-        req = RequestInfo.from_ids(f"w{i}", token_ids(spec.prompt or ""), model="m")
+        req = RequestInfo.from_ids(f"o{i}", token_ids(spec.prompt or ""), model="m")
         trace.append(TraceRequest(now, req, spec.max_tokens))
     return trace
 
