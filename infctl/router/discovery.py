@@ -1,19 +1,46 @@
 """Kubernetes discovery: ready engine pods, selected by label, become backends (and leave when they go).
 
-``backend_from_pod`` and ``reconcile`` are pure; ``discover`` runs the blocking list+watch of
-``infctl.kube.watch`` in a thread and applies each change to the pool on the event loop.
+A pod describes itself with these keys, each read from its labels, then from its annotations (what
+``infctl render`` puts on engine pods is marked *rendered*):
+
+====================================  ==============================================================
+``infctl.io/role``                    prefill | decode | both (*rendered*; anything else counts as both)
+``infctl.io/group``                   PD group; prefill and decode pair inside one (*rendered*, group mode)
+``infctl.io/pool``                    pool that length buckets map to (*rendered*, pool mode)
+``infctl.io/engine``                  engine adapter (*rendered*; default: the router's ``engine``)
+``infctl.io/upstream``                upstream group for weighted splits and cutover (default ``default``)
+``infctl.io/data-parallel-size``      N > 1: the pod serves N data-parallel ranks behind one port, and
+                                      each rank r becomes its own backend ``<url>#dp<r>`` (own load, pinned
+                                      the engine's way); default 1
+``infctl.io/kv-events``               where the engine publishes KV-cache events: a port, or an endpoint
+                                      (a bind address such as ``tcp://*:5557`` means the pod's IP); default:
+                                      the container port named ``kv-events`` (*rendered* when the model
+                                      profile enables ``kv_events``)
+container port ``http``               the engine's HTTP port (*rendered*; default ``DiscoverySettings.port``)
+====================================  ==============================================================
+
+Rank r of a data-parallel engine publishes its KV events on the base port + r (vLLM's and SGLang's
+convention), so each rank gets its own subscription. A value that cannot be used (a data-parallel size of
+``two``) is logged and ignored rather than dropping the pod.
+
+:func:`targets_from_pod` and :func:`changes` are pure; :class:`Discovered` applies changes to the router's
+pool and KV subscriptions on the event loop; :func:`discover` runs the list+watch of ``infctl.kube.watch`` in
+a thread and stops it at once when the router stops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from infctl.engines import ENGINES
 from infctl.manifests import labels
+from infctl.router.kv_events import KVSource, subscribe
 from infctl.router.snapshot import Backend, Role
 
 if TYPE_CHECKING:
@@ -22,6 +49,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ROLES = ("prefill", "decode", "both")
+UPSTREAM = "infctl.io/upstream"
+"""Label or annotation: the upstream group the pod's backends belong to."""
+DP_SIZE = "infctl.io/data-parallel-size"
+"""Label or annotation: data-parallel ranks served behind the pod's HTTP port."""
+KV_EVENTS = "infctl.io/kv-events"
+"""Label or annotation: KV-events port or endpoint (overrides the ``kv-events`` container port)."""
+KV_EVENTS_PORT = "kv-events"
+"""Name of the container port the engine publishes KV events on (as ``infctl render`` names it)."""
+STOP_GRACE_S = 2.0
+"""Longest the router waits for the watch thread on shutdown, seconds (it ends at once unless it is still
+connecting; it is a daemon thread, so it never holds the process)."""
 
 
 @dataclass(frozen=True)
@@ -34,38 +72,98 @@ class DiscoverySettings:
     """Engine HTTP port, unless the pod names a container port ``http``."""
     engine: str = "vllm"
     """Engine when the pod has no ``infctl.io/engine`` label."""
+    watch_timeout_s: int = 300
+    """How long the API server holds one watch request, seconds; the next resumes where it ended."""
+    retry_max_s: float = 30.0
+    """Longest wait between retries while the API server is unreachable or refusing, seconds."""
 
 
-def backend_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> Backend | None:
-    """The backend a pod is, or None while it is not ready to serve (or is terminating)."""
+@dataclass(frozen=True)
+class PodTargets:
+    """What one ready pod contributes: its backends (one per DP rank) and their KV-event sources."""
+
+    backends: tuple[Backend, ...]
+    kv_sources: tuple[KVSource, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Values the pod carries that could not be used (and were ignored)."""
+
+
+def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets | None:
+    """What a pod serves, or None while it is not ready to serve (or is terminating)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     ip = status.get("podIP")
     if not ip or meta.get("deletionTimestamp") or status.get("phase", "Running") != "Running":
         return None
-    ready = any(
+    if not any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
-    )
-    if not ready:
+    ):
         return None
-    pod_labels: Mapping[str, str] = meta.get("labels") or {}
-    role = pod_labels.get(labels.ROLE, "both")
-    url = f"http://{ip}:{_http_port(pod, s.port)}"
-    return Backend(
-        id=url,
-        url=url,
-        role=cast(Role, role if role in _ROLES else "both"),
-        group=pod_labels.get(labels.GROUP),
-        pool=pod_labels.get(labels.POOL),
-        engine=pod_labels.get(labels.ENGINE, s.engine),
+    keys = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    problems: list[str] = []
+    role = keys.get(labels.ROLE, "both")
+    engine = keys.get(labels.ENGINE, s.engine)
+    if engine not in ENGINES:
+        problems.append(
+            f"{labels.ENGINE}={engine!r} is no engine infctl knows ({', '.join(sorted(ENGINES))})"
+        )
+        engine = s.engine
+    ranks = _count(keys.get(DP_SIZE), DP_SIZE, problems)
+    url = f"http://{ip}:{_named_port(pod, 'http') or s.port}"
+    backends = tuple(
+        Backend(
+            id=url if ranks == 1 else f"{url}#dp{rank}",
+            url=url,
+            role=cast(Role, role if role in _ROLES else "both"),
+            group=keys.get(labels.GROUP),
+            pool=keys.get(labels.POOL),
+            upstream=keys.get(UPSTREAM, "default"),
+            engine=engine,
+            dp_rank=None if ranks == 1 else rank,
+        )
+        for rank in range(ranks)
     )
+    endpoint = _kv_endpoint(pod, ip, keys.get(KV_EVENTS), problems)
+    sources: tuple[KVSource, ...] = ()
+    if endpoint is not None:
+        base, _, port = endpoint.rpartition(":")
+        sources = tuple(
+            KVSource(
+                endpoint=f"{base}:{int(port) + (b.dp_rank or 0)}", backends={b.dp_rank: b.id, None: b.id}
+            )
+            for b in backends
+        )
+    return PodTargets(backends, sources, tuple(problems))
 
 
-def _http_port(pod: Mapping[str, Any], default: int) -> int:
+def _count(value: str | None, key: str, problems: list[str]) -> int:
+    if value is None:
+        return 1
+    if value.isdigit() and 1 <= int(value) <= 1024:
+        return int(value)
+    problems.append(f"{key}={value!r} is not a count of ranks (1..1024)")
+    return 1
+
+
+def _kv_endpoint(pod: Mapping[str, Any], ip: str, value: str | None, problems: list[str]) -> str | None:
+    if value is None:
+        named = _named_port(pod, KV_EVENTS_PORT)
+        return f"tcp://{ip}:{named}" if named else None
+    if value.isdigit():
+        return f"tcp://{ip}:{value}"
+    scheme, sep, rest = value.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if scheme != "tcp" or not sep or not colon or not port.isdigit():
+        problems.append(f"{KV_EVENTS}={value!r} is neither a port nor an endpoint such as tcp://*:5557")
+        return None
+    return f"tcp://{ip if host in ('*', '0.0.0.0', '') else host}:{port}"
+
+
+def _named_port(pod: Mapping[str, Any], name: str) -> int | None:
     for container in (pod.get("spec") or {}).get("containers") or ():
         for port in container.get("ports") or ():
-            if port.get("name") == "http" and isinstance(port.get("containerPort"), int):
+            if port.get("name") == name and isinstance(port.get("containerPort"), int):
                 return int(port["containerPort"])
-    return default
+    return None
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -73,90 +171,127 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def reconcile(
-    known: Mapping[str, str], pods: Iterable[Mapping[str, Any]], s: DiscoverySettings
-) -> tuple[dict[str, Backend], list[str]]:
-    """From a full pod list: (pod key -> backend to have, backend ids to drop). ``known``: pod key -> id."""
-    want: dict[str, Backend] = {}
-    for pod in pods:
-        b = backend_from_pod(pod, s)
-        if b is not None:
-            want[pod_key(pod)] = b
-    wanted_ids = {b.id for b in want.values()}
-    drop = [bid for key, bid in known.items() if bid not in wanted_ids]
-    return want, drop
+def changes(
+    known: Mapping[str, PodTargets], want: Mapping[str, PodTargets]
+) -> tuple[list[str], dict[str, PodTargets]]:
+    """(pod keys to take out, pod key -> targets to put in): a pod whose targets changed is in both."""
+    remove = [key for key, old in known.items() if want.get(key) != old]
+    add = {key: t for key, t in want.items() if known.get(key) != t}
+    return remove, add
+
+
+def wanted(pods: Iterable[Mapping[str, Any]], s: DiscoverySettings) -> dict[str, PodTargets]:
+    """Pod key -> targets of every ready pod in a full list."""
+    found = ((pod_key(p), targets_from_pod(p, s)) for p in pods)
+    return {key: t for key, t in found if t is not None}
 
 
 class Discovered:
-    """Applies discovery results to the router's pool; owns the pod -> backend id map (loop thread only)."""
+    """Applies discovery results to the router's pool and KV subscriptions (loop thread only)."""
 
     def __init__(self, state: RouterState, s: DiscoverySettings) -> None:
         self.state, self.s = state, s
-        self.by_pod: dict[str, str] = {}
+        self.by_pod: dict[str, PodTargets] = {}
+        self._kv: dict[str, asyncio.Event] = {}
 
     def on_list(self, pods: list[dict[str, Any]]) -> None:
-        want, drop = reconcile(self.by_pod, pods, self.s)
-        for bid in drop:
-            self._remove(bid)
-        self.by_pod = {}
-        for key, backend in want.items():
-            self._add(key, backend)
+        self._apply(*changes(self.by_pod, wanted(pods, self.s)))
 
     def on_event(self, kind: str, pod: dict[str, Any]) -> None:
         key = pod_key(pod)
-        backend = None if kind == "DELETED" else backend_from_pod(pod, self.s)
-        old = self.by_pod.get(key)
-        if old is not None and (backend is None or backend.id != old):
-            self._remove(old)
-            del self.by_pod[key]
-        if backend is not None:
-            self._add(key, backend)
+        targets = None if kind == "DELETED" else targets_from_pod(pod, self.s)
+        want = {k: t for k, t in self.by_pod.items() if k != key}
+        if targets is not None:
+            want[key] = targets
+        self._apply(*changes(self.by_pod, want))
 
-    def _add(self, key: str, backend: Backend) -> None:
-        if backend.id not in self.state.pool:
-            log.info("discovered %s (%s)", backend.id, key)
-            self.state.pool.add(backend)
-            self.state.scrape_soon(backend.id)
-        else:
-            self.state.pool.add(backend)
-        self.by_pod[key] = backend.id
+    def close(self) -> None:
+        """Stop following every KV-event source discovery started (the pool stays as it is)."""
+        for endpoint in list(self._kv):
+            self._unfollow(endpoint)
 
-    def _remove(self, backend_id: str) -> None:
-        if self.state.pool.remove(backend_id) is not None:
-            self.state.core.forget(backend_id)
-            log.info("lost %s", backend_id)
+    def _apply(self, remove: list[str], add: dict[str, PodTargets]) -> None:
+        keep = {b.id for t in add.values() for b in t.backends}
+        keep_kv = {src.endpoint: src for t in add.values() for src in t.kv_sources}
+        for key in remove:
+            old = self.by_pod.pop(key)
+            for b in old.backends:
+                if b.id not in keep and self.state.pool.remove(b.id) is not None:
+                    self.state.core.forget(b.id)
+                    log.info("lost %s (%s)", b.id, key)
+            for src in old.kv_sources:
+                if keep_kv.get(src.endpoint) != src:
+                    self._unfollow(src.endpoint)
+        for key, targets in add.items():
+            for problem in targets.problems:
+                log.warning("pod %s: %s", key, problem)
+            for b in targets.backends:
+                new = b.id not in self.state.pool
+                self.state.pool.add(b)
+                if new:
+                    log.info("discovered %s (%s)", b.id, key)
+                    self.state.scrape_soon(b.id)
+            for src in targets.kv_sources:
+                self._follow(src)
+            self.by_pod[key] = targets
+
+    def _follow(self, source: KVSource) -> None:
+        if source.endpoint in self._kv:
+            return  # the same source, kept across a change of its pod
+        stop = asyncio.Event()
+        self._kv[source.endpoint] = stop
+        self.state.kv_sources.append(source)
+        task = asyncio.create_task(subscribe(self.state.core, source, stop, self.state.kv_stats))
+        self.state.background.add(task)
+        task.add_done_callback(self.state.background.discard)
+
+    def _unfollow(self, endpoint: str) -> None:
+        stop = self._kv.pop(endpoint, None)
+        if stop is not None:
+            stop.set()
+            self.state.kv_sources[:] = [s for s in self.state.kv_sources if s.endpoint != endpoint]
 
 
 async def discover(
     state: RouterState, s: DiscoverySettings, connect: Callable[[], KubeClient], stop: asyncio.Event
 ) -> None:
     """Keep the pool equal to the ready pods matching ``s.selector`` until ``stop`` is set."""
-    from infctl.kube.watch import follow_pods  # the kube layer loads only when discovery is configured
+    from infctl.kube.watch import PodWatch, WatchSettings  # the kube layer loads only when discovery is used
 
     loop = asyncio.get_running_loop()
     target = Discovered(state, s)
-    halt = threading.Event()
     client = connect()
+    settings = WatchSettings(timeout_s=s.watch_timeout_s, backoff_max_s=s.retry_max_s)
+    watch = PodWatch(client, s.namespace, s.selector, settings)
+    ended = loop.create_future()
 
     def call(fn: Callable[..., None], *args: Any) -> None:
-        loop.call_soon_threadsafe(fn, *args)
+        if not watch.stopped:
+            with contextlib.suppress(RuntimeError):  # the loop closed under a thread left connecting
+                loop.call_soon_threadsafe(fn, *args)
 
-    worker = asyncio.create_task(
-        asyncio.to_thread(
-            follow_pods,
-            client,
-            s.namespace,
-            s.selector,
-            on_list=lambda pods: call(target.on_list, pods),
-            on_event=lambda kind, pod: call(target.on_event, kind, pod),
-            on_error=lambda err: log.warning("discovery: %s", err.message),
-            stop=halt,
-            timeout_s=5,
-        )
-    )
+    def run() -> None:
+        try:
+            watch.run(
+                on_list=lambda pods: call(target.on_list, pods),
+                on_event=lambda kind, pod: call(target.on_event, kind, pod),
+                on_error=lambda err: log.warning("discovery: %s", err.message),
+            )
+        finally:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, ended)
+
+    threading.Thread(target=run, name="infctl-discovery", daemon=True).start()
     try:
         await stop.wait()
     finally:
-        halt.set()
-        await asyncio.gather(worker, return_exceptions=True)
+        watch.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(ended), STOP_GRACE_S)
+        target.close()
         client.close()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

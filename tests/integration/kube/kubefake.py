@@ -3,7 +3,13 @@
 - server-side apply (PATCH ``application/apply-patch+yaml``) creates an absent object, as a real server does;
 - ``dryRun=All`` answers with the would-be object and stores nothing;
 - ``resourceVersion`` increases on every change, and a merge patch carrying a stale one gets 409;
-- list requests honour ``labelSelector`` (equality terms);
+- list requests honour ``labelSelector`` (equality terms) and answer the collection's ``resourceVersion``;
+- watches as a real server serves them: every change event carries a new ``resourceVersion``; a watch from
+  a version replays what happened since, one from none (or ``0``) starts with the current objects as ADDED;
+  ``labelSelector`` filters events; ``timeoutSeconds`` ends the request (with a BOOKMARK first when
+  ``allowWatchBookmarks``); a version older than :meth:`ClusterEmulator.compact` left gets 410 Gone (an
+  ERROR event, or the HTTP status with ``gone_as_status``). ``lists`` and ``watches`` record the query
+  parameters of each such request. Objects created by server-side apply make no events (kmock's own path);
 - fields owned by another manager: ``conflicts`` names objects whose non-forced apply gets the 409 a real
   server sends;
 - controllers: a workload reports ready once it has been read ``ready_after`` times (None: never).
@@ -11,14 +17,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import copy
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import rendering
+from kmock._internal import aiobus, enums, rendering
 from kmock._internal.k8s import KubernetesError
 
 APPLY = "application/apply-patch+yaml"
@@ -26,6 +35,7 @@ NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?")
 
 RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     "v1/namespaces": ("Namespace", False, set()),
+    "v1/pods": ("Pod", True, {"status"}),
     "v1/serviceaccounts": ("ServiceAccount", True, set()),
     "v1/configmaps": ("ConfigMap", True, set()),
     "v1/services": ("Service", True, set()),
@@ -40,6 +50,29 @@ RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     "monitoring.coreos.com/v1/podmonitors": ("PodMonitor", True, set()),
     "monitoring.coreos.com/v1/prometheusrules": ("PrometheusRule", True, set()),
 }
+
+
+def selects(selector: str | None, obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` matches a label selector of equality terms (``a=b,c=d``)."""
+    if not selector:
+        return True
+    terms = dict(t.split("=", 1) for t in selector.split(","))
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in terms.items())
+
+
+@attrs.define(eq=False)
+class LoggedBus(aiobus.Bus[Any]):
+    """kmock's per-resource event bus, stamping each event with the next resourceVersion and keeping it."""
+
+    cluster: ClusterEmulator | None = None
+    history: list[tuple[int, dict[str, Any]]] = attrs.field(factory=list)
+
+    async def put(self, *items: Any) -> None:
+        assert self.cluster is not None
+        stamped = [self.cluster.stamp(item) for item in items]
+        self.history.extend((int(e["object"]["metadata"]["resourceVersion"]), e) for e in stamped)
+        await super().put(*stamped)
 
 
 def merge(base: Any, patch: Any) -> Any:
@@ -61,8 +94,38 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     namespace_calls: list[tuple[str, str]] = attrs.field(factory=list)
     """(method, dryRun param) of requests on Namespace objects (kmock 0.8 cannot parse their paths)."""
+    gone_as_status: bool = False
+    """Answer a too-old watch with HTTP 410 instead of a 200 stream holding a 410 ERROR event."""
+    compacted: int = 0
+    """Watches from a resourceVersion below this get 410 Gone (see :meth:`compact`)."""
+    lists: list[dict[str, str]] = attrs.field(factory=list)
+    """Query parameters of every list request."""
+    watches: list[dict[str, str]] = attrs.field(factory=list)
+    """Query parameters of every watch request."""
     _version: int = 0
+    _logged: int = 0
     _reads: dict[tuple[str, str], int] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._buses = collections.defaultdict(lambda: LoggedBus(cluster=self))
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: resuming from any older version gets 410."""
+        self.compacted = self._version
+        for bus in self._buses.values():
+            bus.history.clear()
+
+    def stamp(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``event`` with its object's resourceVersion: the change's own, else (deletions) a new one."""
+        obj = copy.deepcopy(event["object"])
+        meta = obj.setdefault("metadata", {})
+        rv = str(meta.get("resourceVersion", ""))
+        if not rv.isdigit() or int(rv) <= self._logged:
+            rv = self._bump()
+        meta["resourceVersion"] = rv
+        self._logged = int(rv)
+        return {"type": event["type"], "object": obj}
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         match = NAMESPACE_PATH.fullmatch(raw_request.path)
@@ -102,6 +165,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is not None and self._unserved(request):
             return await self._render_error(kmock.KubernetesResourceNotFoundError())
+        if self.gone_as_status and request.action == enums.action.WATCH and self._too_old(request):
+            self.watches.append(dict(request.params))
+            return await self._render_error(KubernetesError(410, "Expired", "too old resource version"))
         try:
             early = self._intercept(request)
         except KubernetesError as err:
@@ -111,10 +177,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         return await super()._handle(request)
 
     def _unserved(self, request: rendering.Request) -> bool:
-        r = request.resource
-        assert r is not None
-        key = f"{r.group}/{r.version}/{r.plural}" if r.group else f"{r.version}/{r.plural}"
-        return key in self.without
+        assert request.resource is not None
+        return _key_of(request.resource) in self.without
 
     def _intercept(self, request: rendering.Request) -> dict[str, Any] | None:
         """Answer requests the base emulator gets wrong; None lets it handle the rest."""
@@ -164,13 +228,71 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             self.objects[self._key(request)].patch({"status": status})
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        self.lists.append(dict(request.params))
         payload = await super()._serve_list(request)
-        selector = request.params.get("labelSelector")
-        if not selector or not isinstance(payload, dict):
+        if not isinstance(payload, dict):
             return payload
-        terms = dict(t.split("=", 1) for t in selector.split(","))
-        payload["items"] = [
-            i for i in payload["items"]
-            if all(i.get("metadata", {}).get("labels", {}).get(k) == v for k, v in terms.items())
-        ]  # fmt: skip
+        payload["metadata"] = {"resourceVersion": str(self._version)}
+        selector = request.params.get("labelSelector")
+        payload["items"] = [i for i in payload["items"] if selects(selector, i)]
         return payload
+
+    def _too_old(self, request: rendering.Request) -> bool:
+        since = request.params.get("resourceVersion", "")
+        return since.isdigit() and since != "0" and int(since) < self.compacted
+
+    def _wanted(self, request: rendering.Request, event: dict[str, Any]) -> bool:
+        meta = event["object"].get("metadata") or {}
+        in_namespace = request.namespace is None or meta.get("namespace") == request.namespace
+        return in_namespace and selects(request.params.get("labelSelector"), event["object"])
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        self.watches.append(dict(request.params))
+        yield b""  # the headers go out now, as a real server's do
+        assert request.resource is not None
+        bus = self._buses[request.resource]
+        since = request.params.get("resourceVersion", "")
+        async with self._lock:  # events are put under this lock: the backlog and the marker meet exactly
+            marker = await bus.mark()
+            if since.isdigit() and since != "0":
+                backlog = [e for rv, e in bus.history if rv > int(since)]
+            else:
+                backlog = [{"type": "ADDED", "object": o.raw} for (r, _, _), o in self.objects.items()
+                           if r == request.resource and not o.deleted]  # fmt: skip
+        try:
+            if self._too_old(request):
+                status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+                          "reason": "Expired", "message": f"too old resource version: {since}"}  # fmt: skip
+                yield {"type": "ERROR", "object": status}
+                return
+            for event in backlog:
+                if self._wanted(request, event):
+                    yield event
+            async for event in _until(bus.stream(since=marker), request.params.get("timeoutSeconds")):
+                if self._wanted(request, event):
+                    yield event
+            if request.params.get("allowWatchBookmarks") == "true":
+                meta = {"resourceVersion": str(self._logged)}
+                kind = RESOURCES.get(_key_of(request.resource), ("",))[0]
+                yield {"type": "BOOKMARK", "object": {"kind": kind, "metadata": meta}}
+        finally:
+            await bus.unmark(marker)
+
+
+def _key_of(r: Any) -> str:
+    """``group/version/plural`` (core: ``version/plural``), as RESOURCES and ``without`` spell it."""
+    return f"{r.group}/{r.version}/{r.plural}" if r.group else f"{r.version}/{r.plural}"
+
+
+async def _until(events: AsyncIterator[Any], timeout_s: str | None) -> AsyncIterator[Any]:
+    """``events`` until ``timeout_s`` (a watch's ``timeoutSeconds``) has passed; forever without one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(timeout_s) if timeout_s else None
+    while True:
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            return
+        try:
+            yield await asyncio.wait_for(anext(events), remaining)
+        except (TimeoutError, StopAsyncIteration):
+            return

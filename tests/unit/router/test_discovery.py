@@ -1,14 +1,24 @@
 from typing import Any
 
-from infctl.router.discovery import DiscoverySettings, backend_from_pod, reconcile
+from infctl.router.discovery import DiscoverySettings, PodTargets, changes, targets_from_pod, wanted
 
 S = DiscoverySettings(namespace="ns", selector="a=b", port=8000, engine="vllm")
 
 
-def pod(name: str, ip: str | None = "10.0.0.1", ready: bool = True, **labels: str) -> dict[str, Any]:
+def pod(
+    name: str,
+    ip: str | None = "10.0.0.1",
+    ready: bool = True,
+    annotations: dict[str, str] | None = None,
+    kv_port: int | None = None,
+    **labels: str,
+) -> dict[str, Any]:
+    ports: list[dict[str, Any]] = [{"name": "http", "containerPort": 8100}]
+    if kv_port is not None:
+        ports.append({"name": "kv-events", "containerPort": kv_port})
     return {
-        "metadata": {"name": name, "namespace": "ns", "labels": labels},
-        "spec": {"containers": [{"name": "engine", "ports": [{"name": "http", "containerPort": 8100}]}]},
+        "metadata": {"name": name, "namespace": "ns", "labels": labels, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "engine", "ports": ports}]},
         "status": {
             "phase": "Running",
             "podIP": ip,
@@ -17,30 +27,89 @@ def pod(name: str, ip: str | None = "10.0.0.1", ready: bool = True, **labels: st
     }
 
 
+def targets(p: dict[str, Any]) -> PodTargets:
+    t = targets_from_pod(p, S)
+    assert t is not None
+    return t
+
+
 def test_ready_pod_becomes_a_backend_with_its_labels() -> None:
-    p = pod("p", **{"infctl.io/role": "prefill", "infctl.io/group": "g1", "infctl.io/engine": "sglang"})
-    b = backend_from_pod(p, S)
-    assert b is not None
+    t = targets(
+        pod("p", **{"infctl.io/role": "prefill", "infctl.io/group": "g1", "infctl.io/engine": "sglang"})
+    )
+    (b,) = t.backends
     assert (b.id, b.role, b.group, b.engine) == ("http://10.0.0.1:8100", "prefill", "g1", "sglang")
+    assert b.upstream == "default"
+    assert (b.dp_rank, t.kv_sources, t.problems) == (None, (), ())
 
 
 def test_unready_unscheduled_or_terminating_pods_are_not_backends() -> None:
-    assert backend_from_pod(pod("p", ready=False), S) is None
-    assert backend_from_pod(pod("p", ip=None), S) is None
+    assert targets_from_pod(pod("p", ready=False), S) is None
+    assert targets_from_pod(pod("p", ip=None), S) is None
     terminating = pod("p")
     terminating["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
-    assert backend_from_pod(terminating, S) is None
+    assert targets_from_pod(terminating, S) is None
 
 
 def test_unknown_role_label_falls_back_to_both_and_default_port() -> None:
     p = pod("p", **{"infctl.io/role": "leader"})
     p["spec"]["containers"][0]["ports"] = []
-    b = backend_from_pod(p, S)
-    assert b is not None and b.role == "both" and b.url == "http://10.0.0.1:8000" and b.engine == "vllm"
+    (b,) = targets(p).backends
+    assert b.role == "both" and b.url == "http://10.0.0.1:8000" and b.engine == "vllm"
 
 
-def test_reconcile_drops_what_is_gone_and_keeps_what_is_ready() -> None:
-    known = {"ns/a": "http://10.0.0.1:8100", "ns/b": "http://10.0.0.2:8100"}
-    want, drop = reconcile(known, [pod("a", ip="10.0.0.1"), pod("c", ip="10.0.0.3")], S)
+def test_upstream_group_comes_from_a_label_or_an_annotation() -> None:
+    assert targets(pod("p", **{"infctl.io/upstream": "new"})).backends[0].upstream == "new"
+    assert targets(pod("p", annotations={"infctl.io/upstream": "old"})).backends[0].upstream == "old"
+
+
+def test_a_data_parallel_pod_is_one_backend_per_rank_with_one_kv_subscription_each() -> None:
+    t = targets(pod("p", kv_port=5557, annotations={"infctl.io/data-parallel-size": "3"}))
+    assert [(b.id, b.url, b.dp_rank) for b in t.backends] == [
+        (f"http://10.0.0.1:8100#dp{r}", "http://10.0.0.1:8100", r) for r in range(3)
+    ]
+    # vLLM and SGLang bind rank r's publisher on the base port + r.
+    assert [(s.endpoint, dict(s.backends)) for s in t.kv_sources] == [
+        (
+            f"tcp://10.0.0.1:{5557 + r}",
+            {r: f"http://10.0.0.1:8100#dp{r}", None: f"http://10.0.0.1:8100#dp{r}"},
+        )
+        for r in range(3)
+    ]
+
+
+def test_kv_events_from_the_named_port_or_an_annotation_that_overrides_it() -> None:
+    assert targets(pod("p", kv_port=5557)).kv_sources[0].endpoint == "tcp://10.0.0.1:5557"
+    assert (
+        targets(pod("p", kv_port=5557, annotations={"infctl.io/kv-events": "6000"})).kv_sources[0].endpoint
+        == "tcp://10.0.0.1:6000"
+    )
+    bind = targets(pod("p", annotations={"infctl.io/kv-events": "tcp://*:5557"}))
+    assert bind.kv_sources[0].endpoint == "tcp://10.0.0.1:5557"  # a bind address means the pod itself
+    elsewhere = targets(pod("p", annotations={"infctl.io/kv-events": "tcp://10.9.9.9:7000"}))
+    assert elsewhere.kv_sources[0].endpoint == "tcp://10.9.9.9:7000"
+
+
+def test_values_that_cannot_be_used_are_reported_and_ignored_not_fatal() -> None:
+    t = targets(pod("p", annotations={"infctl.io/data-parallel-size": "two", "infctl.io/kv-events": "zmq"},
+                    **{"infctl.io/engine": "trtllm"}))  # fmt: skip
+    (b,) = t.backends
+    assert b.dp_rank is None and b.engine == "vllm" and t.kv_sources == ()
+    assert len(t.problems) == 3 and any("data-parallel-size" in p for p in t.problems)
+
+
+def test_changes_take_out_what_left_or_changed_and_put_in_what_is_new_or_changed() -> None:
+    a, b, c = (
+        targets(pod("a", ip="10.0.0.1")),
+        targets(pod("b", ip="10.0.0.2")),
+        targets(pod("c", ip="10.0.0.3")),
+    )
+    b2 = targets(pod("b", ip="10.0.0.2", **{"infctl.io/group": "g2"}))
+    remove, add = changes({"ns/a": a, "ns/b": b}, {"ns/b": b2, "ns/c": c})
+    assert sorted(remove) == ["ns/a", "ns/b"] and add == {"ns/b": b2, "ns/c": c}
+    assert changes({"ns/a": a}, {"ns/a": a}) == ([], {})
+
+
+def test_wanted_keeps_only_ready_pods_of_a_full_list() -> None:
+    want = wanted([pod("a", ip="10.0.0.1"), pod("b", ready=False), pod("c", ip="10.0.0.3")], S)
     assert sorted(want) == ["ns/a", "ns/c"]
-    assert drop == ["http://10.0.0.2:8100"]
