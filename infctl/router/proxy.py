@@ -16,6 +16,7 @@ from aiohttp import web
 from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
+from infctl.router.fetch import post_whole
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.relay import forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
@@ -152,7 +153,7 @@ def _mirror(
 
     async def send() -> None:
         with contextlib.suppress(UpstreamFailed):
-            await post_json(state.session, target.url + path, raw, headers)
+            await _post(state, target.url + path, raw, headers)
 
     task = asyncio.create_task(send())
     state.background.add(task)
@@ -240,7 +241,7 @@ async def _pd_payload(
     if adapter.pd_style == "sequential":
         leg = adapter.prefill_body(body, endpoint)
         try:
-            _, data = await post_json(state.session, prefill.url + path, json.dumps(leg).encode(), headers)
+            _, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
         except UpstreamFailed as exc:
             exc.backend = prefill_id  # blame the prefill leg, not the decode backend
             raise
@@ -249,10 +250,17 @@ async def _pd_payload(
     room = new_bootstrap_room()
     leg = adapter.prefill_body(body, endpoint, room)
     leg_bytes = json.dumps(leg).encode()
-    task = asyncio.create_task(post_json(state.session, prefill.url + path, leg_bytes, headers))
+    task = asyncio.create_task(_post(state, prefill.url + path, leg_bytes, headers))
     state.background.add(task)
     task.add_done_callback(state.background.discard)
     return json.dumps(adapter.decode_body(body, None, endpoint, room)).encode()
+
+
+async def _post(state: RouterState, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+    """A non-streamed POST (PD prefill leg, mirrored copy) on the lean client when it can take it."""
+    if state.http1 is not None and url.startswith("http://"):
+        return await post_whole(state.http1, url, body, headers)
+    return await post_json(state.session, url, body, headers)
 
 
 def _without(snap: Snapshot, tried: set[str]) -> Snapshot:

@@ -24,6 +24,7 @@ from infctl.router.admission import AdmissionQueue, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
+from infctl.router.fetch import LeanTransport
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
@@ -120,15 +121,19 @@ def build_state(
     transport: httpx.AsyncBaseTransport | None = None,
     upstream_client: UpstreamClient = "lean",
 ) -> RouterState:
-    """``upstream_client``: ``lean`` relays generation requests through ``infctl.router.http1`` (aiohttp's
-    client remains for everything else and for clients that are not HTTP/1.1); ``aiohttp`` uses aiohttp's
-    client for all (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them)."""
+    """``upstream_client``: ``lean`` sends generation requests, PD prefill legs, mirrored copies, scrapes and
+    probes through ``infctl.router.http1`` (aiohttp's client remains for clients that are not HTTP/1.1 and
+    for HTTPS engines); ``aiohttp`` uses aiohttp's client for requests and httpx's for scrapes and probes
+    (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them). ``transport``, when
+    given, carries the scrapes and probes (tests pass an ``httpx.MockTransport``)."""
     policy = build_policy(cfg.policy)
     http1 = None
     if upstream_client == "lean":
         http1 = Http1Pool(
             Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
         )
+    if transport is None and http1 is not None:
+        transport = LeanTransport(http1)  # scrapes and probes too: half the CPU of httpx's transport
     return RouterState(
         http1=http1,
         cfg=cfg,

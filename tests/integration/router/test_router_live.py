@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
@@ -109,7 +110,8 @@ async def test_dead_engine_is_ejected_and_requests_keep_succeeding(start_sim, st
     assert listed[alive.urls[0]]["served"] == 8
 
 
-async def test_vllm_pd_pair_two_step_protocol(start_sim, start_router) -> None:
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_vllm_pd_pair_two_step_protocol(start_sim, start_router, client: str) -> None:
     prefill = await start_sim(roles=("prefill",))
     decode = await start_sim(roles=("decode",))
     url = await start_router(
@@ -118,6 +120,7 @@ async def test_vllm_pd_pair_two_step_protocol(start_sim, start_router) -> None:
             Backend(id="d", url=decode.urls[0], role="decode", group="g0"),
         ],
         pd_min_uncached_tokens=16,
+        upstream_client=client,
     )
     prompt = " ".join(f"w{i}" for i in range(300))
     body = {"model": MODEL, "prompt": prompt, "max_tokens": 5, "stream": True}
@@ -213,14 +216,17 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
     assert depth == ["infctl_router_queue_depth 2.0"]
 
 
-async def test_upstream_weights_split_mirror_and_optimistic_concurrency(start_sim, start_router) -> None:
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_upstream_weights_split_mirror_and_optimistic_concurrency(
+    start_sim, start_router, client: str
+) -> None:
     old, new, shadow = [await start_sim() for _ in range(3)]
     backends = [
         Backend(id="old", url=old.urls[0], upstream="old"),
         Backend(id="new", url=new.urls[0], upstream="new"),
         Backend(id="shadow", url=shadow.urls[0], upstream="shadow"),
     ]
-    url = await start_router(backends, policy="least_load")
+    url = await start_router(backends, policy="least_load", upstream_client=client)
     async with httpx.AsyncClient(timeout=10) as c:
         view = (await c.get(f"{url}/admin/upstreams")).json()
         assert view["version"] == 0 and view["weights"] == {}

@@ -1,0 +1,196 @@
+"""Whole-answer exchanges over the lean HTTP/1.1 client (``http1``): the PD prefill leg, mirrored copies,
+and, through :class:`LeanTransport`, the router's scrapes and health probes.
+
+``forward_lean`` (``relay``) streams an answer to a client as it arrives; these exchanges need the answer
+whole, so a :class:`_Collect` sink buffers it (de-chunked at the end). Why not aiohttp's or httpx's client
+here: every engine is scraped ten times a second and every PD request makes one of these calls. ``py-spy``
+of a router at 80 req/s put 12% of its CPU in scraping one engine through httpx's transport; through
+:class:`LeanTransport` a scrape costs 0.47x as much (``benchmarks/bench_metrics_parse.py``, parse included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from infctl.router.http1 import Http1Pool, ProtocolError, ResponseHead
+from infctl.router.upstream import UpstreamFailed
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: bytes
+    """The content, de-chunked."""
+
+
+class FetchError(Exception):
+    """An exchange that produced no answer. ``stage``: ``connect`` or ``connect_timeout`` (nothing was
+    sent), ``timeout`` (the upstream fell silent for the read timeout), ``read`` (the connection broke) or
+    ``protocol`` (the answer was not HTTP/1.1)."""
+
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+class _Collect:
+    """A sink that keeps the whole answer."""
+
+    def __init__(self) -> None:
+        self.got: ResponseHead | None = None
+        self.parts: list[bytes] = []
+        self.error: Exception | None = None
+        self.answered = False
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def head(self, head: ResponseHead) -> bool:
+        self.got = head
+        return True
+
+    def body(self, raw: bytes) -> None:
+        self.parts.append(raw)
+
+    def end(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def fail(self, exc: Exception, *, answered: bool) -> None:
+        self.error, self.answered = exc, answered
+        self.end()
+
+
+async def fetch(
+    pool: Http1Pool,
+    method: str,
+    url: str,
+    *,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+    read_timeout_s: float | None = None,
+) -> Answer:
+    """``method url`` (plain HTTP) and its whole answer; FetchError when there is none. A pooled
+    connection the server closed while idle is retried once on a fresh one, as ``forward_lean`` does."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or 80
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [f"{method} {target} HTTP/1.1\r\nhost: {parts.netloc}\r\n"]
+    lines += [f"{k}: {v}\r\n" for k, v in (headers or {}).items() if k.lower() not in _OWN_HEADERS]
+    if body or method not in ("GET", "HEAD"):
+        lines.append(f"content-length: {len(body)}\r\n")
+    payload = "".join(lines).encode("utf-8", "surrogateescape") + b"\r\n" + body
+    timeout = pool.settings.read_timeout_s if read_timeout_s is None else read_timeout_s
+    for fresh in (False, True):
+        try:
+            conn = await pool.acquire(host, port, fresh=fresh)
+        except TimeoutError as exc:
+            raise FetchError(f"connect {host}:{port}: timed out", "connect_timeout") from exc
+        except OSError as exc:
+            raise FetchError(f"connect {host}:{port}: {type(exc).__name__}: {exc}", "connect") from exc
+        sink = _Collect()
+        conn.send(payload, sink, timeout)
+        try:
+            await sink.done
+        except BaseException:
+            if not sink.done.done():  # else the connection is back in the pool, maybe in use already
+                conn.abort()
+            raise
+        head = sink.got
+        if sink.error is None and head is not None:
+            raw = b"".join(sink.parts)
+            try:
+                return Answer(head.status, head.headers, dechunk(raw) if head.chunked else raw)
+            except ProtocolError as exc:
+                raise FetchError(str(exc), "protocol") from exc
+        if not (conn.reused and not sink.answered and not fresh):
+            break
+    error = sink.error
+    raise FetchError(f"{type(error).__name__}: {error}", _stage(error))
+
+
+def _stage(error: Exception | None) -> str:
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    return "protocol" if isinstance(error, ProtocolError) else "read"
+
+
+# Written by ``fetch`` itself, or not negotiated: answers come back unencoded, as ``dechunk`` reads them.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept-encoding"})
+
+
+def dechunk(raw: bytes) -> bytes:
+    """The content of a complete chunked body (framing, extensions and trailers dropped)."""
+    out: list[bytes] = []
+    i = 0
+    while True:
+        eol = raw.find(b"\r\n", i)
+        if eol < 0:
+            raise ProtocolError("chunked body ends without its last chunk")
+        try:
+            size = int(raw[i:eol].split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ProtocolError(f"bad chunk size line {raw[i:eol][:40]!r}") from None
+        if size == 0:
+            return b"".join(out)
+        out.append(raw[eol + 2 : eol + 2 + size])
+        i = eol + 2 + size + 2
+
+
+async def post_whole(pool: Http1Pool, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+    """A non-streamed POST whose whole answer the router needs, with ``upstream.post_json``'s contract:
+    UpstreamFailed on connect errors (fatal), 5xx answers and broken exchanges."""
+    try:
+        answer = await fetch(pool, "POST", url, body=body, headers=headers)
+    except FetchError as exc:
+        raise UpstreamFailed(str(exc), fatal=exc.stage.startswith("connect")) from exc
+    if answer.status >= 500:
+        raise UpstreamFailed(f"HTTP {answer.status}", status=answer.status)
+    return answer.status, answer.body
+
+
+_HTTPX_ERRORS: dict[str, type[httpx.TransportError]] = {
+    "connect": httpx.ConnectError,
+    "connect_timeout": httpx.ConnectTimeout,
+    "timeout": httpx.ReadTimeout,
+    "read": httpx.ReadError,
+    "protocol": httpx.RemoteProtocolError,
+}
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    """httpx's client over the lean pool, for the router's scrapes and probes: callers keep httpx's API and
+    exceptions (ConnectError, ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError).
+    The connect timeout is the pool's (``Http1Settings.connect_timeout_s``); a request's own read timeout
+    is honoured. HTTPS and HEAD (whose answer announces a body it does not send) go to ``fallback``."""
+
+    def __init__(self, pool: Http1Pool, fallback: httpx.AsyncBaseTransport | None = None) -> None:
+        self.pool = pool
+        self.fallback = fallback or httpx.AsyncHTTPTransport(trust_env=False)
+
+    async def aclose(self) -> None:
+        await self.fallback.aclose()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme != "http" or request.method == "HEAD":
+            return await self.fallback.handle_async_request(request)
+        timeouts = request.extensions.get("timeout") or {}
+        read = timeouts.get("read")
+        try:
+            answer = await fetch(
+                self.pool,
+                request.method,
+                str(request.url),
+                body=await request.aread(),
+                headers=request.headers,
+                read_timeout_s=read,
+            )
+        except FetchError as exc:
+            raise _HTTPX_ERRORS[exc.stage](str(exc), request=request) from exc
+        headers = [(k, v) for k, v in answer.headers.items() if k not in ("transfer-encoding",)]
+        return httpx.Response(answer.status, headers=headers, content=answer.body, request=request)
