@@ -68,8 +68,6 @@ from infctl.tokens import token_ids
 MODEL = "m"
 ENGINES = 4
 MOONCAKE = sample_trace()
-KV_EVENTS_ENCODING = "map"
-"""The sim's KV events as vLLM encodes them today, the only form vllm-router reads (infctl reads both)."""
 WITH_EVENTS = json.dumps({"preset": "cache_aware", "index": "auto"})
 
 
@@ -240,6 +238,9 @@ class Sim:
     separate: bool = False
     """One process per engine, as real engines are: the engines of one process share its event loop, so a
     long prompt's parsing on one engine stalls the others (what length bucketing is meant to isolate)."""
+    encoding: str = "map"
+    """How the engines encode KV events: "map" as vLLM does today (the only form vllm-router reads) or
+    "array" as older vLLM did (infctl reads both)."""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     engines: tuple[str, ...] = ()
     kv_events: tuple[str, ...] = ()
@@ -251,7 +252,7 @@ class Sim:
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "infctl", "sim", "--instances", str(n), "--port", str(port + first),
                  "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
-                 "--kv-events-port", str(kv + first), "--kv-events-encoding", KV_EVENTS_ENCODING],
+                 "--kv-events-port", str(kv + first), "--kv-events-encoding", self.encoding],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
         self.engines = tuple(f"http://127.0.0.1:{port + i}" for i in range(ENGINES))
@@ -419,6 +420,13 @@ async def main() -> None:
     ap.add_argument("--mixed-rounds", type=int, default=3, help="alternating rounds of the mixed run")
     ap.add_argument("--policy", action="append", help="infctl policies to run (preset or JSON); repeatable")
     ap.add_argument("--no-peers", action="store_true", help="skip sglang-router and vllm-router")
+    ap.add_argument(
+        "--kv-events-encoding",
+        choices=["map", "array"],
+        default="map",
+        help="the engines' KV event encoding: map (vLLM today; the default) or array (older vLLM, which "
+        "vllm-router cannot decode: its kv_aware row then shows DEGRADED)",
+    )
     ap.add_argument("--only", choices=["shared", "mooncake", "mixed"], action="append", help="run only these")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the engines and routers on the way out
@@ -427,13 +435,13 @@ async def main() -> None:
     labels = [] if args.policy else ["round_robin", "cache_aware", "cache_aware + KV events"]
     only = set(args.only or ["shared", "mooncake", "mixed"])
     if "shared" in only:
-        with Sim(blocks=2048) as sim:
+        with Sim(blocks=2048, encoding=args.kv_events_encoding) as sim:
             rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
                          kv_events=sim.kv_events, labels=labels)  # fmt: skip
             load = LoadPlan(stages=[Stage(rate=args.rate, num_requests=args.requests)], warmup=20)
             await quality("shared prefixes (the demo's)", sim, prefix_scenario(ENGINES).workload, load, rs)
     if "mooncake" in only and args.mooncake.exists():
-        with Sim(blocks=16384) as sim:
+        with Sim(blocks=16384, encoding=args.kv_events_encoding) as sim:
             rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
                          kv_events=sim.kv_events, labels=labels)  # fmt: skip
             x = args.mooncake_speedup
