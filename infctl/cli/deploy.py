@@ -16,11 +16,12 @@ from infctl.cli.output import console, emit, err_console, errors_as_exit, simple
 from infctl.cli.render_flags import with_render_flags
 from infctl.cli.status import whole_urls
 from infctl.config import DeploymentProfile, LocalSettings, load_deployment
-from infctl.kube import DeployOptions, deploy_release
+from infctl.kube import AdminSecret, DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.deploy import prepare, read_plan, start_detached
 from infctl.local.supervisor import run as run_supervisor
 from infctl.manifests import RenderOptions
+from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 
 
 class DeployTarget(StrEnum):
@@ -158,8 +159,24 @@ def deploy_kubernetes(
         "ready": [
             {"kind": r.kind, "name": r.name, "ready": r.ready, "detail": r.detail} for r in report.readiness
         ],
+        "admin_token": _admin_token(report.admin_secret),
     }
     emit(opts, summary, table=_kube_summary)
+
+
+def _admin_token(secret: AdminSecret | None) -> dict[str, str] | None:
+    """Where the router's admin token is and how to read it (the token itself is never printed)."""
+    if secret is None:
+        return None
+    ref = secret.ref
+    return {
+        "secret": ref.name,
+        "namespace": ref.namespace,
+        "key": ref.key,
+        "action": secret.action,
+        "env": ADMIN_TOKEN_ENV,
+        "read": secret.read_command,
+    }
 
 
 class _KubeProgress:
@@ -172,7 +189,9 @@ class _KubeProgress:
     def __call__(self, event: str, data: Any) -> None:
         if self.quiet:
             return
-        if event == "phase":
+        if event == "secret":
+            line = f"  Secret/{data.ref.name} (router admin token) {data.action}"
+        elif event == "phase":
             line = f"[bold]{data}[/]"
         elif event == "applied":
             line = f"  {data.kind}/{data.name} {data.action}"
@@ -190,9 +209,16 @@ def _kube_summary(s: dict[str, Any]) -> str:
     ready = (
         "" if not s["ready"] else f", {sum(r['ready'] for r in s['ready'])}/{len(s['ready'])} workloads ready"
     )
-    return (
+    line = (
         f"{s['release']} in namespace {s['namespace']}: {verb} {len(s['applied'])} objects, "
         f"pruned {len(s['pruned'])}{ready}"
+    )
+    token = s["admin_token"]
+    if token is None:
+        return line
+    return (
+        f"{line}\nrouter admin token: Secret {token['secret']} ({token['action']}); for the admin API, "
+        f"cutover and doctor:\n  export {token['env']}=$({token['read']})"
     )
 
 

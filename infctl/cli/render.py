@@ -21,6 +21,7 @@ from infctl.manifests import (
     validate_objects,
     write_files,
 )
+from infctl.manifests.admin_secret import admin_secret_ref, render_note
 
 EXAMPLES = """
 Examples:
@@ -32,6 +33,10 @@ Examples:
   infctl render -f profiles/deepseek-v3-group.yaml --set groups=3 --anti-affinity required
 
   infctl render -f profiles/qwen3-8b-aggregated.yaml --old-backend legacy/llm-gateway:80 --weight 10
+
+The router's admin token is not rendered (no secret in Git): `infctl deploy` creates its Secret
+<release>-router-admin when missing; applying the output yourself, create it first (the output's
+opening comment says how).
 
 Exit codes: 0 rendered (and valid), 2 the profile or a flag is wrong, or --validate found problems.
 """
@@ -63,11 +68,15 @@ def render_cmd(
         objects = render(profile, render_options(profile, opts.namespace, options))
         if validate:
             check(objects, k8s_version)
+    ref = admin_secret_ref(objects)
+    note = render_note(ref) if ref is not None else ""
     if output_dir is None:
-        sys.stdout.write(to_yaml(objects))
+        sys.stdout.write(note + to_yaml(objects))
         return
     paths = write_files(objects, output_dir)
     err_console.print(f"wrote {len(paths)} objects to {output_dir}", highlight=False)
+    if note:
+        err_console.print(note.rstrip("\n"), highlight=False, markup=False, soft_wrap=True)
 
 
 def check(objects: list[dict[str, Any]], k8s_version: str) -> None:

@@ -3,6 +3,7 @@
 - :func:`connect` builds the client (kubeconfig, context, namespace; an injectable ``Configuration``);
 - :func:`deploy_release` applies rendered objects with server-side apply in phase order, waits, prunes;
   :func:`diff_release`, :func:`release_status`, :func:`delete_release` for the other commands;
+- :func:`ensure_admin_secret`: the router's admin-token Secret, created when missing (deploy calls it);
 - :func:`scale` (the ``/scale`` subresource) and :func:`patch_httproute_weights` (optimistic concurrency)
   for the autoscaler and cutover.
 """
@@ -22,11 +23,13 @@ from infctl.kube.release import (
 )
 from infctl.kube.resources import check_crds
 from infctl.kube.scale import patch_httproute_weights, scale, set_weights
+from infctl.kube.secrets import AdminSecret, ensure_admin_secret
 from infctl.kube.wait import Readiness, readiness, wait_ready
 
 __all__ = [
     "APPLY_PATCH",
     "FIELD_MANAGER",
+    "AdminSecret",
     "Applied",
     "ApplyConflictError",
     "ClientSettings",
@@ -44,6 +47,7 @@ __all__ = [
     "delete_release",
     "deploy_release",
     "diff_release",
+    "ensure_admin_secret",
     "ensure_namespace",
     "list_release",
     "patch_httproute_weights",

@@ -20,7 +20,9 @@ from infctl.kube.apply import Applied, DryRun, apply_object, ensure_namespace, g
 from infctl.kube.client import KubeClient
 from infctl.kube.prune import delete_object, list_release, stale
 from infctl.kube.resources import Obj, check_crds, object_path
+from infctl.kube.secrets import AdminSecret, ensure_admin_secret
 from infctl.kube.wait import Readiness, readiness, wait_ready
+from infctl.manifests.admin_secret import admin_secret_ref
 from infctl.manifests.kinds import PHASE_NAMES
 from infctl.manifests.render import phase_of
 
@@ -53,11 +55,13 @@ class DeployReport:
     applied: list[Applied] = field(default_factory=list)
     pruned: list[tuple[str, str]] = field(default_factory=list)
     readiness: list[Readiness] = field(default_factory=list)
+    admin_secret: AdminSecret | None = None
+    """The router's admin-token Secret (None: no router rendered)."""
 
 
 Event = Callable[[str, Any], None]
-"""Progress: ``("phase", name)``, ``("applied", Applied)``, ``("waiting", [Readiness])``,
-``("pruned", (kind, name))``."""
+"""Progress: ``("secret", AdminSecret)``, ``("phase", name)``, ``("applied", Applied)``,
+``("waiting", [Readiness])``, ``("pruned", (kind, name))``."""
 
 
 def deploy_release(
@@ -71,11 +75,18 @@ def deploy_release(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeployReport:
-    """Apply ``objects`` in phase order, waiting and pruning as ``options`` say."""
+    """Apply ``objects`` in phase order, waiting and pruning as ``options`` say.
+
+    The router's admin-token Secret is made sure of before anything is applied (created with a random
+    token when missing, see :mod:`infctl.kube.secrets`), so the router's pods find it when they start."""
     emit = on_event or (lambda kind, data: None)
     report = DeployReport(release, namespace, options.dry_run)
     check_crds(client, objects)
     report.namespace_created = ensure_namespace(client, namespace, dry_run=options.dry_run)
+    ref = admin_secret_ref(objects)
+    if ref is not None:
+        report.admin_secret = ensure_admin_secret(client, ref, release=release, dry_run=options.dry_run)
+        emit("secret", report.admin_secret)
     deadline = clock() + options.timeout_s
     for phase, group in groupby(objects, key=phase_of):
         batch = list(group)

@@ -10,7 +10,8 @@ import yaml
 from infctl.config import DeploymentProfile
 from infctl.errors import ConfigError
 from infctl.manifests import labels as L
-from infctl.manifests.daemons import ADMIN_TOKEN_ENV, autoscaler_file, router_file
+from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV, TOKEN_KEY, default_secret_name
+from infctl.manifests.daemons import autoscaler_file, router_file
 from infctl.manifests.engine import ENGINE_PORT
 from infctl.manifests.observability import alert_rules, dashboards
 from infctl.manifests.options import RenderOptions
@@ -43,8 +44,17 @@ def router_context(
         "image": profile.router.image or opts.image,
         "port": profile.router.port,
         "replicas": profile.router.replicas,
-        "admin_token_env": ADMIN_TOKEN_ENV,
+        "admin_token": admin_token_context(profile, opts),
     }
+
+
+def admin_token_context(profile: DeploymentProfile, opts: RenderOptions) -> dict[str, str] | None:
+    """The env var and Secret key the router's admin token comes from; None when there is no router
+    (the autoscaler then needs no token)."""
+    if not profile.router.enabled:
+        return None
+    secret = opts.admin_token_secret or default_secret_name(profile.name)
+    return {"env": ADMIN_TOKEN_ENV, "secret": secret, "key": TOKEN_KEY}
 
 
 def autoscaler_context(
@@ -67,6 +77,8 @@ def autoscaler_context(
         "config_hash": config_hash(_dump(file)),
         "image": profile.router.image or opts.image,
         "rules": [{"group": g, "resource": r, "names": n} for (g, r), n in sorted(rules.items())],
+        # It reads per-engine signals from the router's admin API (GET /admin/backends).
+        "admin_token": admin_token_context(profile, opts),
     }
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from infctl.config import DeploymentProfile, RouterFile
 from infctl.manifests import labels as L
+from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
 from infctl.manifests.placement import PlacementPlan
 
 CONFIG_DIR = "/etc/infctl"
-ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 
 
 def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str) -> dict[str, Any]:

@@ -35,3 +35,6 @@ class RenderOptions:
     """Render PodMonitor, ServiceMonitor, PrometheusRule (Prometheus Operator CRDs needed) and dashboards."""
     ttft_slo_s: float = 2.0
     """TTFT objective for the burn-rate alert, seconds."""
+    admin_token_secret: str | None = None
+    """Secret (key ``token``) the router and autoscaler read the admin token from; None:
+    ``<release>-router-admin``, which ``infctl deploy`` creates when missing. A named Secret must exist."""

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import copy
 import re
@@ -38,6 +39,7 @@ RESOURCES: dict[str, tuple[str, bool, set[str]]] = {
     "v1/pods": ("Pod", True, {"status"}),
     "v1/serviceaccounts": ("ServiceAccount", True, set()),
     "v1/configmaps": ("ConfigMap", True, set()),
+    "v1/secrets": ("Secret", True, set()),
     "v1/services": ("Service", True, set()),
     "rbac.authorization.k8s.io/v1/roles": ("Role", True, set()),
     "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, set()),
@@ -187,7 +189,11 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if method == "GET" and request.name and live is not None and request.resource is not None:
             self._maybe_ready(request, live)
         if method == "POST" and isinstance(request.data, dict):
+            if live is None and request.name is None and self._exists(request):
+                raise KubernetesError(409, "AlreadyExists", "the object already exists")
             request.data.setdefault("metadata", {})["resourceVersion"] = self._bump()
+            if request.data.get("kind") == "Secret":
+                _encode_string_data(request.data)
             if request.params.get("dryRun") == "All":
                 return dict(request.data)
         if method != "PATCH" or request.subresource == "scale" or not isinstance(request.data, dict):
@@ -215,6 +221,12 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                                   "to the latest version and try again")  # fmt: skip
         request.data.setdefault("metadata", {})["resourceVersion"] = self._bump()
         return None
+
+    def _exists(self, request: rendering.Request) -> bool:
+        """Whether the object a create (POST to the collection) names is stored already."""
+        name = request.data.get("metadata", {}).get("name") if isinstance(request.data, dict) else None
+        key = (request.resource, request.namespace, name)
+        return key in self.objects and not self.objects[key].deleted
 
     def _maybe_ready(self, request: rendering.Request, live: dict[str, Any]) -> None:
         kind = live.get("kind")
@@ -277,6 +289,13 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 yield {"type": "BOOKMARK", "object": {"kind": kind, "metadata": meta}}
         finally:
             await bus.unmark(marker)
+
+
+def _encode_string_data(secret: dict[str, Any]) -> None:
+    """As a real API server stores a Secret: ``stringData`` merged into base64 ``data``."""
+    plain = secret.pop("stringData", None) or {}
+    encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in plain.items()}
+    secret["data"] = {**secret.get("data", {}), **encoded}
 
 
 def _key_of(r: Any) -> str:

@@ -40,6 +40,13 @@ async def test_deploy_status_diff_delete(cluster: FakeCluster, tmp_path: Path) -
     assert deployed.exit_code == 0, deployed.output
     summary = json.loads(deployed.stdout)
     assert summary["namespace"] == "inference" and all(r["ready"] for r in summary["ready"])
+    token = summary["admin_token"]
+    assert token["secret"] == "qwen3-8b-router-admin" and token["action"] == "created"
+    assert token["read"].startswith("kubectl get secret qwen3-8b-router-admin -n inference -o jsonpath=")
+    again = await infctl(config, "deploy", "-f", QWEN, "--timeout", "10")  # the text form
+    assert again.exit_code == 0, again.output
+    assert "Secret qwen3-8b-router-admin (kept)" in again.stdout
+    assert "export INFCTL_ROUTER_ADMIN_TOKEN=$(kubectl get secret" in again.stdout
     status = await infctl(config, "-o", "json", "status", "-f", QWEN)
     assert status.exit_code == 0, status.output
     ready = {o["name"]: o["ready"] for o in json.loads(status.stdout)["objects"] if o["kind"] == "Deployment"}

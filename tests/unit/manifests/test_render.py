@@ -154,6 +154,14 @@ def test_render_command_stdout_and_files(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "11-deployment-qwen3-8b-engine.yaml").is_file()
 
 
+def test_render_says_where_the_admin_token_comes_from_without_rendering_one() -> None:
+    result = runner.invoke(app, ["render", "-f", str(QWEN)])
+    assert result.exit_code == 0, result.output
+    head = result.stdout.split("apiVersion:", 1)[0]
+    assert "Secret inference/qwen3-8b-router-admin" in head and "kubectl create secret generic" in head
+    assert "Secret" not in [d["kind"] for d in yaml.safe_load_all(result.stdout)]
+
+
 def test_render_command_refuses_oversize_group_with_exit_2() -> None:
     result = runner.invoke(app, ["render", "-f", str(DEEPSEEK), "--set", "group.decode=8"])
     assert result.exit_code == 2
