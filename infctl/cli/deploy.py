@@ -18,6 +18,7 @@ from infctl.cli.status import whole_urls
 from infctl.config import DeploymentProfile, LocalSettings, load_deployment
 from infctl.kube import AdminSecret, DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
+from infctl.local.admin_token import token_path
 from infctl.local.deploy import prepare, read_plan, start_detached
 from infctl.local.supervisor import run as run_supervisor
 from infctl.manifests import RenderOptions
@@ -123,9 +124,10 @@ def deploy(
         if detach:
             with err_console.status("starting...") as spinner:
                 state = start_detached(plan, settings, on_change=lambda s: spinner.update(_progress(s)))
-            table = process_table(state, stop=delete_command(plan))
+            table = process_table(state, plan=plan, stop=delete_command(plan))
             emit(opts, state_summary(plan, state), table=lambda _: table)
         elif opts.output is OutputFormat.table:
+            err_console.print(_token_line(plan), highlight=False, markup=False, soft_wrap=True)
             with Live(process_table(None, plan=plan), console=console, refresh_per_second=4) as live:
                 state = run_supervisor(plan, settings, on_change=lambda s: live.update(process_table(s)))
             logs = plan.release_dir / "logs"
@@ -249,6 +251,7 @@ def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:
         "url": plan.entrypoint.url,
         "model": plan.model,
         "run_dir": str(plan.run_dir),
+        "admin_token": _local_token(plan),
         "processes": [
             {
                 "name": p.name,
@@ -265,6 +268,21 @@ def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:
     }
 
 
+def _local_token(plan: LocalPlan) -> dict[str, str] | None:
+    """Where a local router's admin token is kept (the supervisor creates it; the token is not printed)."""
+    if not any(s.kind == "router" for s in plan.specs):
+        return None
+    path = token_path(plan)
+    return {"file": str(path), "env": ADMIN_TOKEN_ENV, "read": f"cat {path}"}
+
+
+def _token_line(plan: LocalPlan) -> str:
+    token = _local_token(plan)
+    if token is None:
+        return "no router: no admin token"
+    return f"router admin token: export {token['env']}=$({token['read']})"
+
+
 def _progress(state: RunState) -> str:
     healthy = sum(p.status == "healthy" for p in state.processes)
     return f"starting {state.release}: {healthy}/{len(state.processes)} healthy"
@@ -279,7 +297,8 @@ def process_table(state: RunState | None, *, plan: LocalPlan | None = None, stop
     rows = [(p.name, p.role, p.url, _status_cell(p.status), p.restarts, p.pid) for p in state.processes]
     table = whole_urls(simple_table(f"{state.release}: {state.status}", columns, rows))
     if stop is not None:
-        table.caption = f"stop it with: {stop}"
+        assert plan is not None
+        table.caption = f"stop it with: {stop}\n{_token_line(plan)}"
     elif state.status in ("starting", "running"):
         table.caption = "Ctrl-C stops everything"
     return table

@@ -1,7 +1,8 @@
 """The router's admin API as the supervisor uses it: register, drain and remove engines (thin I/O).
 
 Backend ids are the engines' URLs (what the router gives a ``--backend URL`` and an added backend without
-an id). ``INFCTL_ROUTER_ADMIN_TOKEN``, when set, is the bearer token, as the router itself reads it.
+an id). The bearer token is the one the supervisor gave the router (:mod:`infctl.local.admin_token`);
+without one, ``INFCTL_ROUTER_ADMIN_TOKEN`` when set, as the router itself reads it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import httpx
 
 from infctl.errors import LocalTargetError
 from infctl.local.spec import LOCALHOST, ProcessSpec
-
-TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
+from infctl.router.admin_validate import DEFAULT_TOKEN_ENV as TOKEN_ENV
 
 
 class RouterAdmin:

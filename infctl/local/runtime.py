@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from infctl.errors import InfctlError, LocalTargetError
+from infctl.local.admin_token import router_token
 from infctl.local.launch import terminate
 from infctl.local.router_admin import RouterAdmin
 from infctl.local.scaling import Slot, deployed, moves, plan_slots
@@ -39,7 +40,8 @@ class Scaler:
         self.wake = asyncio.Event()
         router = next((s for s in sup.plan.specs if s.kind == "router"), None)
         self.router_name = router.name if router is not None else None
-        self.router = RouterAdmin(sup.client, router.url) if router is not None else None
+        token = router_token(sup.plan)
+        self.router = RouterAdmin(sup.client, router.url, token) if router is not None else None
 
     def scale(self, unit: str, replicas: int) -> None:
         """Ask for ``replicas`` units of ``unit``; the loop converges on it."""

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from infctl.errors import LocalTargetError
+from infctl.local.admin_token import ensure_token, token_path, with_admin_token
 from infctl.local.backoff import next_restart
 from infctl.local.control_api import Control
 from infctl.local.http import aprobe, async_client
@@ -256,11 +257,14 @@ async def serve(
 ) -> RunState:
     """Run ``plan`` until ``stop`` is set; ``ready`` is set once every process is healthy.
 
+    The router and autoscaler get the release's admin token (see :mod:`infctl.local.admin_token`).
     Raises ``LocalTargetError`` when a process cannot start or become healthy. Everything started is stopped
     before this returns or raises; the final state is returned.
     """
     settings = settings or SupervisorSettings()
     stop = stop or asyncio.Event()
+    if any(s.kind == "router" for s in plan.specs):
+        plan = with_admin_token(plan, ensure_token(token_path(plan)))
     async with async_client(timeout=settings.probe_timeout, transport=transport) as client:
         sup = _Supervisor(plan, settings, client, on_change)
         relay = asyncio.create_task(_relay(stop, sup.halt))

@@ -129,6 +129,9 @@ def test_deploy_detach_status_delete_round_trip(tmp_path: Path, infctl: Callable
     try:
         assert summary["status"] == "running"
         assert [p["name"] for p in summary["processes"]] == ["engine-0", "engine-1", "router"]
+        token_file = Path(summary["admin_token"]["file"])
+        assert token_file == tmp_path / "run" / "roundtrip" / "admin-token" and token_file.read_text().strip()
+        assert summary["admin_token"]["read"] == f"cat {token_file}"
 
         again = infctl("deploy", "-f", str(profile), "--detach")
         assert again.exit_code == 1

@@ -13,6 +13,7 @@ import pytest
 
 from infctl.config import DeploymentProfile
 from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local.admin_token import token_path
 from infctl.local.plan import router_specs
 
 FAST = SupervisorSettings(
@@ -102,7 +103,9 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
     task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
     try:
         await asyncio.wait_for(ready.wait(), 30)
-        async with httpx.AsyncClient(timeout=30, trust_env=False) as c:
+        # The router's admin API wants the token the supervisor generated for the release.
+        admin = {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
+        async with httpx.AsyncClient(timeout=30, trust_env=False, headers=admin) as c:
             assert (await scale_status(c, plan))["units"][unit]["ready"] == 1
             r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 2})
             assert r.status_code == 202
