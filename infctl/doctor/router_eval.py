@@ -6,8 +6,10 @@ policy is rebuilt with the router's ``build_policy`` so doctor reads it exactly 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from infctl.config import DeploymentProfile
 from infctl.doctor.result import CheckResult, Group, failed, passed, warned
@@ -27,6 +29,28 @@ def evaluate_ready(status: int | None, body: object, *, target: str = "") -> Che
         return passed(G, "ready", f"ready, {routable} backends in rotation", target=target)
     return failed(G, "ready", f"GET /ready: HTTP {status}: {str(body)[:80]}",
                   "no backend is in rotation: fix the engines listed under backends", target=target)
+
+
+def evaluate_admin_auth(status: int | None, url: str, *, target: str = "") -> CheckResult | None:
+    """What ``GET /admin/backends`` without a token says about the admin API: 401 guarded, 200 open (a
+    failure, or a warning on a loopback address, which every local user still reaches); None: unknown."""
+    if status == 401:
+        return passed(G, "admin", "the admin API requires a bearer token", target=target)
+    if status != 200:
+        return None
+    host = urlsplit(url).hostname or ""
+    loopback = host == "localhost" or _is_loopback(host)
+    fix = ("set admin_token_env in the router file and that variable to a token (infctl deploy does: "
+           "Secret <release>-router-admin), or INFCTL_ROUTER_ADMIN_TOKEN for infctl router")
+    summary = "the admin API answers without a token: whoever reaches it can add backends and move traffic"
+    return (warned if loopback else failed)(G, "admin", summary, fix, target=target)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def evaluate_backends(backends: Backends, *, target: str = "") -> CheckResult:

@@ -11,15 +11,16 @@ from infctl.doctor.http import Answer, fetch
 from infctl.doctor.result import CheckResult, failed, passed, skipped, warned
 from infctl.doctor.targets import RouterTarget
 from infctl.errors import MetricsError
+from infctl.router.admin_validate import DEFAULT_TOKEN_ENV as ADMIN_TOKEN_ENV
 from infctl.telemetry import parse_metrics, value
 
 KV_BATCHES = "infctl_router_kv_event_batches_total"
-ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
-LATER = ("ready", "backends", "signals", "policy")
+LATER = ("ready", "admin", "backends", "signals", "policy")
 
 
 async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[CheckResult]:
-    """Health, readiness, backends, signal freshness and policy of the router at ``target.url``."""
+    """Health, readiness, whether the admin API wants a token, backends, signal freshness and policy of
+    the router at ``target.url``."""
     url, t = target.url.rstrip("/"), target.url
     health = await fetch(client, "GET", url + "/health")
     if health.status != 200:
@@ -35,6 +36,10 @@ async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[
     )
     results = [passed("router", "health", "up (GET /health: 200)", target=t),
                ev.evaluate_ready(ready.status, ready.body, target=t)]
+    # Whether the admin API is open: asked without a token (the answer above used ours, if we have one).
+    bare = backends if target.admin_token is None else await fetch(client, "GET", url + "/admin/backends")
+    admin = ev.evaluate_admin_auth(bare.status, url, target=t)
+    results += [admin] if admin is not None else []
     denied = _admin_denied(backends, t)
     if denied is not None:
         return [*results, denied]

@@ -7,24 +7,26 @@ import asyncio
 import httpx
 
 from infctl.doctor.result import CheckResult
+from infctl.doctor.router_eval import evaluate_admin_auth
 from infctl.doctor.router_probe import check_router
 from infctl.doctor.targets import RouterTarget
 from infctl.router.snapshot import Backend
 from infctl.telemetry import make_client
 
 
-async def doctor(url: str) -> dict[str, list[CheckResult]]:
+async def doctor(url: str, token: str | None = None) -> dict[str, list[CheckResult]]:
     async with make_client(timeout=5.0) as client:
-        results = await check_router(client, RouterTarget(url))
+        results = await check_router(client, RouterTarget(url, token))
     out: dict[str, list[CheckResult]] = {}
     for r in results:
         out.setdefault(r.name, []).append(r)
     return out
 
 
-async def settle(url: str, until: str, seconds: float = 3.0) -> None:
+async def settle(url: str, until: str, seconds: float = 3.0, token: str | None = None) -> None:
     """Poll the admin API until ``until`` holds ('ejected' or 'scraped') for some/all backends."""
-    async with httpx.AsyncClient() as client:
+    headers = {"authorization": f"Bearer {token}"} if token else None
+    async with httpx.AsyncClient(headers=headers) as client:
         for _ in range(int(seconds / 0.05)):
             rows = (await client.get(f"{url}/admin/backends")).json()["backends"]
             if until == "ejected" and any(b["ejected"] for b in rows):
@@ -37,11 +39,27 @@ async def settle(url: str, until: str, seconds: float = 3.0) -> None:
 
 async def test_healthy_router_passes(start_sim, start_router) -> None:
     sims = await start_sim(instances=2)
-    url = await start_router([Backend(id=u, url=u, engine="vllm") for u in sims.urls], policy="cache_aware")
-    await settle(url, "scraped")
-    found = await doctor(url)
+    backends = [Backend(id=u, url=u, engine="vllm") for u in sims.urls]
+    url = await start_router(backends, policy="cache_aware", admin_token="s3cret")
+    await settle(url, "scraped", token="s3cret")
+    found = await doctor(url, "s3cret")
     assert {r.status for rs in found.values() for r in rs} == {"pass"}, found
     assert "2 in rotation" in found["backends"][0].summary
+    assert "requires a bearer token" in found["admin"][0].summary
+
+
+async def test_an_open_admin_api_is_flagged(start_sim, start_router) -> None:
+    sims = await start_sim(instances=1)
+    url = await start_router([Backend(id=u, url=u, engine="vllm") for u in sims.urls])
+    for token in (None, "unused"):  # with a token of its own, doctor still asks once without one
+        (admin,) = (await doctor(url, token))["admin"]
+        assert admin.status == "warn"  # 127.0.0.1: every local user reaches it
+        assert "answers without a token" in admin.summary and admin.fix is not None
+    # Reached at a routable address the same router is a failure (pure verdict on what it answered).
+    (verdict,) = [evaluate_admin_auth(200, "http://10.0.0.7:8000")]
+    assert verdict is not None and verdict.status == "fail"
+    assert evaluate_admin_auth(401, "http://10.0.0.7:8000").status == "pass"  # type: ignore[union-attr]
+    assert evaluate_admin_auth(None, url) is None
 
 
 async def test_ejected_backend_is_listed_with_its_last_error(start_sim, start_router) -> None:
