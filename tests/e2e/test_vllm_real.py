@@ -12,6 +12,7 @@ import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,9 +33,10 @@ def words(n: int, seed: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(n))
 
 
-def admin_headers() -> dict[str, str]:
-    token = os.environ.get("INFCTL_ROUTER_ADMIN_TOKEN")
-    return {"authorization": f"Bearer {token}"} if token else {}
+def admin_headers(release: Release) -> dict[str, str]:
+    """The router requires the token the local deploy generated (its summary names the file)."""
+    token = Path(release.summary["admin_token"]["file"]).read_text().strip()
+    return {"authorization": f"Bearer {token}"}
 
 
 def stream_completion(url: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
@@ -217,7 +219,7 @@ def run_shared_prefix_workload(release: Release, policy: str, seed: int) -> floa
     """5 shared 512-token prefixes (4 of vLLM's 128-token CPU blocks) x 4 rounds in shuffled order, each
     with a unique suffix; returns vLLM's own hits/queries ratio over the run, summed over both engines."""
     with httpx.Client(timeout=120, trust_env=False) as client:
-        resp = client.put(release.router_url + "/admin/policy", json=policy, headers=admin_headers())
+        resp = client.put(release.router_url + "/admin/policy", json=policy, headers=admin_headers(release))
         assert resp.status_code == 200, resp.text
         prefixes = [words(512, seed * 100 + p) for p in range(5)]
         order = [(r, p) for r in range(4) for p in range(5)]
@@ -244,7 +246,7 @@ def test_prefix_routing_raises_vllm_prefix_hit_ratio(vllm_release: Release, poli
 
 def backends(release: Release) -> list[dict[str, Any]]:
     resp = httpx.get(
-        release.router_url + "/admin/backends", headers=admin_headers(), timeout=10, trust_env=False
+        release.router_url + "/admin/backends", headers=admin_headers(release), timeout=10, trust_env=False
     )
     resp.raise_for_status()
     out: list[dict[str, Any]] = resp.json()["backends"]
@@ -254,7 +256,7 @@ def backends(release: Release) -> list[dict[str, Any]]:
 def test_killed_engine_is_ejected_and_requests_keep_succeeding(vllm_release: Release) -> None:
     with httpx.Client(timeout=10, trust_env=False) as client:
         resp = client.put(
-            vllm_release.router_url + "/admin/policy", json="round_robin", headers=admin_headers()
+            vllm_release.router_url + "/admin/policy", json="round_robin", headers=admin_headers(vllm_release)
         )
         assert resp.status_code == 200, resp.text
     status = vllm_release.infctl("status", "--release", vllm_release.name)
