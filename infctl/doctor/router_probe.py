@@ -11,10 +11,12 @@ from infctl.doctor.http import Answer, fetch
 from infctl.doctor.result import CheckResult, failed, passed, skipped, warned
 from infctl.doctor.targets import RouterTarget
 from infctl.errors import MetricsError
-from infctl.router.admin_validate import DEFAULT_TOKEN_ENV as ADMIN_TOKEN_ENV
+from infctl.router.admin_validate import DEFAULT_TOKEN_ENV
 from infctl.telemetry import parse_metrics, value
 
 KV_BATCHES = "infctl_router_kv_event_batches_total"
+ADMIN_TOKEN_ENV = DEFAULT_TOKEN_ENV
+"""Where ``infctl doctor`` reads the router's admin token (the router's own default)."""
 LATER = ("ready", "admin", "backends", "signals", "policy")
 
 
