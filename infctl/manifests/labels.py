@@ -29,6 +29,11 @@ WORKLOAD = "infctl.io/workload"
 """The set of identical replicas a pod belongs to (``g0-prefill``, ``decode``, ``engine``); the immutable
 part of a workload's selector."""
 
+UPSTREAM = "infctl.io/upstream"
+"""Upstream group of an engine's backends in the router (weighted splits, cutover); default ``default``."""
+DP_SIZE = "infctl.io/data-parallel-size"
+"""Data-parallel ranks an engine pod serves behind its HTTP port; the router makes one backend per rank."""
+
 SERVES = "infctl.io/serves"
 """``http`` on engine pods that serve the OpenAI API (Deployment pods, LeaderWorkerSet leaders); workers of
 a multi-node replica lack it, so the router's discovery never picks them."""

@@ -105,6 +105,8 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
             pod_labels[L.GROUP] = L.group_value(group)
         if pool is not None:
             pod_labels[L.POOL] = pool
+        if profile.model.data_parallel_size > 1:
+            pod_labels[L.DP_SIZE] = str(profile.model.data_parallel_size)
         affinity = (
             group_affinity(profile.name, group, switch, anti_affinity)
             if group is not None and switch is not None

@@ -11,7 +11,8 @@ A pod describes itself with these keys, each read from its labels, then from its
 ``infctl.io/upstream``                upstream group for weighted splits and cutover (default ``default``)
 ``infctl.io/data-parallel-size``      N > 1: the pod serves N data-parallel ranks behind one port, and
                                       each rank r becomes its own backend ``<url>#dp<r>`` (own load, pinned
-                                      the engine's way); default 1
+                                      the engine's way); default 1 (*rendered* when the model
+                                      profile's ``data_parallel_size`` > 1)
 ``infctl.io/kv-events``               where the engine publishes KV-cache events: a port, or an endpoint
                                       (a bind address such as ``tcp://*:5557`` means the pod's IP); default:
                                       the container port named ``kv-events`` (*rendered* when the model
@@ -49,10 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ROLES = ("prefill", "decode", "both")
-UPSTREAM = "infctl.io/upstream"
-"""Label or annotation: the upstream group the pod's backends belong to."""
-DP_SIZE = "infctl.io/data-parallel-size"
-"""Label or annotation: data-parallel ranks served behind the pod's HTTP port."""
 KV_EVENTS = "infctl.io/kv-events"
 """Label or annotation: KV-events port or endpoint (overrides the ``kv-events`` container port)."""
 KV_EVENTS_PORT = "kv-events"
@@ -107,7 +104,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
             f"{labels.ENGINE}={engine!r} is no engine infctl knows ({', '.join(sorted(ENGINES))})"
         )
         engine = s.engine
-    ranks = _count(keys.get(DP_SIZE), DP_SIZE, problems)
+    ranks = _count(keys.get(labels.DP_SIZE), labels.DP_SIZE, problems)
     url = f"http://{ip}:{_named_port(pod, 'http') or s.port}"
     backends = tuple(
         Backend(
@@ -116,7 +113,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
             role=cast(Role, role if role in _ROLES else "both"),
             group=keys.get(labels.GROUP),
             pool=keys.get(labels.POOL),
-            upstream=keys.get(UPSTREAM, "default"),
+            upstream=keys.get(labels.UPSTREAM, "default"),
             engine=engine,
             dp_rank=None if ranks == 1 else rank,
         )

@@ -165,3 +165,20 @@ def test_pool_mode_one_scale_target_per_role(prefill: int, decode: int, dp: int)
 def test_replica_smaller_than_a_node_packs() -> None:
     assert nodes_for(5, 2, 8) == 2
     assert nodes_for(3, 16, 8) == 6
+
+
+@pytest.mark.parametrize("dp", [1, 2, 4])
+def test_dp_pods_carry_the_rank_count_discovery_reads(dp: int) -> None:
+    """Discovery makes one backend per rank from exactly the labels placement puts on the pod."""
+    from infctl.router.discovery import DiscoverySettings, targets_from_pod
+
+    for w in plan_placement(profile("pool", dp=dp)).workloads:
+        assert w.pod_labels.get(L.DP_SIZE) == (str(dp) if dp > 1 else None)
+        pod = {
+            "metadata": {"labels": {**w.pod_labels, L.SERVES: "http"}},
+            "status": {"podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        found = targets_from_pod(pod, DiscoverySettings(namespace="ns", selector="a=b"))
+        assert found is not None and found.problems == ()
+        assert [b.dp_rank for b in found.backends] == (list(range(dp)) if dp > 1 else [None])
+        assert {b.role for b in found.backends} == {w.role}
