@@ -20,7 +20,7 @@ from infctl.router.fetch import post_whole
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.relay import forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
-from infctl.router.snapshot import RequestInfo, Snapshot
+from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
 
 if TYPE_CHECKING:
@@ -176,10 +176,7 @@ async def _attempt(
     counts as the backend's queued prefill until the first token arrives."""
     pool, loop = state.pool, asyncio.get_running_loop()
     backend = pool.backend(decode)
-    send_headers = dict(headers)
-    adapter = get_adapter(backend.engine or state.cfg.engine)
-    if backend.dp_rank is not None and adapter.dp_rank_header:
-        send_headers[adapter.dp_rank_header] = str(backend.dp_rank)
+    send_headers = _pinned(state, backend, headers)
     pool.start(decode, info.prompt_tokens, expected, cached_tokens=cached)
     got_first = False
 
@@ -193,7 +190,7 @@ async def _attempt(
         if prefill is None:
             payload = raw
         else:
-            payload = await _pd_payload(state, body, send_headers, prefill, decode)
+            payload = await _pd_payload(state, body, headers, prefill, decode)
         url, rid = backend.url + request.path, info.request_id
         if state.http1 is not None and lean_capable(url, request):
             out, result = await forward_lean(
@@ -235,6 +232,7 @@ async def _pd_payload(
     """Run the PD protocol's prefill side and return the decode leg's body (adapter-defined wire format)."""
     prefill = state.pool.backend(prefill_id)
     adapter = get_adapter(prefill.engine or state.cfg.engine)
+    headers = _pinned(state, prefill, headers)  # its own rank: never the decode backend's
     host, _, port = prefill.url.rpartition("//")[2].partition(":")
     endpoint = PDEndpoint(host=host, port=int(port or 80))
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
@@ -254,6 +252,17 @@ async def _pd_payload(
     state.background.add(task)
     task.add_done_callback(state.background.discard)
     return json.dumps(adapter.decode_body(body, None, endpoint, room)).encode()
+
+
+def _pinned(state: RouterState, backend: Backend, headers: Mapping[str, str]) -> Mapping[str, str]:
+    """``headers`` pinning a data-parallel rank's request to that rank (the engine's DP header); the same
+    mapping, not a copy, for a backend that is a whole engine."""
+    name = (
+        get_adapter(backend.engine or state.cfg.engine).dp_rank_header
+        if backend.dp_rank is not None
+        else None
+    )
+    return headers if name is None else {**headers, name: str(backend.dp_rank)}
 
 
 async def _post(state: RouterState, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:

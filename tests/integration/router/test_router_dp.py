@@ -44,7 +44,8 @@ async def dp_engine() -> AsyncIterator[FakeDPEngine]:
 
     async def complete(request: web.Request) -> web.Response:
         engine.ranks_seen.append(request.headers.get(header))
-        return web.json_response({"choices": [{"index": 0, "text": " ok", "finish_reason": "length"}]})
+        choice = {"index": 0, "text": " ok", "finish_reason": "length"}
+        return web.json_response({"choices": [choice], "kv_transfer_params": {"remote_engine_id": "e"}})
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(text=engine.metrics())
@@ -93,3 +94,20 @@ async def test_each_rank_gets_its_own_signals_and_requests_avoid_the_busy_rank(
             body = {"model": MODEL, "prompt": f"q {i}", "max_tokens": 1}
             assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
     assert dp_engine.ranks_seen == ["1"] * 6
+
+
+async def test_each_pd_leg_is_pinned_to_its_own_rank(dp_engine: FakeDPEngine, start_router) -> None:
+    """Rank 0 prefills and rank 1 decodes, behind one URL: the prefill leg must carry rank 0, not the
+    decode backend's rank."""
+    backends = [
+        Backend(
+            id=f"{dp_engine.url}#dp{r}", url=dp_engine.url, dp_rank=r, engine="vllm", role=role, group="g0"
+        )
+        for r, role in ((0, "prefill"), (1, "decode"))
+    ]
+    url = await start_router(backends, pd_min_uncached_tokens=16)
+    prompt = " ".join(f"w{i}" for i in range(300))
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2})
+    assert r.status_code == 200
+    assert dp_engine.ranks_seen == ["0", "1"]
