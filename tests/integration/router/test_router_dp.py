@@ -8,7 +8,7 @@ header of every completion it receives.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,6 +19,7 @@ from infctl.engines import get_adapter
 from infctl.router.snapshot import Backend
 
 MODEL = "m"
+StartRouter = Callable[..., Awaitable[str]]
 
 
 @dataclass
@@ -70,7 +71,7 @@ async def dp_engine() -> AsyncIterator[FakeDPEngine]:
 
 
 async def test_each_rank_gets_its_own_signals_and_requests_avoid_the_busy_rank(
-    dp_engine: FakeDPEngine, start_router
+    dp_engine: FakeDPEngine, start_router: StartRouter
 ) -> None:
     dp_engine.waiting = {"0": 40, "1": 0}  # rank 0 is swamped, rank 1 idle
     backends = [
@@ -96,14 +97,16 @@ async def test_each_rank_gets_its_own_signals_and_requests_avoid_the_busy_rank(
     assert dp_engine.ranks_seen == ["1"] * 6
 
 
-async def test_each_pd_leg_is_pinned_to_its_own_rank(dp_engine: FakeDPEngine, start_router) -> None:
+async def test_each_pd_leg_is_pinned_to_its_own_rank(
+    dp_engine: FakeDPEngine, start_router: StartRouter
+) -> None:
     """Rank 0 prefills and rank 1 decodes, behind one URL: the prefill leg must carry rank 0, not the
     decode backend's rank."""
     backends = [
         Backend(
             id=f"{dp_engine.url}#dp{r}", url=dp_engine.url, dp_rank=r, engine="vllm", role=role, group="g0"
         )
-        for r, role in ((0, "prefill"), (1, "decode"))
+        for r, role in ((0, "prefill"), (1, "decode"))  # type: ignore[misc]
     ]
     url = await start_router(backends, pd_min_uncached_tokens=16)
     prompt = " ".join(f"w{i}" for i in range(300))
