@@ -103,10 +103,8 @@ async def test_each_pd_leg_is_pinned_to_its_own_rank(
     """Rank 0 prefills and rank 1 decodes, behind one URL: the prefill leg must carry rank 0, not the
     decode backend's rank."""
     backends = [
-        Backend(
-            id=f"{dp_engine.url}#dp{r}", url=dp_engine.url, dp_rank=r, engine="vllm", role=role, group="g0"
-        )
-        for r, role in ((0, "prefill"), (1, "decode"))  # type: ignore[misc]
+        Backend(id="dp0", url=dp_engine.url, dp_rank=0, engine="vllm", role="prefill", group="g0"),
+        Backend(id="dp1", url=dp_engine.url, dp_rank=1, engine="vllm", role="decode", group="g0"),
     ]
     url = await start_router(backends, pd_min_uncached_tokens=16)
     prompt = " ".join(f"w{i}" for i in range(300))
