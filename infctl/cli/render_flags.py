@@ -1,6 +1,6 @@
 """The render flags every Kubernetes-target command takes (``render``, ``diff``, ``deploy``), declared once.
 
-A command decorated with :func:`with_render_flags` takes one ``options: RenderOptions`` instead of the eight
+A command decorated with :func:`with_render_flags` takes one ``options: RenderOptions`` instead of the nine
 flags; Typer still sees, and ``--help`` still lists, every flag, with :class:`RenderOptions`' defaults.
 :func:`render_options` then checks them against the profile and settles the namespace.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -54,7 +55,19 @@ _FLAGS: dict[str, Any] = {
         bool,
         typer.Option("--monitoring/--no-monitoring", help="Render monitors, alert rules and dashboards."),
     ],
+    "admin_token_secret": Annotated[
+        str | None,
+        typer.Option(
+            "--admin-token-secret",
+            metavar="NAME",
+            help="Secret (key `token`, the release's namespace) router and autoscaler read the admin token "
+            "from, instead of <release>-router-admin. Deploy creates only that default Secret, never a "
+            "named one: create it first (kubectl create secret generic NAME --from-literal=token=...).",
+        ),
+    ],
 }
+_SECRET_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+"""A Kubernetes object name (DNS subdomain), as the API server checks a Secret's."""
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(RenderOptions)}
 _PARAMETERS = [
     inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=flag, default=_DEFAULTS[name])
@@ -85,9 +98,17 @@ def with_render_flags(command: F) -> F:
 def render_options(
     profile: DeploymentProfile, namespace: str | None, options: RenderOptions, *, fallback: str = "default"
 ) -> RenderOptions:
-    """``options`` checked; the namespace is the profile's, else ``namespace`` (-n), else ``fallback``."""
+    """``options`` checked (anti-affinity, Secret name); the namespace is the profile's, else
+    ``namespace`` (-n), else ``fallback``."""
     if options.anti_affinity not in ("preferred", "required"):
         raise ConfigError(f"--anti-affinity: expected preferred or required, found {options.anti_affinity!r}")
+    secret = options.admin_token_secret
+    if secret is not None and not _SECRET_NAME.fullmatch(secret):
+        raise ConfigError(
+            f"--admin-token-secret: {secret!r} is not a Secret name",
+            hint="lowercase letters, digits, '-' and '.', starting and ending with a letter or digit "
+            "(at most 253 characters)",
+        )
     if namespace and profile.namespace and namespace != profile.namespace:
         raise ConfigError(
             f"-n {namespace} disagrees with the profile's namespace {profile.namespace!r}",

@@ -38,6 +38,8 @@ class AdminSecretRef:
     name: str
     namespace: str
     key: str = TOKEN_KEY
+    named: bool = False
+    """True when the operator named the Secret (``--admin-token-secret``): deploy never creates it."""
 
     def read_command(self) -> str:
         """The shell command that prints the token."""
@@ -67,8 +69,9 @@ def admin_secret_ref(objects: Iterable[dict[str, Any]]) -> AdminSecretRef | None
             for env in container.get("env", []):
                 ref = env.get("valueFrom", {}).get("secretKeyRef")
                 if env.get("name") == ADMIN_TOKEN_ENV and ref is not None:
-                    namespace = obj["metadata"]["namespace"]
-                    return AdminSecretRef(ref["name"], namespace, ref.get("key", TOKEN_KEY))
+                    namespace, name = obj["metadata"]["namespace"], ref["name"]
+                    named = name != default_secret_name(labels.get(L.RELEASE, ""))
+                    return AdminSecretRef(name, namespace, ref.get("key", TOKEN_KEY), named)
     return None
 
 
@@ -85,9 +88,14 @@ def secret_object(ref: AdminSecretRef, labels: dict[str, str], token: str) -> di
 
 def render_note(ref: AdminSecretRef) -> str:
     """YAML comment lines for rendered output: the Secret the router needs, which is not in it."""
+    who = (
+        "# not rendered here. `infctl deploy` never creates a named Secret; create it before deploying:\n"
+        if ref.named
+        else "# not rendered here. `infctl deploy` creates it when missing; applying these files yourself,\n"
+        "# create it first:\n"
+    )
     return (
         f"# The router's admin token comes from Secret {ref.namespace}/{ref.name} (key {ref.key}), which is\n"
-        "# not rendered here. `infctl deploy` creates it when missing; applying these files yourself,\n"
-        f"# create it first: {ref.create_command()}\n"
+        f"{who}#   {ref.create_command()}\n"
         f"# Read it: {ref.read_command()}\n"
     )

@@ -32,12 +32,13 @@ def test_flags_reach_the_command_as_render_options() -> None:
     seen: list[tuple[str, RenderOptions]] = []
     argv = ["--name", "y", "--image", "i:1", "--anti-affinity", "required", "--gateway", "gw/g",
             "--old-backend", "old:80", "--weight", "10", "--inference-pool-epp", "epp",
-            "--no-traffic", "--no-monitoring"]  # fmt: skip
+            "--no-traffic", "--no-monitoring", "--admin-token-secret", "shared-admin"]  # fmt: skip
     result = CliRunner().invoke(_app(seen), argv)
     assert result.exit_code == 0, result.output
     assert seen == [
         ("y", RenderOptions(image="i:1", anti_affinity="required", gateway="gw/g", old_backend="old:80",
-                            weight=10, inference_pool_epp="epp", traffic=False, monitoring=False)),
+                            weight=10, inference_pool_epp="epp", traffic=False, monitoring=False,
+                            admin_token_secret="shared-admin")),
     ]  # fmt: skip
 
 
@@ -52,7 +53,8 @@ def test_help_lists_every_flag_and_keeps_brackets() -> None:
     result = CliRunner().invoke(_app([]), ["--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     for flag in ("--image", "--anti-affinity", "--gateway", "--old-backend", "--weight",
-                 "--inference-pool-epp", "--no-traffic", "--no-monitoring", "--name"):  # fmt: skip
+                 "--inference-pool-epp", "--no-traffic", "--no-monitoring", "--admin-token-secret",
+                 "--name"):  # fmt: skip
         assert flag in result.output
     assert "[ns/]name" in result.output and "--options" not in result.output
 
@@ -73,3 +75,25 @@ def test_bad_anti_affinity_and_disagreeing_namespace_are_config_errors() -> None
     with pytest.raises(ConfigError, match="disagrees") as e:
         render_options(profile, "other", RenderOptions())
     assert e.value.hint == "drop -n, or --set namespace=other"
+
+
+@pytest.mark.parametrize("name", ["Shared", "-x", "a_b", "x" * 254, ""])
+def test_an_impossible_secret_name_is_a_config_error(name: str) -> None:
+    with pytest.raises(ConfigError, match="--admin-token-secret") as e:
+        render_options(load_deployment(QWEN), None, RenderOptions(admin_token_secret=name))
+    assert e.value.hint is not None and "lowercase" in e.value.hint
+    ok = render_options(load_deployment(QWEN), None, RenderOptions(admin_token_secret="team.admin-1"))
+    assert ok.admin_token_secret == "team.admin-1"
+
+
+def test_render_reads_the_named_secret_and_says_deploy_will_not_create_it() -> None:
+    from infctl.cli.main import _register, app
+
+    _register()
+    kimi = str(ROOT / "profiles" / "kimi-k2-pool.yaml")
+    result = CliRunner().invoke(app, ["render", "-f", kimi, "--admin-token-secret", "shared-admin"])
+    assert result.exit_code == 0, result.output
+    assert "name: shared-admin" in result.output and "kimi-k2-router-admin" not in result.output
+    assert "never creates a named Secret" in result.output
+    default = CliRunner().invoke(app, ["render", "-f", kimi])
+    assert "name: kimi-k2-router-admin" in default.output and "creates it when missing" in default.output

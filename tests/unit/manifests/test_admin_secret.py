@@ -51,7 +51,9 @@ def test_a_named_secret_replaces_the_default_everywhere() -> None:
     objs = objects(admin_token_secret="shared-admin")
     for component in ("router", "autoscaler"):
         assert token_env(objs, component)[0]["valueFrom"]["secretKeyRef"]["name"] == "shared-admin"
-    assert admin_secret_ref(objs) == AdminSecretRef("shared-admin", "inference")
+    ref = admin_secret_ref(objs)
+    assert ref == AdminSecretRef("shared-admin", "inference", named=True)
+    assert "never creates a named Secret" in render_note(ref)
 
 
 def test_without_a_router_nothing_reads_a_token() -> None:
@@ -69,6 +71,7 @@ def test_operator_commands_and_note() -> None:
         "kubectl create secret generic r-router-admin -n prod --from-literal=token="
     )
     note = render_note(ref)
+    assert "creates it when missing" in note and "never creates" not in note
     assert all(line.startswith("# ") for line in note.splitlines())
     assert ref.create_command() in note and ref.read_command() in note
     body = secret_object(ref, {"a": "b"}, "t0k")
