@@ -3,7 +3,8 @@
 ``--engines URL[,key=value...]`` takes the keys of :class:`EngineTarget` (``engine``, ``model``, ``role``,
 ``kv_events``); a profile fills in what a spec leaves out (engine, served model name, prefix caching, KV-event
 port, whether the router's index is precise). A local release contributes its engines and router from the
-plan and state files its supervisor wrote.
+plan and state files its supervisor wrote, and the router's admin token from the release's token file
+unless the operator exported one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from infctl.config import DeploymentProfile, LocalSettings
 from infctl.doctor.targets import DoctorRequest, EngineTarget, RouterTarget
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
+from infctl.local.admin_token import token_path
 from infctl.local.deploy import read_plan
 from infctl.local.procs import pid_alive
 from infctl.local.spec import LocalPlan
@@ -108,6 +110,16 @@ def _precise(policy: str | None) -> bool:
         return False
 
 
+def local_admin_token(run_dir: Path, plan: LocalPlan) -> str | None:
+    """The token the supervisor of ``plan`` (found under ``run_dir``, which may be spelt differently from
+    the plan's own) generated for its router, or None when there is no readable token file (the router
+    check then reports that the admin API refused doctor)."""
+    try:
+        return token_path(replace(plan, run_dir=run_dir)).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def read_local_plan(run_dir: Path, release: str) -> LocalPlan | None:
     """The plan a local release was started from, or None when it has none on disk."""
     path = run_dir / release / PLAN_FILE
@@ -139,7 +151,7 @@ def build_request(
     if plan is not None:
         local_engines, local_router = local_targets(plan, profile)
         targets += [t for t in local_engines if t.url not in {e.url for e in targets}]
-        router_target = router_target or (
-            RouterTarget(local_router.url, admin_token) if local_router else None)
+        token = admin_token or local_admin_token(directory, plan)
+        router_target = router_target or (RouterTarget(local_router.url, token) if local_router else None)
     return DoctorRequest(profile=profile, engines=tuple(targets), router=router_target, cluster=cluster,
                          namespace=namespace, local_release=local, run_dir=directory.absolute())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ from infctl.config import load_deployment
 from infctl.doctor.resolve import build_request, engine_target, local_targets, parse_engine_spec
 from infctl.errors import ConfigError
 from infctl.local import build_plan
+from infctl.local.admin_token import ensure_token, token_path
+from infctl.local.settings import SupervisorSettings
+from infctl.local.spec import LocalPlan
+from infctl.local.state import PLAN_FILE, RunState, write_json_atomic, write_state
 
 PROFILES = Path(__file__).parents[3] / "profiles"
 
@@ -60,3 +65,27 @@ def test_nothing_to_check_is_bad_input(tmp_path: Path) -> None:
     assert request.router is not None and not request.checks_cluster and not request.checks_local
     kube = build_request(profile=load_deployment(PROFILES / "deepseek-v3-group.yaml"), run_dir=tmp_path)
     assert kube.checks_cluster and not kube.checks_local
+
+
+def _running_release(run_dir: Path) -> LocalPlan:
+    """A local release as its supervisor leaves it: plan.json, a running state, no token file yet."""
+    plan = build_plan(load_deployment(PROFILES / "local-demo.yaml"), is_free=lambda _: True, run_dir=run_dir)
+    data = {"plan": plan.to_dict(), "settings": asdict(SupervisorSettings())}
+    write_json_atomic(plan.release_dir / PLAN_FILE, data)
+    write_state(run_dir, RunState(release=plan.release, supervisor_pid=99, started_at=0.0, status="running",
+                                  processes=()))  # fmt: skip
+    return plan
+
+
+def test_a_local_router_is_asked_with_the_releases_token_unless_one_is_exported(tmp_path: Path) -> None:
+    plan = _running_release(tmp_path)
+    alive = lambda pid, started: True  # noqa: E731
+    request = build_request(local=plan.release, run_dir=tmp_path, alive=alive)
+    assert request.router is not None and request.router.admin_token is None  # no file: ask without one
+    token = ensure_token(token_path(plan))
+    request = build_request(local=plan.release, run_dir=tmp_path, alive=alive)
+    assert request.router is not None and request.router.admin_token == token
+    exported = build_request(local=plan.release, run_dir=tmp_path, admin_token="from-env", alive=alive)
+    assert exported.router is not None and exported.router.admin_token == "from-env"
+    named = build_request(local=plan.release, router="http://h:2", run_dir=tmp_path, alive=alive)
+    assert named.router is not None and named.router.admin_token is None  # not the local router's token
