@@ -14,9 +14,11 @@
 3. The same replay over the Mooncake trace (time-compressed 2x, 512-token blocks as the trace defines them).
 4. bench_router's two quality workloads replayed as bench_router sends them (same requests, prompts tokenised
    and hashed in 16-token blocks as the live router does, 4 engines with the sim's prefill speed and cache
-   sizes): the shared prefixes (300 requests at 16 req/s) and the Mooncake trace (x8, prompts x0.25). This is
-   the replay to tune against before a live run; ``--live-only`` runs just this part, ``--policy`` adds
-   policies (preset or JSON).
+   sizes): the shared prefixes (300 requests at 16 req/s) and the Mooncake trace (x8, prompts x0.25). Its
+   engine caches follow the sim's (``FluidModel.engine_cache``: blocks visible once computed, output blocks
+   cached, LRU by release), not the router's own index, so policies that duplicate blocks across engines
+   pay for it here as they do live. This is the replay to tune against before a live run; ``--live-only``
+   runs just this part, ``--policy`` adds policies (preset or JSON).
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ def quality(
 
 
 LIVE_ENGINES = 4
-SIM_MODEL = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006)
+SIM_MODEL = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, engine_cache=True)
 """The sim's Llama-3-8B/H100 timing (17.25 us per prefill token, ~6 ms decode steps), as bench_router's."""
 
 

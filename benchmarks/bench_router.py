@@ -1,6 +1,7 @@
 """Routers side by side on the same simulated engines: hit rate, TTFT and balance per workload, one run.
 
     python benchmarks/bench_router.py [--requests 300] [--rate 16] [--peers-bin DIR] [--only WORKLOAD]
+                                      [--repeat N]
 
 Each workload gets its own `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, KV events
 on ZMQ); before each router's run the engines' prefix caches are emptied, so every router starts from the
@@ -29,7 +30,10 @@ recompute an engine's block hashes). Under its row the benchmark prints what its
 
 Hit rate is engine-side (the engines' own prefix-cache counters); max/fair is the busiest engine's uncached
 prompt tokens over the fair share. Everything shares this machine's two cores (client, routers, engines), so
-absolute figures carry that noise; the ratios within one run are the point. Router overhead is measured by
+absolute figures carry that noise; the ratios within one run are the point. Run to run, the Mooncake hit
+rate moves by ~1 point and its TTFT p50 by ~13 ms: ``--repeat N`` runs N rounds (routers interleaved in
+each round, so a slow spell of the machine hits every router of that round), prints each round and then
+the medians. Router overhead is measured by
 benchmarks/bench_router_overhead.py.
 """
 
@@ -143,7 +147,7 @@ def routers(
     engines' KV-event endpoints, vllm-router's kv_aware fed by them). Policies on the precise or auto
     index get each backend's KV-event endpoint."""
     py = [sys.executable, "-m", "infctl", "router", "--engine", "vllm"]
-    out = []
+    out: list[Router] = []
     for i, policy in enumerate(policies):
         port = free_port()
         precise = bool(kv_events) and _index(policy) in ("precise", "auto")
@@ -151,7 +155,10 @@ def routers(
         specs = [f"{u},kv_events={e}" if precise else u for u, e in zip(engines, events, strict=True)]
         backends = [a for spec in specs for a in ("--backend", spec)]
         label = labels[i] if i < len(labels) else policy if len(policy) < 20 else policy[:17] + "..."
-        out.append(Router(f"infctl {label}", [*py, "--port", str(port), "--policy", policy, *backends], port))
+        name = f"infctl {label}"
+        if any(r.name == name for r in out):  # the same policy twice (an A/A check of the noise)
+            name = f"{name} #{sum(r.name.startswith(name) for r in out) + 1}"
+        out.append(Router(name, [*py, "--port", str(port), "--policy", policy, *backends], port))
     for name in ("sglang-router", "vllm-router") if peers else ():
         exe = str(peers_bin / name) if peers_bin and (peers_bin / name).exists() else shutil.which(name)
         if not exe:
@@ -303,7 +310,9 @@ def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayRes
         now = spec.at_s if spec.at_s is not None else now + rng.expovariate(stage.rate or 1.0)
         ids = token_ids(spec.prompt or "")
         trace.append(TraceRequest(now, RequestInfo.from_ids(f"o{i}", ids, model=MODEL), spec.max_tokens))
-    model = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, cache_tokens=blocks * 16)
+    model = FluidModel(
+        prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, cache_tokens=blocks * 16, engine_cache=True
+    )
     return oracle_replay([Backend(f"e{i}") for i in range(ENGINES)], trace, model)
 
 
@@ -313,20 +322,59 @@ HEADER = (
 )
 
 
+@dataclass(frozen=True)
+class Run:
+    """One router's figures from one bench run (hit rate None when the engines report no counters)."""
+
+    hit: float | None
+    p50_s: float
+    p99_s: float
+    out_tok_s: float
+    balance: float
+    failed: int
+
+    @classmethod
+    def of(cls, r: BenchResult) -> Run:
+        s = r.summary
+        hit = r.server.hit_rate if r.server else None
+        return cls(hit, s.ttft["p50"], s.ttft["p99"], s.output_throughput, balance(r), s.failed)
+
+
+def median_run(runs: Sequence[Run]) -> Run:
+    """Per-column medians over rounds (failures summed): one stall of the shared machine moves one round."""
+    hits = [r.hit for r in runs if r.hit is not None]
+
+    def med(xs: Sequence[float]) -> float:
+        return statistics.median(xs)
+
+    return Run(
+        med(hits) if hits else None,
+        med([r.p50_s for r in runs]),
+        med([r.p99_s for r in runs]),
+        med([r.out_tok_s for r in runs]),
+        med([r.balance for r in runs]),
+        sum(r.failed for r in runs),
+    )
+
+
+def spread(runs: Sequence[Run]) -> str:
+    """Each round's hit rate and TTFT p50/p99, so a difference can be weighed against the noise."""
+    return "  rounds: " + ", ".join(
+        f"{(r.hit or 0) * 100:.1f}% {r.p50_s * 1e3:.0f}/{r.p99_s * 1e3:.0f} ms" for r in runs
+    )
+
+
 def _vs(x: float, base: float | None) -> str:
     return f"{(x - base) / base * 100:+5.0f}%" if base else "     -"
 
 
-def quality_row(name: str, r: BenchResult, oracle: ReplayResult | None, rr: BenchResult | None) -> str:
-    hit = r.server.hit_rate if r.server else None
+def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) -> str:
+    hit = r.hit
     ratio = f"{hit / oracle.hit_rate:7.2f}" if hit is not None and oracle and oracle.hit_rate else "    n/a"
-    s, base = r.summary, rr.summary if rr else None
-    p50, p99 = s.ttft["p50"], s.ttft["p99"]
     return (
         f"{name:27s} {('%.0f%%' % (hit * 100)) if hit is not None else 'n/a':>5s} {ratio} "
-        f"{p50 * 1e3:8.0f} {_vs(p50, base.ttft['p50'] if base else None)} {p99 * 1e3:7.0f} "
-        f"{_vs(p99, base.ttft['p99'] if base else None)} {s.output_throughput:9.0f} {balance(r):8.2f} "
-        f"{s.failed:6d}"
+        f"{r.p50_s * 1e3:8.0f} {_vs(r.p50_s, rr.p50_s if rr else None)} {r.p99_s * 1e3:7.0f} "
+        f"{_vs(r.p99_s, rr.p99_s if rr else None)} {r.out_tok_s:9.0f} {r.balance:8.2f} {r.failed:6d}"
     )
 
 
@@ -335,26 +383,55 @@ def oracle_row(o: ReplayResult) -> str:
     return f"{name:27s} {o.hit_rate * 100:4.0f}% {1.0:7.2f} {model:>34s} {share:18.2f}"
 
 
-async def quality(title: str, sim: Sim, workload: WorkloadSpec, plan: LoadPlan, rs: Sequence[Router]) -> None:
+async def quality(
+    title: str, sim: Sim, workload: WorkloadSpec, plan: LoadPlan, rs: Sequence[Router], repeat: int = 1
+) -> None:
+    """Every router over the workload, ``repeat`` rounds with the routers interleaved in each round; with
+    several rounds each column is the median and each round's figures are printed under the row."""
     oracle = oracle_run(workload, plan, sim.blocks)
-    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each ==\n{HEADER}")
+    rounds = f", median of {repeat} interleaved rounds" if repeat > 1 else ""
+    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==\n{HEADER}")
     print(oracle_row(oracle), flush=True)
-    baseline: BenchResult | None = None
-    for r in rs:
-        try:
-            r.start()
-        except RuntimeError as exc:
-            print(f"{r.name:27s} did not start ({exc})")
-            continue
-        try:
-            res = await bench(r.url, sim.engines, workload, plan, r.name)
-            note = r.diagnose() if r.diagnose else None
-        finally:
-            r.stop()
-        baseline = baseline or res
-        print(quality_row(r.name, res, oracle, baseline), flush=True)
-        if note:
-            print(note, flush=True)
+    runs: dict[str, list[Run]] = {r.name: [] for r in rs}
+    notes: dict[str, str] = {}
+    for k in range(repeat):
+        for r in rs:
+            try:
+                r.start()
+            except RuntimeError as exc:
+                print(f"{r.name:27s} did not start ({exc})")
+                continue
+            try:
+                res = await bench(r.url, sim.engines, workload, plan, r.name)
+                note = r.diagnose() if r.diagnose else None
+            finally:
+                r.stop()
+            runs[r.name].append(Run.of(res))
+            if note:
+                notes[r.name] = note
+            if repeat > 1:
+                print(f"  (round {k + 1}/{repeat}) {quality_row(r.name, runs[r.name][-1], oracle, None)}",
+                      flush=True)  # fmt: skip
+            else:
+                _print_row(r.name, runs, oracle, rs, notes)
+    if repeat > 1:
+        print("medians:")
+        for r in rs:
+            _print_row(r.name, runs, oracle, rs, notes)
+
+
+def _print_row(
+    name: str, runs: dict[str, list[Run]], oracle: ReplayResult, rs: Sequence[Router], notes: dict[str, str]
+) -> None:
+    got = runs[name]
+    if not got:
+        return
+    base = next((median_run(runs[r.name]) for r in rs if runs[r.name]), None)
+    print(quality_row(name, median_run(got), oracle, base), flush=True)
+    if len(got) > 1:
+        print(spread(got), flush=True)
+    if name in notes:
+        print(notes[name], flush=True)
 
 
 async def mixed(sim: Sim, requests: int, rate: float, rounds: int) -> None:
@@ -421,6 +498,13 @@ async def main() -> None:
     ap.add_argument("--policy", action="append", help="infctl policies to run (preset or JSON); repeatable")
     ap.add_argument("--no-peers", action="store_true", help="skip sglang-router and vllm-router")
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of the shared and Mooncake runs, routers interleaved in each round; columns are the "
+        "medians and each round is printed (a 1-point hit-rate gap needs 2-3 rounds: ~1 point of noise)",
+    )
+    ap.add_argument(
         "--kv-events-encoding",
         choices=["map", "array"],
         default="map",
@@ -439,7 +523,8 @@ async def main() -> None:
             rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
                          kv_events=sim.kv_events, labels=labels)  # fmt: skip
             load = LoadPlan(stages=[Stage(rate=args.rate, num_requests=args.requests)], warmup=20)
-            await quality("shared prefixes (the demo's)", sim, prefix_scenario(ENGINES).workload, load, rs)
+            await quality("shared prefixes (the demo's)", sim, prefix_scenario(ENGINES).workload, load, rs,
+                          args.repeat)  # fmt: skip
     if "mooncake" in only and args.mooncake.exists():
         with Sim(blocks=16384, encoding=args.kv_events_encoding) as sim:
             rs = routers(sim.engines, args.peers_bin, policies, not args.no_peers,
@@ -449,7 +534,8 @@ async def main() -> None:
                 path=args.mooncake, time_compression=x, input_scale=0.25, max_input_tokens=16000
             )
             plan = LoadPlan(stages=[Stage(num_requests=args.mooncake_requests or None)])
-            await quality(f"Mooncake trace (x{x:g} faster, prompts x0.25)", sim, trace, plan, rs)
+            title = f"Mooncake trace (x{x:g} faster, prompts x0.25)"
+            await quality(title, sim, trace, plan, rs, args.repeat)
     if "mixed" in only:
         with Sim(blocks=2048, separate=True) as sim:
             await mixed(sim, args.mixed_requests, args.rate, args.mixed_rounds)

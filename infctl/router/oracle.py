@@ -33,7 +33,7 @@ def oracle_choice(fleet: Fleet, item: TraceRequest, settings: OracleSettings) ->
     """(backend, blocks it truly holds) with the lowest cost; ties go to the fewest queued tokens, then
     to a hash of (request, backend), the same for every run."""
     req, now, rate = item.request, item.arrival, fleet.model.prefill_tokens_per_s
-    held = fleet.truth.match(req.block_hashes)
+    held = fleet.cached(req.block_hashes, now)
 
     def key(b: Backend) -> tuple[float, float, int]:
         uncached = max(0, req.prompt_tokens - held.get(b.id, 0) * req.block_size)

@@ -2,7 +2,8 @@
 
 Not an engine simulator (that is ``infctl.sim``): each backend is a FIFO prefill queue drained at a fixed
 token rate, requests then decode for ``output_tokens x tpot``, and its prefix cache is an LRU of block hashes
-sized like the engine's (the approximate index, used here as ground truth). It answers "does this policy pile
+sized like the engine's (the approximate index, used here as ground truth; with ``engine_cache`` it is filled
+as the sim's engines fill theirs). It answers "does this policy pile
 work onto one backend, and what hit rate does it get" in well under a second and deterministically, which is
 what the hot-prefix tests and ``benchmarks/bench_policies.py`` need. Engine signals are always fresh (age 0).
 """
@@ -21,6 +22,18 @@ from infctl.router.snapshot import Backend, BackendState, RequestInfo, Snapshot
 from infctl.telemetry.kv_events import BlockRemoved, BlockStored
 from infctl.telemetry.signals import EngineSignals
 
+_UNIQUE = 1 << 64
+"""Hashes from here up stand for blocks only one request has (its output): never published as events."""
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
 
 @dataclass(frozen=True, slots=True)
 class TraceRequest:
@@ -38,6 +51,13 @@ class FluidModel:
     """Seconds per output token once prefill is done."""
     cache_tokens: int = 200_000
     """Prefix-cache capacity of one backend (tokens); also reported as the engine's cache size."""
+    engine_cache: bool = False
+    """Model the cache as ``infctl sim``'s engines (vLLM's block pool) keep it, instead of "a request's
+    prompt blocks are cached the moment it is routed": blocks become visible when the prefill that computes
+    them ends (to later requests on that engine's FIFO queue as well), output blocks are cached too (unique
+    to their request, they take room and evict), and a request's blocks become least-recently-used when it
+    finishes (freed last block first). What bench_router's engines do, so the replay predicts their hit
+    rate rather than the router index's own belief."""
 
 
 @dataclass(slots=True)
@@ -111,6 +131,49 @@ class Fleet:
         self._events: list[tuple[float, int, str, tuple[object, ...]]] = []
         """KV event batches not yet delivered: (time the engine publishes them, order, backend, events)."""
         self._order = 0
+        self._cache_ops: list[tuple[float, int, str, int, tuple[int, ...]]] = []
+        """``engine_cache``: cache updates due later: (time, order, backend, block size, hashes)."""
+        self._computing: dict[str, list[tuple[float, tuple[int, ...]]]] = {b.id: [] for b in backends}
+        """``engine_cache``: prompts queued or in prefill per engine: (prefill end, block hashes)."""
+        self._unique = _UNIQUE
+        """Next hash for a block no other request shares (output blocks): above every 64-bit block hash."""
+
+    def cached(self, hashes: Sequence[int], now: float) -> dict[str, int]:
+        """Backend -> leading blocks of ``hashes`` a request arriving at ``now`` finds cached there (with
+        ``engine_cache``, prompts queued ahead of it on that engine count: it starts after they end)."""
+        if not self.model.engine_cache:
+            return self.truth.match(hashes)
+        self._advance(now)
+        held = self.truth.match(hashes)
+        for backend, queued in self._computing.items():
+            for _, other in queued:
+                depth = _common_prefix(hashes, other)
+                if depth > held.get(backend, 0):
+                    held[backend] = depth
+        return held
+
+    def _advance(self, now: float) -> None:
+        """Apply the cache changes engines have made by ``now`` (and publish them as KV events)."""
+        ops = self._cache_ops
+        while ops and ops[0][0] <= now:
+            at, _, backend, block_size, hashes = heapq.heappop(ops)
+            queued = self._computing[backend]
+            while queued and queued[0][0] <= at:
+                queued.pop(0)
+            self._store(backend, hashes, block_size, at)
+
+    def _store(self, backend: str, hashes: Sequence[int], block_size: int, at: float) -> None:
+        """``backend`` caches ``hashes`` (most recent) at ``at``; its KV events are published then."""
+        change = self.truth.record(backend, hashes, self.model.cache_tokens // block_size)
+        events: list[object] = []
+        if change.evicted:
+            events.append(BlockRemoved([h for h in change.evicted if h < _UNIQUE]))
+        stored = [h for h in change.added[::-1] if h < _UNIQUE]
+        if stored:
+            events.append(BlockStored(stored, None, [], block_size))
+        if events:
+            self._order += 1
+            heapq.heappush(self._events, (at, self._order, backend, tuple(events)))
 
     def snapshot(self, now: float, block_size: int) -> Snapshot:
         states = {bid: e.state(now, self.model, block_size) for bid, e in self.engines.items()}
@@ -130,8 +193,10 @@ class Fleet:
 
     def dispatch(self, item: TraceRequest, chosen: str, reason: str) -> None:
         req, now, model = item.request, item.arrival, self.model
-        hit = self.truth.match(req.block_hashes).get(chosen, 0)
-        change = self.truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
+        hit = self.cached(req.block_hashes, now).get(chosen, 0)
+        engine_cache = model.engine_cache
+        if not engine_cache:
+            change = self.truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
         uncached = max(0, req.prompt_tokens - hit * req.block_size)
         engine = self.engines[chosen]
         done = max(now, engine.queue_until) + uncached / model.prefill_tokens_per_s
@@ -139,14 +204,17 @@ class Fleet:
         finish = done + item.output_tokens * model.tpot_s
         context = float(req.prompt_tokens + item.output_tokens)
         heapq.heappush(engine.running, (finish, context, done))
-        events: list[object] = []
-        if change.evicted:
-            events.append(BlockRemoved(list(change.evicted)))
-        if change.added:
-            events.append(BlockStored(list(change.added[::-1]), None, [], req.block_size))
-        if events:  # published once the prefill has computed the blocks
-            self._order += 1
-            heapq.heappush(self._events, (done, self._order, chosen, tuple(events)))
+        if engine_cache:
+            self._schedule_cache(chosen, item, done, finish)
+        else:
+            events: list[object] = []
+            if change.evicted:
+                events.append(BlockRemoved(list(change.evicted)))
+            if change.added:
+                events.append(BlockStored(list(change.added[::-1]), None, [], req.block_size))
+            if events:  # published once the prefill has computed the blocks
+                self._order += 1
+                heapq.heappush(self._events, (done, self._order, chosen, tuple(events)))
         r = self.result
         r.hit_blocks += hit
         r.prompt_blocks += req.num_blocks
@@ -154,6 +222,25 @@ class Fleet:
         r.requests[chosen] += 1
         r.reasons[reason] += 1
         r.ttft_s.append(done - now)
+
+    def _schedule_cache(self, backend: str, item: TraceRequest, done: float, finish: float) -> None:
+        """``engine_cache``: the prompt's blocks enter the cache when its prefill ends; when the request
+        finishes, its blocks (output ones too) become the engine's most recently freed."""
+        req = item.request
+        prompt = tuple(req.block_hashes)
+        n_out = (req.prompt_tokens + item.output_tokens) // req.block_size - len(prompt)
+        output = tuple(range(self._unique, self._unique + max(0, n_out)))
+        self._unique += len(output)
+        self._computing[backend].append((done, prompt))
+        self._computing[backend].sort(key=lambda x: x[0])
+        for at, hashes in ((done, prompt), (finish, prompt + output)):
+            self._order += 1
+            heapq.heappush(self._cache_ops, (at, self._order, backend, req.block_size, hashes))
+
+    def settle(self, now: float) -> None:
+        """Apply every cache change engines have made by ``now`` (KV events then become due)."""
+        if self.model.engine_cache:
+            self._advance(now)
 
 
 def replay(
@@ -167,6 +254,7 @@ def replay(
     fleet = Fleet(backends, model)
     seq: Counter[str] = Counter()
     for item in trace:
+        fleet.settle(item.arrival)
         if core.policy.index in ("precise", "auto"):
             for backend, events in fleet.due_events(item.arrival):
                 seq[backend] += 1
