@@ -25,13 +25,12 @@ from infctl.autoscaler.server import MetricsServer
 from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.signals import Buckets, read_router, router_backends, scrape_replicas
 from infctl.autoscaler.snapshot import Decision, ReplicaSignals, ScalerState, ScalingSnapshot
+from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.engines import get_adapter
 from infctl.errors import InfctlError
 from infctl.telemetry import make_client
 
 log = logging.getLogger(__name__)
-
-ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 
 OnDecision = Callable[[Decision, ScalingSnapshot], None]
 

@@ -10,6 +10,11 @@ from infctl.config._base import Count, Port, Problem, ProfileModel, raise_proble
 
 Seconds = Annotated[float, Field(gt=0)]
 
+ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
+"""The environment variable holding the router's admin bearer token when the router file names no other
+(``admin_token_env``); what rendered and local routers are given, and where the autoscaler, cutover and
+doctor read the token to call the admin API. Its one definition: everything else imports it."""
+
 
 class BackendEntry(ProfileModel):
     """One engine (or one data-parallel rank of an engine) the router sends requests to."""
@@ -86,7 +91,8 @@ class RouterFile(ProfileModel):
     pd_min_uncached_tokens: Annotated[int, Field(ge=0)] = 512
     """Disaggregate only above this many uncached prompt tokens. Default 512."""
     admin_token_env: str | None = None
-    """Name of the environment variable holding the admin bearer token (never the token itself)."""
+    """Name of the environment variable holding the admin bearer token (never the token itself); required
+    to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API."""
     drain_timeout_s: Seconds = 30.0
     """Grace for in-flight requests on SIGTERM, seconds. Default 30."""
 

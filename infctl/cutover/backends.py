@@ -16,10 +16,9 @@ from typing import Any, NamedTuple, Protocol
 
 import httpx
 
+from infctl.config.router import ADMIN_TOKEN_ENV as ADMIN_TOKEN_ENV
 from infctl.cutover.errors import CutoverError, StaleStateError
 from infctl.cutover.state import from_annotations, iso
-
-ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 
 
 class Observed(NamedTuple):

@@ -16,12 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from infctl.config.router import ADMIN_TOKEN_ENV as ADMIN_TOKEN_ENV
 from infctl.manifests import labels as L
 
-ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
-"""The variable rendered router (``admin_token_env``) and autoscaler pods read the token from: the
-router's default, ``infctl.router.admin_validate.DEFAULT_TOKEN_ENV`` (a test holds them equal). Not imported
-from there: ``infctl.router.discovery`` imports ``infctl.manifests``, so that import would be a cycle."""
+# Re-exported: rendered router (``admin_token_env``) and autoscaler pods read the token from ADMIN_TOKEN_ENV.
 TOKEN_KEY = "token"
 """The key of the token in the Secret."""
 

@@ -21,14 +21,16 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from infctl.config.router import BackendEntry
+from infctl.config.router import ADMIN_TOKEN_ENV, BackendEntry
 from infctl.errors import ConfigError
+from infctl.manifests.admin_secret import TOKEN_KEY, default_secret_name
 from infctl.router.config import backend_id
 from infctl.router.policies.weights import UpstreamConfig
 from infctl.router.snapshot import Backend
 
-DEFAULT_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
-"""Where the token is read from when the router file names no ``admin_token_env``."""
+DEFAULT_TOKEN_ENV = ADMIN_TOKEN_ENV
+"""Where the token is read from when the router file names no ``admin_token_env``
+(:data:`infctl.config.router.ADMIN_TOKEN_ENV`)."""
 _KV_SCHEMES = ("tcp://", "ipc://")
 
 
@@ -52,8 +54,9 @@ def admin_token_from_env(env_name: str | None, environ: Mapping[str, str]) -> st
         state = "is not set" if raw is None else "is empty"
         raise ConfigError(
             f"admin_token_env names {name}, which {state}: refusing to start with an open admin API",
-            hint=f"set {name} to the admin token (in Kubernetes: the router's '<release>-admin' secret, "
-            "key 'token'), or drop admin_token_env to run without one on a loopback address",
+            hint=f"set {name} to the admin token (in Kubernetes: key '{TOKEN_KEY}' of Secret "
+            f"'{default_secret_name('<release>')}', or the one deploy was given with --admin-token-secret), "
+            "or drop admin_token_env to run without one on a loopback address",
         )
     if any(c.isspace() for c in token):
         raise ConfigError(f"{name}: the admin token contains whitespace", hint="use a token without spaces")

@@ -14,7 +14,6 @@ from infctl.manifests.admin_secret import (
     render_note,
     secret_object,
 )
-from infctl.router.admin_validate import DEFAULT_TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 KIMI = ROOT / "profiles" / "kimi-k2-pool.yaml"  # router and autoscaler
@@ -29,10 +28,6 @@ def token_env(objs: list[dict[str, Any]], component: str) -> list[dict[str, Any]
                      and o["metadata"]["labels"]["app.kubernetes.io/component"] == component]  # fmt: skip
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return [e for e in container.get("env", []) if e["name"] == ADMIN_TOKEN_ENV]
-
-
-def test_the_env_name_is_the_routers_default() -> None:
-    assert ADMIN_TOKEN_ENV == DEFAULT_TOKEN_ENV
 
 
 def test_router_and_autoscaler_load_the_token_from_one_required_secret() -> None:

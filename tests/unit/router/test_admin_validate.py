@@ -25,7 +25,9 @@ def test_a_named_token_env_that_is_unset_or_empty_refuses_to_start() -> None:
     for environ in ({}, {"ROUTER_TOKEN": ""}, {"ROUTER_TOKEN": "  \n"}):
         with pytest.raises(ConfigError, match="ROUTER_TOKEN") as err:
             admin_token_from_env("ROUTER_TOKEN", environ)
-        assert err.value.hint is not None and "secret" in err.value.hint
+        # The Secret deploy creates (and renders a reference to), by its real name.
+        assert err.value.hint is not None and "Secret '<release>-router-admin'" in err.value.hint
+        assert "'<release>-admin'" not in err.value.hint and "--admin-token-secret" in err.value.hint
     # The default variable does not stand in for the one the file names.
     with pytest.raises(ConfigError):
         admin_token_from_env("ROUTER_TOKEN", {"INFCTL_ROUTER_ADMIN_TOKEN": "t"})
