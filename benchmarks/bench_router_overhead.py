@@ -13,6 +13,7 @@
    chunks ``--null-itl-ms`` apart, so the engine never limits. Reported: requests/s and streamed chunks/s
    per router core, i.e. completed requests (content chunks) divided by the CPU seconds the router's
    process tree used (utime + stime from /proc/<pid>/stat), plus the router's CPU utilisation.
+3. After each section, the seconds from SIGTERM to each router's exit (nothing in flight by then).
 
 ``--upstream`` picks the engine of section 1: ``sim`` is one ``infctl sim`` engine in real time (the issue's
 setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond). Everything shares
@@ -314,9 +315,13 @@ async def main(args: argparse.Namespace) -> None:
                 await fixed_rates(targets, rates, args.seconds, args.rounds)
             else:
                 await saturation(rs, {r.name: r.url for r in rs}, args.concurrency, args.saturation_seconds)
+            exits = []
             for r in rs:
+                t0 = time.perf_counter()
                 r.stop()
+                exits.append(f"{r.name} {time.perf_counter() - t0:.2f}")
             started.clear()
+            print(f"SIGTERM to exit (s), nothing in flight ({section}): " + ", ".join(exits), flush=True)
     finally:
         for r in started:
             r.stop()
