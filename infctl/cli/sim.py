@@ -45,6 +45,9 @@ _EXAMPLES = """
   [dim]# KV events as older vLLM encoded them (tagged arrays; today's vLLM and vllm-router use maps)[/]
   infctl sim --instances 4 --kv-events-port 5557 --kv-events-encoding array
 
+  [dim]# one vLLM engine serving 2 data-parallel ranks on :8000 (per-rank series in /metrics)[/]
+  infctl sim --data-parallel-size 2
+
   [dim]# a PD pair in one process: prefill on :8100, decode on :8101[/]
   infctl sim --instances 2 --role prefill,decode --port 8100
 
@@ -76,6 +79,15 @@ def sim(
         int | None, typer.Option(help="First port (instance i uses port+i); default 8000 vLLM, 30000 SGLang.")
     ] = None,
     instances: Annotated[int, typer.Option(min=1, help="Engines in this process, on consecutive ports.")] = 1,
+    data_parallel_size: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Data-parallel ranks per engine behind its one port (vLLM --data-parallel-size, SGLang "
+            "--dp-size): one /metrics with a series per rank, pins read the engine's way. Not with "
+            "--kv-events-port or --role prefill/decode.",
+        ),
+    ] = 1,
     role: Annotated[
         str, typer.Option(help="PD role: prefill, decode or both; a comma list cycles over the instances.")
     ] = "both",
@@ -155,6 +167,7 @@ def sim(
             host=host,
             port=port,
             instances=instances,
+            data_parallel_size=data_parallel_size,
             roles=tuple(
                 cast(Role, _choice("--role", r, ("prefill", "decode", "both"))) for r in role.split(",")
             ),
@@ -187,14 +200,17 @@ def sim(
 
         def announce(cluster: SimCluster) -> None:
             rows = [
-                {"url": inst.url, "model": inst.model, "role": inst.role, "kv_events": inst.kv_endpoint}
+                {"url": inst.url, "model": inst.model, "role": inst.role, "kv_events": inst.kv_endpoint,
+                 "data_parallel_size": cfg.data_parallel_size}
                 for inst in cluster.instances
-            ]
+            ]  # fmt: skip
+            ranks = f", {cfg.data_parallel_size} DP ranks" if cfg.data_parallel_size > 1 else ""
             if opts.output is OutputFormat.table:
                 for row in rows:
                     kv = f"  kv events {row['kv_events']}" if row["kv_events"] else ""
                     console.print(
-                        f"{cfg.personality} sim ({cfg.profile}, role {row['role']}) ready: {row['url']}{kv}"
+                        f"{cfg.personality} sim ({cfg.profile}, role {row['role']}{ranks}) ready: "
+                        f"{row['url']}{kv}"
                     )
             else:
                 emit(opts, {"instances": rows})

@@ -122,25 +122,26 @@ class SimRank(SimInstance):
 
 
 class DPEngine:
-    """``ranks`` data-parallel ranks of one simulated engine, served on one port (see the module doc)."""
+    """``settings.data_parallel_size`` ranks of one simulated engine, served on one port (see the module
+    doc)."""
 
     def __init__(
         self,
         settings: SimSettings,
         index: int,
-        ranks: int,
         *,
         clock: SimClock,
         registry: BootstrapRegistry,
         profile: SimProfile,
         capacity: Capacity,
     ) -> None:
+        ranks = settings.data_parallel_size
         if ranks < 1:
             raise ConfigError(f"data-parallel size {ranks} must be at least 1", hint="use 1 or more ranks")
         if settings.kv_events_port is not None or settings.role_of(index) != "both":
             raise ConfigError(
                 "the simulator does not model KV events or PD roles of data-parallel engines yet",
-                hint="drop --kv-events-port and --role, or run one rank per instance",
+                hint="drop --kv-events-port and --role, or --data-parallel-size (one rank per instance)",
             )
         self.settings = settings
         self.index = index

@@ -322,10 +322,10 @@ def resolve_profile(cfg: SimSettings) -> tuple[SimProfile, Capacity]:
 class SimCluster:
     """N simulated engines on consecutive ports, sharing one clock and one SGLang bootstrap registry.
 
-    ``data_parallel_size`` above 1 makes each engine a :class:`~infctl.sim.dp.DPEngine` of that many ranks
-    behind its one port (vLLM ``--data-parallel-size``, SGLang ``--dp-size``)."""
+    ``cfg.data_parallel_size`` above 1 makes each engine a :class:`~infctl.sim.dp.DPEngine` of that many
+    ranks behind its one port (vLLM ``--data-parallel-size``, SGLang ``--dp-size``)."""
 
-    def __init__(self, cfg: SimSettings, *, data_parallel_size: int = 1) -> None:
+    def __init__(self, cfg: SimSettings) -> None:
         from infctl.sim.app import SimInstance
         from infctl.sim.dp import DPEngine
 
@@ -335,9 +335,8 @@ class SimCluster:
         profile, cap = resolve_profile(cfg)
         self.instances: list[SimInstance | DPEngine] = [
             SimInstance(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
-            if data_parallel_size == 1
-            else DPEngine(cfg, i, data_parallel_size, clock=self.clock, registry=self.registry,
-                          profile=profile, capacity=cap)
+            if cfg.data_parallel_size == 1
+            else DPEngine(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
             for i in range(cfg.instances)
         ]  # fmt: skip
 

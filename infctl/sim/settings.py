@@ -37,6 +37,9 @@ class SimSettings:
     (vLLM 8000, SGLang 30000); 0: a free port per instance (tests)."""
     instances: int = 1
     """Engines to run, one event loop, consecutive ports."""
+    data_parallel_size: int = 1
+    """Data-parallel ranks per instance behind its one port (vLLM --data-parallel-size, SGLang --dp-size);
+    1: none."""
     roles: tuple[Role, ...] = ("both",)
     """PD role of each instance, cycled over the instances (``--role prefill,decode`` with two instances
     gives a PD pair in one process): ``prefill`` serves prefill legs, ``decode`` takes transferred KV,

@@ -26,7 +26,7 @@ BUSY_STREAMS = 6
 
 @contextlib.asynccontextmanager
 async def dp_engine(personality: str) -> AsyncIterator[DPEngine]:
-    cluster = SimCluster(SimSettings(personality=personality, port=0, time_scale=1.0), data_parallel_size=2)
+    cluster = SimCluster(SimSettings(personality=personality, port=0, time_scale=1.0, data_parallel_size=2))
     await cluster.start()
     try:
         engine = cluster.instances[0]

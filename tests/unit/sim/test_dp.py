@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,8 +47,9 @@ def test_least_loaded_is_vllms_score_and_round_robin_cycles() -> None:
 
 @contextlib.asynccontextmanager
 async def dp(personality: str, ranks: int = 2, **settings: Any) -> AsyncIterator[DPEngine]:
-    cfg = SimSettings(personality=personality, port=0, time_scale=0.01, **settings)  # type: ignore[arg-type]
-    cluster = SimCluster(cfg, data_parallel_size=ranks)
+    cfg = SimSettings(personality=personality, port=0, time_scale=0.01, data_parallel_size=ranks,  # type: ignore[arg-type]
+                      **settings)  # fmt: skip
+    cluster = SimCluster(cfg)
     await cluster.start()
     try:
         engine = cluster.instances[0]
@@ -137,9 +139,11 @@ async def test_faults_apply_to_every_rank() -> None:
 
 async def test_kv_events_and_pd_roles_are_refused_with_data_parallel_ranks() -> None:
     with pytest.raises(ConfigError):
-        SimCluster(SimSettings(port=0, kv_events_port=0), data_parallel_size=2)
+        SimCluster(SimSettings(port=0, kv_events_port=0, data_parallel_size=2))
     with pytest.raises(ConfigError):
-        SimCluster(SimSettings(port=0, roles=("prefill",)), data_parallel_size=2)
+        SimCluster(SimSettings(port=0, roles=("prefill",), data_parallel_size=2))
+    with pytest.raises(ConfigError, match="at least 1"):
+        SimCluster(SimSettings(port=0, data_parallel_size=0))
 
 
 def test_malformed_pins() -> None:
@@ -164,3 +168,65 @@ async def test_two_instances_keep_their_own_request_counters(scrape: Any) -> Non
         await cluster.close()
     key = next(k for k in counts[1] if k.startswith("vllm:request_success_total") and "length" in k)
     assert [c[key] for c in counts] == [0.0, 3.0]
+
+
+async def test_serve_builds_the_ranks_the_settings_ask_for_and_sglang_reports_them(start_sim: Any) -> None:
+    single, double = await start_sim(personality="sglang"), await start_sim(
+        personality="sglang", data_parallel_size=2
+    )
+    engine = double.instances[0]
+    assert isinstance(engine, DPEngine) and len(engine.ranks) == 2
+    async with httpx.AsyncClient(timeout=10) as client:
+        infos = [(await client.get(f"{c.urls[0]}/get_server_info")).json() for c in (single, double)]
+        loads = (await client.get(f"{double.urls[0]}/v1/loads")).json()
+    assert [info["dp_size"] for info in infos] == [1, 2]
+    assert [entry["dp_rank"] for entry in loads["loads"]] == [0, 1]
+
+
+def test_cli_data_parallel_size_is_taught_and_checked() -> None:
+    from typer.testing import CliRunner
+
+    from infctl.cli.main import _register, app
+
+    _register()
+    runner = CliRunner()
+    refused = runner.invoke(app, ["sim", "--data-parallel-size", "0"])
+    assert refused.exit_code == 2 and "--data-parallel-size" in refused.output
+    helped = runner.invoke(app, ["sim", "--help"], env={"COLUMNS": "200"})
+    assert "--data-parallel-size" in helped.output and "SGLang --dp-size" in helped.output
+
+
+@pytest.mark.slow  # a subprocess: the interpreter and infctl's imports take seconds on a loaded machine
+async def test_cli_data_parallel_size_serves_per_rank_metrics() -> None:
+    import os
+    import signal
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infctl", "sim", "--port", "0", "--data-parallel-size", "2",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert "2 DP ranks" in line, line
+        url = line.split("ready: ")[1].split()[0]
+        async with httpx.AsyncClient(timeout=10) as client:
+            pin = get_adapter("vllm").pin_rank(1)
+            body = {"prompt": "hi", "max_tokens": 2, **pin.body}
+            resp = await client.post(f"{url}/v1/completions", json=body, headers=dict(pin.headers))
+            assert resp.status_code == 200
+            text = (await client.get(f"{url}/metrics")).text
+        label = get_adapter("vllm").dp_rank_label
+        finished = {
+            s.labels[label]: s.value
+            for s in parse_metrics(text, {"vllm:request_success_total"})["vllm:request_success_total"]
+            if s.labels.get("finished_reason") == "length"
+        }
+        assert finished == {"0": 0.0, "1": 1.0}  # one series per rank; the pinned request ran on rank 1
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
