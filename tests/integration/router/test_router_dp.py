@@ -1,8 +1,10 @@
 """A data-parallel engine behind one URL: each rank is its own target with its own load.
 
-The simulator serves one rank per instance, so the engine here is a small real aiohttp server on 127.0.0.1
-that labels its metrics per rank as vLLM does (``engine="0"``, ``engine="1"``) and records the DP-rank
-header of every completion it receives.
+The engine here is a small real aiohttp server on 127.0.0.1 that labels its metrics per rank as vLLM does
+(``engine="0"``, ``engine="1"``), reports exactly the load a test sets for each rank, and records the DP-rank
+header of every completion it receives, PD legs included. The simulator serves data-parallel ranks too
+(``infctl sim --data-parallel-size N``; the router runs against it in ``test_router_dp_sim.py``), but it
+does not give ranks PD roles, and its loads come from real requests rather than from the test.
 """
 
 from __future__ import annotations
