@@ -166,7 +166,9 @@ def workload_trace(workload: WorkloadSpec, rate: float, limit: int | None) -> li
         if limit is not None and i >= limit:
             break
         now = spec.at_s if spec.at_s is not None else now + rng.expovariate(rate)
-        req = RequestInfo.from_ids(f"o{i}", token_ids(spec.prompt or ""), model="m")
+        req = RequestInfo.from_ids(
+            f"o{i}", token_ids(spec.prompt or ""), model="m", max_tokens=spec.max_tokens
+        )
         trace.append(TraceRequest(now, req, spec.max_tokens))
     return trace
 

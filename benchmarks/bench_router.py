@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -158,7 +159,8 @@ def routers(
         name = f"infctl {label}"
         if any(r.name == name for r in out):  # the same policy twice (an A/A check of the noise)
             name = f"{name} #{sum(r.name.startswith(name) for r in out) + 1}"
-        out.append(Router(name, [*py, "--port", str(port), "--policy", policy, *backends], port))
+        argv = [*py, "--port", str(port), "--policy", policy, *backends]
+        out.append(Router(name, argv, port, diagnose=functools.partial(decisions_note, port)))
     for name in ("sglang-router", "vllm-router") if peers else ():
         exe = str(peers_bin / name) if peers_bin and (peers_bin / name).exists() else shutil.which(name)
         if not exe:
@@ -212,6 +214,17 @@ def kv_aware_note(metrics_port: int) -> str:
         )
         note += f"\n  DEGRADED: the kv_aware row routed without prefix knowledge: {why}"
     return note
+
+
+def decisions_note(port: int) -> str:
+    """An infctl router's routing decisions by reason, from its /metrics (bench_policies' replay prints the
+    same reasons, so a live run that diverts more than the replay shows here)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError as exc:
+        return f"  (no /metrics: {exc})"
+    reasons = _counter(text, "infctl_router_decisions_total", "reason")
+    return "  decisions: " + (", ".join(f"{k} {v:.0f}" for k, v in sorted(reasons.items())) or "none")
 
 
 def _counter(text: str, name: str, label: str) -> dict[str, float]:
@@ -317,7 +330,7 @@ def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayRes
 
 
 HEADER = (
-    f"{'router':27s} {'hit':>5s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs RR':>6s} {'p99 ms':>7s} {'vs RR':>6s} "
+    f"{'router':27s} {'hit':>6s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs RR':>6s} {'p99 ms':>7s} {'vs RR':>6s} "
     f"{'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s}"
 )
 
@@ -372,7 +385,7 @@ def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) 
     hit = r.hit
     ratio = f"{hit / oracle.hit_rate:7.2f}" if hit is not None and oracle and oracle.hit_rate else "    n/a"
     return (
-        f"{name:27s} {('%.0f%%' % (hit * 100)) if hit is not None else 'n/a':>5s} {ratio} "
+        f"{name:27s} {('%.1f%%' % (hit * 100)) if hit is not None else 'n/a':>6s} {ratio} "
         f"{r.p50_s * 1e3:8.0f} {_vs(r.p50_s, rr.p50_s if rr else None)} {r.p99_s * 1e3:7.0f} "
         f"{_vs(r.p99_s, rr.p99_s if rr else None)} {r.out_tok_s:9.0f} {r.balance:8.2f} {r.failed:6d}"
     )
@@ -380,7 +393,7 @@ def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) 
 
 def oracle_row(o: ReplayResult) -> str:
     name, model, share = "oracle (full knowledge)", "(fluid model)", o.max_share(ENGINES)
-    return f"{name:27s} {o.hit_rate * 100:4.0f}% {1.0:7.2f} {model:>34s} {share:18.2f}"
+    return f"{name:27s} {o.hit_rate * 100:5.1f}% {1.0:7.2f} {model:>34s} {share:18.2f}"
 
 
 async def quality(
@@ -407,11 +420,13 @@ async def quality(
             finally:
                 r.stop()
             runs[r.name].append(Run.of(res))
-            if note:
+            if note and repeat == 1:
                 notes[r.name] = note
             if repeat > 1:
                 print(f"  (round {k + 1}/{repeat}) {quality_row(r.name, runs[r.name][-1], oracle, None)}",
                       flush=True)  # fmt: skip
+                if note:
+                    print(f"  {note}", flush=True)
             else:
                 _print_row(r.name, runs, oracle, rs, notes)
     if repeat > 1:
