@@ -64,6 +64,9 @@ class FluidModel:
 class ReplayResult:
     hit_blocks: int = 0
     prompt_blocks: int = 0
+    best_blocks: int = 0
+    """Prompt blocks the best-stocked backend held for each request: the hits a router that always chose it
+    would have had (given this run's placements), the ceiling of ``hit_blocks``."""
     prefill_tokens: Counter[str] = field(default_factory=Counter)
     """Uncached prompt tokens each backend had to compute (its prefill work)."""
     requests: Counter[str] = field(default_factory=Counter)
@@ -75,6 +78,11 @@ class ReplayResult:
     def hit_rate(self) -> float:
         """Prompt blocks already cached on the chosen backend / prompt blocks."""
         return self.hit_blocks / self.prompt_blocks if self.prompt_blocks else 0.0
+
+    @property
+    def best_rate(self) -> float:
+        """``best_blocks`` / prompt blocks: hit rate lost to load-balancing is ``best_rate - hit_rate``."""
+        return self.best_blocks / self.prompt_blocks if self.prompt_blocks else 0.0
 
     def max_share(self, n_backends: int) -> float:
         """Largest backend's prefill work over the fair share (1.0 = perfectly even)."""
@@ -193,7 +201,8 @@ class Fleet:
 
     def dispatch(self, item: TraceRequest, chosen: str, reason: str) -> None:
         req, now, model = item.request, item.arrival, self.model
-        hit = self.cached(req.block_hashes, now).get(chosen, 0)
+        held = self.cached(req.block_hashes, now)
+        hit = held.get(chosen, 0)
         engine_cache = model.engine_cache
         if not engine_cache:
             change = self.truth.record(chosen, req.block_hashes, model.cache_tokens // req.block_size)
@@ -217,6 +226,7 @@ class Fleet:
                 heapq.heappush(self._events, (done, self._order, chosen, tuple(events)))
         r = self.result
         r.hit_blocks += hit
+        r.best_blocks += max(held.values(), default=0)
         r.prompt_blocks += req.num_blocks
         r.prefill_tokens[chosen] += uncached
         r.requests[chosen] += 1

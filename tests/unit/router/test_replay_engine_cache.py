@@ -64,3 +64,14 @@ def test_without_engine_cache_the_replay_is_unchanged() -> None:
     assert fleet.truth.match(tuple(range(0, 4))) == {"e0": 4}  # cached the moment it is routed
     [(_, events)] = fleet.due_events(0.064)
     assert events == (BlockStored([0, 1, 2, 3], None, [], 16),)
+
+
+def test_best_rate_counts_what_the_best_stocked_engine_held() -> None:
+    for engine_cache in (False, True):
+        fleet = Fleet(BACKENDS, model(engine_cache))
+        fleet.dispatch(item(0.0, 0, range(0, 4)), "e0", "t")
+        fleet.dispatch(item(1.0, 1, range(0, 4)), "e1", "t")  # sent away from the engine holding it all
+        fleet.dispatch(item(2.0, 2, range(0, 2)), "e1", "t")  # now both hold it: a hit
+        r = fleet.result
+        assert (r.hit_blocks, r.best_blocks, r.prompt_blocks) == (2, 6, 10)
+        assert r.best_rate == 0.6 and r.hit_rate == 0.2
