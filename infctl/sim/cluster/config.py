@@ -26,6 +26,8 @@ from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.slo import SLO
 from infctl.bench.workloads import RandomSpec, WorkloadSpec
 from infctl.errors import ConfigError
+from infctl.sim.cluster.admission import AdmissionSettings
+from infctl.sim.cluster.pd import PDLayout
 from infctl.sim.profiles import LLAMA3_8B_H100, SimProfile
 
 
@@ -98,6 +100,12 @@ class SimConfig:
     """Extra keyword arguments for every ``EngineCore`` (e.g. a second KV tier, once the core takes one)."""
     max_time_s: float | None = None
     """Stop the virtual clock here even if requests are still in flight (they count as timeouts)."""
+    pd: PDLayout | None = None
+    """Prefill/decode disaggregation: the fleet is this layout's engines (``engines`` must equal its size) and
+    the router pairs them with the live ``RouterCore.route_pd``. None: aggregated engines."""
+    admission: AdmissionSettings | None = None
+    """The router's admission queue (hold while saturated, short first, 429 when full or past the deadline).
+    None: requests are routed on arrival (the live router with ``admission_queue: 0``)."""
 
     def __post_init__(self) -> None:
         if self.engines < 1:
@@ -113,6 +121,18 @@ class SimConfig:
             raise ConfigError("router_block_size must be >= 1")
         if self.max_time_s is not None and self.max_time_s <= 0:
             raise ConfigError("max_time_s must be > 0")
+        if self.pd is not None:
+            if self.engines != self.pd.size:
+                raise ConfigError(
+                    f"engines {self.engines} != the PD layout's {self.pd.size} "
+                    f"({self.pd.groups} x {self.pd.prefill}P{self.pd.decode}D)",
+                    hint=f"engines={self.pd.size}, or change the layout",
+                )
+            if self.autoscale is not None or self.pools:
+                raise ConfigError(
+                    "the simulator does not autoscale PD fleets or give them length pools yet",
+                    hint="drop --autoscale (and pools) with --pd",
+                )
         timed = self.workload.kind == "trace"
         for i, stage in enumerate(self.load.stages):
             if stage.mode == "replay" and not timed:

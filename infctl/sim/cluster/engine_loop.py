@@ -5,6 +5,11 @@ on one event heap: while it has work it calls ``step(now)`` and delivers the ste
 ``now + duration``, where the next step starts; a step that ran nothing waits for ``next_ready_time()``; an
 idle engine is woken by the next request routed to it. Only engines with work are ever stepped, and the clock
 jumps from event to event.
+
+A disaggregated request (``SimConfig.pd``) runs two legs: the prefill leg (``max_tokens`` 1, id
+``<id>/prefill``) on the prefill engine; when it finishes, the decode leg (``remote_prefill``) on the decode
+engine, whose core allocates the prompt's blocks and waits for the KV over the pair's link (see ``pd``).
+With admission control (``SimConfig.admission``) a request may wait in the router before either.
 """
 
 from __future__ import annotations
@@ -12,18 +17,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from infctl.bench.records import RequestRecord
-from infctl.router.errors import NoBackendError
-from infctl.router.snapshot import RequestInfo
+from infctl.sim.cluster.admission import AdmissionRoom
 from infctl.sim.cluster.config import SimConfig
-from infctl.sim.cluster.events import READY, REFUSED, SCALE, SCRAPE, STEP_END, TRAFFIC, WAKE, EventQueue
+from infctl.sim.cluster.events import (
+    DEADLINE,
+    READY,
+    REFUSED,
+    SCALE,
+    SCRAPE,
+    STEP_END,
+    TRAFFIC,
+    WAKE,
+    EventQueue,
+)
 from infctl.sim.cluster.fleet import Fleet, SimEngine
+from infctl.sim.cluster.flights import Flight, Pending, RequestFlow
 from infctl.sim.cluster.prompts import PromptSource
 from infctl.sim.cluster.routing import SimRouter
 from infctl.sim.cluster.scaling import ReplicaPoint, Scaler, pick_removals
-from infctl.sim.cluster.traffic import Send, Traffic
-from infctl.sim.types import SimRequest, StepOutput
+from infctl.sim.cluster.traffic import Traffic
+from infctl.sim.types import StepOutput
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,23 +57,8 @@ class SimProgress:
 
 ProgressFn = Callable[[SimProgress], None]
 
-REFUSAL_S = 0.001
-"""Seconds from sending a request the router or engine refuses (400, 503) to the client seeing the refusal."""
 
-
-class _Flight:
-    __slots__ = ("engine", "expected", "got_first", "prompt_tokens", "record", "send")
-
-    def __init__(self, send: Send, record: RequestRecord, engine: SimEngine, prompt: int, expected: int):
-        self.send = send
-        self.record = record
-        self.engine = engine
-        self.prompt_tokens = prompt
-        self.expected = expected
-        self.got_first = False
-
-
-class Simulation:
+class Simulation(RequestFlow):
     """One run's mutable state. ``run()`` once; then read ``records``, ``fleet``, ``router``, ``replicas``."""
 
     def __init__(
@@ -78,13 +79,23 @@ class Simulation:
         self.traffic = Traffic(prompts.specs(), cfg.load, cfg.seed)
         self.records: list[RequestRecord] = []
         self.replicas: list[ReplicaPoint] = []
-        self.flights: dict[str, _Flight] = {}
+        self.flights: dict[str, Flight] = {}
         self.by_id: dict[str, SimEngine] = {}
         self.steps = 0
         self.events = 0
         self.scrapes = 0
         self.too_long = 0
         """Requests refused because prompt + output exceed the profile's max_model_len."""
+        self.pd_settings = cfg.pd.router_settings if cfg.pd is not None else None
+        self.legs: dict[str, Flight] = {}
+        """Prefill-leg id -> its request, while the leg runs."""
+        self.pairs: dict[str, tuple[str | None, str, str]] = {}
+        """PD runs: request id -> (prefill engine or None, decode engine, the router's reason)."""
+        self.transfers: list[tuple[str, str, float]] = []
+        """Decode legs sent: (prefill engine, decode engine, link GB/s)."""
+        self.admission: AdmissionRoom[Pending] | None = None
+        if cfg.admission is not None:
+            self.admission = AdmissionRoom(cfg.admission, self.router.core.policy.settings)
         self.end_time = 0.0
         self._progress = progress
         self._progress_every = progress_interval_s
@@ -94,8 +105,12 @@ class Simulation:
     # -- the loop ------------------------------------------------------------------------------------
     def run(self) -> None:
         cfg, q = self.cfg, self.q
-        for _ in range(cfg.engines):
-            self._add_engine(0.0, 0.0)
+        if cfg.pd is not None:
+            for name, role, group in cfg.pd.engines():
+                self._add_engine(0.0, 0.0, name=name, role=role, group=group)
+        else:
+            for _ in range(cfg.engines):
+                self._add_engine(0.0, 0.0)
         q.push(0.0, SCRAPE)
         if self.scaler is not None:
             q.push(0.0, SCALE)
@@ -128,10 +143,13 @@ class Simulation:
             elif kind == SCRAPE:
                 self.scrapes += 1
                 self.router.scrape(self.fleet.live(), t)
+                self._release(t)
                 if self._busy():
                     q.push(t + cfg.scrape_interval_s, SCRAPE)
             elif kind == SCALE:
                 self._scale(t)
+            elif kind == DEADLINE:
+                self._deadline(payload, t)
             elif kind == REFUSED:
                 self._dispatch(self.traffic.finished(payload, t), t)
                 self._schedule_traffic()
@@ -143,7 +161,7 @@ class Simulation:
                     last_report = now
                     self._progress(self.snapshot_progress(t, now - wall0))
         self.end_time = max((r.end_s for r in self.records), default=0.0)
-        if self.flights:
+        if self.flights or (self.admission is not None and self.admission.waiting):
             self._time_out(limit if limit is not None else q.now)
         if self._progress is not None:
             self._progress(self.snapshot_progress(self.end_time, time.perf_counter() - wall0))
@@ -153,7 +171,8 @@ class Simulation:
         return SimProgress(t, self._sent, len(self.records), size, self.fleet.count("ready"), wall)
 
     def _busy(self) -> bool:
-        return bool(self.flights) or not self.traffic.done
+        waiting = self.admission is not None and self.admission.waiting > 0
+        return bool(self.flights) or waiting or not self.traffic.done
 
     def _schedule_traffic(self) -> None:
         """One pending traffic event at a time, at the traffic's next wake-up (earlier ones go stale)."""
@@ -161,71 +180,6 @@ class Simulation:
         if t is not None and t != self._traffic_at:
             self._traffic_at = t
             self.q.push(t, TRAFFIC)
-
-    # -- requests ------------------------------------------------------------------------------------
-    def _dispatch(self, sends: list[Send], now: float) -> None:
-        for send in sends:
-            self._send(send, now)
-
-    def _send(self, send: Send, now: float) -> None:
-        self._sent += 1
-        spec = send.spec
-        ids = self.prompts.ids(spec)
-        rid = f"sim-{send.index}"
-        rec = RequestRecord(index=send.index, stage=send.stage, scheduled_s=send.scheduled_s, sent_s=now,
-                            input_tokens=len(ids), session=spec.session, group=spec.group)  # fmt: skip
-        profile = self.cfg.profile
-        if not ids or len(ids) + spec.max_tokens > profile.max_model_len:
-            self.too_long += 1
-            self._fail(send, rec, now, "http_status", 400,
-                       f"HTTP 400: {len(ids)} prompt + {spec.max_tokens} output tokens exceed "
-                       f"max_model_len {profile.max_model_len}")  # fmt: skip
-            return
-        bs = self.cfg.block_size
-        hashes = self.prompts.hashes(spec, ids, bs, profile.model)
-        info = RequestInfo(rid, profile.model, len(ids), hashes, bs,
-                           max_tokens=spec.max_tokens)  # fmt: skip
-        try:
-            bid = self.router.route(info, spec.max_tokens, now)
-        except NoBackendError as exc:
-            self._fail(send, rec, now, "http_status", 503, f"HTTP 503: {exc.message}")
-            return
-        engine = self.by_id[bid]
-        req = SimRequest(rid, ids, spec.max_tokens, now, seed=send.index)
-        engine.inflight += 1
-        self.flights[rid] = _Flight(send, rec, engine, len(ids), spec.max_tokens)
-        delay = profile.request_overhead(len(ids))
-        if delay > 0:
-            # The API server's per-request work (tokenizing, setup) runs beside the engine core: the request
-            # reaches the core later without stalling its batch. A WAKE whose payload is (engine, request).
-            self.q.push(now + delay, WAKE, (engine, req))
-        else:
-            self._arrive(engine, req, now)
-
-    def _arrive(self, engine: SimEngine, req: SimRequest, now: float) -> None:
-        engine.core.add_request(req, now)
-        engine.version += 1
-        if not engine.stepping and (engine.wake_at is None or engine.wake_at > now):
-            engine.wake_at = now
-            self.q.push(now, WAKE, engine)
-
-    def _fail(self, send: Send, rec: RequestRecord, now: float, error: str, status: int, detail: str) -> None:
-        rec.error = error  # type: ignore[assignment]
-        rec.status = status
-        rec.error_detail = detail
-        rec.end_s = now + REFUSAL_S
-        self.records.append(rec)
-        # The refusal reaches the client a round trip later; a closed loop sends its next request then (not
-        # at once, which would recurse, and spin forever in a timed stage whose every request is refused).
-        self.q.push(now + REFUSAL_S, REFUSED, send)
-
-    def _time_out(self, t: float) -> None:
-        for flight in self.flights.values():
-            rec = flight.record
-            rec.error, rec.end_s = "timeout", t
-            rec.error_detail = f"still in flight when the simulation stopped at {t:.1f}s"
-            self.records.append(rec)
-        self.flights.clear()
 
     # -- engines -------------------------------------------------------------------------------------
     def _step(self, engine: SimEngine, now: float) -> None:
@@ -257,33 +211,31 @@ class Simulation:
         flights, router, scaler = self.flights, self.router, self.scaler
         if out.kv_events:
             router.kv_events(engine.id, out.kv_events)
-        ended: list[_Flight] = []
+        ended: list[Flight] = []
         for ev in out.events:
             flight = flights.get(ev.request_id)
             if flight is None:
+                leg = self.legs.pop(ev.request_id, None) if ev.finished else None
+                if leg is not None and not self._prefilled(leg, ev, t):
+                    ended.append(leg)
                 continue
             rec = flight.record
             if ev.new_tokens:
                 rec.chunk_times.append(t)
                 if not flight.got_first:
                     flight.got_first = True
-                    rec.cached_tokens = ev.cached_tokens
+                    rec.cached_tokens = flight.cached if flight.cached >= 0 else ev.cached_tokens
                     router.first_token(engine.id, flight.prompt_tokens, ev.request_id)
                     if scaler is not None:
                         scaler.observe_ttft(t - rec.sent_s)
             if ev.finished:
-                del flights[ev.request_id]
-                rec.end_s = t
-                rec.output_tokens = len(rec.chunk_times)
-                if ev.finish_reason == "error":
-                    rec.error, rec.status = "http_status", 400
-                    rec.error_detail = "HTTP 400: the request can never fit the engine's KV cache"
-                got = flight.got_first
-                router.finish(engine.id, flight.prompt_tokens, flight.expected, ev.request_id, got_first=got)
-                engine.inflight -= 1
-                self.records.append(rec)
+                error = ev.finish_reason == "error"
+                self._end(
+                    flight, t, "HTTP 400: the request can never fit the engine's KV cache" if error else ""
+                )
                 ended.append(flight)
         for flight in ended:
+            self._release(t)  # as the live proxy wakes the admission queue when a request ends
             self._dispatch(self.traffic.finished(flight.send, t), t)
         if ended:
             self._schedule_traffic()
@@ -295,8 +247,8 @@ class Simulation:
             self.router.remove(engine)
             self._note_replicas(now)
 
-    def _add_engine(self, now: float, startup_s: float) -> SimEngine:
-        engine = self.fleet.add(now, startup_s)
+    def _add_engine(self, now: float, startup_s: float, **placement: Any) -> SimEngine:
+        engine = self.fleet.add(now, startup_s, **placement)
         self.by_id[engine.id] = engine
         if engine.state == "ready":
             self.router.add(engine)

@@ -2,8 +2,9 @@
 
 At equal times, kinds run in a fixed order so that a run is a pure function of its inputs: step ends
 first (tokens delivered, capacity freed), then engines becoming ready, scrapes, scaling decisions, refused
-requests' answers, new requests, and last engine wake-ups, so every request arriving at an instant joins
-the step that starts then.
+requests' answers, admission deadlines (a request released by a finish at its deadline is not refused),
+new requests, and last engine wake-ups, so every request arriving at an instant joins the step that starts
+then.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-STEP_END, READY, SCRAPE, SCALE, REFUSED, TRAFFIC, WAKE = range(7)
+STEP_END, READY, SCRAPE, SCALE, REFUSED, DEADLINE, TRAFFIC, WAKE = range(8)
 
 
 class EventQueue:

@@ -12,8 +12,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from infctl.sim.cluster.pd import LinkedCore
 from infctl.sim.profiles import SimProfile
-from infctl.sim.scheduler import EngineCore
+from infctl.sim.scheduler import EngineCore, Role
 from infctl.telemetry.signals import EngineSignals
 
 EngineState = Literal["starting", "ready", "draining", "stopped"]
@@ -30,6 +31,10 @@ class SimEngine:
     ready_at: float
     """When it starts serving."""
     state: EngineState = "starting"
+    role: Role = "both"
+    """PD role: ``both`` serves whole requests; ``prefill``/``decode`` are the halves of a PD pair."""
+    group: str | None = None
+    """PD group (one switch: the fast KV link); None outside a PD layout."""
     stopped_at: float | None = None
     stepping: bool = False
     """A step (or a wake-up for remote KV) is scheduled: new requests join the next step on their own."""
@@ -89,9 +94,23 @@ class Fleet:
         self._options = dict(engine_options or {})
         self.engines: list[SimEngine] = []
 
-    def add(self, now: float, startup_s: float = 0.0) -> SimEngine:
-        core = EngineCore(self.profile, **self._options)
-        engine = SimEngine(f"e{len(self.engines)}", core, asked_at=now, ready_at=now + startup_s)
+    def add(
+        self,
+        now: float,
+        startup_s: float = 0.0,
+        *,
+        name: str | None = None,
+        role: Role = "both",
+        group: str | None = None,
+    ) -> SimEngine:
+        """A new engine (``name`` defaults to ``e<index>``); PD engines get a core whose KV transfers each
+        take their own link's bandwidth (:class:`~infctl.sim.cluster.pd.LinkedCore`)."""
+        if role == "both" and group is None:
+            core = EngineCore(self.profile, **self._options)
+        else:
+            core = LinkedCore(self.profile, role=role, **self._options)
+        eid = name or f"e{len(self.engines)}"
+        engine = SimEngine(eid, core, asked_at=now, ready_at=now + startup_s, role=role, group=group)
         if startup_s <= 0:
             engine.state = "ready"
         self.engines.append(engine)

@@ -48,6 +48,15 @@ class SimResult:
     events: int
     """Events handled."""
     config: SimConfig = field(repr=False)
+    pd: Mapping[str, Any] | None = None
+    """PD runs: the layout, requests by the router's reason, and the decode legs' KV transfers by link."""
+    admission: Mapping[str, Any] | None = None
+    """Admission runs: requests held, released after a wait, and refused (429) by reason."""
+
+    @property
+    def refused(self) -> int:
+        """Requests the admission queue answered 429 (full or past the deadline)."""
+        return sum(self.admission["refused"].values()) if self.admission else 0
 
     @property
     def summary(self) -> Any:
@@ -93,6 +102,8 @@ class SimResult:
             "steps": self.steps,
             "events": self.events,
             "speedup": round(self.sim_time_s / self.wall_s, 3) if self.wall_s > 0 else None,
+            "pd": None if self.pd is None else dict(self.pd),
+            "admission": None if self.admission is None else dict(self.admission),
         }  # fmt: skip
         return out
 
@@ -140,7 +151,39 @@ def build_result(cfg: SimConfig, sim: Simulation, started: str, finished: str, w
         bench=bench, gpu_hours=sim.fleet.gpu_seconds(end) / 3600.0, replicas=sim.replicas,
         scale_events=sim.scaler.events if sim.scaler else [], decisions=dict(sim.router.reasons),
         sim_time_s=sim.end_time - t0, wall_s=wall_s, steps=sim.steps, events=sim.events, config=cfg,
+        pd=_pd_summary(cfg, sim), admission=_admission_summary(sim),
     )  # fmt: skip
+
+
+def _pd_summary(cfg: SimConfig, sim: Simulation) -> dict[str, Any] | None:
+    layout = cfg.pd
+    if layout is None:
+        return None
+    by_link: dict[str, int] = {}
+    for prefill, decode, _ in sim.transfers:
+        link = "intra_group" if sim.by_id[prefill].group == sim.by_id[decode].group else "cross_group"
+        by_link[link] = by_link.get(link, 0) + 1
+    reasons: dict[str, int] = {}
+    for _, _, reason in sim.pairs.values():
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return {
+        "layout": f"{layout.groups}x{layout.prefill}P{layout.decode}D", "mode": layout.mode,
+        "min_uncached_tokens": layout.min_uncached_tokens,
+        "intra_group_gbps": layout.link_gbps(cfg.profile, "a", "a"),
+        "cross_group_gbps": layout.link_gbps(cfg.profile, "a", "b"),
+        "requests": reasons, "transfers": by_link,
+    }  # fmt: skip
+
+
+def _admission_summary(sim: Simulation) -> dict[str, Any] | None:
+    room = sim.admission
+    if room is None:
+        return None
+    s = room.settings
+    return {
+        "queue": s.queue, "deadline_s": s.deadline_s, "short_prompt_tokens": s.short_prompt_tokens,
+        "held": room.held, "admitted_after_wait": room.admitted_after_wait, "refused": dict(room.refused),
+    }  # fmt: skip
 
 
 def _engine_view(e: Any) -> EngineView:

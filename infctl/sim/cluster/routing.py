@@ -2,8 +2,8 @@
 ``BackendPool``, from engine signals scraped on an interval (stale in between, as live) and the pool's
 in-flight counters (always current: the router counts its own requests).
 
-Admission control (the live router's queue when every backend is saturated) is not modelled: requests are
-routed on arrival.
+PD fleets are paired by ``RouterCore.route_pd`` with the router's in-flight bookkeeping on the decode
+backend only, as the live proxy keeps it. Admission control is ``admission.AdmissionRoom``'s.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infctl.router.core import RouterCore
+from infctl.router.policies.pd import PDDecision, PDSettings
 from infctl.router.policies.pipeline import build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.snapshot import Backend, RequestInfo
@@ -40,7 +41,9 @@ class SimRouter:
         """Register ``engine``: the i-th engine added joins the i-th pool named (later ones the last)."""
         pool = self._pools[min(self._added, len(self._pools) - 1)] if self._pools else None
         self._added += 1
-        self.pool.add(Backend(id=engine.id, url=f"sim://{engine.id}", pool=pool))
+        self.pool.add(
+            Backend(id=engine.id, url=f"sim://{engine.id}", pool=pool, role=engine.role, group=engine.group)
+        )
 
     def drain(self, engine: SimEngine) -> None:
         self.pool.set_draining(engine.id)
@@ -71,6 +74,16 @@ class SimRouter:
         self._cached[info.request_id] = cached
         self.pool.start(decision.backend_id, info.prompt_tokens, expected_tokens, cached_tokens=cached)
         return decision.backend_id
+
+    def route_pd(self, info: RequestInfo, expected_tokens: int, now: float, pd: PDSettings) -> PDDecision:
+        """Pair a prefill and a decode backend (``prefill`` None: the decode backend runs it all); raises
+        NoBackendError. As the live proxy: the request counts in flight on the decode backend, with no
+        prompt tokens expected cached (the prefill leg is not counted: its engine's scrapes show it)."""
+        decision = self.core.route_pd(self.pool.snapshot(now), info, pd)
+        self.reasons[decision.reason] += 1
+        self._cached[info.request_id] = 0
+        self.pool.start(decision.decode, info.prompt_tokens, expected_tokens, cached_tokens=0)
+        return decision
 
     def first_token(self, backend_id: str, prompt_tokens: int, request_id: str) -> None:
         cached = self._cached.get(request_id, 0)
