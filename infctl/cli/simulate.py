@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +23,8 @@ from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.errors import ConfigError
 from infctl.sim.cluster import AutoscaleSettings, SimConfig, SimProgress, SimResult, simulate
+from infctl.sim.cluster.admission import AdmissionSettings
+from infctl.sim.cluster.pd import parse_layout
 from infctl.sim.profiles import get_profile
 
 app = typer.Typer(
@@ -46,6 +49,12 @@ EXAMPLES = """
   infctl simulate run --workload shared-prefix --groups 16 --request-rate 40 --duration 10m \\
       --engines 4 --autoscale --min-engines 2 --max-engines 32 --startup 60s
 
+  [dim]# prefill/decode disaggregated: 4 groups of 1 prefill + 1 decode engine, paired inside each group[/]
+  infctl simulate run --trace mooncake.jsonl --pd 1P1D --pd-groups 4 --pd-mode group --save pd.json
+
+  [dim]# the router's admission queue: hold up to 64 requests while every engine is saturated, then 429[/]
+  infctl simulate run -n 2000 --request-rate 80 --engines 2 --admission-queue 64 --admission-deadline 5s
+
   [dim]# a custom policy, DeepSeek-V3 decode nodes (8 GPUs each), JSON for scripts[/]
   infctl -o json simulate run --policy '{"preset": "weighted", "settings": {"stale_after_s": 0.5}}' \\
       --profile deepseek-v3-h200-decode --gpus-per-engine 8 -n 500 --request-rate 20
@@ -56,6 +65,7 @@ takes minutes.
 """
 
 _F, _W, _L, _S, _O = "Fleet and router", "Workload", "Load", "Autoscaler", "Output"
+_P = "Disaggregation and admission"
 
 
 @app.callback()
@@ -66,7 +76,12 @@ def simulate_group() -> None:
 @app.command("run", epilog=EXAMPLES)
 def run_cmd(
     ctx: typer.Context,
-    engines: Annotated[int, typer.Option(min=1, help="Engines at the start.", rich_help_panel=_F)] = 4,
+    engines: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Engines at the start (default 4; with --pd: the layout's).", rich_help_panel=_F
+        ),
+    ] = None,
     profile: Annotated[
         str, typer.Option(help="Engine profile (infctl.sim.profiles) or a profile file.", rich_help_panel=_F)
     ] = "llama3-8b-h100",
@@ -171,6 +186,47 @@ def run_cmd(
     ttft_slo: Annotated[
         str | None, typer.Option(help="Scale up while TTFT p99 exceeds it.", rich_help_panel=_S)
     ] = None,
+    pd: Annotated[
+        str | None,
+        typer.Option(
+            help="Disaggregate: each group has x prefill and y decode engines (1P1D, 2P1D...).",
+            rich_help_panel=_P,
+        ),
+    ] = None,
+    pd_groups: Annotated[
+        int, typer.Option(min=1, help="PD groups (one switch each).", rich_help_panel=_P)
+    ] = 1,
+    pd_mode: Annotated[
+        str,
+        typer.Option(
+            help="group: pair inside a group; pool: any prefill with any decode.", rich_help_panel=_P
+        ),
+    ] = "group",
+    pd_min_uncached_tokens: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Shorter uncached prompts prefill on the decode engine.", rich_help_panel=_P
+        ),
+    ] = 512,
+    intra_group_gbps: Annotated[
+        float | None,
+        typer.Option(help="KV link in a group, GB/s (default: the profile's).", rich_help_panel=_P),
+    ] = None,
+    cross_group_gbps: Annotated[
+        float | None, typer.Option(help="KV link between groups, GB/s (default: half).", rich_help_panel=_P)
+    ] = None,
+    admission_queue: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Hold up to N requests while every engine is saturated.", rich_help_panel=_P
+        ),
+    ] = None,
+    admission_deadline: Annotated[
+        str, typer.Option(help="Longest wait in that queue before a 429.", rich_help_panel=_P)
+    ] = "30s",
+    short_prompt_tokens: Annotated[
+        int, typer.Option(min=0, help="Prompts up to this long leave the queue first.", rich_help_panel=_P)
+    ] = 2048,
     label: Annotated[
         str | None, typer.Option(help="Name of this run in reports.", rich_help_panel=_O)
     ] = None,
@@ -222,10 +278,26 @@ def run_cmd(
                 interval_s=parse_duration(scale_interval, what="--scale-interval"),
                 startup_s=parse_duration(startup, what="--startup"),
             )
+        layout = None
+        if pd:
+            layout = replace(
+                parse_layout(pd, groups=pd_groups, mode=pd_mode, min_uncached_tokens=pd_min_uncached_tokens),
+                intra_group_gbps=intra_group_gbps,
+                cross_group_gbps=cross_group_gbps,
+            )
+        admission = None
+        if admission_queue is not None:
+            admission = AdmissionSettings(
+                queue=admission_queue,
+                deadline_s=parse_duration(admission_deadline, what="--admission-deadline"),
+                short_prompt_tokens=short_prompt_tokens,
+            )
         cfg = _config(
             spec,
             plan,
-            engines=engines,
+            engines=engines or (layout.size if layout else 4),
+            pd=layout,
+            admission=admission,
             profile=get_profile(profile),
             policy=_policy(policy),
             autoscale=scaling,
@@ -308,6 +380,28 @@ def _view(result: SimResult, data: dict[str, Any], saved: list[Path]) -> Rendera
             f"({sim['steps']} steps, {sim['events']} events)",
         ),
     ]
+    if sim.get("pd"):
+        pd = sim["pd"]
+        rows.append(
+            (
+                "disaggregation",
+                f"{pd['layout']} {pd['mode']} mode; "
+                + ", ".join(f"{k} {v}" for k, v in sorted(pd["requests"].items()))
+                + "; transfers "
+                + (", ".join(f"{k} {v}" for k, v in sorted(pd["transfers"].items())) or "none")
+                + f" ({pd['intra_group_gbps']:g}/{pd['cross_group_gbps']:g} GB/s)",
+            )
+        )
+    if sim.get("admission"):
+        adm = sim["admission"]
+        refused = ", ".join(f"{k} {v}" for k, v in sorted(adm["refused"].items())) or "none"
+        rows.append(
+            (
+                "admission",
+                f"queue {adm['queue']}: held {adm['held']}, released {adm['admitted_after_wait']}, "
+                f"refused (429) {refused}",
+            )
+        )
     if sim["scale_events"]:
         rows.append(
             ("scaling", ", ".join(f"{e['t']:.0f}s {e['from']}->{e['to']}" for e in sim["scale_events"][:12]))

@@ -58,3 +58,21 @@ def test_mistakes_are_one_line_with_a_fix(runner: CliRunner) -> None:
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, (argv, res.output)
         assert needle in res.output and "fix:" in res.output
+
+
+def test_pd_and_admission_flags(runner: CliRunner) -> None:
+    long = ["--input-tokens", "1500", "--output-tokens", "8", "-n", "30", "--request-rate", "20"]
+    out = runner.invoke(app, ["-o", "json", "simulate", "run", *long, "--pd", "1P1D", "--pd-groups", "2",
+                              "--pd-mode", "pool", "--cross-group-gbps", "5"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    sim = json.loads(out.output)["simulation"]
+    assert sim["engines"] == 4 and sim["decisions"] == {"disaggregated": 30}
+    assert sim["pd"]["layout"] == "2x1P1D" and sim["pd"]["mode"] == "pool"
+    assert sim["pd"]["cross_group_gbps"] == 5 and sim["pd"]["intra_group_gbps"] == 25
+    table = runner.invoke(app, ["simulate", "run", *long, "--pd", "1P1D", "--admission-queue", "4"])
+    assert table.exit_code == 0, table.output
+    assert "disaggregation" in table.output and "admission" in table.output
+    bad = runner.invoke(app, ["simulate", "run", "--pd", "1P1D", "--engines", "3"])
+    assert bad.exit_code == 2 and "leave --engines out" in bad.output
+    helped = runner.invoke(app, ["simulate", "run", "--help"])
+    assert "--pd-mode" in helped.output and "--admission-queue" in helped.output

@@ -126,7 +126,7 @@ class SimConfig:
                 raise ConfigError(
                     f"engines {self.engines} != the PD layout's {self.pd.size} "
                     f"({self.pd.groups} x {self.pd.prefill}P{self.pd.decode}D)",
-                    hint=f"engines={self.pd.size}, or change the layout",
+                    hint=f"engines={self.pd.size} (the CLI: leave --engines out), or change the layout",
                 )
             if self.autoscale is not None or self.pools:
                 raise ConfigError(
