@@ -34,6 +34,8 @@ EPILOG = """
   [bold]prefix-mooncake[/]  the same on the Mooncake trace, time-compressed to load the fleet
   [bold]autoscaling[/]      autoscaler vs a static fleet for the peak over a diurnal day: GPU-hours, SLO
   [bold]kv-tier[/]          HBM only vs a host-DRAM tier vs a slower shared pool: hit rate, TTFT, throughput
+  [bold]pd[/]               aggregated vs Group-mode vs Pool-mode PD (1P1D groups), same engines and traffic:
+                   TTFT/TPOT p50/p99, goodput, throughput
 
 [bold]Examples[/]
 
@@ -45,6 +47,9 @@ EPILOG = """
 
   [dim]# on Kimi K2 replicas (16 GPUs each): does offload still pay when HBM is 3x larger?[/]
   infctl simulate compare autoscaling kv-tier --profile kimi-k2-h200
+
+  [dim]# does disaggregation pay on 16 engines (8 groups of 1 prefill + 1 decode)?[/]
+  infctl simulate compare pd --engines 16 --requests 1000
 
   [dim]# figures for a script[/]
   infctl simulate compare bucketing --output json | jq '.scenarios[0].measures'

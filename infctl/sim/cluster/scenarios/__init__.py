@@ -7,7 +7,7 @@
 Modules: ``model`` (scenario, arm, measure, the table), ``measures`` (figures read from a result),
 ``catalog`` (length bucketing, prefix-aware routing on shared prefixes and on the Mooncake trace),
 ``capacity`` (autoscaling on a diurnal day, a second KV tier), ``diurnal`` (the day as load stages),
-``pools`` (engines placed in pools for bucketing).
+``disagg`` (aggregated vs Group- and Pool-mode PD), ``pools`` (engines placed in pools for bucketing).
 """
 
 from collections.abc import Callable
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from infctl.errors import ConfigError
 from infctl.sim.cluster.scenarios.capacity import autoscaling, kv_tier
 from infctl.sim.cluster.scenarios.catalog import ScenarioSize, bucketing, prefix_mooncake, prefix_shared
+from infctl.sim.cluster.scenarios.disagg import pd_scenario
 from infctl.sim.cluster.scenarios.model import (
     Measure,
     ScenarioOutcome,
@@ -31,6 +32,7 @@ SCENARIOS: dict[str, Callable[[ScenarioSize], SimScenario]] = {
     "prefix-mooncake": prefix_mooncake,
     "autoscaling": autoscaling,
     "kv-tier": kv_tier,
+    "pd": pd_scenario,
 }
 """Name -> builder, in the order ``compare`` runs them."""
 

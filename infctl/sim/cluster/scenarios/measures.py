@@ -84,3 +84,13 @@ def slo_attainment(r: SimResult) -> float | None:
 
 def failed(r: SimResult) -> float:
     return float(r.bench.summary.failed)
+
+
+def tpot(q: str, stage: int | None = None) -> Reader:
+    """TPOT percentile ``q`` of every request (of ``stage``)."""
+    return lambda r: _q(_stage(r, stage).tpot, q)
+
+
+def goodput(stage: int | None = None) -> Reader:
+    """Requests per second that met every objective of the config's SLO (of ``stage``)."""
+    return lambda r: _stage(r, stage).goodput
