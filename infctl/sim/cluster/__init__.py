@@ -7,7 +7,9 @@
 
 Modules: ``config`` (the scenario), ``traffic`` (bench's load plan on the virtual clock), ``prompts`` (token
 ids), ``fleet`` (engines, start-up, drain), ``routing`` (snapshots from the engines -> RouterCore),
-``scaling`` (the autoscaler on a tick), ``events`` (the heap), ``engine_loop`` (the loop), ``result``.
+``scaling`` (the autoscaler on a tick), ``events`` (the heap), ``engine_loop`` (the loop), ``flights`` (a
+request from send to answer), ``pd`` (PD layouts and KV links), ``admission`` (the router's queue),
+``result``.
 """
 
 from infctl.sim.cluster.config import AutoscaleSettings, SimConfig
