@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
+from infctl.engines import PDEndpoint, RankPin, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
@@ -176,7 +176,8 @@ async def _attempt(
     counts as the backend's queued prefill until the first token arrives."""
     pool, loop = state.pool, asyncio.get_running_loop()
     backend = pool.backend(decode)
-    send_headers = _pinned(state, backend, headers)
+    pin = _pin(state, backend)
+    send_headers = {**headers, **pin.headers} if pin.headers else headers
     pool.start(decode, info.prompt_tokens, expected, cached_tokens=cached)
     got_first = False
 
@@ -188,9 +189,10 @@ async def _attempt(
 
     try:
         if prefill is None:
-            payload = raw
+            # Forwarded byte for byte unless the pin is a body field (SGLang's data_parallel_rank).
+            payload = json.dumps({**body, **pin.body}).encode() if pin.body else raw
         else:
-            payload = await _pd_payload(state, body, headers, prefill, decode)
+            payload = await _pd_payload(state, body, headers, prefill, pin)
         url, rid = backend.url + request.path, info.request_id
         if state.http1 is not None and lean_capable(url, request):
             out, result = await forward_lean(
@@ -227,42 +229,44 @@ async def _attempt(
 
 
 async def _pd_payload(
-    state: RouterState, body: dict[str, Any], headers: Mapping[str, str], prefill_id: str, decode_id: str
+    state: RouterState, body: dict[str, Any], headers: Mapping[str, str], prefill_id: str, decode_pin: RankPin
 ) -> bytes:
-    """Run the PD protocol's prefill side and return the decode leg's body (adapter-defined wire format)."""
+    """Run the PD protocol's prefill side and return the decode leg's body (adapter-defined wire format).
+    Each leg is pinned to its own backend's rank: the prefill's never carries the decode's."""
     prefill = state.pool.backend(prefill_id)
     adapter = get_adapter(prefill.engine or state.cfg.engine)
-    headers = _pinned(state, prefill, headers)  # its own rank: never the decode backend's
+    pin = _pin(state, prefill)
+    headers = {**headers, **pin.headers} if pin.headers else headers
     host, _, port = prefill.url.rpartition("//")[2].partition(":")
     endpoint = PDEndpoint(host=host, port=int(port or 80))
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if adapter.pd_style == "sequential":
-        leg = adapter.prefill_body(body, endpoint)
+        leg = {**adapter.prefill_body(body, endpoint), **pin.body}
         try:
             _, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
         except UpstreamFailed as exc:
             exc.backend = prefill_id  # blame the prefill leg, not the decode backend
             raise
         answer = json.loads(data)
-        return json.dumps(adapter.decode_body(body, answer, endpoint)).encode()
+        return json.dumps({**adapter.decode_body(body, answer, endpoint), **decode_pin.body}).encode()
     room = new_bootstrap_room()
-    leg = adapter.prefill_body(body, endpoint, room)
+    leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     leg_bytes = json.dumps(leg).encode()
     task = asyncio.create_task(_post(state, prefill.url + path, leg_bytes, headers))
     state.background.add(task)
     task.add_done_callback(state.background.discard)
-    return json.dumps(adapter.decode_body(body, None, endpoint, room)).encode()
+    return json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
 
 
-def _pinned(state: RouterState, backend: Backend, headers: Mapping[str, str]) -> Mapping[str, str]:
-    """``headers`` pinning a data-parallel rank's request to that rank (the engine's DP header); the same
-    mapping, not a copy, for a backend that is a whole engine."""
-    name = (
-        get_adapter(backend.engine or state.cfg.engine).dp_rank_header
-        if backend.dp_rank is not None
-        else None
-    )
-    return headers if name is None else {**headers, name: str(backend.dp_rank)}
+def _pin(state: RouterState, backend: Backend) -> RankPin:
+    """What pins a request to ``backend``'s data-parallel rank (the adapter's header and body fields);
+    nothing for a backend that is a whole engine."""
+    if backend.dp_rank is None:
+        return _NO_PIN
+    return get_adapter(backend.engine or state.cfg.engine).pin_rank(backend.dp_rank)
+
+
+_NO_PIN = RankPin()
 
 
 async def _post(state: RouterState, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:

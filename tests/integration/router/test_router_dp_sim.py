@@ -42,20 +42,7 @@ async def _hold(client: httpx.AsyncClient, url: str, headers: dict[str, str], bo
             pass
 
 
-@pytest.mark.parametrize(
-    "personality",
-    [
-        "vllm",
-        pytest.param(
-            "sglang",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="router/proxy.py pins with dp_rank_header only; SGLang 0.5.x reads the body field "
-                "that EngineAdapter.pin_rank adds (proxy diff pending with the proxy's owner)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("personality", ["vllm", "sglang"])
 async def test_router_sees_each_ranks_load_and_pins_to_the_idle_rank(personality: str, start_router) -> None:
     adapter = get_adapter(personality)
     async with dp_engine(personality) as engine, httpx.AsyncClient(timeout=30) as client:
