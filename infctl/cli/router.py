@@ -14,6 +14,7 @@ from infctl.cli.output import err_console, errors_as_exit
 from infctl.config import RouterFile, load_router
 from infctl.errors import ConfigError
 from infctl.router import PRESETS
+from infctl.router.admin_validate import admin_token_from_env
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
 from infctl.router.server import LoopKind, UpstreamClient, loop_factory, run
@@ -30,8 +31,22 @@ Examples:
   # Everything else (buckets, weights, settings) from a file; flags given here win
   infctl router -f router.yaml --port 9000
 
-Admin API (set INFCTL_ROUTER_ADMIN_TOKEN to require a bearer token): GET/POST /admin/backends,
-POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy.
+  # Engines found in Kubernetes (router.yaml: discovery: {namespace: llm, selector: infctl.io/release=ds3}):
+  # ready pods are watched (one list, then long watches resumed from the last resourceVersion), never polled
+  infctl router -f router.yaml
+
+Kubernetes discovery reads each pod's labels (else annotations): infctl.io/role (prefill|decode|both),
+infctl.io/group, infctl.io/pool, infctl.io/engine, infctl.io/upstream (cutover/split group),
+infctl.io/data-parallel-size (N: one backend per DP rank), infctl.io/kv-events (port or tcp:// endpoint;
+default the container port named kv-events; DP rank r publishes on port + r). The HTTP port is the
+container port named http. infctl render sets role, group, pool, engine, data-parallel-size and the
+named ports.
+
+Admin API, bearer token from INFCTL_ROUTER_ADMIN_TOKEN (or the variable the file's admin_token_env names;
+if that variable is unset or empty the router refuses to start). Without any token the admin API is OPEN
+to whoever reaches --host:--port (a warning says so at startup): keep --host 127.0.0.1 then.
+  GET/POST /admin/backends, DELETE /admin/backends/ID, POST /admin/backends/ID/drain,
+  PUT /admin/backends/ID/weight, GET/PUT /admin/policy, GET/PUT /admin/upstreams (If-Match: VERSION)
 """
 
 _LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}
@@ -120,7 +135,7 @@ def router(
         if backends:
             flags["backends"] = [parse_backend(b) for b in backends]
         rf = _router_file(file, flags)
-        cfg = from_file(rf, admin_token=os.environ.get(rf.admin_token_env or "INFCTL_ROUTER_ADMIN_TOKEN"))
+        cfg = from_file(rf, admin_token=admin_token_from_env(rf.admin_token_env, os.environ))
         build_policy(cfg.policy)  # a bad policy fails here, before the port opens
         kind = _LOOPS.get(loop)
         if kind is None:
