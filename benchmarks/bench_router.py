@@ -5,10 +5,10 @@
 
 Each workload gets its own `infctl sim --instances 4` process (real time, Llama-3-8B/H100 timing, KV events
 on ZMQ); before each router's run the engines' prefix caches are emptied, so every router starts from the
-same line. Rows: infctl round_robin (the baseline of the "vs RR" columns), infctl cache_aware (approximate
-index), the same with the engines' KV events too (index auto: events plus speculative entries, merged
-with the approximate index), sglang-router and
-vllm-router cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
+same line. Rows: infctl round_robin (the baseline of the "vs RR" columns; "vs 1st" when --policy puts another
+policy first), infctl cache_aware (approximate index), the same with the engines' KV events too (index
+auto: events plus speculative entries, merged with the approximate index), sglang-router and vllm-router
+cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
 --peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
 same requests in the fluid model of these engines: true caches and queues, no future).
 
@@ -329,10 +329,12 @@ def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayRes
     return oracle_replay([Backend(f"e{i}") for i in range(ENGINES)], trace, model)
 
 
-HEADER = (
-    f"{'router':27s} {'hit':>6s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs RR':>6s} {'p99 ms':>7s} {'vs RR':>6s} "
-    f"{'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s}"
-)
+def header(base: str = "RR") -> str:
+    """The column titles; ``base`` names the first row, which the "vs" columns compare against."""
+    return (
+        f"{'router':27s} {'hit':>6s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs ' + base:>6s} {'p99 ms':>7s} "
+        f"{'vs ' + base:>6s} {'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s}"
+    )
 
 
 @dataclass(frozen=True)
@@ -403,7 +405,8 @@ async def quality(
     several rounds each column is the median and each round's figures are printed under the row."""
     oracle = oracle_run(workload, plan, sim.blocks)
     rounds = f", median of {repeat} interleaved rounds" if repeat > 1 else ""
-    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==\n{HEADER}")
+    base = "RR" if rs and "round_robin" in rs[0].name else "1st"
+    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==\n{header(base)}")
     print(oracle_row(oracle), flush=True)
     runs: dict[str, list[Run]] = {r.name: [] for r in rs}
     notes: dict[str, str] = {}
