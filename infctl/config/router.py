@@ -52,6 +52,24 @@ class DiscoveryEntry(ProfileModel):
     """Label selector, e.g. ``infctl.io/release=ds3,app.kubernetes.io/component=engine``."""
     port: Port = 8000
     """Engine HTTP port when the pod names no container port ``http``. Default 8000."""
+    watch_timeout_s: Annotated[int, Field(ge=1)] = 300
+    """How long the API server holds one watch request, seconds; the next resumes where it ended.
+    Default 300."""
+    retry_max_s: Seconds = 30.0
+    """Longest wait between retries while the API server is unreachable or refusing, seconds. Default 30."""
+
+
+class HealthEntry(ProfileModel):
+    """Passive ejection and re-admission of failing backends (``infctl.router.health``)."""
+
+    failures_to_eject: Count = 3
+    """Consecutive non-fatal failures (5xx, timeouts) that eject a backend. Default 3."""
+    base_backoff_s: Seconds = 1.0
+    """Time out of rotation after the first ejection, seconds; doubles with each ejection. Default 1."""
+    max_backoff_s: Seconds = 30.0
+    """Ceiling of the doubling backoff, seconds. Default 30."""
+    stable_after_s: Seconds = 60.0
+    """Seconds of health after re-admission that reset the backoff to ``base_backoff_s``. Default 60."""
 
 
 class RouterFile(ProfileModel):
@@ -74,12 +92,19 @@ class RouterFile(ProfileModel):
     """Engine /metrics scrape interval, seconds. Default 0.1."""
     health_interval_s: Seconds = 1.0
     """Active health probe interval, seconds. Default 1."""
+    probe_timeout_s: Seconds = 2.0
+    """Active health probe timeout, seconds; a timed-out probe counts toward ejection. Default 2."""
+    health: HealthEntry = Field(default_factory=HealthEntry)
+    """Passive ejection and backoff (failures_to_eject, base_backoff_s, max_backoff_s, stable_after_s)."""
     connect_timeout_s: Seconds = 2.0
     """Upstream connect timeout, seconds. Default 2."""
     read_timeout_s: Seconds = 600.0
     """Longest upstream silence, seconds. Default 600."""
-    max_body_bytes: Count = 32 * 1024 * 1024
-    """Largest request body accepted, bytes. Default 32 MiB."""
+    max_body_bytes: Count = 8 * 1024 * 1024
+    """Largest request body accepted, bytes (413 above). Default 8 MiB."""
+    max_prompt_chars: Count = 2_000_000
+    """Longest prompt accepted, in characters of prompt text (or token ids of a pre-tokenised prompt),
+    checked before the prompt is tokenised (413 above). Default 2,000,000 (~500k tokens of English)."""
     max_attempts: Count = 3
     """Backends tried per request before anything reached the client. Default 3."""
     block_size: Count = 16
@@ -95,6 +120,13 @@ class RouterFile(ProfileModel):
     to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API."""
     drain_timeout_s: Seconds = 30.0
     """Grace for in-flight requests on SIGTERM, seconds. Default 30."""
+    admission_queue: Annotated[int, Field(ge=0)] = 1024
+    """Requests held while their backends are saturated (0 turns admission control off). Default 1024."""
+    admission_deadline_s: Seconds = 30.0
+    """Longest a request waits for capacity before a 429, seconds. Default 30."""
+    short_prompt_tokens: Annotated[int, Field(ge=0)] = 2048
+    """Without length buckets: prompts up to this many tokens leave the admission queue first (with
+    buckets, the first bucket's ``max_tokens`` decides). Default 2048."""
 
     @model_validator(mode="after")
     def _some_backends(self) -> RouterFile:

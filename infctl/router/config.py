@@ -10,7 +10,10 @@ from infctl.config.router import RouterFile
 from infctl.router.discovery import DiscoverySettings
 from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
+from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend
+
+__all__ = ["RouterConfig", "backend_id", "from_file"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,12 @@ class RouterConfig:
     """Upstream connect timeout, seconds; a timeout counts as a fatal failure of that backend."""
     read_timeout_s: float = 600.0
     """Longest silence allowed between upstream bytes, seconds."""
-    max_body_bytes: int = 32 * 1024 * 1024
-    """Largest request body accepted; larger ones get 413."""
+    max_body_bytes: int = 8 * 1024 * 1024
+    """Largest request body accepted, bytes; larger ones get 413."""
+    max_prompt_chars: int = 2_000_000
+    """Longest prompt accepted: characters of prompt text, or token ids of a pre-tokenised prompt. Checked
+    on the raw length before tokenising (413 above), so no prompt holds the event loop for long:
+    tokenising and hashing cost ~0.1 us per character on one core (an 8 MB prompt blocked it ~0.7 s)."""
     max_attempts: int = 3
     """Backends tried per request while nothing has reached the client (first try included)."""
     block_size: int = 16
@@ -54,28 +61,32 @@ class RouterConfig:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     """Passive ejection and backoff settings."""
     admission_queue: int = 1024
-    """Requests held while every backend is saturated (0 turns admission control off)."""
+    """Requests held while their backends are saturated (0 turns admission control off)."""
     admission_deadline_s: float = 30.0
     """Longest a request waits for capacity before a 429, seconds."""
     short_prompt_tokens: int = 2048
-    """Prompts up to this many tokens are released first from the admission queue."""
+    """Prompts up to this many tokens are released first from the admission queue when the policy has no
+    length buckets (with buckets, the bucket's rank is the priority)."""
     discovery: DiscoverySettings | None = None
     """Kubernetes discovery of engine pods, when configured."""
     kv_sources: tuple[KVSource, ...] = ()
     """Engines' KV-event publishers feeding the precise prefix index."""
 
 
-def backend_id(url: str, dp_rank: int | None) -> str:
-    return url if dp_rank is None else f"{url}#dp{dp_rank}"
-
-
 def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig:
-    """The daemon's settings from a validated router file (or flags turned into one)."""
+    """The daemon's settings from a validated router file (or flags turned into one).
+
+    A backend's ``kv_events`` is its engine's base endpoint: an entry pinning data-parallel rank r
+    subscribes the base port + r, where vLLM and SGLang publish that rank's events (as discovery does).
+    Entries naming the same endpoint share one subscription."""
     ids = [b.id or backend_id(b.url.rstrip("/"), b.dp_rank) for b in rf.backends]
     sources: dict[str, dict[int | None, str]] = {}
     for b, bid in zip(rf.backends, ids, strict=True):
         if b.kv_events:
-            sources.setdefault(b.kv_events, {})[b.dp_rank] = bid
+            by_rank = sources.setdefault(rank_endpoint(b.kv_events, b.dp_rank), {})
+            by_rank[b.dp_rank] = bid
+            if b.dp_rank is not None:
+                by_rank.setdefault(None, bid)  # a rank's own publisher: its events may not name the rank
     backends = tuple(
         Backend(
             id=bid,
@@ -94,10 +105,13 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
     # The file and the daemon share most settings by name; the file validates them, the daemon runs on them.
     shared = {f.name: getattr(rf, f.name) for f in fields(RouterConfig) if f.name in RouterFile.model_fields}
     shared["session_header"] = rf.session_header.lower()
+    shared["health"] = HealthPolicy(**rf.health.model_dump())
     del shared["backends"], shared["discovery"]
     d = rf.discovery
     if d is not None:
-        shared["discovery"] = DiscoverySettings(d.namespace, d.selector, d.port, rf.engine)
+        shared["discovery"] = DiscoverySettings(
+            d.namespace, d.selector, d.port, rf.engine, d.watch_timeout_s, d.retry_max_s
+        )
     return RouterConfig(
         **shared,
         backends=backends,

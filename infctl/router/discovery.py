@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 from infctl.engines import ENGINES
 from infctl.manifests import labels
 from infctl.router.kv_events import KVSource, subscribe
+from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend, Role
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
     url = f"http://{ip}:{_named_port(pod, 'http') or s.port}"
     backends = tuple(
         Backend(
-            id=url if ranks == 1 else f"{url}#dp{rank}",
+            id=backend_id(url, None if ranks == 1 else rank),
             url=url,
             role=cast(Role, role if role in _ROLES else "both"),
             group=keys.get(labels.GROUP),
@@ -122,11 +123,8 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
     endpoint = _kv_endpoint(pod, ip, keys.get(KV_EVENTS), problems)
     sources: tuple[KVSource, ...] = ()
     if endpoint is not None:
-        base, _, port = endpoint.rpartition(":")
         sources = tuple(
-            KVSource(
-                endpoint=f"{base}:{int(port) + (b.dp_rank or 0)}", backends={b.dp_rank: b.id, None: b.id}
-            )
+            KVSource(endpoint=rank_endpoint(endpoint, b.dp_rank), backends={b.dp_rank: b.id, None: b.id})
             for b in backends
         )
     return PodTargets(backends, sources, tuple(problems))

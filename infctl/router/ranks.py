@@ -8,6 +8,10 @@ per-rank series, and the adapter names the label (``EngineAdapter.dp_rank_label`
 without it (engine-wide series such as SGLang's tokenizer counters) go to every rank. A URL whose scrape
 carries no rank label (one rank, or an engine that does not label them) gives every rank the engine's own
 signals.
+
+The id of a rank's target is :func:`backend_id` (``URL#dpN``), and its KV events come from
+:func:`rank_endpoint` (base port + rank): the one home of both conventions, used by static backends
+(``infctl.router.config``) and discovered ones (``infctl.router.discovery``) alike.
 """
 
 from __future__ import annotations
@@ -18,10 +22,32 @@ from dataclasses import dataclass, field
 import httpx
 
 from infctl.engines.base import EngineAdapter
-from infctl.errors import MetricsError
+from infctl.errors import ConfigError, MetricsError
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.scrape import MetricsSource, scrape_many
 from infctl.telemetry.signals import EngineSignals
+
+
+def backend_id(url: str, dp_rank: int | None) -> str:
+    """The routing target's id: the engine URL, plus ``#dpN`` for data-parallel rank N."""
+    return url if dp_rank is None else f"{url}#dp{dp_rank}"
+
+
+def rank_endpoint(endpoint: str, dp_rank: int | None) -> str:
+    """Where rank ``dp_rank`` publishes KV events when the engine's base endpoint is ``endpoint``: vLLM and
+    SGLang bind one publisher per data-parallel rank, on the base port + rank (``tcp://h:5557`` -> rank 2
+    on ``tcp://h:5559``). A whole engine (rank None) publishes on ``endpoint`` itself.
+
+    Raises ConfigError when a rank is given and ``endpoint`` ends in no port."""
+    if dp_rank is None:
+        return endpoint
+    base, colon, port = endpoint.rpartition(":")
+    if not colon or not port.isdigit() or "//" not in base:
+        raise ConfigError(
+            f"kv_events {endpoint!r}: expected tcp://HOST:PORT",
+            hint="a data-parallel rank subscribes the base port + its rank, so the endpoint needs a port",
+        )
+    return f"{base}:{int(port) + dp_rank}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ import pytest
 from infctl.config import BackendEntry, RouterFile, load_router
 from infctl.errors import ConfigError
 from infctl.router.config import RouterConfig, from_file
+from infctl.router.discovery import DiscoverySettings
+from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
 
 ROUTER_YAML = """\
@@ -46,12 +48,70 @@ def test_router_file_becomes_daemon_settings(tmp_path: Path) -> None:
         "http://10.0.0.2:8000#dp1",
     ]
     assert [b.engine for b in cfg.backends] == ["sglang", "vllm", "vllm"]
+    # Each DP rank publishes on the base port + its rank (vLLM's and SGLang's convention).
     assert cfg.kv_sources == (
         KVSource(
             endpoint="tcp://10.0.0.2:5557",
-            backends={0: "http://10.0.0.2:8000#dp0", 1: "http://10.0.0.2:8000#dp1"},
+            backends={0: "http://10.0.0.2:8000#dp0", None: "http://10.0.0.2:8000#dp0"},
+        ),
+        KVSource(
+            endpoint="tcp://10.0.0.2:5558",
+            backends={1: "http://10.0.0.2:8000#dp1", None: "http://10.0.0.2:8000#dp1"},
         ),
     )
+
+
+def test_whole_engines_sharing_an_endpoint_share_one_subscription() -> None:
+    rf = RouterFile(
+        backends=[
+            BackendEntry(url="http://a:1", kv_events="tcp://a:5557"),
+            BackendEntry(url="http://a:1", id="twin", kv_events="tcp://a:5557"),
+        ]
+    )
+    assert [s.endpoint for s in from_file(rf).kv_sources] == ["tcp://a:5557"]
+
+
+def test_a_dp_rank_needs_a_kv_events_port() -> None:
+    rf = RouterFile(backends=[BackendEntry(url="http://a:1", dp_rank=1, kv_events="tcp://a")])
+    with pytest.raises(ConfigError, match="kv_events"):
+        from_file(rf)
+
+
+SETTINGS_YAML = """backends: [{url: "http://e:8000"}]
+probe_timeout_s: 0.5
+admission_queue: 16
+admission_deadline_s: 4
+short_prompt_tokens: 512
+max_prompt_chars: 1000
+max_body_bytes: 4096
+health: {failures_to_eject: 2, base_backoff_s: 0.5, max_backoff_s: 8, stable_after_s: 20}
+discovery: {namespace: ns, selector: app=e, watch_timeout_s: 60, retry_max_s: 5}
+"""
+
+
+def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text(SETTINGS_YAML)
+    cfg = from_file(load_router(path))
+    assert (cfg.probe_timeout_s, cfg.admission_queue, cfg.admission_deadline_s) == (0.5, 16, 4.0)
+    assert (cfg.short_prompt_tokens, cfg.max_prompt_chars, cfg.max_body_bytes) == (512, 1000, 4096)
+    assert cfg.health == HealthPolicy(
+        failures_to_eject=2, base_backoff_s=0.5, max_backoff_s=8.0, stable_after_s=20.0
+    )
+    assert cfg.discovery == DiscoverySettings(
+        "ns", "app=e", 8000, "vllm", watch_timeout_s=60, retry_max_s=5.0
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["admission_queue: -1", "health: {max_backoff_s: 0}", "health: {jitter: 1}", "max_prompt_chars: 0"],
+)
+def test_bad_runtime_settings_are_refused(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text('backends: [{url: "http://e:8000"}]\n' + line + "\n")
+    with pytest.raises(ConfigError):
+        load_router(path)
 
 
 def test_bad_router_file_names_line_and_key(tmp_path: Path) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from infctl.engines import get_adapter
-from infctl.errors import MetricsError
-from infctl.router.ranks import Target, scrape_targets, split_by_rank
+from infctl.errors import ConfigError, MetricsError
+from infctl.router.ranks import Target, backend_id, rank_endpoint, scrape_targets, split_by_rank
 from infctl.telemetry.prometheus import parse_metrics
 
 VLLM_DP2 = """\
@@ -107,3 +108,13 @@ async def test_one_scrape_per_url_feeds_each_rank_and_plain_backends() -> None:
     assert not isinstance(b, MetricsError)
     assert (a0.queue, a1.queue, b.queue) == (7, 1, 8)  # a plain backend sees the whole engine
     assert isinstance(c, MetricsError) and "500" in c.message
+
+
+def test_backend_id_and_rank_endpoint_conventions() -> None:
+    assert backend_id("http://e:8000", None) == "http://e:8000"
+    assert backend_id("http://e:8000", 3) == "http://e:8000#dp3"
+    assert rank_endpoint("tcp://e:5557", None) == "tcp://e:5557"
+    assert rank_endpoint("tcp://e:5557", 0) == "tcp://e:5557"
+    assert rank_endpoint("tcp://e:5557", 2) == "tcp://e:5559"
+    with pytest.raises(ConfigError):
+        rank_endpoint("tcp://e", 1)
