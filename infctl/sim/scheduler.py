@@ -63,6 +63,7 @@ class _Req:
         "decoding",
         "done",
         "hashes",
+        "link_bps",
         "max_tokens",
         "n_cached",
         "n_computed",
@@ -82,6 +83,7 @@ class _Req:
         self.max_tokens = req.max_tokens
         self.seed = req.seed
         self.remote = remote
+        self.link_bps = req.kv_transfer_gbps * 1e9 if req.kv_transfer_gbps else None
         """Waiting for its prompt's KV from a prefill engine (cleared when it arrives); a load from the
         offload tier also waits in ``_transferring``, with ``remote`` False."""
         self.n_out = 0
@@ -378,7 +380,7 @@ class EngineCore:
         hit_tokens = self._take(r, *plan)
         r.cached_tokens = r.prompt_len
         transfer_bytes = (r.prompt_len - hit_tokens) * self.profile.kv_bytes_per_token
-        r.ready_at = now + transfer_bytes / self._transfer_bytes_per_s
+        r.ready_at = now + transfer_bytes / (r.link_bps or self._transfer_bytes_per_s)
         # vLLM recomputes the last prompt token after a remote load; it is the first decode step's input.
         r.n_computed = r.prompt_len - 1
         self._transferring.append(r)

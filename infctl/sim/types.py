@@ -38,6 +38,10 @@ class SimRequest:
     """Decode role: the prompt's KV comes from a prefill engine; charge transfer time instead of prefill."""
     seed: int = 0
     """Selects the generated words (``infctl.tokens.output_word``)."""
+    kv_transfer_gbps: float | None = None
+    """Remote prefill: bandwidth of the link the prompt's KV comes over (GB/s); None: the profile's
+    ``kv_transfer_gbps``. Set per request because a decode engine can pull from prefill engines over
+    different links (inside its switch group, or across the spine)."""
 
 
 @dataclass(frozen=True, slots=True)

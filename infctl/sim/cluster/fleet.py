@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from infctl.sim.cluster.pd import LinkedCore
 from infctl.sim.profiles import SimProfile
 from infctl.sim.scheduler import EngineCore, Role
 from infctl.telemetry.signals import EngineSignals
@@ -103,12 +102,9 @@ class Fleet:
         role: Role = "both",
         group: str | None = None,
     ) -> SimEngine:
-        """A new engine (``name`` defaults to ``e<index>``); PD engines get a core whose KV transfers each
-        take their own link's bandwidth (:class:`~infctl.sim.cluster.pd.LinkedCore`)."""
-        if role == "both" and group is None:
-            core = EngineCore(self.profile, **self._options)
-        else:
-            core = LinkedCore(self.profile, role=role, **self._options)
+        """A new engine (``name`` defaults to ``e<index>``); a PD engine's remote-KV transfers each take
+        their own link's bandwidth (``SimRequest.kv_transfer_gbps``)."""
+        core = EngineCore(self.profile, role=role, **self._options)
         eid = name or f"e{len(self.engines)}"
         engine = SimEngine(eid, core, asked_at=now, ready_at=now + startup_s, role=role, group=group)
         if startup_s <= 0:

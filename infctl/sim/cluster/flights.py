@@ -17,7 +17,6 @@ from infctl.sim.cluster.admission import AdmissionRoom
 from infctl.sim.cluster.config import SimConfig
 from infctl.sim.cluster.events import DEADLINE, REFUSED, WAKE, EventQueue
 from infctl.sim.cluster.fleet import SimEngine
-from infctl.sim.cluster.pd import LinkedCore
 from infctl.sim.cluster.prompts import PromptSource
 from infctl.sim.cluster.routing import SimRouter
 from infctl.sim.cluster.traffic import Send
@@ -172,10 +171,8 @@ class RequestFlow:
         decode = flight.engine
         gbps = self.cfg.pd.link_gbps(self.cfg.profile, prefill.group, decode.group)
         req = flight.req
-        assert isinstance(decode.core, LinkedCore)
-        decode.core.links[req.request_id] = gbps
         self.transfers.append((prefill.id, decode.id, gbps))
-        leg = SimRequest(req.request_id, req.prompt_ids, req.max_tokens, t, True, req.seed)
+        leg = SimRequest(req.request_id, req.prompt_ids, req.max_tokens, t, True, req.seed, gbps)
         self._deliver(decode, leg, t)
         return True
 

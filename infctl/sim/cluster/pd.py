@@ -21,7 +21,7 @@ from typing import Literal
 from infctl.errors import ConfigError
 from infctl.router.policies.pd import PDSettings
 from infctl.sim.profiles import SimProfile
-from infctl.sim.scheduler import EngineCore, Role, _Req
+from infctl.sim.scheduler import Role
 
 _LAYOUT = re.compile(r"^\s*(\d+)\s*P\s*\+?\s*(\d+)\s*D\s*$", re.IGNORECASE)
 
@@ -108,25 +108,3 @@ def parse_layout(
 def transfer_seconds(tokens: int, kv_bytes_per_token: int, gbps: float) -> float:
     """Seconds to move ``tokens`` tokens of KV over a ``gbps`` GB/s link (the engine core's own formula)."""
     return tokens * kv_bytes_per_token / (gbps * 1e9)
-
-
-class LinkedCore(EngineCore):
-    """An ``EngineCore`` whose remote-KV transfers each take their own link's bandwidth.
-
-    The core times a transfer with one bandwidth (its profile's); a decode engine in pool mode receives from
-    prefill engines over different links, so the bandwidth is set per request (``links``) and read when the
-    transfer starts (at admission, possibly steps after the request arrived)."""
-
-    def __init__(self, profile: SimProfile, **options: object) -> None:
-        super().__init__(profile, **options)  # type: ignore[arg-type]
-        self._default_bps = self._transfer_bytes_per_s
-        self.links: dict[str, float] = {}
-        """Request id -> link bandwidth of its transfer, GB/s (consumed when the transfer starts)."""
-
-    def _start_transfer(self, r: _Req, now: float) -> bool:
-        gbps = self.links.get(r.rid)
-        self._transfer_bytes_per_s = self._default_bps if gbps is None else gbps * 1e9
-        started = super()._start_transfer(r, now)
-        if started:
-            self.links.pop(r.rid, None)
-        return started

@@ -10,8 +10,9 @@ from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Backend, Snapshot
 from infctl.sim.cluster import SimConfig
 from infctl.sim.cluster.admission import AdmissionRoom, AdmissionSettings
-from infctl.sim.cluster.pd import CROSS_GROUP_SHARE, LinkedCore, PDLayout, parse_layout, transfer_seconds
+from infctl.sim.cluster.pd import CROSS_GROUP_SHARE, PDLayout, parse_layout, transfer_seconds
 from infctl.sim.profiles import get_profile
+from infctl.sim.scheduler import EngineCore
 from infctl.sim.types import SimRequest
 from infctl.telemetry.signals import EngineSignals
 
@@ -65,12 +66,11 @@ def test_links_default_to_the_profile_nic_and_a_slower_spine() -> None:
     assert (custom.link_gbps(LLAMA, "g1", "g1"), custom.link_gbps(LLAMA, "g1", "g0")) == (100, 10)
 
 
-def test_linked_core_times_each_transfer_on_its_own_link() -> None:
+def test_each_remote_prefill_is_timed_on_its_own_link() -> None:
     def ready_at(gbps: float | None) -> float | None:
-        core = LinkedCore(LLAMA, role="decode")
-        if gbps is not None:
-            core.links["r"] = gbps
-        core.add_request(SimRequest("r", list(range(1000)), 4, 0.0, remote_prefill=True), 0.0)
+        core = EngineCore(LLAMA, role="decode")
+        req = SimRequest("r", list(range(1000)), 4, 0.0, remote_prefill=True, kv_transfer_gbps=gbps)
+        core.add_request(req, 0.0)
         return core.next_ready_time()
 
     assert ready_at(None) == pytest.approx(transfer_seconds(1000, LLAMA.kv_bytes_per_token, 25.0))
