@@ -18,7 +18,7 @@ from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
 from infctl.router.policies.weights import mirror_target, shadow_backend
-from infctl.router.relay import forward_lean, lean_capable
+from infctl.router.relay import ClientRequest, forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
@@ -35,8 +35,22 @@ _DEFAULT_EXPECTED_OUTPUT = 128
 _ids = random.Random()
 
 
-async def generate(state: RouterState, request: web.Request, *, path: str) -> web.StreamResponse:
-    """Route one /v1/completions or /v1/chat/completions request."""
+async def generate(state: RouterState, request: ClientRequest, *, path: str) -> web.StreamResponse:
+    """Route one /v1/completions or /v1/chat/completions request (from either front: aiohttp or lean).
+    While the router drains, new requests get a 503 (load balancers move away); in-flight ones finish."""
+    if state.draining:
+        state.metrics.rejected["draining"] += 1
+        return error_response(503, "the router is shutting down", kind="ServiceUnavailableError")
+    state.inflight += 1
+    try:
+        return await _generate(state, request, path)
+    finally:
+        state.inflight -= 1
+        if not state.inflight:
+            state.idle.set()
+
+
+async def _generate(state: RouterState, request: ClientRequest, path: str) -> web.StreamResponse:
     request_id = request.headers.get("x-request-id") or f"{_ids.getrandbits(128):032x}"
     try:
         raw = await request.read()
@@ -76,7 +90,7 @@ async def generate(state: RouterState, request: web.Request, *, path: str) -> we
 
 async def _route(
     state: RouterState,
-    request: web.Request,
+    request: ClientRequest,
     body: dict[str, Any],
     raw: bytes,
     info: RequestInfo,
@@ -162,7 +176,7 @@ def _mirror(
 
 async def _attempt(
     state: RouterState,
-    request: web.Request,
+    request: ClientRequest,
     body: dict[str, Any],
     raw: bytes,
     headers: Mapping[str, str],
@@ -198,10 +212,12 @@ async def _attempt(
             out, result = await forward_lean(
                 request, state.http1, url, payload, send_headers, request_id=rid, on_first=on_first
             )
-        else:
+        elif isinstance(request, web.Request):
             out, result = await forward(
                 request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first
             )
+        else:  # the lean front hands a request to aiohttp's when it cannot go lean: a backend added since
+            raise UpstreamFailed(f"{url}: not reachable from the lean front (HTTP/1.1 over plain HTTP only)")
         if result.first_byte_s is not None:
             state.metrics.ttft.observe(result.first_byte_s)
         if result.completed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -27,6 +28,32 @@ _HIGH_WATER = 256 * 1024
 """Client-side send buffer (bytes) above which the upstream is paused until the client catches up."""
 _LOW_WATER = 64 * 1024
 _DRAIN_POLL_S = 0.005
+
+
+class ClientRequest(Protocol):
+    """What the routing path reads from a client's request: aiohttp's ``web.Request`` and the lean front's
+    ``FrontRequest`` (``infctl.router.front``) both satisfy it: one copy of the routing logic serves both."""
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Case-insensitive request headers."""
+
+    @property
+    def path(self) -> str:
+        """The request target's path (no query)."""
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        """The client's connection (None once it has gone)."""
+
+    @property
+    def keep_alive(self) -> bool: ...
+
+    @property
+    def version(self) -> tuple[int, int]: ...
+
+    async def read(self) -> bytes:
+        """The whole request body."""
 
 
 class RelayedResponse(web.StreamResponse):
@@ -56,7 +83,7 @@ class _Relay:
 
     def __init__(
         self,
-        request: web.Request,
+        request: ClientRequest,
         request_id: str,
         conn: Http1Connection,
         sent_at: float,
@@ -163,7 +190,7 @@ class _Relay:
 
 
 async def forward_lean(
-    request: web.Request,
+    request: ClientRequest,
     pool: Http1Pool,
     url: str,
     body: bytes,
@@ -223,6 +250,6 @@ def _request_head(url: str) -> tuple[str, int, str]:
     return host, port, f"POST {target} HTTP/1.1\r\nhost: {parts.netloc}\r\n"
 
 
-def lean_capable(url: str, request: web.BaseRequest) -> bool:
+def lean_capable(url: str, request: ClientRequest) -> bool:
     """Whether this exchange can take the lean path: plain HTTP upstream, HTTP/1.1 client."""
     return url.startswith("http://") and request.version >= (1, 1)

@@ -25,6 +25,7 @@ from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
 from infctl.router.fetch import LeanTransport
+from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
@@ -68,6 +69,10 @@ class RouterState:
     """Set when the router shuts down; background tasks watch it."""
     http1: Http1Pool | None = None
     """The lean upstream client for generation requests; None sends them through ``session`` (aiohttp)."""
+    inflight: int = 0
+    """Generation requests being served (either front); the drain waits for it to reach 0."""
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set each time ``inflight`` drops to 0."""
 
     def __post_init__(self) -> None:
         self.admission = AdmissionQueue(
@@ -113,6 +118,9 @@ class RouterState:
 
 
 UpstreamClient = Literal["lean", "aiohttp"]
+ServerKind = Literal["lean", "aiohttp"]
+_DRAIN_GRACE_S = 0.25
+"""Of ``drain_timeout_s``, what is kept for closing connections once in-flight streams are done or cut."""
 
 
 def build_state(
@@ -271,22 +279,34 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     kube_connect: Callable[[], KubeClient] | None = None,
     upstream_client: UpstreamClient = "lean",
+    server: ServerKind = "aiohttp",
 ) -> None:
-    """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain in-flight requests.
+    """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain: keep accepting, answer /ready
+    and new generation requests 503 while in-flight ones finish, exit within ``drain_timeout_s``.
 
+    ``server``: ``lean`` parses HTTP/1.1 generation POSTs itself (``infctl.router.front``) and hands every
+    other request to the aiohttp app on the same connection; ``aiohttp`` serves everything with aiohttp.
     ``on_ready`` receives the base URL once listening (useful with ``port=0``)."""
     stop = stop or asyncio.Event()
     state = build_state(cfg, transport=transport, upstream_client=upstream_client)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
-    runner = web.AppRunner(build_app(state), handler_cancellation=True, shutdown_timeout=cfg.drain_timeout_s)
+    # The drain itself is ours (_drain); what aiohttp's shutdown waits for after it is the short grace.
+    grace = min(_DRAIN_GRACE_S, cfg.drain_timeout_s / 4)
+    runner = web.AppRunner(build_app(state), handler_cancellation=True, shutdown_timeout=grace)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
     tasks: list[asyncio.Task[None]] = []
+    listener: LeanListener | None = None
     try:
         await runner.setup()
-        await web.TCPSite(runner, cfg.host, cfg.port).start()
+        if server == "lean" and runner.server is not None:
+            listener = await LeanListener.start(state, runner.server, cfg.host, cfg.port)
+            host, port = listener.address
+        else:
+            await web.TCPSite(runner, cfg.host, cfg.port).start()
+            host, port = runner.addresses[0][:2]
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
         state.stop = stop
         for src in cfg.kv_sources:
@@ -294,17 +314,20 @@ async def serve(
         if cfg.discovery is not None:
             connect = kube_connect or _in_cluster(cfg.discovery.namespace)
             tasks.append(asyncio.create_task(discover(state, cfg.discovery, connect, stop)))
-        host, port = runner.addresses[0][:2]
         if on_ready is not None:
             on_ready(f"http://{host}:{port}")
         if ready is not None:
             ready.set()
         await stop.wait()
         state.draining = True
+        await drain(state, cfg.drain_timeout_s - grace)
     finally:
+        state.draining = True
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if listener is not None:
+            await listener.close(grace)
         await runner.cleanup()
         for t in list(state.background):
             t.cancel()
@@ -316,6 +339,16 @@ async def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+
+
+async def drain(state: RouterState, timeout_s: float) -> None:
+    """Until no generation request is in flight, or ``timeout_s`` (the rest are cut by the shutdown)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, timeout_s)
+    while state.inflight and loop.time() < deadline:
+        state.idle.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.idle.wait(), deadline - loop.time())
 
 
 def _in_cluster(namespace: str) -> Callable[[], KubeClient]:
@@ -331,12 +364,20 @@ def _in_cluster(namespace: str) -> Callable[[], KubeClient]:
 LoopKind = Literal["auto", "uvloop", "asyncio"]
 
 
-def run(cfg: RouterConfig, *, loop: LoopKind = "auto", upstream_client: UpstreamClient = "lean") -> None:
+def run(
+    cfg: RouterConfig,
+    *,
+    loop: LoopKind = "auto",
+    upstream_client: UpstreamClient = "lean",
+    server: ServerKind = "aiohttp",
+) -> None:
     """The one sync entry point (the CLI's). ``loop``: ``auto`` runs on uvloop when it is installed
     (``pip install 'infctl[fast]'``) and on asyncio's own loop otherwise; ``uvloop`` requires it;
     ``asyncio`` never uses it (``bench_router_overhead.py --loops asyncio,uvloop`` compares them)."""
     with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
-        runner.run(serve(cfg, upstream_client=upstream_client, on_ready=_freeze_startup_objects))
+        runner.run(
+            serve(cfg, upstream_client=upstream_client, server=server, on_ready=_freeze_startup_objects)
+        )
 
 
 def _freeze_startup_objects(_url: str) -> None:

@@ -71,7 +71,8 @@ async def test_usage_matches_the_workloads_token_counts(
 
 async def test_server_view_prefix_hits_and_queue(start_sim) -> None:  # type: ignore[no-untyped-def]
     cluster = await start_sim(instances=2)
-    spec = SharedPrefixSpec(groups=2, prefix_tokens=256, input=L(mean=32), output=L(mean=48))  # long enough to be seen running
+    # 48 output tokens: long enough for the 50 ms sampler to see requests running
+    spec = SharedPrefixSpec(groups=2, prefix_tokens=256, input=L(mean=32), output=L(mean=48))
     load = LoadPlan(stages=[Stage(rate=100, num_requests=40)], arrivals="constant")
     cfg = BenchConfig(
         url=cluster.urls[0], workload=spec, engine_urls=cluster.urls, sample_interval_s=0.05, load=load

@@ -1,0 +1,219 @@
+"""The lean front (``infctl router --server lean``): an asyncio protocol on the listening socket that serves
+the two generation POSTs itself and hands every other request to the aiohttp app, on the same connection.
+
+Why: aiohttp's server spends ~120 us of each request's TTFT before the handler starts (on Python 3.11 it
+waits two event-loop turns per request). Here a complete request starts its handler task in the turn its
+last byte arrives, straight into ``proxy.generate`` (the one routing path both fronts share), and the
+answer goes out through ``relay.forward_lean``, which writes to the client's socket itself.
+
+What stays aiohttp's: anything ``front_parse.parse_head`` does not take (admin, /metrics, /health, /ready,
+/v1/models, chunked bodies, HTTP/1.0, odd heads), and generation too when the upstream client is aiohttp's
+or a backend is HTTPS. Such a connection is handed over for good: aiohttp's protocol is made for its
+transport and fed the bytes buffered so far, so it answers as if it had been there from the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING, cast
+
+from aiohttp import web
+
+from infctl.router.front_parse import Head, Incomplete, parse_head
+from infctl.router.proxy import generate
+from infctl.router.relay import RelayedResponse
+from infctl.router.requests import error_response
+
+if TYPE_CHECKING:
+    from infctl.router.server import RouterState
+
+log = logging.getLogger(__name__)
+_PAUSE_ABOVE = 256 * 1024
+"""Bytes buffered behind a request being served (a pipelining client) above which reading pauses."""
+_DROP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
+
+
+class FrontRequest:
+    """One generation request read by the front: what ``relay.ClientRequest`` asks for."""
+
+    __slots__ = ("_body", "headers", "keep_alive", "path", "transport")
+    version = (1, 1)
+
+    def __init__(self, head: Head, body: bytes, transport: asyncio.Transport) -> None:
+        self.headers, self.path, self.keep_alive = head.headers, head.path, head.keep_alive
+        self.transport: asyncio.Transport | None = transport
+        self._body = body
+
+    async def read(self) -> bytes:
+        return self._body
+
+
+class FrontProtocol(asyncio.Protocol):
+    """One client connection: requests are served one at a time (bytes of the next one wait in ``buf``)."""
+
+    def __init__(self, state: RouterState, fallback: web.Server, listener: LeanListener) -> None:
+        self.state, self.fallback, self.listener = state, fallback, listener
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.head: Head | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.listener.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.task is None:
+            self._next()
+        elif len(self.buf) > _PAUSE_ABOVE and not self.paused and self.transport is not None:
+            self.transport.pause_reading()
+            self.paused = True
+
+    def eof_received(self) -> bool:
+        return self.task is not None  # half-closed with an answer on its way: keep the write side open
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.listener.connections.discard(self)
+        self.transport = None
+        if self.task is not None:
+            self.task.cancel()  # a client gone mid-request: the relay drops the upstream request
+
+    @property
+    def idle(self) -> bool:
+        return self.task is None and not self.buf
+
+    def _next(self) -> None:
+        """Start serving the request at the head of ``buf`` once it is complete (or hand it over)."""
+        tr = self.transport
+        if tr is None:
+            return
+        head = self.head
+        if head is None:
+            try:
+                head = parse_head(self.buf)
+            except Incomplete:
+                return
+            if head is None or not self._lean_ok():
+                self._hand_over(tr)
+                return
+            if head.content_length > self.state.cfg.max_body_bytes:
+                self.state.metrics.rejected["too_large"] += 1
+                limit = self.state.cfg.max_body_bytes
+                message = f"request body of {head.content_length} bytes is over the {limit}-byte limit"
+                tr.write(_serialize(error_response(413, message), keep_alive=False))
+                tr.close()
+                return
+            self.head = head
+        end = head.size + head.content_length
+        if len(self.buf) < end:
+            return
+        body = bytes(self.buf[head.size : end])
+        del self.buf[:end]
+        self.head = None
+        self.task = asyncio.get_running_loop().create_task(self._serve(FrontRequest(head, body, tr)))
+
+    def _lean_ok(self) -> bool:
+        """Generation goes lean only on the lean upstream client, to plain-HTTP backends."""
+        pool = self.state.pool
+        return self.state.http1 is not None and all(
+            pool.backend(b).url.startswith("http://") for b in pool.ids()
+        )
+
+    async def _serve(self, request: FrontRequest) -> None:
+        try:
+            out = await generate(self.state, request, path=request.path)
+        except Exception:  # what aiohttp would answer 500 for, in the OpenAI shape
+            log.exception("lean front: unhandled error on %s", request.path)
+            out = error_response(500, "internal router error", kind="InternalServerError")
+        tr = self.transport
+        self.task = None
+        if tr is None:
+            return
+        if isinstance(out, RelayedResponse):
+            keep = out.keep_alive
+        else:
+            keep = request.keep_alive and not self.state.draining
+            tr.write(_serialize(out, keep_alive=keep))
+        if not keep or tr.is_closing():
+            tr.close()
+            return
+        if self.paused:
+            self.paused = False
+            tr.resume_reading()
+        if self.buf:
+            self._next()
+
+    def _hand_over(self, tr: asyncio.Transport) -> None:
+        """From now on this connection is aiohttp's, starting with the bytes buffered so far."""
+        self.listener.connections.discard(self)
+        proto = self.fallback()
+        tr.set_protocol(proto)
+        proto.connection_made(tr)
+        self.transport = None
+        if self.paused:
+            tr.resume_reading()
+        data, self.buf = bytes(self.buf), bytearray()
+        proto.data_received(data)
+
+
+def _serialize(resp: web.StreamResponse, *, keep_alive: bool) -> bytes:
+    """A whole (non-streamed) aiohttp response as HTTP/1.1 bytes."""
+    body = resp.body if isinstance(resp, web.Response) and isinstance(resp.body, bytes) else b""
+    lines = [f"HTTP/1.1 {resp.status} {resp.reason}\r\n"]
+    lines += [f"{k}: {v}\r\n" for k, v in resp.headers.items() if k.lower() not in _DROP_HEADERS]
+    lines.append(f"content-length: {len(body)}\r\n")
+    if not keep_alive:
+        lines.append("connection: close\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1") + body
+
+
+class LeanListener:
+    """The listening socket of ``--server lean`` and the connections it still serves itself."""
+
+    def __init__(self, state: RouterState, fallback: web.Server) -> None:
+        self.state, self.fallback = state, fallback
+        self.connections: set[FrontProtocol] = set()
+        self.server: asyncio.Server | None = None
+
+    @classmethod
+    async def start(cls, state: RouterState, fallback: web.Server, host: str, port: int) -> LeanListener:
+        self = cls(state, fallback)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: FrontProtocol(state, fallback, self), host, port)
+        return self
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.server is not None
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def close(self, grace_s: float) -> None:
+        """Stop listening, close idle connections, give requests in flight ``grace_s``, then cut them."""
+        if self.server is not None:
+            self.server.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while True:
+            for conn in list(self.connections):
+                if conn.idle and conn.transport is not None:
+                    conn.transport.close()
+            busy = [c for c in self.connections if c.task is not None]
+            if not busy or loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            if conn.task is not None:
+                conn.task.cancel()
+            if conn.transport is not None:
+                conn.transport.abort()

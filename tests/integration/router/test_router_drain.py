@@ -1,0 +1,82 @@
+"""Draining on SIGTERM (stop): the router keeps accepting so that /ready and new generation requests can
+answer 503 (load balancers move away) while in-flight streams finish; it exits by ``drain_timeout_s``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from infctl.router.config import RouterConfig
+from infctl.router.health import HealthPolicy
+from infctl.router.server import serve
+from infctl.router.snapshot import Backend
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+async def _router(url: str, server: str, drain_s: float) -> tuple[str, asyncio.Event, asyncio.Task[None]]:
+    cfg = RouterConfig(
+        backends=(Backend(id=url, url=url),),
+        port=0,
+        policy="round_robin",
+        scrape_interval_s=0.05,
+        health_interval_s=0.1,
+        health=HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
+        drain_timeout_s=drain_s,
+    )
+    stop, urls = asyncio.Event(), list[str]()
+    task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append, server=server))  # type: ignore[arg-type]
+    while not urls:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.005)
+    async with httpx.AsyncClient() as c:
+        for _ in range(200):
+            if (await c.get(f"{urls[0]}/ready")).status_code == 200:
+                break
+            await asyncio.sleep(0.02)
+    return urls[0], stop, task
+
+
+async def test_draining_answers_503_on_new_connections_while_a_stream_finishes(
+    start_sim: Callable[..., Awaitable[Any]], server: str
+) -> None:
+    sim = await start_sim(time_scale=1.0)  # real time: 40 tokens outlast everything the test asks meanwhile
+    url, stop, task = await _router(sim.urls[0], server, drain_s=20.0)
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40, "stream": True, "ignore_eos": True}
+    async with httpx.AsyncClient(timeout=30) as c, c.stream("POST", f"{url}/v1/completions", json=body) as r:
+        lines = r.aiter_lines()
+        first = await anext(lines)
+        stop.set()
+        await asyncio.sleep(0.05)
+        async with httpx.AsyncClient(timeout=10) as other:  # a new connection: still accepted
+            ready = await other.get(f"{url}/ready")
+            late = await other.post(f"{url}/v1/completions", json={**body, "stream": False})
+        assert not task.done()  # the stream holds the drain open
+        rest = [line async for line in lines]
+    assert ready.status_code == 503 and ready.json()["ready"] is False
+    assert late.status_code == 503 and late.json()["error"]["type"] == "ServiceUnavailableError"
+    tokens = [x for x in [first, *rest] if x.startswith("data: {")]
+    assert len(tokens) >= 40 and [x for x in rest if x][-1] == "data: [DONE]"
+    await asyncio.wait_for(task, 10)  # nothing in flight any more: no wait for the 20 s timeout
+
+
+async def test_a_stream_longer_than_the_drain_timeout_is_cut_and_the_router_exits(
+    start_sim: Callable[..., Awaitable[Any]], server: str
+) -> None:
+    sim = await start_sim(time_scale=1.0)
+    url, stop, task = await _router(sim.urls[0], server, drain_s=0.5)
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 2000, "stream": True, "ignore_eos": True}
+    seen: list[str] = []
+    async with httpx.AsyncClient(timeout=30) as c, c.stream("POST", f"{url}/v1/completions", json=body) as r:
+        lines = r.aiter_lines()
+        seen.append(await anext(lines))
+        stop.set()
+        with contextlib.suppress(httpx.HTTPError):  # a cut chunked stream
+            seen += [line async for line in lines]
+        await asyncio.wait_for(task, 10)
+    assert "data: [DONE]" not in seen

@@ -1,0 +1,210 @@
+"""The lean front's protocol over a fake transport: partial reads, hand-over, keep-alive, pipelining, 413,
+a client gone mid-request. ``generate`` is replaced by a recorder: the routing itself is tested live."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from infctl.router import front
+from infctl.router.front import FrontProtocol, LeanListener
+from infctl.router.relay import RelayedResponse
+
+BODY = b'{"prompt": "a"}'
+POST = b"POST /v1/completions HTTP/1.1\r\nhost: r\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY)
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = bytearray()
+        self.closed = self.aborted = self.paused = False
+        self.protocol: Any = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.out += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+class Fallback:
+    """Stands in for aiohttp's ``web.Server``: records the protocol it makes and what that receives."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+
+    def __call__(self) -> Any:
+        proto = SimpleNamespace(transport=None, data=bytearray())
+        proto.connection_made = lambda tr: setattr(proto, "transport", tr)
+        proto.data_received = proto.data.extend
+        self.made.append(proto)
+        return proto
+
+
+def make(
+    monkeypatch: pytest.MonkeyPatch, answer: Any = None, *, max_body: int = 1 << 20
+) -> tuple[FrontProtocol, FakeTransport, Fallback, list[Any]]:
+    seen: list[Any] = []
+
+    async def generate(state: Any, request: Any, *, path: str) -> web.StreamResponse:
+        seen.append((path, await request.read(), dict(request.headers)))
+        if answer is not None:
+            out: web.StreamResponse = await answer(request)
+            return out
+        return web.json_response({"ok": len(seen)})
+
+    monkeypatch.setattr(front, "generate", generate)
+    pool = SimpleNamespace(ids=lambda: ["b"], backend=lambda _: SimpleNamespace(url="http://e:1"))
+    state: Any = SimpleNamespace(
+        cfg=SimpleNamespace(max_body_bytes=max_body),
+        http1=object(),
+        pool=pool,
+        metrics=SimpleNamespace(rejected=Counter()),
+        draining=False,
+    )
+    fallback = Fallback()
+    listener = LeanListener(state, fallback)  # type: ignore[arg-type]
+    proto = FrontProtocol(state, fallback, listener)  # type: ignore[arg-type]
+    tr = FakeTransport()
+    proto.connection_made(tr)
+    return proto, tr, fallback, seen
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_request_fed_one_byte_at_a_time_is_served_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    proto, tr, _, seen = make(monkeypatch)
+    for i in range(len(POST)):
+        proto.data_received(POST[i : i + 1])
+    await settle()
+    assert seen == [("/v1/completions", BODY, {"host": "r", "content-length": str(len(BODY))})]
+    assert tr.out.startswith(b"HTTP/1.1 200 OK\r\n") and tr.out.endswith(b'{"ok": 1}')
+    assert b"content-length: 9\r\n" in tr.out and not tr.closed  # keep-alive
+
+
+async def test_pipelined_requests_are_answered_in_order_and_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    proto, tr, _, seen = make(monkeypatch)
+    proto.data_received(POST + POST + POST[:10])
+    await settle()
+    assert len(seen) == 2 and tr.out.count(b"HTTP/1.1 200 OK") == 2
+    assert tr.out.index(b'{"ok": 1}') < tr.out.index(b'{"ok": 2}')
+    proto.data_received(POST[10:])
+    await settle()
+    assert len(seen) == 3 and not tr.closed
+
+
+async def test_other_requests_are_handed_to_aiohttp_with_every_buffered_byte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, fallback, seen = make(monkeypatch)
+    get = b"GET /metrics HTTP/1.1\r\nhost: r\r\n\r\n"
+    proto.data_received(POST)
+    await settle()
+    proto.data_received(get + POST[:5])
+    assert seen and len(fallback.made) == 1
+    handed = fallback.made[0]
+    assert tr.protocol is handed and handed.transport is tr
+    assert bytes(handed.data) == get + POST[:5]  # from the first byte of the request the front did not take
+    assert proto not in proto.listener.connections
+
+
+async def test_chunked_generation_request_goes_to_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    proto, _, fallback, seen = make(monkeypatch)
+    raw = b"POST /v1/completions HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    proto.data_received(raw)
+    await settle()
+    assert not seen and bytes(fallback.made[0].data) == raw
+
+
+async def test_a_body_over_the_limit_is_413_in_the_openai_shape_and_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, seen = make(monkeypatch, max_body=4)
+    proto.data_received(POST)
+    await settle()
+    assert not seen and tr.closed
+    assert tr.out.startswith(b"HTTP/1.1 413 ") and b'"type": "BadRequestError"' in tr.out
+    assert b"connection: close" in tr.out
+
+
+async def test_connection_close_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    proto, tr, _, _ = make(monkeypatch)
+    proto.data_received(POST.replace(b"host: r", b"connection: close"))
+    await settle()
+    assert b"connection: close\r\n" in tr.out and tr.closed
+
+
+async def test_client_gone_mid_request_cancels_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def forever(request: Any) -> web.StreamResponse:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("unreachable")
+
+    proto, tr, _, _ = make(monkeypatch, forever)
+    proto.data_received(POST)
+    await started.wait()
+    proto.connection_lost(ConnectionResetError())
+    await asyncio.wait_for(cancelled.wait(), 5)
+    assert not tr.out
+
+
+async def test_bytes_behind_a_busy_request_pause_reading_until_it_is_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = asyncio.Event()
+
+    async def held(request: Any) -> web.StreamResponse:
+        await release.wait()
+        return RelayedResponse(200, keep_alive=True)  # the relay wrote the answer itself
+
+    proto, tr, _, seen = make(monkeypatch, held)
+    proto.data_received(POST)
+    await settle()
+    proto.data_received(b"x" * (front._PAUSE_ABOVE + 1))
+    assert tr.paused and len(seen) == 1
+    release.set()
+    await settle()
+    assert (tr.paused, bytes(tr.out)) == (False, b"")  # nothing written by the front over a relayed answer
+
+
+async def test_an_unhandled_error_is_a_500_in_the_openai_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def boom(request: Any) -> web.StreamResponse:
+        raise RuntimeError("bug")
+
+    proto, tr, _, _ = make(monkeypatch, boom)
+    proto.data_received(POST)
+    await settle()
+    assert tr.out.startswith(b"HTTP/1.1 500 ") and b"InternalServerError" in tr.out and not tr.closed

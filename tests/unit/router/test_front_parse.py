@@ -1,0 +1,68 @@
+"""The lean front's head parser: what it takes, what it leaves to aiohttp, what it waits for."""
+
+from __future__ import annotations
+
+import pytest
+
+from infctl.router.front_parse import MAX_HEAD_BYTES, Incomplete, parse_head
+
+POST = (
+    b"POST /v1/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n"
+)
+
+
+def test_a_generation_post_is_taken_with_its_length_and_body_offset() -> None:
+    head = parse_head(POST + b'{"a":1}')
+    assert head is not None
+    assert (head.path, head.content_length, head.keep_alive) == ("/v1/completions", 7, True)
+    assert head.size == len(POST)
+    assert head.headers["content-type"] == "application/json"  # case-insensitive
+    assert head.headers["CONTENT-TYPE"] == "application/json"
+
+
+@pytest.mark.parametrize("cut", [0, 1, 10, len(POST) - 3, len(POST) - 1])
+def test_a_head_cut_anywhere_before_its_blank_line_is_incomplete(cut: int) -> None:
+    with pytest.raises(Incomplete):
+        parse_head(POST[:cut])
+
+
+def test_query_is_dropped_from_the_path_and_chat_is_taken() -> None:
+    head = parse_head(POST.replace(b"/v1/completions", b"/v1/chat/completions?x=1"))
+    assert head is not None and head.path == "/v1/chat/completions"
+
+
+def test_connection_close_turns_keep_alive_off() -> None:
+    head = parse_head(POST.replace(b"Host: r", b"Connection: keep-alive, Close"))
+    assert head is not None and not head.keep_alive
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        POST.replace(b"POST", b"GET"),
+        POST.replace(b"/v1/completions", b"/metrics"),
+        POST.replace(b"HTTP/1.1", b"HTTP/1.0"),
+        POST.replace(b"Content-Length: 7", b"Transfer-Encoding: chunked"),
+        POST.replace(b"Host: r", b"Expect: 100-continue"),
+        POST.replace(b"Content-Length: 7\r\n", b""),
+        POST.replace(b"Content-Length: 7", b"Content-Length: 7\r\nContent-Length: 8"),
+        POST.replace(b"Content-Length: 7", b"Content-Length: -7"),
+        POST.replace(b"Content-Length: 7", b"Content-Length: \xb2"),
+        POST.replace(b"Host: r", b"Host : r"),
+        POST.replace(b"Host: r", b"Host: r\r\n folded"),
+        POST.replace(b"POST /v1", b"POST  /v1"),
+        b"garbage\r\n\r\n",
+    ],
+    ids=[
+        *("get", "other-path", "http10", "chunked", "expect", "no-length", "two-lengths"),
+        *("negative-length", "non-ascii-digit", "space-before-colon", "obs-fold", "bad-request-line"),
+        "garbage",
+    ],
+)
+def test_anything_unusual_is_left_to_aiohttp(raw: bytes) -> None:
+    assert parse_head(raw) is None
+
+
+def test_a_head_over_the_limit_is_left_to_aiohttp_not_awaited_forever() -> None:
+    raw = b"POST /v1/completions HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD_BYTES
+    assert parse_head(raw) is None
