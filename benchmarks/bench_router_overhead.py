@@ -4,6 +4,7 @@
         [--upstream sim|null] [--policies round_robin,cache_aware] [--concurrency 48] [--peers-bin DIR]
         [--loops asyncio,uvloop]   (one infctl row per event loop, to compare them in the same run)
         [--upstream-clients lean,aiohttp]   (one infctl row per upstream client, likewise)
+        [--servers aiohttp,lean]   (one infctl row per front: aiohttp's server or --server lean)
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import subprocess
 import sys
@@ -239,21 +241,23 @@ def all_routers(
     peers: bool,
     loops: list[str],
     clients: list[str],
+    servers: list[str] | None = None,
 ) -> list[Router]:
-    """infctl (once per event loop in ``loops`` and upstream client in ``clients``) and the peers, each
-    with every policy in ``policies``."""
+    """infctl (once per event loop in ``loops``, upstream client in ``clients`` and front in ``servers``)
+    and the peers, each with every policy in ``policies``."""
+    servers = servers or ["aiohttp"]
     out: list[Router] = []
     for policy in policies:
         for r in routers([engine], peers_bin, [policy], peers):
             if r.name.startswith("infctl"):
-                for loop in loops:
-                    for client in clients:
-                        port = free_port()
-                        argv = [*r.argv, "--loop", loop, "--upstream-client", client]
-                        argv[argv.index("--port") + 1] = str(port)
-                        tags = [t for t, many in ((loop, len(loops) > 1), (client, len(clients) > 1)) if many]
-                        name = f"{r.name} [{', '.join(tags)}]" if tags else r.name
-                        out.append(Router(name, argv, port))
+                for loop, client, server in itertools.product(loops, clients, servers):
+                    port = free_port()
+                    argv = [*r.argv, "--loop", loop, "--upstream-client", client, "--server", server]
+                    argv[argv.index("--port") + 1] = str(port)
+                    axes = ((loop, loops), (client, clients), (f"{server} server", servers))
+                    tags = [t for t, values in axes if len(values) > 1]
+                    name = f"{r.name} [{', '.join(tags)}]" if tags else r.name
+                    out.append(Router(name, argv, port))
                 continue
             r.argv[r.argv.index("--policy") + 1] = policy
             at = r.argv.index("--worker-urls")
@@ -278,6 +282,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--upstream-clients", default="lean", help="infctl upstream clients, a row each: lean, aiohttp"
     )
+    ap.add_argument("--servers", default="aiohttp", help="infctl fronts, a row each: aiohttp, lean")
     ap.add_argument(
         "--peers-bin",
         type=Path,
@@ -306,6 +311,7 @@ async def main(args: argparse.Namespace) -> None:
                 not args.no_peers,
                 args.loops.split(","),
                 args.upstream_clients.split(","),
+                args.servers.split(","),
             )
             for r in rs:
                 r.start()

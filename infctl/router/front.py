@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 _PAUSE_ABOVE = 256 * 1024
 """Bytes buffered behind a request being served (a pipelining client) above which reading pauses."""
 _DROP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
+KEEPALIVE_TIMEOUT_S = 75.0
+"""Seconds an idle keep-alive connection is kept open (aiohttp's default, which handed-over ones get)."""
 
 
 class FrontRequest:
@@ -61,9 +63,11 @@ class FrontProtocol(asyncio.Protocol):
         self.head: Head | None = None
         self.task: asyncio.Task[None] | None = None
         self.paused = False
+        self.idle_since = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.idle_since = asyncio.get_running_loop().time()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -79,7 +83,7 @@ class FrontProtocol(asyncio.Protocol):
             self.paused = True
 
     def eof_received(self) -> bool:
-        return self.task is not None  # half-closed with an answer on its way: keep the write side open
+        return False  # as aiohttp: a client that half-closes has gone (the transport closes, cancelling)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.listener.connections.discard(self)
@@ -138,6 +142,7 @@ class FrontProtocol(asyncio.Protocol):
         self.task = None
         if tr is None:
             return
+        self.idle_since = asyncio.get_running_loop().time()
         if isinstance(out, RelayedResponse):
             keep = out.keep_alive
         else:
@@ -184,13 +189,28 @@ class LeanListener:
         self.state, self.fallback = state, fallback
         self.connections: set[FrontProtocol] = set()
         self.server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     async def start(cls, state: RouterState, fallback: web.Server, host: str, port: int) -> LeanListener:
         self = cls(state, fallback)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: FrontProtocol(state, fallback, self), host, port)
+        self._sweeper = asyncio.create_task(self._sweep())
         return self
+
+    async def _sweep(self) -> None:
+        """Close connections idle for ``KEEPALIVE_TIMEOUT_S`` (checked every quarter of it)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(KEEPALIVE_TIMEOUT_S / 4)
+            self.close_idle(loop.time() - KEEPALIVE_TIMEOUT_S)
+
+    def close_idle(self, since: float = float("inf")) -> None:
+        """Close every connection with nothing in flight and nothing buffered since before ``since``."""
+        for conn in list(self.connections):
+            if conn.idle and conn.idle_since < since and conn.transport is not None:
+                conn.transport.close()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -202,12 +222,12 @@ class LeanListener:
         """Stop listening, close idle connections, give requests in flight ``grace_s``, then cut them."""
         if self.server is not None:
             self.server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace_s
         while True:
-            for conn in list(self.connections):
-                if conn.idle and conn.transport is not None:
-                    conn.transport.close()
+            self.close_idle()
             busy = [c for c in self.connections if c.task is not None]
             if not busy or loop.time() >= deadline:
                 break

@@ -208,3 +208,20 @@ async def test_an_unhandled_error_is_a_500_in_the_openai_shape(monkeypatch: pyte
     proto.data_received(POST)
     await settle()
     assert tr.out.startswith(b"HTTP/1.1 500 ") and b"InternalServerError" in tr.out and not tr.closed
+
+
+async def test_idle_keep_alive_connections_are_closed_after_the_timeout_busy_ones_are_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, _ = make(monkeypatch)
+    proto.data_received(POST)
+    await settle()
+    listener = proto.listener
+    listener.close_idle(proto.idle_since)  # idle, but not since before that instant
+    assert not tr.closed
+    proto.data_received(POST[:10])  # a request on its way is not idle
+    listener.close_idle(proto.idle_since + 1)
+    assert not tr.closed
+    proto.buf.clear()
+    listener.close_idle(proto.idle_since + front.KEEPALIVE_TIMEOUT_S)
+    assert tr.closed
