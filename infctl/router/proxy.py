@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +17,12 @@ from infctl.engines import PDEndpoint, RankPin, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
+from infctl.router.pd_legs import Leg, PrefillRejected, beside, decode_body_or_blame, prefill_answer
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.relay import ClientRequest, forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
 from infctl.router.snapshot import Backend, RequestInfo, Snapshot
-from infctl.router.upstream import UpstreamFailed, forward, post_json, upstream_headers
+from infctl.router.upstream import RelayResult, UpstreamFailed, forward, post_json, upstream_headers
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
@@ -112,7 +113,7 @@ async def _route(
             if tried:
                 break  # every backend left has failed this request
             state.metrics.rejected[exc.reason] += 1
-            return error_response(503, exc.message, kind="ServiceUnavailableError")
+            return _own(error_response(503, exc.message, kind="ServiceUnavailableError"), info)
         state.metrics.decisions[(state.policy_name, reason)] += 1
         if attempt == 0:
             state.metrics.estimated_cached_tokens += matched * info.block_size
@@ -122,6 +123,9 @@ async def _route(
         try:
             cached = min(info.prompt_tokens, matched * info.block_size)
             out = await _attempt(state, request, body, raw, headers, info, prefill, decode, expected, cached)
+        except asyncio.CancelledError:
+            state.metrics.e2e.observe(loop.time() - started)  # the client went away: still a request served
+            raise
         except UpstreamFailed as exc:
             failed = exc.backend or decode
             tried.add(failed)
@@ -133,7 +137,13 @@ async def _route(
         state.metrics.e2e.observe(loop.time() - started)
         return out
     state.metrics.rejected["upstream_failed"] += 1
-    return error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError")
+    return _own(error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError"), info)
+
+
+def _own(resp: web.Response, info: RequestInfo) -> web.Response:
+    """The router's own answer, carrying the request's id like every proxied one."""
+    resp.headers["x-request-id"] = info.request_id
+    return resp
 
 
 def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str | None, str, str, int]:
@@ -194,30 +204,34 @@ async def _attempt(
     send_headers = {**headers, **pin.headers} if pin.headers else headers
     pool.start(decode, info.prompt_tokens, expected, cached_tokens=cached)
     got_first = False
+    sent_at = first_at = loop.time()
 
     def on_first() -> None:
         # At the first token, not at the end of the stream: the prefill is no longer queued work.
-        nonlocal got_first
-        got_first = True
+        nonlocal got_first, first_at
+        got_first, first_at = True, loop.time()
         pool.first_token(decode, info.prompt_tokens, cached_tokens=cached)
 
+    leg: Leg | None = None
     try:
         if prefill is None:
             # Forwarded byte for byte unless the pin is a body field (SGLang's data_parallel_rank).
             payload = json.dumps({**body, **pin.body}).encode() if pin.body else raw
         else:
-            payload = await _pd_payload(state, body, headers, prefill, pin)
+            payload, leg = await _pd_payload(state, body, headers, prefill, pin)
         url, rid = backend.url + request.path, info.request_id
-        if state.http1 is not None and lean_capable(url, request):
-            out, result = await forward_lean(
-                request, state.http1, url, payload, send_headers, request_id=rid, on_first=on_first
+        sent_at = loop.time()
+        if leg is not None:
+            assert prefill is not None
+            out, result = await beside(
+                _relay(state, request, url, payload, send_headers, rid, on_first),
+                leg,
+                prefill,
+                started=lambda: got_first,
+                background=state.background,
             )
-        elif isinstance(request, web.Request):
-            out, result = await forward(
-                request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first
-            )
-        else:  # the lean front hands a request to aiohttp's when it cannot go lean: a backend added since
-            raise UpstreamFailed(f"{url}: not reachable from the lean front (HTTP/1.1 over plain HTTP only)")
+        else:
+            out, result = await _relay(state, request, url, payload, send_headers, rid, on_first)
         if result.first_byte_s is not None:
             state.metrics.ttft.observe(result.first_byte_s)
         if result.completed:
@@ -234,6 +248,19 @@ async def _attempt(
             state.metrics.ejections[decode] += 1
             log.warning("ejected %s after a broken stream", decode)
         return out
+    except PrefillRejected as exc:
+        # The client's mistake, caught by the prefill engine: its answer, as a proxied one would be.
+        state.metrics.requests[(prefill or decode, f"{exc.status // 100}xx")] += 1
+        return exc.response(info.request_id)
+    except asyncio.CancelledError:
+        # The client went away (the server cancels its handler): count it, as a relay that noticed would.
+        if got_first:
+            state.metrics.ttft.observe(first_at - sent_at)
+        state.metrics.requests[(decode, "client_gone")] += 1
+        state.metrics.observe_upstream(
+            backend.upstream, "client_gone", first_at - sent_at if got_first else None
+        )
+        raise
     except UpstreamFailed as exc:
         # The client never sees this answer (it is retried elsewhere or becomes the router's 502), but a
         # cutover gate comparing groups must: count it against the group that failed it.
@@ -244,10 +271,33 @@ async def _attempt(
         pool.finish(decode, info.prompt_tokens, expected, got_first=got_first, cached_tokens=cached)
 
 
+async def _relay(
+    state: RouterState,
+    request: ClientRequest,
+    url: str,
+    payload: bytes,
+    send_headers: Mapping[str, str],
+    rid: str,
+    on_first: Callable[[], None],
+) -> tuple[web.StreamResponse, RelayResult]:
+    """Send the (decode) request and relay its answer to the client, on the lean client when it can."""
+    if state.http1 is not None and lean_capable(url, request):
+        return await forward_lean(
+            request, state.http1, url, payload, send_headers, request_id=rid, on_first=on_first
+        )
+    if isinstance(request, web.Request):
+        return await forward(
+            request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first
+        )
+    # the lean front hands a request to aiohttp's when it cannot go lean: a backend added since
+    raise UpstreamFailed(f"{url}: not reachable from the lean front (HTTP/1.1 over plain HTTP only)")
+
+
 async def _pd_payload(
     state: RouterState, body: dict[str, Any], headers: Mapping[str, str], prefill_id: str, decode_pin: RankPin
-) -> bytes:
-    """Run the PD protocol's prefill side and return the decode leg's body (adapter-defined wire format).
+) -> tuple[bytes, Leg | None]:
+    """Run the PD protocol's prefill side; return the decode leg's body (adapter-defined wire format) and,
+    for the parallel protocol, the prefill leg still running (judged beside the decode: ``pd_legs``).
     Each leg is pinned to its own backend's rank: the prefill's never carries the decode's."""
     prefill = state.pool.backend(prefill_id)
     adapter = get_adapter(prefill.engine or state.cfg.engine)
@@ -259,19 +309,17 @@ async def _pd_payload(
     if adapter.pd_style == "sequential":
         leg = {**adapter.prefill_body(body, endpoint), **pin.body}
         try:
-            _, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
+            status, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
         except UpstreamFailed as exc:
             exc.backend = prefill_id  # blame the prefill leg, not the decode backend
             raise
-        answer = json.loads(data)
-        return json.dumps({**adapter.decode_body(body, answer, endpoint), **decode_pin.body}).encode()
+        answer = prefill_answer(prefill_id, status, data)
+        decode_leg = decode_body_or_blame(prefill_id, lambda: adapter.decode_body(body, answer, endpoint))
+        return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
     room = new_bootstrap_room()
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
-    leg_bytes = json.dumps(leg).encode()
-    task = asyncio.create_task(_post(state, prefill.url + path, leg_bytes, headers))
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
-    return json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
+    task = asyncio.create_task(_post(state, prefill.url + path, json.dumps(leg).encode(), headers))
+    return json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode(), task
 
 
 def _pin(state: RouterState, backend: Backend) -> RankPin:

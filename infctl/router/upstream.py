@@ -130,8 +130,10 @@ async def forward(
             try:
                 chunk = await resp.content.readany()
             except (TimeoutError, aiohttp.ClientError, ConnectionResetError):
-                # Upstream broke mid-stream: end the client's response short rather than splice another.
+                # Upstream broke mid-stream: cut the client's connection too, never splice another stream
+                # on nor end this one cleanly (a chunked end or a [DONE]-less clean close reads as success).
                 resp.close()
+                _cut(request, out)
                 return out, RelayResult(resp.status, first, relayed, completed=False)
         await out.write_eof()
         return out, RelayResult(resp.status, first, relayed, completed=True)
@@ -142,6 +144,13 @@ async def forward(
         raise
     finally:
         resp.release()
+
+
+def _cut(request: web.Request, out: web.StreamResponse) -> None:
+    """Abort the client's connection: the response it was reading ends without its terminator."""
+    out.force_close()
+    if request.transport is not None:
+        request.transport.abort()
 
 
 def _is_fatal(exc: BaseException) -> bool:

@@ -1,0 +1,121 @@
+"""PD error handling against simulated engines: a failing prefill leg is blamed on the prefill backend
+and retried (SGLang's parallel leg cancels its decode leg); a prefill 4xx reaches the client as such."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from infctl.router.snapshot import Backend
+from infctl.telemetry.prometheus import parse_metrics, value
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+LONG_PROMPT = " ".join(f"w{i}" for i in range(1000))
+
+
+def pair(prefill: str, decode: str) -> list[Backend]:
+    return [
+        Backend(id="p", url=prefill, role="prefill", group="g0"),
+        Backend(id="d", url=decode, role="decode", group="g0"),
+    ]
+
+
+async def backends(c: httpx.AsyncClient, url: str) -> dict[str, dict[str, Any]]:
+    return {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
+
+
+@pytest.mark.parametrize("personality", ["sglang", "vllm"])
+async def test_a_failing_prefill_is_blamed_and_the_request_prefilled_locally(
+    start_sim, start_router, personality: str
+) -> None:
+    # Should a decode wait for KV that never comes, it waits past the client's timeout: only a router that
+    # judges the prefill leg itself answers in time.
+    sim = await start_sim(
+        personality=personality, instances=2, roles=("prefill", "decode"), pd_wait_timeout=600
+    )
+    prefill, decode = sim.urls
+    url = await start_router(pair(prefill, decode), engine=personality, pd_min_uncached_tokens=16)
+    async with httpx.AsyncClient(timeout=20) as c:
+        r = await c.post(f"{prefill}/admin/faults", json={"specs": ["error-rate=1.0:503"]})
+        assert r.status_code == 200
+        body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 4}
+        answer = await c.post(f"{url}/v1/completions", json=body)
+        listed = await backends(c, url)
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 4
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (1, 0)
+    assert "503" in str(listed["p"]["last_error"]) and listed["d"]["last_error"] is None
+    assert value(metrics, "infctl_router_retries_total") == 1
+    decisions = {s.labels["reason"]: s.value for s in metrics["infctl_router_decisions_total"]}
+    assert decisions == {"disaggregated": 1, "no_prefill_backend": 1}
+
+
+@pytest.mark.parametrize("personality", ["sglang", "vllm"])
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_a_prefill_4xx_reaches_the_client_in_the_openai_shape(
+    start_sim, start_router, personality: str, client: str
+) -> None:
+    sim = await start_sim(
+        personality=personality, instances=2, roles=("prefill", "decode"), pd_wait_timeout=600
+    )
+    prefill, decode = sim.urls
+    url = await start_router(
+        pair(prefill, decode), engine=personality, pd_min_uncached_tokens=16, upstream_client=client
+    )
+    async with httpx.AsyncClient(timeout=20) as c:
+        await c.post(f"{prefill}/admin/faults", json={"specs": ["error-rate=1.0:422"]})
+        body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 4}
+        answer = await c.post(f"{url}/v1/completions", json=body, headers={"x-request-id": "r-422"})
+        listed = await backends(c, url)
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == 422 and "Injected fault" in error["message"]
+    assert answer.headers["x-request-id"] == "r-422"
+    assert listed["p"]["failed"] == listed["d"]["failed"] == 0  # the client's mistake: nobody blamed
+    assert value(metrics, "infctl_router_retries_total") == 0
+
+
+async def test_vllm_unknown_model_passes_through(start_sim, start_router) -> None:
+    sim = await start_sim(instances=2, roles=("prefill", "decode"))
+    url = await start_router(pair(*sim.urls), pd_min_uncached_tokens=16)
+    async with httpx.AsyncClient(timeout=20) as c:
+        answer = await c.post(f"{url}/v1/completions", json={"model": "nope", "prompt": LONG_PROMPT})
+        listed = await backends(c, url)
+    assert answer.status_code == 404
+    assert "nope" in answer.json()["error"]["message"]
+    assert listed["p"]["failed"] == listed["d"]["failed"] == 0
+
+
+async def test_a_vllm_prefill_answer_without_kv_transfer_params_is_a_prefill_failure(
+    start_sim, start_router
+) -> None:
+    async def completions(_: web.Request) -> web.Response:
+        return web.json_response({"id": "x", "choices": [{"text": "a"}]})  # a prefill with no KV connector
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/{tail:.*}", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        decode = (await start_sim(roles=("decode",))).urls[0]
+        url = await start_router(pair(f"http://127.0.0.1:{port}", decode), pd_min_uncached_tokens=16)
+        async with httpx.AsyncClient(timeout=20) as c:
+            answer = await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": LONG_PROMPT})
+            listed = await backends(c, url)
+    finally:
+        await runner.cleanup()
+    assert answer.status_code == 200, answer.text
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (1, 0)
+    assert "kv_transfer_params" in str(listed["p"]["last_error"])

@@ -1,0 +1,71 @@
+"""Upstream failures as the client and /metrics see them: cut streams stay cut on every upstream client,
+requests whose client went away are still counted, the router's own answers carry the request id."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from infctl.router.snapshot import Backend
+from infctl.telemetry.prometheus import parse_metrics
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_a_stream_the_engine_cut_reaches_the_client_cut(start_sim, start_router, client: str) -> None:
+    """The engine resets after 5 tokens: the client must see a broken response, never a clean end."""
+    sim = await start_sim()
+    async with httpx.AsyncClient(timeout=20) as c:
+        await c.post(f"{sim.urls[0]}/admin/faults", json={"specs": ["disconnect-after=5"]})
+        url = await start_router([Backend(id="e", url=sim.urls[0])], upstream_client=client)
+        body = {"model": MODEL, "prompt": "a b c", "max_tokens": 50, "stream": True}
+        lines: list[str] = []
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with c.stream("POST", f"{url}/v1/completions", json=body) as r:
+                async for line in r.aiter_lines():
+                    lines.append(line)
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert any(line.startswith("data: {") for line in lines)
+    assert "data: [DONE]" not in lines
+    statuses = {s.labels["status"]: s.value for s in metrics["infctl_router_requests_total"]}
+    assert statuses == {"broken": 1}
+
+
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_a_request_whose_client_went_away_is_counted(start_sim, start_router, client: str) -> None:
+    sim = await start_sim(time_scale=1.0)  # real time: 400 tokens take seconds, the client leaves first
+    url = await start_router([Backend(id="e", url=sim.urls[0])], upstream_client=client)
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 400, "stream": True}
+    async with httpx.AsyncClient(timeout=20) as c:
+        async with c.stream("POST", f"{url}/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    break  # leaving with the stream open: the client goes away
+        async with asyncio.timeout(10):  # guards against hanging, not a measurement
+            while True:
+                metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+                samples = metrics.get("infctl_router_requests_total", [])
+                counted = {s.labels["status"]: s.value for s in samples}
+                if counted:
+                    break
+                await asyncio.sleep(0.02)
+    assert counted == {"client_gone": 1}
+    e2e = [s.value for s in metrics["infctl_router_e2e_request_latency_seconds_count"]]
+    ttft = [s.value for s in metrics["infctl_router_time_to_first_byte_seconds_count"]]
+    assert e2e == [1] and ttft == [1]
+
+
+async def test_the_routers_own_errors_carry_the_request_id(start_router) -> None:
+    url = await start_router([Backend(id="dead", url="http://127.0.0.1:9")], max_attempts=1)
+    async with httpx.AsyncClient(timeout=20) as c:
+        r = await c.post(
+            f"{url}/v1/completions",
+            json={"model": MODEL, "prompt": "a", "max_tokens": 1},
+            headers={"x-request-id": "mine-1"},
+        )
+    assert r.status_code in (502, 503)
+    assert r.json()["error"]["code"] == r.status_code
+    assert r.headers["x-request-id"] == "mine-1"
