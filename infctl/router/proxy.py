@@ -41,7 +41,8 @@ async def generate(state: RouterState, request: ClientRequest, *, path: str) -> 
     While the router drains, new requests get a 503 (load balancers move away); in-flight ones finish."""
     if state.draining:
         state.metrics.rejected["draining"] += 1
-        return error_response(503, "the router is shutting down", kind="ServiceUnavailableError")
+        resp = error_response(503, "the router is shutting down", kind="ServiceUnavailableError")
+        return _own(resp, request.headers.get("x-request-id"))
     state.inflight += 1
     try:
         return await _generate(state, request, path)
@@ -67,7 +68,10 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
         )
     except BadRequest as exc:
         state.metrics.rejected["bad_request"] += 1
-        return error_response(exc.status, str(exc))
+        return _own(error_response(exc.status, str(exc)), request_id)
+    except web.HTTPRequestEntityTooLarge as exc:  # aiohttp's front enforces max_body_bytes in read()
+        state.metrics.rejected["body_too_large"] += 1
+        return _own(error_response(413, exc.text or "request body too large"), request_id)
     loop = asyncio.get_running_loop()
     started = loop.time()
     snap = state.pool.snapshot(started)
@@ -81,7 +85,7 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
         state.metrics.rejected[reason] += 1
         resp = error_response(429, f"all backends are saturated ({reason})", kind="RateLimitError")
         resp.headers["retry-after"] = "1"
-        return resp
+        return _own(resp, request_id)
     try:
         # Without a wait the snapshot taken for admission is still current: route on it.
         return await _route(state, request, body, raw, info, started, None if waited else snap)
@@ -113,7 +117,7 @@ async def _route(
             if tried:
                 break  # every backend left has failed this request
             state.metrics.rejected[exc.reason] += 1
-            return _own(error_response(503, exc.message, kind="ServiceUnavailableError"), info)
+            return _own(error_response(503, exc.message, kind="ServiceUnavailableError"), info.request_id)
         state.metrics.decisions[(state.policy_name, reason)] += 1
         if attempt == 0:
             state.metrics.estimated_cached_tokens += matched * info.block_size
@@ -137,12 +141,14 @@ async def _route(
         state.metrics.e2e.observe(loop.time() - started)
         return out
     state.metrics.rejected["upstream_failed"] += 1
-    return _own(error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError"), info)
+    resp = error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError")
+    return _own(resp, info.request_id)
 
 
-def _own(resp: web.Response, info: RequestInfo) -> web.Response:
+def _own(resp: web.Response, request_id: str | None) -> web.Response:
     """The router's own answer, carrying the request's id like every proxied one."""
-    resp.headers["x-request-id"] = info.request_id
+    if request_id:
+        resp.headers["x-request-id"] = request_id
     return resp
 
 

@@ -69,3 +69,20 @@ async def test_the_routers_own_errors_carry_the_request_id(start_router) -> None
     assert r.status_code in (502, 503)
     assert r.json()["error"]["code"] == r.status_code
     assert r.headers["x-request-id"] == "mine-1"
+
+
+async def test_a_body_over_the_limit_is_a_counted_413_in_the_openai_shape(start_router) -> None:
+    # The aiohttp front enforces the limit while reading; the lean front answers before routing (front.py).
+    url = await start_router(
+        [Backend(id="e", url="http://127.0.0.1:9")], max_body_bytes=1024, server="aiohttp"
+    )
+    async with httpx.AsyncClient(timeout=20) as c:
+        big = {"model": MODEL, "prompt": "a " * 2000}
+        r = await c.post(f"{url}/v1/completions", json=big, headers={"x-request-id": "big-1"})
+        bad = await c.post(f"{url}/v1/completions", content=b"{nope", headers={"x-request-id": "bad-1"})
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert r.status_code == 413 and r.json()["error"]["code"] == 413
+    assert r.headers["x-request-id"] == "big-1"
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "bad-1"
+    rejected = {s.labels["reason"]: s.value for s in metrics["infctl_router_rejected_total"]}
+    assert rejected["body_too_large"] == 1 and rejected["bad_request"] == 1
