@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from infctl.router.kv_events import KVStats
 from infctl.telemetry.exposition import Histogram, Writer, label_pairs
+from infctl.telemetry.signals import EngineSignals
 
 _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
@@ -48,8 +49,15 @@ class RouterMetrics:
             hist.observe(ttft_s)
 
     def render(
-        self, inflight: Iterable[tuple[str, int]], policy: str, kv: KVStats | None = None, waiting: int = 0
+        self,
+        inflight: Iterable[tuple[str, int]],
+        policy: str,
+        kv: KVStats | None = None,
+        waiting: int = 0,
+        engines: Iterable[tuple[str, EngineSignals | None]] = (),
     ) -> str:
+        """The exposition text. ``engines``: each backend's last scraped signals (None before the first),
+        for the engine-reported prefix-cache counters set beside the router's own estimate."""
         w = Writer(self._prefixes)
         w.counters(
             f"{PREFIX}requests_total",
@@ -90,6 +98,7 @@ class RouterMetrics:
             "",
             self.estimated_cached_tokens,
         )
+        _engine_cache(w, engines)
         w.header(f"{PREFIX}inflight_requests", "gauge", "Requests in flight per backend.")
         for backend, n in inflight:
             w.sample(f"{PREFIX}inflight_requests", label_pairs({"backend": backend}), n)
@@ -114,3 +123,20 @@ class RouterMetrics:
         for upstream, hist in sorted(self.upstream_ttft.items()):
             w.histogram_samples(name, label_pairs({"upstream": upstream}), hist)
         return w.text()
+
+
+def _engine_cache(w: Writer, engines: Iterable[tuple[str, EngineSignals | None]]) -> None:
+    """The engines' own prefix-cache counters as the router last scraped them, per backend: hits over
+    queries is the engine-reported hit rate, to compare with ``estimated_cached_tokens_total``. A backend
+    whose engine reports no lookups yet (or has not been scraped) has no sample."""
+    reported = [(b, s) for b, s in engines if s is not None and s.prefix_queries > 0]
+    w.counters(
+        f"{PREFIX}engine_prefix_cache_queries_total",
+        "Prompt tokens each backend's engine looked up in its prefix cache (engine-reported, last scrape).",
+        ((label_pairs({"backend": b}), s.prefix_queries) for b, s in reported),
+    )
+    w.counters(
+        f"{PREFIX}engine_prefix_cache_hits_total",
+        "Prompt tokens each backend's engine found in its prefix cache (engine-reported, last scrape).",
+        ((label_pairs({"backend": b}), s.prefix_hits) for b, s in reported),
+    )
