@@ -58,13 +58,20 @@ def request_info(
     block_size: int,
     session_header: str,
     hashes: bool = True,
+    max_prompt_chars: int | None = None,
 ) -> RequestInfo:
     """What the policies read from one request. ``hashes=False`` (a policy that uses no prefix index) only
-    counts the prompt's tokens: no token ids, no block hashes, a fraction of the cost on long prompts."""
+    counts the prompt's tokens: no token ids, no block hashes, a fraction of the cost on long prompts.
+
+    ``max_prompt_chars`` bounds the prompt text's characters (a pre-tokenised prompt's ids) before any
+    tokenising or hashing, whose cost grows with the prompt and blocks the event loop: above it, a
+    BadRequest with status 413. None: no bound."""
     prompt = body.get("prompt")
     ids: list[int] | None = None
-    if not chat and isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        ids = [int(t) for t in prompt]
+    if not chat and isinstance(prompt, list) and prompt:
+        _check_length(len(prompt), max_prompt_chars, "token ids")
+        if all(isinstance(t, int) for t in prompt):
+            ids = [int(t) for t in prompt]
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
     common: dict[str, Any] = {
@@ -74,9 +81,19 @@ def request_info(
         "is_stream": bool(body.get("stream")),
         "max_tokens": max_tokens if isinstance(max_tokens, int) else None,
     }
-    if not hashes:
-        n = len(ids) if ids is not None else count_tokens(prompt_text(body, chat=chat))
-        return RequestInfo(request_id, prompt_tokens=n, **common)
     if ids is None:
-        ids = token_ids(prompt_text(body, chat=chat))
+        text = prompt_text(body, chat=chat)
+        _check_length(len(text), max_prompt_chars, "characters")
+        if not hashes:
+            return RequestInfo(request_id, prompt_tokens=count_tokens(text), **common)
+        ids = token_ids(text)
+    elif not hashes:
+        return RequestInfo(request_id, prompt_tokens=len(ids), **common)
     return RequestInfo.from_ids(request_id, ids, **common)
+
+
+def _check_length(n: int, limit: int | None, unit: str) -> None:
+    if limit is not None and n > limit:
+        raise BadRequest(
+            f"the prompt is {n} {unit} long; this router accepts at most {limit} (max_prompt_chars)", 413
+        )

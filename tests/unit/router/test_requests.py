@@ -46,3 +46,51 @@ def test_a_bad_prompt_is_rejected_either_way() -> None:
     for hashes in (True, False):
         with pytest.raises(BadRequest):
             info({"model": "m", "prompt": {"no": "pe"}}, hashes=hashes)
+
+
+@pytest.mark.parametrize(
+    ("body", "chat"),
+    [
+        ({"model": "m", "prompt": "a b c d e f"}, False),  # 11 characters
+        ({"model": "m", "prompt": ["a b c", "d e f"]}, False),
+        ({"model": "m", "prompt": list(range(11))}, False),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "abc"}]},
+            True,
+        ),  # <|user|> abc <|assistant|>
+    ],
+)
+def test_a_prompt_over_the_bound_is_refused_with_413_before_tokenising(
+    body: dict[str, Any], chat: bool
+) -> None:
+    for hashes in (True, False):
+        with pytest.raises(BadRequest) as err:
+            info_bounded(body, chat=chat, hashes=hashes, limit=10)
+        assert err.value.status == 413 and "max_prompt_chars" in str(err.value)
+        assert info_bounded(body, chat=chat, hashes=hashes, limit=30).prompt_tokens > 0
+
+
+def test_the_bound_is_checked_before_token_ids_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    import infctl.router.requests as requests
+
+    def boom(text: str) -> list[int]:
+        raise AssertionError("tokenised a prompt over the bound")
+
+    monkeypatch.setattr(requests, "token_ids", boom)
+    monkeypatch.setattr(requests, "count_tokens", boom)
+    for hashes in (True, False):
+        with pytest.raises(BadRequest):
+            info_bounded({"model": "m", "prompt": "x" * 100}, chat=False, hashes=hashes, limit=99)
+
+
+def info_bounded(body: dict[str, Any], *, chat: bool, hashes: bool, limit: int) -> Any:
+    return request_info(
+        body,
+        chat=chat,
+        request_id="r",
+        headers={},
+        block_size=4,
+        session_header="x-session",
+        hashes=hashes,
+        max_prompt_chars=limit,
+    )

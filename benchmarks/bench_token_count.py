@@ -1,0 +1,55 @@
+"""Cost of counting a prompt's tokens (``infctl.tokens.count_tokens``) against ``len(text.split())``, side
+by side in one run, on prompts of the router's sizes. Pure CPU; prints per-call microseconds and the ratio.
+
+    python benchmarks/bench_token_count.py [--words 32768] [--repeat 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from infctl.tokens import chat_prompt_text, count_tokens, synth_words
+
+
+def _per_call_us(fn: Callable[[str], int], text: str, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(5):  # best of five rounds: the least disturbed by other processes on the machine
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn(text)
+        best = min(best, (time.perf_counter() - start) / repeat)
+    return best * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--words", type=int, nargs="+", default=[512, 4096, 32768])
+    ap.add_argument("--repeat", type=int, default=200)
+    args = ap.parse_args()
+
+    def split_count(text: str) -> int:
+        return len(text.split())
+
+    print(f"{'prompt':>28} {'split us':>10} {'count us':>10} {'ratio':>7}")
+    for n in args.words:
+        words = synth_words(n, 1)
+        chat = chat_prompt_text(
+            [{"role": "system", "content": "Answer briefly.\n\n"}, {"role": "user", "content": words}]
+        )
+        for name, text in (
+            (f"{n} words", words),
+            (f"{n} words, chat", chat),
+            (f"{n} words, non-ASCII", words + " é"),
+        ):
+            assert count_tokens(text) == split_count(text)
+            old, new = (
+                _per_call_us(split_count, text, args.repeat),
+                _per_call_us(count_tokens, text, args.repeat),
+            )
+            print(f"{name:>28} {old:10.1f} {new:10.1f} {old / new:6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
