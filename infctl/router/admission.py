@@ -1,8 +1,14 @@
-"""Admission control: when every backend is saturated, hold requests in a bounded queue (short ones first)
-instead of piling them onto engines or failing them; answer 429 only when the queue is full or a request has
-waited past its deadline.
+"""Admission control: when a request's backends are all saturated, hold it in a bounded queue (short ones
+first) instead of piling it onto engines or failing it; answer 429 only when the queue is full or the
+request has waited past its deadline.
 
-``saturated`` is the pure decision; :class:`AdmissionQueue` is the waiting room the proxy awaits.
+With length buckets a request can only run in its bucket's pools (or the pools it may spill into), so it
+waits only while those are saturated: a saturated long pool does not hold short requests back. Its
+priority is its bucket's rank (the first bucket's ``max_tokens`` is the short threshold); without buckets,
+prompts up to ``short_prompt_tokens`` come first.
+
+``scope_of``, ``priority``, ``saturated`` and ``retry_after_s`` are pure decisions; :class:`AdmissionQueue`
+is the waiting room the proxy awaits.
 """
 
 from __future__ import annotations
@@ -10,23 +16,57 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
+import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from infctl.router.policies.buckets import BucketConfig
 from infctl.router.policies.load import saturation
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Snapshot
 
+DRAIN_WINDOW_S = 10.0
+"""Releases from the queue over this many seconds give the drain rate that ``Retry-After`` is read from."""
 
-def saturated(snapshot: Snapshot, settings: PolicySettings) -> bool:
-    """True when no routable backend has room: each is at or over saturation by *fresh* signals.
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The pools a request can be routed to: its bucket's own, and those it may spill into."""
+
+    own: frozenset[str]
+    spill: frozenset[str] = frozenset()
+
+
+def scope_of(buckets: BucketConfig | None, prompt_tokens: int) -> Scope | None:
+    """The pools that can take a prompt of ``prompt_tokens``; None (every backend) without buckets."""
+    if buckets is None:
+        return None
+    _, bucket = buckets.classify(prompt_tokens)
+    return Scope(frozenset(bucket.pools), buckets.spill_pools(bucket))
+
+
+def priority(buckets: BucketConfig | None, prompt_tokens: int, short_prompt_tokens: int) -> int:
+    """Queue order, lowest first: the bucket's rank with buckets, else 0 up to ``short_prompt_tokens``."""
+    if buckets is not None:
+        return buckets.classify(prompt_tokens)[0]
+    return 0 if prompt_tokens <= short_prompt_tokens else 1
+
+
+def saturated(snapshot: Snapshot, settings: PolicySettings, scope: Scope | None = None) -> bool:
+    """True when no routable backend in ``scope`` has room: each is at or over saturation by *fresh*
+    signals. ``scope`` None, or a scope whose own pools have no routable backend (bucketing then lets any
+    backend take the request), means every backend.
 
     Stale signals do not hold requests back here (routing already avoids them); only evidence of a full
     queue or full KV cache does.
     """
+    routable = [b for b in snapshot.backends if b.routable]
+    if scope is not None and any(b.pool in scope.own for b in routable):
+        routable = [b for b in routable if b.pool in scope.own or b.pool in scope.spill]
     fresh = False
-    for b in snapshot.backends:
-        if not b.routable:
-            continue
+    for b in routable:
         state = snapshot.state(b.id)
         if state.is_stale(settings.stale_after_s):
             continue
@@ -34,6 +74,16 @@ def saturated(snapshot: Snapshot, settings: PolicySettings) -> bool:
         if saturation(state, settings) < 1.0:
             return False
     return fresh
+
+
+def retry_after_s(waiting: int, drain_per_s: float, deadline_s: float) -> int:
+    """Seconds a refused client should wait (the ``Retry-After`` header): the time the queue needs, at its
+    recent drain rate, to release everyone waiting plus one; at least 1, at most the admission deadline
+    (also the answer while nothing drains, since a request waits no longer than that)."""
+    cap = max(1, math.ceil(deadline_s))
+    if drain_per_s <= 0:
+        return cap
+    return min(cap, max(1, math.ceil((waiting + 1) / drain_per_s)))
 
 
 class QueueFull(Exception):
@@ -44,35 +94,57 @@ class Deadline(Exception):
     """A request waited longer than the admission deadline."""
 
 
-class AdmissionQueue:
-    """Requests waiting for capacity, released lowest priority value first (short requests), then FIFO."""
+_Entry = tuple[int, int, asyncio.Future[None]]
 
-    def __init__(self, max_waiting: int, deadline_s: float, is_saturated: Callable[[], bool]) -> None:
+
+class AdmissionQueue:
+    """Requests waiting for capacity, released lowest priority value first (short requests), then FIFO,
+    among those whose scope has room.
+
+    ``is_saturated()`` judges requests without a scope; ``scope_saturated(scope)`` those with one (when
+    not given, they are judged by ``is_saturated`` too). ``clock``: seconds, for the drain rate."""
+
+    def __init__(
+        self,
+        max_waiting: int,
+        deadline_s: float,
+        is_saturated: Callable[[], bool],
+        *,
+        scope_saturated: Callable[[Scope], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_waiting = max_waiting
         self.deadline_s = deadline_s
         self._is_saturated = is_saturated
-        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._scope_saturated = scope_saturated
+        self._clock = clock
+        self._heaps: dict[Scope | None, list[_Entry]] = {}
+        self._waiting = 0
         self._order = itertools.count()
+        self._released: deque[float] = deque()
         self.admitted_after_wait = 0
         self.rejected_full = 0
         self.rejected_deadline = 0
 
     @property
     def waiting(self) -> int:
-        return len(self._heap)
+        return self._waiting
 
-    async def admit(self, priority: int, *, saturated_now: bool) -> bool:
+    async def admit(self, priority: int, *, saturated_now: bool, scope: Scope | None = None) -> bool:
         """Return when the request may be routed (True if it had to wait); raise QueueFull or Deadline.
 
-        ``saturated_now`` is the caller's reading of the snapshot it already built for routing."""
-        if self.max_waiting <= 0 or (not self._heap and not saturated_now):
+        ``saturated_now`` is the caller's reading of the snapshot it already built for routing (for
+        ``scope``); a request never overtakes earlier waiters of its scope."""
+        heap = self._heaps.get(scope)
+        if self.max_waiting <= 0 or (not heap and not saturated_now):
             return False
-        if len(self._heap) >= self.max_waiting:
+        if self._waiting >= self.max_waiting:
             self.rejected_full += 1
             raise QueueFull
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (priority, next(self._order), fut)
-        heapq.heappush(self._heap, entry)
+        heapq.heappush(self._heaps.setdefault(scope, []), entry)
+        self._waiting += 1
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout=self.deadline_s)
         except TimeoutError:
@@ -81,15 +153,44 @@ class AdmissionQueue:
         finally:
             if not fut.done():
                 fut.cancel()
-                self._heap.remove(entry)
-                heapq.heapify(self._heap)
+                self._drop(scope, entry)
         self.admitted_after_wait += 1
         return True
 
     def wake(self) -> None:
-        """Release waiters while there is capacity (call after a request finishes and after each scrape)."""
-        while self._heap and not self._is_saturated():
-            _, _, fut = heapq.heappop(self._heap)
-            if not fut.done():
-                fut.set_result(None)
-                return  # one at a time: the released request changes the load the next check sees
+        """Release the first waiter whose scope has room (call after a request finishes and after each
+        scrape): one at a time, since the released request changes the load the next check sees."""
+        heads = sorted(((h[0], s) for s, h in self._heaps.items()), key=lambda head: head[0][:2])
+        for entry, scope in heads:  # by priority, then arrival; a full scope's waiters stay
+            if not self._full(scope):
+                self._drop(scope, entry)
+                entry[2].set_result(None)
+                break
+        else:
+            return
+        now = self._clock()
+        self._released.append(now)
+        while self._released and self._released[0] < now - DRAIN_WINDOW_S:
+            self._released.popleft()
+
+    def retry_after_s(self) -> int:
+        """``Retry-After`` for a request refused now (see :func:`retry_after_s`)."""
+        now = self._clock()
+        recent = sum(1 for t in self._released if t >= now - DRAIN_WINDOW_S)
+        return retry_after_s(self._waiting, recent / DRAIN_WINDOW_S, self.deadline_s)
+
+    def _full(self, scope: Scope | None) -> bool:
+        if scope is None or self._scope_saturated is None:
+            return self._is_saturated()
+        return self._scope_saturated(scope)
+
+    def _drop(self, scope: Scope | None, entry: _Entry) -> None:
+        heap = self._heaps[scope]
+        if heap[0] is entry:
+            heapq.heappop(heap)
+        else:
+            heap.remove(entry)
+            heapq.heapify(heap)
+        self._waiting -= 1
+        if not heap:
+            del self._heaps[scope]

@@ -2,7 +2,17 @@ import asyncio
 
 import pytest
 
-from infctl.router.admission import AdmissionQueue, Deadline, QueueFull, saturated
+from infctl.router.admission import (
+    AdmissionQueue,
+    Deadline,
+    QueueFull,
+    Scope,
+    priority,
+    retry_after_s,
+    saturated,
+    scope_of,
+)
+from infctl.router.policies.buckets import parse_buckets
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Backend, BackendState, Snapshot
 from infctl.telemetry.signals import EngineSignals
@@ -66,3 +76,96 @@ async def test_no_wait_when_capacity_and_nobody_queued() -> None:
     await asyncio.wait_for(q.admit(1, saturated_now=False), 0.01)
     off = AdmissionQueue(0, 0.05, lambda: True)
     await asyncio.wait_for(off.admit(1, saturated_now=True), 0.01)
+
+
+BUCKETS = parse_buckets(
+    [
+        {"name": "short", "max_tokens": 512, "pools": ["short"]},
+        {"name": "long", "pools": ["long"]},
+    ]
+)
+
+
+def pooled(*loads: tuple[str, float]) -> Snapshot:
+    """(pool, queue) per backend, all fresh."""
+    backends = tuple(Backend(id=f"b{i}", pool=p) for i, (p, _) in enumerate(loads))
+    states = {
+        f"b{i}": BackendState(signals=EngineSignals(queue=q), signals_age_s=0)
+        for i, (_, q) in enumerate(loads)
+    }
+    return Snapshot(backends=backends, states=states)
+
+
+def test_priority_is_the_bucket_rank_with_buckets_else_the_short_threshold() -> None:
+    assert [priority(BUCKETS, n, 2048) for n in (10, 512, 513, 4000)] == [0, 0, 1, 1]
+    assert [priority(None, n, 2048) for n in (512, 2048, 2049)] == [0, 0, 1]
+
+
+def test_a_request_waits_only_for_its_own_pools_and_their_spill() -> None:
+    short, long = scope_of(BUCKETS, 100), scope_of(BUCKETS, 5000)
+    assert short == Scope(frozenset({"short"}), frozenset({"long"})) and long == Scope(frozenset({"long"}))
+    assert scope_of(None, 100) is None
+    long_full = pooled(("short", 0), ("long", 9))
+    assert not saturated(long_full, S, short) and saturated(long_full, S, long)
+    assert not saturated(long_full, S)  # across every backend, someone has room
+    short_full = pooled(("short", 9), ("long", 0))
+    assert not saturated(short_full, S, short)  # a short request may spill into the long pool
+    assert not saturated(short_full, S, long)
+    assert saturated(pooled(("short", 9), ("long", 9)), S, short)
+    # Its pools have no backend: bucketing sends it anywhere, so any backend with room admits it.
+    assert not saturated(pooled(("other", 0), ("long", 9)), S, short)
+
+
+async def test_a_full_pool_holds_only_its_own_requests() -> None:
+    full = {Scope(frozenset({"long"})): True, Scope(frozenset({"short"}), frozenset({"long"})): True}
+    q = AdmissionQueue(10, 5.0, lambda: True, scope_saturated=lambda s: full[s])
+    long, short = Scope(frozenset({"long"})), Scope(frozenset({"short"}), frozenset({"long"}))
+    order: list[str] = []
+
+    async def req(name: str, prio: int, scope: Scope, now: bool) -> None:
+        await q.admit(prio, saturated_now=now, scope=scope)
+        order.append(name)
+
+    waiting = [
+        asyncio.create_task(req("long", 0, long, True)),
+        asyncio.create_task(req("short", 0, short, True)),
+    ]
+    await asyncio.sleep(0.01)
+    assert q.waiting == 2
+    # The long pool is still full: the short waiter leaves first although it queued later ...
+    full[short] = False
+    q.wake()
+    await asyncio.sleep(0.01)
+    assert order == ["short"]
+    # ... and a new request in a scope with room and nobody waiting is not held behind the long one.
+    await asyncio.wait_for(req("short2", 0, short, False), 0.1)
+    q.wake()
+    await asyncio.sleep(0.01)
+    assert order == ["short", "short2"] and q.waiting == 1
+    full[long] = False
+    q.wake()
+    await asyncio.gather(*waiting)
+    assert order == ["short", "short2", "long"]
+
+
+def test_retry_after_follows_the_drain_rate_within_the_deadline() -> None:
+    assert retry_after_s(waiting=9, drain_per_s=5.0, deadline_s=30) == 2
+    assert retry_after_s(waiting=0, drain_per_s=100.0, deadline_s=30) == 1
+    assert retry_after_s(waiting=1000, drain_per_s=1.0, deadline_s=30) == 30
+    assert retry_after_s(waiting=3, drain_per_s=0.0, deadline_s=7.5) == 8  # nothing drains: the deadline
+
+
+async def test_the_queue_measures_its_drain_rate() -> None:
+    now = [100.0]
+    q = AdmissionQueue(100, 60.0, lambda: False, clock=lambda: now[0])
+    assert q.retry_after_s() == 60  # nothing released yet
+    for _ in range(3):
+        task = asyncio.create_task(q.admit(0, saturated_now=True))
+        await asyncio.sleep(0)
+        q.wake()
+        await task
+        now[0] += 1.0
+    # 3 releases in the 10 s window: 0.3/s; nobody waits, so the next one in ceil(1/0.3) s.
+    assert q.retry_after_s() == 4
+    now[0] += 20
+    assert q.retry_after_s() == 60  # old releases say nothing about the queue now
