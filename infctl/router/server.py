@@ -320,7 +320,7 @@ async def serve(
             ready.set()
         await stop.wait()
         state.draining = True
-        await drain(state, cfg.drain_timeout_s - grace)
+        await drain(state, cfg.drain_timeout_s - 2 * grace)  # then: the lean listener, aiohttp, a grace each
     finally:
         state.draining = True
         for t in tasks:
