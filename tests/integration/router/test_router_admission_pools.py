@@ -1,0 +1,67 @@
+"""Admission per pool, live: with length buckets a saturated long pool holds long requests back but lets
+short ones through at once (they neither wait nor queue behind the long ones)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from infctl.router.snapshot import Backend
+
+# The proxy and server wiring (proxy.py, server.py: helper O2/R2's files) is handed over as a patch in R1's
+# report; strict, so these turn red the moment it lands and the mark must go.
+pytestmark = pytest.mark.xfail(
+    strict=True, reason="admission scope and prompt bound not wired into proxy.py yet"
+)
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+POLICY = {
+    "preset": "least_load",
+    "settings": {"saturation_queue": 1},
+    "buckets": [
+        {"name": "short", "max_tokens": 64, "pools": ["short"], "spill_to": []},
+        {"name": "long", "pools": ["long"]},
+    ],
+}
+
+
+async def test_a_saturated_long_pool_does_not_hold_short_requests(start_sim, start_router) -> None:
+    sim = await start_sim(time_scale=1.0, max_num_seqs=1, instances=2)
+    short_url, long_url = sim.urls
+    url = await start_router(
+        [Backend(id=short_url, url=short_url, pool="short"), Backend(id=long_url, url=long_url, pool="long")],
+        policy=POLICY,
+        admission_queue=8,
+        admission_deadline_s=20,
+    )
+    long_body = {"model": MODEL, "prompt": " ".join(["w"] * 200), "max_tokens": 40}
+    short_body = {"model": MODEL, "prompt": "a b c", "max_tokens": 2}
+    async with httpx.AsyncClient(timeout=30) as c:
+        longs = [asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body)) for _ in range(4)]
+        await asyncio.sleep(0.3)  # the long engine runs one and queues the rest; a scrape sees it saturated
+        more_long = asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body))
+        await asyncio.sleep(0.1)
+        queued = (await c.get(f"{url}/metrics")).text
+        short = await c.post(f"{url}/v1/completions", json=short_body)
+        assert short.status_code == 200
+        assert not more_long.done()  # still waiting for the long pool
+        results = await asyncio.gather(*longs, more_long)
+    # Only the long request waits (judged across all backends, the idle short engine admitted it).
+    assert "infctl_router_queue_depth 1.0" in queued.splitlines()
+    assert [r.status_code for r in results] == [200] * 5
+
+
+async def test_a_prompt_over_the_bound_is_refused_before_tokenising(start_sim, start_router) -> None:
+    sim = await start_sim()
+    url = await start_router([Backend(id=sim.urls[0], url=sim.urls[0])], max_prompt_chars=100)
+    async with httpx.AsyncClient(timeout=30) as c:
+        big = await c.post(
+            f"{url}/v1/completions", json={"model": MODEL, "prompt": "x " * 100, "max_tokens": 1}
+        )
+        ok = await c.post(
+            f"{url}/v1/completions", json={"model": MODEL, "prompt": "x " * 10, "max_tokens": 1}
+        )
+    assert big.status_code == 413 and "max_prompt_chars" in big.json()["error"]["message"]
+    assert ok.status_code == 200
