@@ -1,5 +1,7 @@
 """Cost of counting a prompt's tokens (``infctl.tokens.count_tokens``) against ``len(text.split())``, side
-by side in one run, on prompts of the router's sizes. Pure CPU; prints per-call microseconds and the ratio.
+by side in one run, on prompts of the router's sizes. Pure CPU; prints per-call microseconds and the ratio,
+then what ``request_info`` (count only, and with block hashes) costs on a prompt at the default
+``max_prompt_chars``: the longest the event loop can be held by one request's prompt.
 
     python benchmarks/bench_token_count.py [--words 32768] [--repeat 200]
 """
@@ -10,6 +12,8 @@ import argparse
 import time
 from collections.abc import Callable
 
+from infctl.router.config import RouterConfig
+from infctl.router.requests import request_info
 from infctl.tokens import chat_prompt_text, count_tokens, synth_words
 
 
@@ -49,6 +53,17 @@ def main() -> None:
                 _per_call_us(count_tokens, text, args.repeat),
             )
             print(f"{name:>28} {old:10.1f} {new:10.1f} {old / new:6.1f}x")
+
+    limit = RouterConfig(backends=()).max_prompt_chars
+    text = synth_words(limit // 3, 2)[:limit]  # words of 3-6 characters with their spaces, cut at the bound
+    body = {"model": "m", "prompt": text}
+    for hashes in (False, True):
+        start = time.perf_counter()
+        request_info(
+            body, chat=False, request_id="r", headers={}, block_size=16, session_header="x", hashes=hashes
+        )
+        ms = (time.perf_counter() - start) * 1e3
+        print(f"request_info, {len(text)} characters (the bound), hashes={hashes}: {ms:.0f} ms")
 
 
 if __name__ == "__main__":
