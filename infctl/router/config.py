@@ -42,8 +42,9 @@ class RouterConfig:
     """Largest request body accepted, bytes; larger ones get 413."""
     max_prompt_chars: int = 2_000_000
     """Longest prompt accepted: characters of prompt text, or token ids of a pre-tokenised prompt. Checked
-    on the raw length before tokenising (413 above), so no prompt holds the event loop for long:
-    tokenising and hashing cost ~0.1 us per character on one core (an 8 MB prompt blocked it ~0.7 s)."""
+    on the raw length before tokenising (413 above), so no prompt holds the event loop for long: at the
+    default, reading a prompt costs ~5 ms (count only) to ~85 ms (token ids and block hashes) on one core
+    (``benchmarks/bench_token_count.py``); an 8 MB prompt used to block it ~0.7 s."""
     max_attempts: int = 3
     """Backends tried per request while nothing has reached the client (first try included)."""
     block_size: int = 16
