@@ -59,13 +59,22 @@ async def raw_server(on_post: OnPost) -> tuple[asyncio.Server, str]:
 
 @pytest.fixture
 async def head_then_death() -> AsyncIterator[str]:
-    """An engine that answers every request with a 200 head and then drops the connection."""
+    """An engine that passes its health probes but answers every POST with a 200 head and then drops the
+    connection (failing probes would let the router eject it before any request reached it)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(HEAD_ONLY)
-        await writer.drain()
-        writer.transport.abort()
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if head.startswith(b"GET"):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                continue
+            writer.write(HEAD_ONLY)
+            await writer.drain()
+            writer.transport.abort()
+            return
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
