@@ -239,10 +239,15 @@ async def test_upstream_weights_split_mirror_and_optimistic_concurrency(
         for i in range(200):
             body = {"model": MODEL, "prompt": f"req {i}", "max_tokens": 1}
             assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
-        await asyncio.sleep(0.2)  # mirrored copies finish in the background
         view = (await c.get(f"{url}/admin/upstreams")).json()
         metrics = (await c.get(f"{url}/metrics")).text
-        shadow_served = (await c.get(f"{shadow.urls[0]}/metrics")).text
+        mirrored_n = value(parse_metrics(metrics), "infctl_router_mirrored_total")
+        async with asyncio.timeout(10):  # mirrored copies finish in the background: wait for all of them
+            while True:
+                shadow_served = (await c.get(f"{shadow.urls[0]}/metrics")).text
+                if value(parse_metrics(shadow_served), "vllm:request_success_total") >= mirrored_n:
+                    break
+                await asyncio.sleep(0.05)
     served = view["served"]
     assert set(served) == {"old", "new"}  # the shadow's answers never count as served
     assert 0.3 <= served["new"] / 200 <= 0.5  # 40% within binomial tolerance (sd ~3.5%)
