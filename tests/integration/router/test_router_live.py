@@ -201,14 +201,20 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
     body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40}
     async with httpx.AsyncClient(timeout=30) as c:
         first = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(4)]
-        await asyncio.sleep(0.3)  # the engine runs one, queues three; a scrape sees it saturated
+        async with asyncio.timeout(10):  # the engine runs one, queues three: wait until a scrape shows it
+            while ((await c.get(f"{url}/admin/backends")).json()["backends"][0]["queue"] or 0) < 3:
+                await asyncio.sleep(0.02)
         later = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(6)]
-        await asyncio.sleep(0.05)
-        depth = [
-            ln
-            for ln in (await c.get(f"{url}/metrics")).text.splitlines()
-            if ln.startswith("infctl_router_queue")
-        ]
+        async with asyncio.timeout(10):  # two wait in the router's queue, four are refused
+            while True:
+                depth = [
+                    ln
+                    for ln in (await c.get(f"{url}/metrics")).text.splitlines()
+                    if ln.startswith("infctl_router_queue")
+                ]
+                if depth == ["infctl_router_queue_depth 2.0"] and sum(t.done() for t in later) == 4:
+                    break
+                await asyncio.sleep(0.02)
         results = await asyncio.gather(*first, *later)
     statuses = sorted(r.status_code for r in results)
     assert statuses == [200] * 6 + [429] * 4
