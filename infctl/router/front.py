@@ -110,10 +110,13 @@ class FrontProtocol(asyncio.Protocol):
                 self._hand_over(tr)
                 return
             if head.content_length > self.state.cfg.max_body_bytes:
-                self.state.metrics.rejected["too_large"] += 1
+                self.state.metrics.rejected["body_too_large"] += 1  # the reason aiohttp's front counts
                 limit = self.state.cfg.max_body_bytes
                 message = f"request body of {head.content_length} bytes is over the {limit}-byte limit"
-                tr.write(_serialize(error_response(413, message), keep_alive=False))
+                answer = error_response(413, message)
+                if rid := head.headers.get("x-request-id"):
+                    answer.headers["x-request-id"] = rid
+                tr.write(_serialize(answer, keep_alive=False))
                 tr.close()
                 return
             self.head = head

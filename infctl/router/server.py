@@ -33,6 +33,7 @@ from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.proxy import generate
 from infctl.router.ranks import Target, scrape_targets
+from infctl.router.requests import error_response
 from infctl.router.upstream import make_session
 from infctl.telemetry.scrape import make_client
 
@@ -171,7 +172,22 @@ def build_app(state: RouterState) -> web.Application:
     app.router.add_get("/ready", _ready)
     app.router.add_get("/metrics", _metrics)
     admin.add_routes(app, state)
+    # Wrong method or unknown path: the OpenAI error shape like every other router answer. Catch-all routes
+    # rather than a middleware, which would sit in front of every generation request.
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        app.router.add_route("*", path, _method_not_allowed)
+    app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
+
+
+async def _method_not_allowed(request: web.Request) -> web.Response:
+    resp = error_response(405, f"{request.method} {request.path}: use POST", kind="MethodNotAllowedError")
+    resp.headers["allow"] = "POST"
+    return resp
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return error_response(404, f"{request.method} {request.path}: no such route", kind="NotFoundError")
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -207,7 +223,11 @@ async def _ready(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     inflight = ((b, state.pool.inflight(b)) for b in state.pool.ids())
-    text = state.metrics.render(inflight, state.policy_name, state.kv_stats, state.admission.waiting)
+    snap = state.pool.snapshot(asyncio.get_running_loop().time())
+    engines = ((bid, st.signals) for bid, st in snap.states.items())
+    text = state.metrics.render(
+        inflight, state.policy_name, state.kv_stats, state.admission.waiting, engines=engines
+    )
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
