@@ -91,7 +91,7 @@ StartRouter = Callable[..., Awaitable[str]]
 @pytest.fixture
 async def start_router() -> AsyncIterator[StartRouter]:
     """``url = await start_router([Backend(...), ...], policy="cache_aware", **RouterConfig fields)``; also
-    ``kube_connect=`` and ``upstream_client="lean"|"aiohttp"`` for ``serve``."""
+    ``kube_connect=``, ``upstream_client="lean"|"aiohttp"`` and ``server="aiohttp"|"lean"`` for ``serve``."""
     running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(backends: list[Backend], **overrides: Any) -> str:
@@ -102,14 +102,12 @@ async def start_router() -> AsyncIterator[StartRouter]:
             "health": HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
             "drain_timeout_s": 1.0,
         }
-        kube_connect = overrides.pop("kube_connect", None)
-        upstream_client = overrides.pop("upstream_client", "lean")
+        names = ("kube_connect", "upstream_client", "server")
+        kwargs = {k: overrides.pop(k) for k in names if k in overrides}
         cfg = RouterConfig(backends=tuple(backends), **{**fields, **overrides})
         stop = asyncio.Event()
         urls: list[str] = []
-        serving = serve_router(
-            cfg, stop=stop, on_ready=urls.append, kube_connect=kube_connect, upstream_client=upstream_client
-        )
+        serving = serve_router(cfg, stop=stop, on_ready=urls.append, **kwargs)
         task = asyncio.create_task(serving)
         running.append((stop, task))
         while not urls:

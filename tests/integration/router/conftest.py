@@ -1,29 +1,18 @@
 """Every live router test here runs on both fronts: aiohttp's server and the lean one (``--server lean``).
 
-``start_router`` overrides the root one (tests/conftest.py, which has no ``server`` to pass on) with the same
-defaults and calling convention plus the front of this test's ``server`` parameter."""
+``start_router`` wraps the root one (tests/conftest.py): same defaults and calling convention, with the front
+of this test's ``server`` parameter unless the test names one."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from infctl.router.config import RouterConfig
-from infctl.router.health import HealthPolicy
-from infctl.router.server import serve as serve_router
 from infctl.router.snapshot import Backend
 
 StartRouter = Callable[..., Awaitable[str]]
-ROUTER_DEFAULTS: dict[str, Any] = {
-    "port": 0,
-    "scrape_interval_s": 0.05,
-    "health_interval_s": 0.1,
-    "health": HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
-    "drain_timeout_s": 1.0,
-}
 
 
 @pytest.fixture(params=["aiohttp", "lean"])
@@ -33,28 +22,12 @@ def server(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def start_router(server: str) -> AsyncIterator[StartRouter]:
+def start_router(start_router: StartRouter, server: str) -> StartRouter:
     """``url = await start_router([Backend(...), ...], policy=..., **RouterConfig fields)``; also
-    ``kube_connect=``, ``upstream_client=`` and ``server=`` (default: this test's parameter) for ``serve``."""
-    running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+    ``kube_connect=``, ``upstream_client=`` and ``server=`` (default: this test's parameter)."""
 
     async def start(backends: list[Backend], **overrides: Any) -> str:
-        names = ("kube_connect", "upstream_client", "server")
-        kwargs = {k: overrides.pop(k) for k in names if k in overrides}
-        kwargs.setdefault("server", server)
-        cfg = RouterConfig(backends=tuple(backends), **{**ROUTER_DEFAULTS, **overrides})
-        stop = asyncio.Event()
-        urls: list[str] = []
-        task = asyncio.create_task(serve_router(cfg, stop=stop, on_ready=urls.append, **kwargs))
-        running.append((stop, task))
-        while not urls:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.001)
-        return urls[0]
+        overrides.setdefault("server", server)
+        return await start_router(backends, **overrides)
 
-    yield start
-    for stop, _ in running:
-        stop.set()
-    for _, task in running:
-        await task
+    return start
