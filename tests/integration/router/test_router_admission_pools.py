@@ -4,11 +4,16 @@ short ones through at once (they neither wait nor queue behind the long ones).""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
 
 from infctl.router.snapshot import Backend
+
+StartSim = Callable[..., Awaitable[Any]]
+StartRouter = Callable[..., Awaitable[str]]
 
 # The proxy and server wiring (proxy.py, server.py: helper O2/R2's files) is handed over as a patch in R1's
 # report; strict, so these turn red the moment it lands and the mark must go.
@@ -27,7 +32,9 @@ POLICY = {
 }
 
 
-async def test_a_saturated_long_pool_does_not_hold_short_requests(start_sim, start_router) -> None:
+async def test_a_saturated_long_pool_does_not_hold_short_requests(
+    start_sim: StartSim, start_router: StartRouter
+) -> None:
     sim = await start_sim(time_scale=1.0, max_num_seqs=1, instances=2)
     short_url, long_url = sim.urls
     url = await start_router(
@@ -53,7 +60,9 @@ async def test_a_saturated_long_pool_does_not_hold_short_requests(start_sim, sta
     assert [r.status_code for r in results] == [200] * 5
 
 
-async def test_a_prompt_over_the_bound_is_refused_before_tokenising(start_sim, start_router) -> None:
+async def test_a_prompt_over_the_bound_is_refused_before_tokenising(
+    start_sim: StartSim, start_router: StartRouter
+) -> None:
     sim = await start_sim()
     url = await start_router([Backend(id=sim.urls[0], url=sim.urls[0])], max_prompt_chars=100)
     async with httpx.AsyncClient(timeout=30) as c:
