@@ -103,6 +103,57 @@ def router(
         int | None,
         typer.Option("--block-size", help="Tokens per prefix-hash block (the engines'). Default 16."),
     ] = None,
+    probe_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--probe-timeout",
+            help="Health probe timeout, seconds; a timeout counts toward ejection. Default 2.",
+        ),
+    ] = None,
+    failures_to_eject: Annotated[
+        int | None,
+        typer.Option("--failures-to-eject", help="Consecutive 5xx/timeouts that eject a backend. Default 3."),
+    ] = None,
+    max_backoff: Annotated[
+        float | None,
+        typer.Option(
+            "--max-backoff",
+            help="Longest an ejected backend stays out, seconds (the backoff doubles up to it). Default 30.",
+        ),
+    ] = None,
+    admission_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--admission-queue",
+            help="Requests held while their backends are saturated, before 429s (0: no queue). Default 1024.",
+        ),
+    ] = None,
+    admission_deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--admission-deadline", help="Longest a held request waits before a 429, seconds. Default 30."
+        ),
+    ] = None,
+    short_prompt_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--short-prompt-tokens",
+            help="Without length buckets, prompts up to this many tokens are released first. Default 2048.",
+        ),
+    ] = None,
+    max_prompt_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-prompt-chars",
+            help="Longest prompt, characters (checked before tokenising; 413 above). Default 2000000.",
+        ),
+    ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body-bytes", help="Largest request body accepted, bytes (413 above). Default 8 MiB."
+        ),
+    ] = None,
     loop: Annotated[
         str,
         typer.Option(
@@ -140,7 +191,16 @@ def router(
             "health_interval_s": health_interval,
             "pd_mode": pd_mode,
             "block_size": block_size,
+            "probe_timeout_s": probe_timeout,
+            "admission_queue": admission_queue,
+            "admission_deadline_s": admission_deadline,
+            "short_prompt_tokens": short_prompt_tokens,
+            "max_prompt_chars": max_prompt_chars,
+            "max_body_bytes": max_body_bytes,
         }
+        health = {"failures_to_eject": failures_to_eject, "max_backoff_s": max_backoff}
+        if any(v is not None for v in health.values()):
+            flags["health"] = {k: v for k, v in health.items() if v is not None}
         if backends:
             flags["backends"] = [parse_backend(b) for b in backends]
         rf = _router_file(file, flags)
@@ -180,6 +240,8 @@ def _router_file(file: Path | None, flags: dict[str, Any]) -> RouterFile:
     base: dict[str, Any] = load_router(file).model_dump(exclude_unset=True) if file else {}
     if not file and "backends" not in given:
         raise ConfigError("no backends", hint="give --backend URL (repeatable) or -f router.yaml")
+    if "health" in given:  # a flag sets one key of the file's health section, not the whole section
+        given["health"] = {**base.get("health", {}), **given["health"]}
     try:
         return RouterFile.model_validate({**base, **given})
     except ValidationError as err:

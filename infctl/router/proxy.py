@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl.engines import PDEndpoint, RankPin, get_adapter, new_bootstrap_room
-from infctl.router.admission import Deadline, QueueFull, saturated
+from infctl.router.admission import Deadline, QueueFull, priority, saturated, scope_of
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
 from infctl.router.pd_legs import Leg, PrefillRejected, beside, decode_body_or_blame, prefill_answer
@@ -65,6 +65,7 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
             block_size=state.cfg.block_size,
             session_header=state.cfg.session_header,
             hashes=state.core.policy.index != "none",
+            max_prompt_chars=state.cfg.max_prompt_chars,
         )
     except BadRequest as exc:
         state.metrics.rejected["bad_request"] += 1
@@ -75,16 +76,19 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
     loop = asyncio.get_running_loop()
     started = loop.time()
     snap = state.pool.snapshot(started)
+    policy = state.core.policy
+    scope = scope_of(policy.buckets, info.prompt_tokens)
     try:
         waited = await state.admission.admit(
-            0 if info.prompt_tokens <= state.cfg.short_prompt_tokens else 1,
-            saturated_now=saturated(snap, state.core.policy.settings),
+            priority(policy.buckets, info.prompt_tokens, state.cfg.short_prompt_tokens),
+            saturated_now=saturated(snap, policy.settings, scope),
+            scope=scope,
         )
     except (QueueFull, Deadline) as exc:
         reason = "admission_full" if isinstance(exc, QueueFull) else "admission_deadline"
         state.metrics.rejected[reason] += 1
         resp = error_response(429, f"all backends are saturated ({reason})", kind="RateLimitError")
-        resp.headers["retry-after"] = "1"
+        resp.headers["retry-after"] = str(state.admission.retry_after_s())
         return _own(resp, request_id)
     try:
         # Without a wait the snapshot taken for admission is still current: route on it.

@@ -20,7 +20,7 @@ from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import ConfigError, MetricsError
 from infctl.router import admin
-from infctl.router.admission import AdmissionQueue, saturated
+from infctl.router.admission import AdmissionQueue, Scope, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
@@ -77,7 +77,10 @@ class RouterState:
 
     def __post_init__(self) -> None:
         self.admission = AdmissionQueue(
-            self.cfg.admission_queue, self.cfg.admission_deadline_s, self.is_saturated
+            self.cfg.admission_queue,
+            self.cfg.admission_deadline_s,
+            self.is_saturated,
+            scope_saturated=self.scope_saturated,
         )
 
     def scrape_soon(self, backend_id: str) -> None:
@@ -105,6 +108,11 @@ class RouterState:
 
     def is_saturated(self) -> bool:
         return saturated(self.pool.snapshot(asyncio.get_running_loop().time()), self.core.policy.settings)
+
+    def scope_saturated(self, scope: Scope) -> bool:
+        """Whether the backends of ``scope`` (a length bucket's pools and spill) are all saturated."""
+        now = asyncio.get_running_loop().time()
+        return saturated(self.pool.snapshot(now), self.core.policy.settings, scope)
 
     @property
     def disaggregated(self) -> bool:

@@ -218,7 +218,8 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
         results = await asyncio.gather(*first, *later)
     statuses = sorted(r.status_code for r in results)
     assert statuses == [200] * 6 + [429] * 4
-    assert all(r.headers.get("retry-after") == "1" for r in results if r.status_code == 429)
+    # Retry-After comes from the queue's drain rate, capped by the admission deadline (20 s here).
+    assert all(1 <= int(r.headers["retry-after"]) <= 20 for r in results if r.status_code == 429)
     assert depth == ["infctl_router_queue_depth 2.0"]
 
 
