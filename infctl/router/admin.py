@@ -211,9 +211,11 @@ async def _get_upstreams(state: RouterState, request: web.Request) -> web.Respon
 
 
 async def _set_upstreams(state: RouterState, request: web.Request) -> web.Response:
+    body = await _json(request)
+    # The version check comes after the last await: checked before reading the body, two writers holding
+    # the same version could both pass it and one update would be lost.
     if (stale := _stale(state, request)) is not None:
         return stale
-    body = await _json(request)
     if not isinstance(body, dict):
         raise ConfigError("expected an object with 'weights' (and optionally 'mirror', 'annotations')")
     annotations = body.pop("annotations", None)

@@ -78,7 +78,11 @@ def authorized(authorization: str | None, expected: str | None) -> bool:
     if expected is None:
         return True
     given = bearer_token(authorization)
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+    # aiohttp decodes header bytes that are not UTF-8 with surrogateescape: encode them back the same way
+    # (a plain encode() raises on such a header, and the client would get a 500 instead of a 401).
+    return given is not None and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    )
 
 
 def parse_json(raw: str) -> Any:

@@ -139,3 +139,33 @@ async def test_a_router_without_token_warns_at_startup(start_router, caplog) -> 
         await start_router([Backend(id="a", url="http://127.0.0.1:9")], admin_token="s3cret")
     warnings = [r.getMessage() for r in caplog.records if r.name == "infctl.router.admin"]
     assert len(warnings) == 1 and "OPEN" in warnings[0] and "INFCTL_ROUTER_ADMIN_TOKEN" in warnings[0]
+
+
+async def test_upstreams_if_match_is_checked_after_the_body_arrives(start_sim, start_router) -> None:
+    """Two writers holding version 0: the one whose body arrives last must get 412, not overwrite."""
+    import asyncio
+    import json
+
+    sim = await start_sim()
+    url = await start_router([Backend(id="e", url=sim.urls[0], upstream="default")], admin_token="s3cret")
+    host, port = url.removeprefix("http://").split(":")
+    slow_body = json.dumps({"weights": {"default": 90, "new": 10}}).encode()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"PUT /admin/upstreams HTTP/1.1\r\nhost: r\r\nauthorization: Bearer s3cret\r\nif-match: 0\r\n"
+        b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(slow_body)
+    )
+    await writer.drain()
+    await asyncio.sleep(0.1)  # the slow writer's head is in; its body is not
+    async with httpx.AsyncClient(timeout=10, headers=AUTH) as c:
+        fast = await c.put(
+            f"{url}/admin/upstreams", json={"weights": {"default": 50, "new": 50}}, headers={"if-match": "0"}
+        )
+        assert fast.status_code == 200
+        writer.write(slow_body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 10)
+        writer.close()
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+    assert b" 412 " in status_line
+    assert view["version"] == 1 and view["weights"] == {"default": 50, "new": 50}

@@ -52,6 +52,9 @@ def test_bearer_scheme_is_case_insensitive_and_token_exact() -> None:
         assert not authorized(refused, "s3cret")
     assert not authorized("Bearer S3CRET", "s3cret")
     assert authorized(None, None)  # no token configured
+    # A header that is not UTF-8 reaches us surrogate-escaped (aiohttp's decoding): refused, never raised.
+    assert not authorized("Bearer caf\udce9", "s3cret")
+    assert authorized("Bearer caf\udce9", "caf\udce9")
 
 
 @pytest.mark.parametrize(
