@@ -8,6 +8,7 @@ have without the front (a 400 for a malformed head included): the verdict is the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from multidict import CIMultiDict
@@ -16,6 +17,14 @@ GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 MAX_HEAD_BYTES = 64 * 1024
 """A head longer than this (bytes, up to the blank line) is handed to aiohttp, which rejects it."""
 _HANDED_OVER = frozenset({"transfer-encoding", "expect", "upgrade"})
+_WELL_FORMED = re.compile(
+    rb"POST [\x21-\x7e]+ HTTP/1\.1"  # request line: visible ASCII target, single spaces
+    rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*)*"  # fields: RFC 9110 token, no CTL
+)
+"""The whole head (blank line excluded), lines split on CRLF only. Anything else (a bare CR or LF, NUL,
+DEL or another control byte, a name that is not a token, obs-fold, whitespace before the colon) is
+aiohttp's to reject: forwarding it would smuggle headers upstream and split the response head (the
+client's ``x-request-id`` is echoed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,22 +51,15 @@ def parse_head(buf: bytes | bytearray) -> Head | None:
         if len(buf) >= MAX_HEAD_BYTES + 4:
             return None
         raise Incomplete
-    try:
-        text = bytes(buf[:end]).decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+    if _WELL_FORMED.fullmatch(buf, 0, end) is None:
         return None
-    line, *fields = text.split("\r\n")
-    parts = line.split(" ")
-    if len(parts) != 3 or parts[0] != "POST" or parts[2] != "HTTP/1.1":
-        return None
-    path = parts[1].partition("?")[0]
+    line, *fields = bytes(buf[:end]).decode("latin-1").split("\r\n")
+    path = line.split(" ")[1].partition("?")[0]
     if path not in GENERATION_PATHS:
         return None
     headers: CIMultiDict[str] = CIMultiDict()
     for field in fields:
-        name, sep, value = field.partition(":")
-        if not sep or not name or name != name.strip() or not name.isascii() or " " in name:
-            return None  # no name, obs-fold, whitespace before the colon: aiohttp's to judge
+        name, _, value = field.partition(":")  # _WELL_FORMED: a token name, then the colon
         headers.add(name, value.strip(" \t"))
     if any(h in headers for h in _HANDED_OVER):
         return None

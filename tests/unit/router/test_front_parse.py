@@ -63,6 +63,49 @@ def test_anything_unusual_is_left_to_aiohttp(raw: bytes) -> None:
     assert parse_head(raw) is None
 
 
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        (b"POST /v1/completions HTTP/1.1", b"X-A: a\nTransfer-Encoding: chunked"),
+        (b"POST /v1/completions HTTP/1.1", b"X-Request-Id: abc\nSet-Cookie: injected=1"),
+        (b"POST /v1/completions HTTP/1.1", b"X-A: a\rTransfer-Encoding: chunked"),
+        (b"POST /v1/completions HTTP/1.1", b"X-A: a\x00b"),
+        (b"POST /v1/completions HTTP/1.1", b"X-A: a\x7fb"),
+        (b"POST /v1/completions HTTP/1.1", b"X-A: a\x1bb"),
+        (b"POST /v1/completions HTTP/1.1", b"X\x01A: b"),
+        (b"POST /v1/completions HTTP/1.1", b"X(A): b"),
+        (b"POST /v1/completions HTTP/1.1", b"X A: b"),
+        (b"POST /v1/completions HTTP/1.1", b"Transfer-Encoding\x0b: chunked"),
+        (b"POST /v1/completions HTTP/1.1", b"\tX-A: b"),
+        (b"POST /v1/completions HTTP/1.1", b": b"),
+        (b"POST /v1/completions HTTP/1.1", b"X-A b"),
+        (b"POST /v1/completions HTTP/1.1", b"X-\xe9: b"),
+        (b"POST /v1/completions\x00 HTTP/1.1", b"X-A: b"),
+        (b"POST /v1/completions\tx HTTP/1.1", b"X-A: b"),
+        (b"POST /v1/completions HTTP/1.1\n", b"X-A: b"),
+        (b"POST /v1/completions HTTP/1.1 ", b"X-A: b"),
+    ],
+    ids=[
+        *("bare-lf-smuggles-te", "bare-lf-splits-response", "bare-cr", "nul", "del", "esc-in-value"),
+        *("ctl-in-name", "non-token-name", "space-in-name", "vtab-before-colon", "tab-led-line"),
+        *("empty-name", "colonless", "non-ascii-name", "nul-in-target", "tab-in-target"),
+        *("bare-lf-after-request-line", "trailing-space-in-request-line"),
+    ],
+)
+def test_control_bytes_and_non_token_names_are_left_to_aiohttp(line: bytes, field: bytes) -> None:
+    raw = line + b"\r\nHost: r\r\n" + field + b"\r\nContent-Length: 2\r\n\r\n{}"
+    assert parse_head(raw) is None  # aiohttp answers 400; nothing reaches the engine or the response head
+
+
+def test_tabs_obs_text_and_every_token_character_still_parse() -> None:
+    token = b"!#$%&'*+-.^_`|~09azAZ"
+    raw = POST.replace(b"Host: r", token + b":\tv\xe9 w\t\r\nX-Empty:")
+    head = parse_head(bytearray(raw))
+    assert head is not None and head.size == len(raw)
+    assert head.headers[token.decode()] == "v\xe9 w"
+    assert head.headers["x-empty"] == ""
+
+
 def test_a_head_over_the_limit_is_left_to_aiohttp_not_awaited_forever() -> None:
     raw = b"POST /v1/completions HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD_BYTES
     assert parse_head(raw) is None
