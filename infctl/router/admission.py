@@ -76,6 +76,26 @@ def saturated(snapshot: Snapshot, settings: PolicySettings, scope: Scope | None 
     return fresh
 
 
+def headroom(snapshot: Snapshot, settings: PolicySettings, scope: Scope | None = None) -> int:
+    """How many waiters one wake may release into ``scope`` (the same backends :func:`saturated` judges):
+    the free places below ``saturation_queue`` in the queues of its fresh, unsaturated backends (at least
+    one each). 0 exactly when :func:`saturated`; 1 when no signal is fresh (no evidence either way, so one
+    at a time). The signals are the last scrape's, blind to what was released since: a wake never releases
+    more than they show room for."""
+    routable = [b for b in snapshot.backends if b.routable]
+    if scope is not None and any(b.pool in scope.own for b in routable):
+        routable = [b for b in routable if b.pool in scope.own or b.pool in scope.spill]
+    fresh, room = False, 0
+    for b in routable:
+        state = snapshot.state(b.id)
+        if state.is_stale(settings.stale_after_s) or state.signals is None:
+            continue
+        fresh = True
+        if saturation(state, settings) < 1.0:
+            room += max(1, math.ceil(settings.saturation_queue - state.signals.queue))
+    return room if fresh else 1
+
+
 def retry_after_s(waiting: int, drain_per_s: float, deadline_s: float) -> int:
     """Seconds a refused client should wait (the ``Retry-After`` header): the time the queue needs, at its
     recent drain rate, to release everyone waiting plus one; at least 1, at most the admission deadline
@@ -102,7 +122,9 @@ class AdmissionQueue:
     among those whose scope has room.
 
     ``is_saturated()`` judges requests without a scope; ``scope_saturated(scope)`` those with one (when
-    not given, they are judged by ``is_saturated`` too). ``clock``: seconds, for the drain rate."""
+    not given, they are judged by ``is_saturated`` too). ``room(scope)`` (see :func:`headroom`) is how
+    many waiters of a scope (None: no scope) one wake may release; without it a wake releases one.
+    ``clock``: seconds, for the drain rate."""
 
     def __init__(
         self,
@@ -111,12 +133,14 @@ class AdmissionQueue:
         is_saturated: Callable[[], bool],
         *,
         scope_saturated: Callable[[Scope], bool] | None = None,
+        room: Callable[[Scope | None], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_waiting = max_waiting
         self.deadline_s = deadline_s
         self._is_saturated = is_saturated
         self._scope_saturated = scope_saturated
+        self._room = room
         self._clock = clock
         self._heaps: dict[Scope | None, list[_Entry]] = {}
         self._waiting = 0
@@ -158,18 +182,31 @@ class AdmissionQueue:
         return True
 
     def wake(self) -> None:
-        """Release the first waiter whose scope has room (call after a request finishes and after each
-        scrape): one at a time, since the released request changes the load the next check sees."""
-        heads = sorted(((h[0], s) for s, h in self._heaps.items()), key=lambda head: head[0][:2])
-        for entry, scope in heads:  # by priority, then arrival; a full scope's waiters stay
-            if not self._full(scope):
-                self._drop(scope, entry)
-                entry[2].set_result(None)
+        """Release waiters whose scope has room, lowest priority value then arrival first (call after a
+        request finishes and after each scrape). The load a released request adds shows only in a later
+        scrape, so each scope releases at most its ``room`` (one without it) per wake; a full scope's
+        waiters stay."""
+        budget: dict[Scope | None, int] = {}
+        released = 0
+        while self._heaps:
+            heads = sorted(((h[0], s) for s, h in self._heaps.items()), key=lambda head: head[0][:2])
+            for entry, scope in heads:
+                if scope not in budget:
+                    budget[scope] = self._budget(scope)
+                if budget[scope] > 0:
+                    budget[scope] -= 1
+                    self._drop(scope, entry)
+                    entry[2].set_result(None)
+                    released += 1
+                    break
+            else:
                 break
-        else:
+            if self._room is None:
+                break
+        if not released:
             return
         now = self._clock()
-        self._released.append(now)
+        self._released.extend([now] * released)
         while self._released and self._released[0] < now - DRAIN_WINDOW_S:
             self._released.popleft()
 
@@ -178,6 +215,11 @@ class AdmissionQueue:
         now = self._clock()
         recent = sum(1 for t in self._released if t >= now - DRAIN_WINDOW_S)
         return retry_after_s(self._waiting, recent / DRAIN_WINDOW_S, self.deadline_s)
+
+    def _budget(self, scope: Scope | None) -> int:
+        if self._room is not None:
+            return max(0, self._room(scope))
+        return 0 if self._full(scope) else 1
 
     def _full(self, scope: Scope | None) -> bool:
         if scope is None or self._scope_saturated is None:

@@ -106,7 +106,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
         )
         engine = s.engine
     ranks = _count(keys.get(labels.DP_SIZE), labels.DP_SIZE, problems)
-    url = f"http://{ip}:{_named_port(pod, 'http') or s.port}"
+    url = f"http://{_host(ip)}:{_named_port(pod, 'http') or s.port}"
     backends = tuple(
         Backend(
             id=backend_id(url, None if ranks == 1 else rank),
@@ -142,15 +142,20 @@ def _count(value: str | None, key: str, problems: list[str]) -> int:
 def _kv_endpoint(pod: Mapping[str, Any], ip: str, value: str | None, problems: list[str]) -> str | None:
     if value is None:
         named = _named_port(pod, KV_EVENTS_PORT)
-        return f"tcp://{ip}:{named}" if named else None
+        return f"tcp://{_host(ip)}:{named}" if named else None
     if value.isdigit():
-        return f"tcp://{ip}:{value}"
+        return f"tcp://{_host(ip)}:{value}"
     scheme, sep, rest = value.partition("://")
     host, colon, port = rest.rpartition(":")
     if scheme != "tcp" or not sep or not colon or not port.isdigit():
         problems.append(f"{KV_EVENTS}={value!r} is neither a port nor an endpoint such as tcp://*:5557")
         return None
-    return f"tcp://{ip if host in ('*', '0.0.0.0', '') else host}:{port}"
+    return f"tcp://{_host(ip) if host in ('*', '0.0.0.0', '', '[::]') else host}:{port}"
+
+
+def _host(ip: str) -> str:
+    """``ip`` as a URL's host: an IPv6 address in brackets (``fd00::5`` -> ``[fd00::5]``)."""
+    return f"[{ip}]" if ":" in ip and not ip.startswith("[") else ip
 
 
 def _named_port(pod: Mapping[str, Any], name: str) -> int | None:

@@ -20,9 +20,11 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from infctl.engines import PDEndpoint
 from infctl.errors import EngineError
 from infctl.router.upstream import UpstreamFailed
 
@@ -154,3 +156,12 @@ def _read(task: asyncio.Future[Any]) -> None:
 def _log_late(leg: Leg, prefill_id: str) -> None:
     if not leg.cancelled() and (exc := leg.exception()) is not None:
         log.debug("prefill leg on %s ended with %s after its decode leg", prefill_id, exc)
+
+
+def pd_endpoint(url: str) -> PDEndpoint:
+    """The prefill engine's host and port from its backend URL, for the decode leg: the host bare (an IPv6
+    address without its brackets), the port the URL's or its scheme's default (80, 443 for https)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ValueError(f"{url!r} is not a backend URL such as http://10.0.0.5:8000")
+    return PDEndpoint(host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 80))

@@ -13,11 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from infctl.engines import PDEndpoint, RankPin, get_adapter, new_bootstrap_room
+from infctl.engines import RankPin, get_adapter, new_bootstrap_room
 from infctl.router.admission import Deadline, QueueFull, priority, saturated, scope_of
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
-from infctl.router.pd_legs import Leg, PrefillRejected, beside, decode_body_or_blame, prefill_answer
+from infctl.router.pd_legs import (
+    Leg,
+    PrefillRejected,
+    beside,
+    decode_body_or_blame,
+    pd_endpoint,
+    prefill_answer,
+)
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.relay import ClientRequest, forward_lean, lean_capable
 from infctl.router.requests import BadRequest, error_response, parse_body, request_info
@@ -313,8 +320,7 @@ async def _pd_payload(
     adapter = get_adapter(prefill.engine or state.cfg.engine)
     pin = _pin(state, prefill)
     headers = {**headers, **pin.headers} if pin.headers else headers
-    host, _, port = prefill.url.rpartition("//")[2].partition(":")
-    endpoint = PDEndpoint(host=host, port=int(port or 80))
+    endpoint = pd_endpoint(prefill.url)
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if adapter.pd_style == "sequential":
         leg = {**adapter.prefill_body(body, endpoint), **pin.body}

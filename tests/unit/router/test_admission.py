@@ -7,6 +7,7 @@ from infctl.router.admission import (
     Deadline,
     QueueFull,
     Scope,
+    headroom,
     priority,
     retry_after_s,
     saturated,
@@ -169,3 +170,30 @@ async def test_the_queue_measures_its_drain_rate() -> None:
     assert q.retry_after_s() == 4
     now[0] += 20
     assert q.retry_after_s() == 60  # old releases say nothing about the queue now
+
+
+def test_headroom_counts_free_queue_places_of_fresh_unsaturated_backends() -> None:
+    assert headroom(snap((5, 0, 0), (0, 0.85, 0)), S) == 0  # saturated: nothing to release
+    assert headroom(snap((0, 0, 0), (3, 0.5, 0), (5, 0, 0)), S) == 5 + 2
+    assert headroom(snap((4.5, 0, 0)), S) == 1  # room below the threshold counts as one place
+    assert headroom(snap((0, 0, 5.0)), S) == 1  # stale only: one at a time
+    for loads in [((5, 0, 0), (0, 0.85, 0)), ((0, 0, 0),), ((9, 0, 5.0),)]:
+        assert (headroom(snap(*loads), S) == 0) == saturated(snap(*loads), S)
+
+
+async def test_one_wake_releases_as_many_waiters_as_the_scope_has_room_for() -> None:
+    room: dict[Scope | None, int] = {None: 0}
+    q = AdmissionQueue(300, 5.0, lambda: room[None] == 0, room=lambda s: room[s])
+    tasks = [asyncio.create_task(q.admit(0, saturated_now=True)) for _ in range(200)]
+    await asyncio.sleep(0.01)
+    assert q.waiting == 200
+    q.wake()  # still saturated: nobody leaves
+    await asyncio.sleep(0.01)
+    assert q.waiting == 200 and not any(t.done() for t in tasks)
+    room[None] = 150
+    q.wake()  # room for 150: all 150 leave on this one wake, and no more
+    await asyncio.sleep(0.01)
+    assert q.waiting == 50 and sum(t.done() for t in tasks) == 150
+    room[None] = 1000
+    q.wake()
+    assert all(await asyncio.gather(*tasks)) and q.waiting == 0

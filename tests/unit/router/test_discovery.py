@@ -1,4 +1,5 @@
 from typing import Any
+from urllib.parse import urlsplit
 
 from infctl.router.discovery import DiscoverySettings, PodTargets, changes, targets_from_pod, wanted
 
@@ -113,3 +114,17 @@ def test_changes_take_out_what_left_or_changed_and_put_in_what_is_new_or_changed
 def test_wanted_keeps_only_ready_pods_of_a_full_list() -> None:
     want = wanted([pod("a", ip="10.0.0.1"), pod("b", ready=False), pod("c", ip="10.0.0.3")], S)
     assert sorted(want) == ["ns/a", "ns/c"]
+
+
+def test_an_ipv6_pod_gets_a_bracketed_url_and_kv_endpoint() -> None:
+    t = targets(pod("p", ip="fd00::5", kv_port=5557))
+    assert t.backends[0].url == "http://[fd00::5]:8100"
+    assert urlsplit(t.backends[0].url).hostname == "fd00::5" and urlsplit(t.backends[0].url).port == 8100
+    assert t.kv_sources[0].endpoint == "tcp://[fd00::5]:5557"
+    for value in ["5557", "tcp://*:5557", "tcp://[::]:5557"]:
+        bind = targets(pod("p", ip="fd00::5", annotations={"infctl.io/kv-events": value}))
+        assert bind.kv_sources[0].endpoint == "tcp://[fd00::5]:5557"
+    dp = pod("p", ip="fd00::5", kv_port=5557)
+    dp["metadata"]["labels"]["infctl.io/data-parallel-size"] = "2"
+    ranks = targets(dp)
+    assert [s.endpoint for s in ranks.kv_sources] == ["tcp://[fd00::5]:5557", "tcp://[fd00::5]:5558"]
