@@ -20,7 +20,7 @@ from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import ConfigError, MetricsError
 from infctl.router import admin
-from infctl.router.admission import AdmissionQueue, Scope, saturated
+from infctl.router.admission import AdmissionQueue, Scope, headroom, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
@@ -81,6 +81,7 @@ class RouterState:
             self.cfg.admission_deadline_s,
             self.is_saturated,
             scope_saturated=self.scope_saturated,
+            room=self.room,
         )
 
     def scrape_soon(self, backend_id: str) -> None:
@@ -113,6 +114,11 @@ class RouterState:
         """Whether the backends of ``scope`` (a length bucket's pools and spill) are all saturated."""
         now = asyncio.get_running_loop().time()
         return saturated(self.pool.snapshot(now), self.core.policy.settings, scope)
+
+    def room(self, scope: Scope | None) -> int:
+        """How many waiters one wake may release into ``scope``: what the last scrape shows room for."""
+        now = asyncio.get_running_loop().time()
+        return headroom(self.pool.snapshot(now), self.core.policy.settings, scope)
 
     @property
     def disaggregated(self) -> bool:
