@@ -197,3 +197,27 @@ async def test_one_wake_releases_as_many_waiters_as_the_scope_has_room_for() -> 
     room[None] = 1000
     q.wake()
     assert all(await asyncio.gather(*tasks)) and q.waiting == 0
+
+
+async def test_the_router_state_wakes_by_its_pools_headroom() -> None:
+    """The wiring: the router's queue asks the pool's last scrape how many waiters one wake may release."""
+    from infctl.router.config import RouterConfig
+    from infctl.router.server import build_state
+
+    cfg = RouterConfig(backends=(Backend(id="a", url="http://127.0.0.1:9"),), admission_queue=50)
+    state = build_state(cfg, upstream_client="aiohttp")
+    try:
+        loop = asyncio.get_running_loop()
+        state.pool.record_signals("a", EngineSignals(queue=9.0), loop.time())  # saturated (queue >= 5)
+        waiters = [asyncio.create_task(state.admission.admit(1, saturated_now=True)) for _ in range(6)]
+        await asyncio.sleep(0)
+        state.pool.record_signals("a", EngineSignals(queue=1.0), loop.time())  # room for 4 below 5
+        state.admission.wake()
+        for _ in range(3):  # a released waiter's task finishes a loop turn or two later
+            await asyncio.sleep(0)
+        assert sum(w.done() for w in waiters) == 4
+        state.admission.wake()
+        await asyncio.gather(*waiters)
+    finally:
+        await state.session.close()
+        await state.scraper.aclose()
