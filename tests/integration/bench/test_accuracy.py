@@ -33,10 +33,12 @@ async def test_ttft_itl_tpot_match_the_server(start_fake: StartFake, api: str) -
     ttft = [r.chunk_times[0] - r.sent_s for r in result.requests]
     errors = [m - known for m, known in zip(ttft, fake.delays, strict=True)]
     assert 0 <= statistics.median(errors) < 0.001  # within 1 ms of the delay the server really applied
-    assert abs(s.ttft["p50"] - 0.050) < 0.001  # and of the nominal 50 ms
-    assert abs(s.itl["p50"] - 0.010) < 0.001
-    assert abs(s.tpot["mean"] - 0.010) < 0.001
-    assert abs(s.e2e["p50"] - 0.100) < 0.002  # 50 ms + 5 gaps of 10 ms
+    # Against the nominal delays the bounds are looser: the server's timers wake late on a loaded machine
+    # (the exact check is the one above, against what the server really applied).
+    assert abs(s.ttft["p50"] - 0.050) < 0.003
+    assert abs(s.itl["p50"] - 0.010) < 0.002
+    assert abs(s.tpot["mean"] - 0.010) < 0.002
+    assert abs(s.e2e["p50"] - 0.100) < 0.006  # 50 ms + 5 gaps of 10 ms
     assert s.itl.count == 25 * 5 and s.total_output_tokens == 25 * 6  # tokens from usage
 
 
