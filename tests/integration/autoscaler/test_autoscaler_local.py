@@ -117,13 +117,13 @@ async def test_load_step_scales_out_and_quiet_scales_in_without_failing_a_reques
             load = Load(c, plan.entrypoint.url)
             trickle = load.start(1, tokens=1500, stream=True)  # streams in flight through both phases
             step = load.start(40, tokens=600, stream=False)
-            out = await wait_for(c, control, lambda s: s["ready"] >= 2, within=30)
+            out = await wait_for(c, control, lambda s: s["ready"] >= 2, within=60)
             assert out["desired"] >= 2
             await Load.stop(step)
             # Scaled in: one engine asked for, drained and stopped (desired can drop a moment before the drain
             # starts, so all three are awaited together).
             quiet = await wait_for(
-                c, control, lambda s: s["desired"] == 1 and s["stopping"] == 0 and s["ready"] == 1, within=40
+                c, control, lambda s: s["desired"] == 1 and s["stopping"] == 0 and s["ready"] == 1, within=60
             )
             assert quiet["ready"] == 1
             await Load.stop(trickle)
