@@ -40,6 +40,22 @@ if TYPE_CHECKING:
     from infctl.sim.server import SimClock
 
 SHUTDOWN_SECONDS = 2.0
+
+
+async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on host:port (0: any free port); the runner and the port it got. A port in use is a
+    ConfigError saying what to do, not a traceback."""
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+    except OSError as err:
+        await runner.cleanup()
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {err.strerror}",
+            hint="pick another --port (instance i uses port + i), or stop what is using it",
+        ) from None
+    return runner, int(runner.addresses[0][1])
 """How long a clean stop waits for in-flight responses before closing their connections."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -160,18 +176,7 @@ class SimInstance:
                     f"cannot publish KV events on tcp://{host}:{port}: {err}",
                     hint="pick another --kv-events-port (instance i uses port + i)",
                 ) from None
-        self._runner = web.AppRunner(
-            self._build_app(), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
-        )
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
-        except OSError as err:
-            raise ConfigError(
-                f"cannot listen on {self.host}:{self.port}: {err.strerror}",
-                hint="pick another --port (instance i uses port + i), or stop what is using it",
-            ) from None
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await listen(self._build_app(), self.host, self.port)
         if self.role == "prefill":
             self.registry.local_ports.add(s.bootstrap_port + self.index)
         self.driver.start()

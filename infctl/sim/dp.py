@@ -25,7 +25,7 @@ from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
-from infctl.sim.app import SHUTDOWN_SECONDS, Handler, SimInstance
+from infctl.sim.app import Handler, SimInstance, listen
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
@@ -181,18 +181,7 @@ class DPEngine:
     async def start(self) -> None:
         for rank in self.ranks:
             await rank.start()
-        self._runner = web.AppRunner(
-            self._build_app(), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
-        )
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
-        except OSError as err:
-            raise ConfigError(
-                f"cannot listen on {self.host}:{self.port}: {err.strerror}",
-                hint="pick another --port (instance i uses port + i), or stop what is using it",
-            ) from None
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await listen(self._build_app(), self.host, self.port)
         self.faults.on_crash = self.crash
         self.faults.arm_crash()
 
