@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from infctl.errors import ConfigError
-from infctl.router.admission import saturated
+from infctl.router.admission import priority, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Snapshot
@@ -42,8 +42,8 @@ class AdmissionSettings:
             raise ConfigError("admission deadline must be > 0 s", hint="--admission-deadline 30s")
 
     def priority(self, prompt_tokens: int) -> int:
-        """0 for short prompts (released first), 1 otherwise: the live proxy's rule."""
-        return 0 if prompt_tokens <= self.short_prompt_tokens else 1
+        """0 for short prompts (released first), 1 otherwise: the live router's rule without buckets."""
+        return priority(None, prompt_tokens, self.short_prompt_tokens)
 
 
 class AdmissionRoom(Generic[T]):
