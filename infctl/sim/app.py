@@ -12,13 +12,14 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import zmq
 from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
+from infctl.sim.driver import Driver, SimClock
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.kv_events import KVEventPublisher
 from infctl.sim.personality import get_personality
@@ -36,10 +37,8 @@ from infctl.sim.types import CoreStats, KVEvent, SimRequest
 from infctl.telemetry.exposition import CONTENT_TYPE
 from infctl.telemetry.kv_events import AllBlocksCleared
 
-if TYPE_CHECKING:
-    from infctl.sim.server import SimClock
-
 SHUTDOWN_SECONDS = 2.0
+"""How long a clean stop waits for in-flight responses before closing their connections."""
 
 
 async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
@@ -56,7 +55,6 @@ async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRun
             hint="pick another --port (instance i uses port + i), or stop what is using it",
         ) from None
     return runner, int(runner.addresses[0][1])
-"""How long a clean stop waits for in-flight responses before closing their connections."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -74,8 +72,6 @@ class SimInstance:
         profile: SimProfile,
         capacity: Capacity,
     ) -> None:
-        from infctl.sim.server import Driver
-
         self.settings = settings
         self.index = index
         self.model = settings.model or profile.model

@@ -41,7 +41,7 @@ from infctl.sim.settings import SimSettings
 from infctl.telemetry.exposition import CONTENT_TYPE, go_float
 
 if TYPE_CHECKING:
-    from infctl.sim.server import SimClock
+    from infctl.sim.driver import SimClock
 
 RankHandler = Callable[[SimInstance, web.Request], Awaitable[web.StreamResponse]]
 """A generation handler of ``infctl.sim.routes``, given the rank that serves the request."""

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl import tokens
+from infctl.sim.driver import Delta, RequestTrack
 from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response, read_json_object
-from infctl.sim.server import Delta, RequestTrack
 from infctl.sim.types import SimRequest
 
 if TYPE_CHECKING:
