@@ -8,16 +8,18 @@ The telemetry package does the scraping (``infctl.telemetry.scrape``); the route
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from infctl.errors import ConfigError
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.signals import EngineSignals, LoadReport
 
 if TYPE_CHECKING:
-    from infctl.config.model import ModelProfile
+    from infctl.config.model import ModelProfile, PDConfig
 
 PDStyle = Literal["sequential", "parallel"]
 """How a disaggregated request reaches the two engines.
@@ -122,6 +124,34 @@ def new_bootstrap_room(rng: random.Random | None = None) -> int:
 def number_arg(x: float) -> str:
     """A number as a command-line value: ``8`` rather than ``8.0``, ``0.5`` as is."""
     return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def json_arg(obj: Mapping[str, Any]) -> str:
+    """A JSON command-line value, compact (``{"a":1}``) as the engines' docs write them."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def pd_section(model: ModelProfile, role: Role, example: str) -> PDConfig:
+    """The profile's ``pd`` section, which a prefill or decode engine cannot start without.
+
+    ``example`` is the section to suggest (each engine reads other fields of it)."""
+    if model.pd is None:
+        raise ConfigError(
+            f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
+            hint=f"add `pd: {example}` to the model profile",
+        )
+    return model.pd
+
+
+def kv_events_publisher(model: ModelProfile) -> dict[str, str] | None:
+    """The ZMQ publisher both engines' ``--kv-events-config`` share (publisher, endpoint, topic); None when
+    the profile publishes no KV events. ``$MODEL`` is known here; ``$POD_IP`` is left for the runner
+    (Kubernetes renders it as ``$(POD_IP)``)."""
+    events = model.kv_events
+    if events is None or not events.enabled:
+        return None
+    topic = events.topic.replace("$MODEL", model.served_model_name)
+    return {"publisher": "zmq", "endpoint": f"tcp://*:{events.port}", "topic": topic}
 
 
 class EngineAdapter(Protocol):
@@ -231,6 +261,9 @@ __all__ = [
     "RankPin",
     "Role",
     "SignalCheck",
+    "json_arg",
+    "kv_events_publisher",
     "new_bootstrap_room",
     "number_arg",
+    "pd_section",
 ]

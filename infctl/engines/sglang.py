@@ -1,4 +1,5 @@
-"""SGLang: metric names, signals, health and load endpoints, PD protocol, command line.
+"""SGLang: metric names, signals, health and load endpoints, PD protocol; the command line is
+:mod:`infctl.engines.sglang_launch`.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name`` plus rank
 labels (``tp_rank``, ``pp_rank``); tokenizer counters and histograms carry ``model_name`` only. Older
@@ -16,10 +17,10 @@ header, which wins over the body.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from infctl.engines import sglang_launch
 from infctl.engines.base import (
     Body,
     Diagnostics,
@@ -29,9 +30,8 @@ from infctl.engines.base import (
     RankPin,
     Role,
     SignalCheck,
-    number_arg,
 )
-from infctl.errors import ConfigError, EngineError
+from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
 
@@ -220,43 +220,7 @@ class SGLangAdapter:
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
     ) -> list[str]:
-        """``python3 -m sglang.launch_server ...``; a local runner may swap argv[0]."""
-        tp, dp = model.tensor_parallel_size, model.data_parallel_size
-        # With DP attention the replica is one TP group of tp*dp GPUs whose attention runs dp-way.
-        tp_size = tp * dp if model.dp_attention else tp
-        args = [
-            "python3", "-m", "sglang.launch_server",
-            "--model-path", model.model,
-            "--served-model-name", model.served_model_name,
-            "--host", host,
-            "--port", str(port),
-            "--tp-size", str(tp_size),
-            "--dp-size", str(dp),
-        ]
-        if model.dp_attention:
-            args.append("--enable-dp-attention")
-        if model.expert_parallel:
-            args += ["--ep-size", str(tp_size)]
-        if model.enable_eplb:
-            args.append("--enable-eplb")
-        if model.max_model_len is not None:
-            args += ["--context-length", str(model.max_model_len)]
-        if not model.enable_prefix_caching:
-            args.append("--disable-radix-cache")
-        if model.gpu_memory_utilization is not None:
-            args += ["--mem-fraction-static", str(model.gpu_memory_utilization)]
-        args += _pd_args(model, role)
-        if model.kv_offload is not None:
-            args += ["--enable-hierarchical-cache", "--hicache-size", number_arg(model.kv_offload.size_gib)]
-            if model.kv_offload.storage_backend:
-                args += ["--hicache-storage-backend", model.kv_offload.storage_backend]
-        if model.kv_events is not None and model.kv_events.enabled:
-            topic = model.kv_events.topic.replace("$MODEL", model.served_model_name)
-            config = {"publisher": "zmq", "endpoint": f"tcp://*:{model.kv_events.port}", "topic": topic}
-            args += ["--kv-events-config", json.dumps(config, separators=(",", ":"))]
-        args += _speculative_args(model)
-        args += ["--enable-metrics", "--enable-cache-report"]
-        return args + list(model.extra_args)
+        return sglang_launch.launch_command(model, role=role, port=port, host=host)
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
         return dict(model.env)
@@ -273,39 +237,6 @@ def _rank(raw: object, *, legacy: bool) -> RankLoad:
                         float(usage) if usage is not None else None)
     except (KeyError, TypeError, ValueError) as e:
         raise EngineError(f"SGLang load entry {str(raw)[:80]!r} lacks {e}") from None
-
-
-def _pd_args(model: ModelProfile, role: Role) -> list[str]:
-    if role == "both":
-        return []
-    pd = model.pd
-    if pd is None:
-        raise ConfigError(
-            f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
-            hint="add `pd: {transfer_backend: mooncake}` to the model profile",
-        )
-    args = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
-    if role == "prefill":
-        args += ["--disaggregation-bootstrap-port", str(pd.bootstrap_port)]
-    if pd.ib_device:
-        args += ["--disaggregation-ib-device", pd.ib_device]
-    return args
-
-
-def _speculative_args(model: ModelProfile) -> list[str]:
-    spec = model.speculative
-    if spec is None:
-        return []
-    n = spec.num_speculative_tokens
-    if spec.method == "ngram":
-        return ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(n + 1)]
-    # MTP is SGLang's EAGLE path over the model's own MTP layers (no draft path needed); a chain
-    # (topk 1) of n steps verifies n + 1 tokens.
-    args = ["--speculative-algorithm", "EAGLE"]
-    if spec.draft_model is not None:
-        args += ["--speculative-draft-model-path", spec.draft_model]
-    args += ["--speculative-num-steps", str(n), "--speculative-eagle-topk", "1"]
-    return [*args, "--speculative-num-draft-tokens", str(n + 1)]
 
 
 ADAPTER = SGLangAdapter()

@@ -1,4 +1,5 @@
-"""vLLM (v0.11+): metric names, signals, health and load endpoints, PD protocol, command line.
+"""vLLM (v0.11+): metric names, signals, health and load endpoints, PD protocol; the command line is
+:mod:`infctl.engines.vllm_launch`.
 
 Metric names are module constants so the simulator's vLLM personality, doctor and dashboards import
 them instead of spelling them. Every sample carries the labels ``model_name`` and ``engine`` (the
@@ -13,10 +14,10 @@ rank outside ``[0, N)`` fails the request.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from infctl.engines import vllm_launch
 from infctl.engines.base import (
     Body,
     Diagnostics,
@@ -26,9 +27,8 @@ from infctl.engines.base import (
     RankPin,
     Role,
     SignalCheck,
-    number_arg,
 )
-from infctl.errors import ConfigError, EngineError
+from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
 
@@ -167,17 +167,6 @@ def bucket_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
 
 DP_RANK_HEADER = "x-data-parallel-rank"
 """Pins a request to one data-parallel engine core (read case-insensitively by the API server)."""
-KV_CONNECTORS = {
-    "nixl": "NixlConnector",
-    "mooncake": "MooncakeConnector",
-    "p2pnccl": "P2pNcclConnector",
-    "lmcache": "LMCacheConnectorV1",
-}
-"""Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name."""
-KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
-LMCACHE_CHUNK_SIZE = 256
-"""Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
-
 _SIGNAL_GAUGES = (NUM_REQUESTS_WAITING, NUM_REQUESTS_RUNNING, KV_CACHE_USAGE_PERC)
 _SIGNAL_COUNTERS = (
     PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, PROMPT_TOKENS, GENERATION_TOKENS, NUM_PREEMPTIONS
@@ -315,55 +304,10 @@ class VLLMAdapter:
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
     ) -> list[str]:
-        """``python3 -m vllm.entrypoints.openai.api_server ...``; a local runner may swap argv[0]."""
-        args = [
-            "python3", "-m", "vllm.entrypoints.openai.api_server",
-            "--model", model.model,
-            "--served-model-name", model.served_model_name,
-            "--host", host,
-            "--port", str(port),
-            "--tensor-parallel-size", str(model.tensor_parallel_size),
-            "--data-parallel-size", str(model.data_parallel_size),
-        ]
-        if model.expert_parallel:
-            args.append("--enable-expert-parallel")
-        if model.enable_eplb:
-            args.append("--enable-eplb")
-        if model.max_model_len is not None:
-            args += ["--max-model-len", str(model.max_model_len)]
-        caching = "--enable-prefix-caching" if model.enable_prefix_caching else "--no-enable-prefix-caching"
-        args.append(caching)
-        if model.gpu_memory_utilization is not None:
-            args += ["--gpu-memory-utilization", str(model.gpu_memory_utilization)]
-        transfer = _kv_transfer_config(model, role)
-        if transfer is not None:
-            args += ["--kv-transfer-config", _json(transfer)]
-        if model.kv_offload is not None:
-            args += ["--kv-offloading-size", number_arg(model.kv_offload.size_gib),
-                     "--kv-offloading-backend", model.kv_offload.backend]
-        if model.kv_events is not None and model.kv_events.enabled:
-            args += ["--kv-events-config", _json(_kv_events_config(model))]
-        if model.speculative is not None:
-            args += ["--speculative-config", _json(_speculative_config(model))]
-        args += ["--enable-prompt-tokens-details", "--enable-server-load-tracking"]
-        return args + list(model.extra_args)
+        return vllm_launch.launch_command(model, role=role, port=port, host=host)
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
-        env: dict[str, str] = {}
-        uses_lmcache = (model.kv_offload is not None and model.kv_offload.backend == "lmcache") or (
-            role != "both" and model.pd is not None and model.pd.kv_connector == "lmcache"
-        )
-        if uses_lmcache:
-            env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
-        if model.kv_offload is not None and model.kv_offload.backend == "lmcache":
-            env["LMCACHE_LOCAL_CPU"] = "True"
-            env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
-        if role != "both" and model.pd is not None and model.pd.ib_device:
-            env["UCX_NET_DEVICES"] = model.pd.ib_device
-            if model.pd.kv_connector == "p2pnccl":
-                env["NCCL_IB_HCA"] = model.pd.ib_device
-        env.update(model.env)
-        return env
+        return vllm_launch.launch_env(model, role)
 
 
 def _cache_config(families: MetricFamilies) -> tuple[int | None, int | None, bool | None]:
@@ -392,39 +336,6 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
         return int(float(raw)) if raw is not None else None
     except ValueError:  # "None" before the engine profiled its memory
         return None
-
-
-def _kv_transfer_config(model: ModelProfile, role: Role) -> dict[str, Any] | None:
-    if role != "both":
-        if model.pd is None:
-            raise ConfigError(
-                f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
-                hint="add `pd: {kv_connector: nixl}` to the model profile",
-            )
-        return {"kv_connector": KV_CONNECTORS[model.pd.kv_connector], "kv_role": KV_ROLES[role]}
-    return None
-
-
-def _kv_events_config(model: ModelProfile) -> dict[str, Any]:
-    events = model.kv_events
-    assert events is not None
-    # $MODEL is known here; $POD_IP is left for the runner (Kubernetes renders it as $(POD_IP)).
-    topic = events.topic.replace("$MODEL", model.served_model_name)
-    return {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events.port}",
-            "topic": topic}
-
-
-def _speculative_config(model: ModelProfile) -> dict[str, Any]:
-    spec = model.speculative
-    assert spec is not None
-    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
-    if spec.draft_model is not None:
-        config["model"] = spec.draft_model
-    return config
-
-
-def _json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 ADAPTER = VLLMAdapter()

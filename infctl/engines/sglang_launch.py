@@ -1,0 +1,81 @@
+"""SGLang's command line: a model profile turned into ``sglang.launch_server`` arguments (parallelism and DP
+attention, the radix cache, PD disaggregation, the hierarchical cache, KV events, speculative decoding).
+
+Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
+
+if TYPE_CHECKING:
+    from infctl.config.model import ModelProfile
+
+
+def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
+    """``python3 -m sglang.launch_server ...``; a local runner may swap argv[0]."""
+    tp, dp = model.tensor_parallel_size, model.data_parallel_size
+    # With DP attention the replica is one TP group of tp*dp GPUs whose attention runs dp-way.
+    tp_size = tp * dp if model.dp_attention else tp
+    args = [
+        "python3", "-m", "sglang.launch_server",
+        "--model-path", model.model,
+        "--served-model-name", model.served_model_name,
+        "--host", host,
+        "--port", str(port),
+        "--tp-size", str(tp_size),
+        "--dp-size", str(dp),
+    ]  # fmt: skip
+    if model.dp_attention:
+        args.append("--enable-dp-attention")
+    if model.expert_parallel:
+        args += ["--ep-size", str(tp_size)]
+    if model.enable_eplb:
+        args.append("--enable-eplb")
+    if model.max_model_len is not None:
+        args += ["--context-length", str(model.max_model_len)]
+    if not model.enable_prefix_caching:
+        args.append("--disable-radix-cache")
+    if model.gpu_memory_utilization is not None:
+        args += ["--mem-fraction-static", str(model.gpu_memory_utilization)]
+    args += _pd_args(model, role)
+    if model.kv_offload is not None:
+        args += ["--enable-hierarchical-cache", "--hicache-size", number_arg(model.kv_offload.size_gib)]
+        if model.kv_offload.storage_backend:
+            args += ["--hicache-storage-backend", model.kv_offload.storage_backend]
+    publisher = kv_events_publisher(model)
+    if publisher is not None:
+        args += ["--kv-events-config", json_arg(publisher)]
+    args += _speculative_args(model)
+    args += ["--enable-metrics", "--enable-cache-report"]
+    return args + list(model.extra_args)
+
+
+def _pd_args(model: ModelProfile, role: Role) -> list[str]:
+    if role == "both":
+        return []
+    pd = pd_section(model, role, "{transfer_backend: mooncake}")
+    args = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
+    if role == "prefill":
+        args += ["--disaggregation-bootstrap-port", str(pd.bootstrap_port)]
+    if pd.ib_device:
+        args += ["--disaggregation-ib-device", pd.ib_device]
+    return args
+
+
+def _speculative_args(model: ModelProfile) -> list[str]:
+    spec = model.speculative
+    if spec is None:
+        return []
+    n = spec.num_speculative_tokens
+    if spec.method == "ngram":
+        return ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(n + 1)]
+    # MTP is SGLang's EAGLE path over the model's own MTP layers (no draft path needed); a chain
+    # (topk 1) of n steps verifies n + 1 tokens.
+    args = ["--speculative-algorithm", "EAGLE"]
+    if spec.draft_model is not None:
+        args += ["--speculative-draft-model-path", spec.draft_model]
+    args += ["--speculative-num-steps", str(n), "--speculative-eagle-topk", "1"]
+    return [*args, "--speculative-num-draft-tokens", str(n + 1)]

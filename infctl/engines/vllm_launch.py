@@ -1,0 +1,90 @@
+"""vLLM's command line and environment: a model profile turned into ``vllm.entrypoints.openai.api_server``
+arguments (parallelism, prefix caching, the PD connector, KV offload and events, speculative decoding).
+
+Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.vllm.VLLMAdapter` delegates to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
+
+if TYPE_CHECKING:
+    from infctl.config.model import ModelProfile
+
+KV_CONNECTORS = {
+    "nixl": "NixlConnector",
+    "mooncake": "MooncakeConnector",
+    "p2pnccl": "P2pNcclConnector",
+    "lmcache": "LMCacheConnectorV1",
+}
+"""Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name."""
+KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
+LMCACHE_CHUNK_SIZE = 256
+"""Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
+
+
+def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
+    """``python3 -m vllm.entrypoints.openai.api_server ...``; a local runner may swap argv[0]."""
+    args = [
+        "python3", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model.model,
+        "--served-model-name", model.served_model_name,
+        "--host", host,
+        "--port", str(port),
+        "--tensor-parallel-size", str(model.tensor_parallel_size),
+        "--data-parallel-size", str(model.data_parallel_size),
+    ]  # fmt: skip
+    if model.expert_parallel:
+        args.append("--enable-expert-parallel")
+    if model.enable_eplb:
+        args.append("--enable-eplb")
+    if model.max_model_len is not None:
+        args += ["--max-model-len", str(model.max_model_len)]
+    caching = "--enable-prefix-caching" if model.enable_prefix_caching else "--no-enable-prefix-caching"
+    args.append(caching)
+    if model.gpu_memory_utilization is not None:
+        args += ["--gpu-memory-utilization", str(model.gpu_memory_utilization)]
+    if role != "both":
+        connector = pd_section(model, role, "{kv_connector: nixl}").kv_connector
+        transfer = {"kv_connector": KV_CONNECTORS[connector], "kv_role": KV_ROLES[role]}
+        args += ["--kv-transfer-config", json_arg(transfer)]
+    if model.kv_offload is not None:
+        args += ["--kv-offloading-size", number_arg(model.kv_offload.size_gib),
+                 "--kv-offloading-backend", model.kv_offload.backend]  # fmt: skip
+    publisher = kv_events_publisher(model)
+    if publisher is not None:
+        args += ["--kv-events-config", json_arg({"enable_kv_cache_events": True, **publisher})]
+    if model.speculative is not None:
+        args += ["--speculative-config", json_arg(_speculative_config(model))]
+    args += ["--enable-prompt-tokens-details", "--enable-server-load-tracking"]
+    return args + list(model.extra_args)
+
+
+def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
+    """The LMCache and UCX/NCCL variables the offload and PD settings need, then the profile's ``env``."""
+    env: dict[str, str] = {}
+    uses_lmcache = (model.kv_offload is not None and model.kv_offload.backend == "lmcache") or (
+        role != "both" and model.pd is not None and model.pd.kv_connector == "lmcache"
+    )
+    if uses_lmcache:
+        env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
+    if model.kv_offload is not None and model.kv_offload.backend == "lmcache":
+        env["LMCACHE_LOCAL_CPU"] = "True"
+        env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
+    if role != "both" and model.pd is not None and model.pd.ib_device:
+        env["UCX_NET_DEVICES"] = model.pd.ib_device
+        if model.pd.kv_connector == "p2pnccl":
+            env["NCCL_IB_HCA"] = model.pd.ib_device
+    env.update(model.env)
+    return env
+
+
+def _speculative_config(model: ModelProfile) -> dict[str, Any]:
+    spec = model.speculative
+    assert spec is not None
+    config: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens}
+    if spec.draft_model is not None:
+        config["model"] = spec.draft_model
+    return config
