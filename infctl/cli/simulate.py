@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Group, RenderableType
@@ -16,7 +16,7 @@ from infctl.bench import parse_slo
 from infctl.bench.config import LoadPlan
 from infctl.bench.io import save_json, write_requests
 from infctl.bench.slo import parse_duration
-from infctl.bench.workloads import WORKLOAD_KINDS
+from infctl.cli import simulate_options as o
 from infctl.cli.bench_plan import load_plan, workload_spec
 from infctl.cli.bench_views import result_view
 from infctl.cli.context import OutputFormat, global_options
@@ -64,10 +64,6 @@ and both results compare with [bold]infctl bench compare[/]. Times are virtual: 
 takes minutes.
 """
 
-_F, _W, _L, _S, _O = "Fleet and router", "Workload", "Load", "Autoscaler", "Output"
-_P = "Disaggregation and admission"
-
-
 @app.callback()
 def simulate_group() -> None:
     """Cluster-scale simulation that reuses the live routing and scaling code."""
@@ -76,166 +72,59 @@ def simulate_group() -> None:
 @app.command("run", epilog=EXAMPLES)
 def run_cmd(
     ctx: typer.Context,
-    engines: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Engines at the start (default 4; with --pd: the layout's).", rich_help_panel=_F
-        ),
-    ] = None,
-    profile: Annotated[
-        str, typer.Option(help="Engine profile (infctl.sim.profiles) or a profile file.", rich_help_panel=_F)
-    ] = "llama3-8b-h100",
-    policy: Annotated[
-        str,
-        typer.Option(
-            help="Routing preset (cache_aware, round_robin, ...) or a policy JSON object.", rich_help_panel=_F
-        ),
-    ] = "cache_aware",
-    scrape_interval: Annotated[
-        str, typer.Option(help="How often the router refreshes engine signals.", rich_help_panel=_F)
-    ] = "100ms",
-    kv_events: Annotated[
-        bool,
-        typer.Option(
-            "--kv-events/--no-kv-events",
-            help="Engines publish KV events and the router routes on them (its precise prefix index).",
-            rich_help_panel=_F,
-        ),
-    ] = False,
-    gpus_per_engine: Annotated[int, typer.Option(min=1, help="For GPU-hours.", rich_help_panel=_F)] = 1,
-    max_time: Annotated[
-        str | None, typer.Option(help="Stop the virtual clock here (e.g. 2h).", rich_help_panel=_F)
-    ] = None,
-    workload: Annotated[
-        str | None, typer.Option(help=f"{', '.join(WORKLOAD_KINDS)}.", rich_help_panel=_W)
-    ] = None,
-    input_tokens: Annotated[
-        str, typer.Option(help="Prompt tokens: 512, normal:512,64...", rich_help_panel=_W)
-    ] = "512",
-    output_tokens: Annotated[
-        str, typer.Option(help="Output tokens, same forms.", rich_help_panel=_W)
-    ] = "128",
-    mix: Annotated[
-        list[str] | None, typer.Option(help="mixture: WEIGHT/INPUT/OUTPUT.", rich_help_panel=_W)
-    ] = None,
-    groups: Annotated[int, typer.Option(help="shared-prefix: prefix groups.", rich_help_panel=_W)] = 8,
-    prefix_tokens: Annotated[
-        int, typer.Option(help="shared-prefix: prefix tokens.", rich_help_panel=_W)
-    ] = 2048,
-    zipf: Annotated[
-        float, typer.Option(help="shared-prefix: popularity exponent.", rich_help_panel=_W)
-    ] = 1.0,
-    conversations: Annotated[int, typer.Option(help="multi-turn: open at once.", rich_help_panel=_W)] = 16,
-    turns: Annotated[int, typer.Option(help="multi-turn: turns each.", rich_help_panel=_W)] = 5,
-    system_tokens: Annotated[int, typer.Option(help="multi-turn: system prompt.", rich_help_panel=_W)] = 0,
-    trace: Annotated[
-        Path | None,
-        typer.Option(help="Mooncake-format trace (implies --workload trace).", rich_help_panel=_W),
-    ] = None,
-    time_scale: Annotated[
-        float,
-        typer.Option(
-            "--time-scale",
-            "--time-compression",
-            "--trace-speedup",
-            help="trace: replay this many times faster.",
-            rich_help_panel=_W,
-        ),
-    ] = 1.0,
-    input_scale: Annotated[float, typer.Option(help="trace: scale every prompt.", rich_help_panel=_W)] = 1.0,
-    output_scale: Annotated[float, typer.Option(help="trace: scale every output.", rich_help_panel=_W)] = 1.0,
-    trace_block_size: Annotated[
-        int, typer.Option(help="trace: tokens per hash id.", rich_help_panel=_W)
-    ] = 512,
-    max_input_tokens: Annotated[
-        int | None, typer.Option(help="trace: cut longer prompts to this.", rich_help_panel=_W)
-    ] = None,
-    dataset: Annotated[Path | None, typer.Option(help="ShareGPT-format file.", rich_help_panel=_W)] = None,
-    num_requests: Annotated[
-        int | None, typer.Option("-n", "--num-requests", help="Requests (default 100).", rich_help_panel=_L)
-    ] = None,
-    duration: Annotated[str | None, typer.Option(help="Or send for this long.", rich_help_panel=_L)] = None,
-    request_rate: Annotated[
-        str | None, typer.Option(help="Requests/s (default inf).", rich_help_panel=_L)
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Or keep this many in flight.", rich_help_panel=_L)
-    ] = None,
-    arrivals: Annotated[
-        str, typer.Option(help="poisson, gamma or constant.", rich_help_panel=_L)
-    ] = "poisson",
-    burstiness: Annotated[float, typer.Option(help="Gamma shape.", rich_help_panel=_L)] = 1.0,
-    stages: Annotated[
-        str | None, typer.Option(help="5:30s,10:30s | 1-20:60s | c8:100.", rich_help_panel=_L)
-    ] = None,
-    slo: Annotated[
-        str | None, typer.Option(help="Goodput objectives: ttft=2s,tpot=50ms.", rich_help_panel=_L)
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Workload and arrival seed.", rich_help_panel=_L)] = 0,
-    autoscale: Annotated[bool, typer.Option(help="Run the autoscaler's policy.", rich_help_panel=_S)] = False,
-    min_engines: Annotated[int, typer.Option(min=1, help="Fewest engines.", rich_help_panel=_S)] = 1,
-    max_engines: Annotated[int, typer.Option(min=1, help="Most engines.", rich_help_panel=_S)] = 64,
-    scale_interval: Annotated[str, typer.Option(help="Between decisions.", rich_help_panel=_S)] = "15s",
-    startup: Annotated[str, typer.Option(help="Ask to serving, per engine.", rich_help_panel=_S)] = "60s",
-    queue_up: Annotated[
-        float, typer.Option(help="Scale up above this queue/engine.", rich_help_panel=_S)
-    ] = 8.0,
-    down_window: Annotated[
-        str, typer.Option(help="Low this long before a scale-down.", rich_help_panel=_S)
-    ] = "300s",
-    ttft_slo: Annotated[
-        str | None, typer.Option(help="Scale up while TTFT p99 exceeds it.", rich_help_panel=_S)
-    ] = None,
-    pd: Annotated[
-        str | None,
-        typer.Option(
-            help="Disaggregate: each group has x prefill and y decode engines (1P1D, 2P1D...).",
-            rich_help_panel=_P,
-        ),
-    ] = None,
-    pd_groups: Annotated[
-        int, typer.Option(min=1, help="PD groups (one switch each).", rich_help_panel=_P)
-    ] = 1,
-    pd_mode: Annotated[
-        str,
-        typer.Option(
-            help="group: pair inside a group; pool: any prefill with any decode.", rich_help_panel=_P
-        ),
-    ] = "group",
-    pd_min_uncached_tokens: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Shorter uncached prompts prefill on the decode engine.", rich_help_panel=_P
-        ),
-    ] = 512,
-    intra_group_gbps: Annotated[
-        float | None,
-        typer.Option(help="KV link in a group, GB/s (default: the profile's).", rich_help_panel=_P),
-    ] = None,
-    cross_group_gbps: Annotated[
-        float | None, typer.Option(help="KV link between groups, GB/s (default: half).", rich_help_panel=_P)
-    ] = None,
-    admission_queue: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Hold up to N requests while every engine is saturated.", rich_help_panel=_P
-        ),
-    ] = None,
-    admission_deadline: Annotated[
-        str, typer.Option(help="Longest wait in that queue before a 429.", rich_help_panel=_P)
-    ] = "30s",
-    short_prompt_tokens: Annotated[
-        int, typer.Option(min=0, help="Prompts up to this long leave the queue first.", rich_help_panel=_P)
-    ] = 2048,
-    label: Annotated[
-        str | None, typer.Option(help="Name of this run in reports.", rich_help_panel=_O)
-    ] = None,
-    save: Annotated[
-        Path | None, typer.Option(help="Write the result (bench JSON schema).", rich_help_panel=_O)
-    ] = None,
-    requests_out: Annotated[
-        Path | None, typer.Option(help="Per-request rows: FILE.jsonl or FILE.csv.", rich_help_panel=_O)
-    ] = None,
+    engines: o.Engines = None,
+    profile: o.Profile = "llama3-8b-h100",
+    policy: o.Policy = "cache_aware",
+    scrape_interval: o.ScrapeInterval = "100ms",
+    kv_events: o.KvEvents = False,
+    gpus_per_engine: o.GpusPerEngine = 1,
+    max_time: o.MaxTime = None,
+    workload: o.Workload = None,
+    input_tokens: o.InputTokens = "512",
+    output_tokens: o.OutputTokens = "128",
+    mix: o.Mix = None,
+    groups: o.Groups = 8,
+    prefix_tokens: o.PrefixTokens = 2048,
+    zipf: o.Zipf = 1.0,
+    conversations: o.Conversations = 16,
+    turns: o.Turns = 5,
+    system_tokens: o.SystemTokens = 0,
+    trace: o.Trace = None,
+    time_scale: o.TimeScale = 1.0,
+    input_scale: o.InputScale = 1.0,
+    output_scale: o.OutputScale = 1.0,
+    trace_block_size: o.TraceBlockSize = 512,
+    max_input_tokens: o.MaxInputTokens = None,
+    dataset: o.Dataset = None,
+    num_requests: o.NumRequests = None,
+    duration: o.Duration = None,
+    request_rate: o.RequestRate = None,
+    concurrency: o.Concurrency = None,
+    arrivals: o.Arrivals = "poisson",
+    burstiness: o.Burstiness = 1.0,
+    stages: o.Stages = None,
+    slo: o.Slo = None,
+    seed: o.Seed = 0,
+    autoscale: o.Autoscale = False,
+    min_engines: o.MinEngines = 1,
+    max_engines: o.MaxEngines = 64,
+    scale_interval: o.ScaleInterval = "15s",
+    startup: o.Startup = "60s",
+    queue_up: o.QueueUp = 8.0,
+    down_window: o.DownWindow = "300s",
+    ttft_slo: o.TtftSlo = None,
+    pd: o.Pd = None,
+    pd_groups: o.PdGroups = 1,
+    pd_mode: o.PdMode = "group",
+    pd_min_uncached_tokens: o.PdMinUncachedTokens = 512,
+    intra_group_gbps: o.IntraGroupGbps = None,
+    cross_group_gbps: o.CrossGroupGbps = None,
+    admission_queue: o.AdmissionQueue = None,
+    admission_deadline: o.AdmissionDeadline = "30s",
+    short_prompt_tokens: o.ShortPromptTokens = 2048,
+    label: o.Label = None,
+    save: o.Save = None,
+    requests_out: o.RequestsOut = None,
 ) -> None:
     """Simulate [bold]--engines N[/] engines behind the router on a workload; print a bench-style report."""
     opts = global_options(ctx)
@@ -265,19 +154,11 @@ def run_cmd(
         plan = load_plan(
             kind, num_requests, duration, request_rate, concurrency, stages, arrivals, burstiness, 0, None
         )
-        scaling = None
-        if autoscale:
-            policy_cfg = PolicyConfig(
-                units=(UnitConfig("both", min=min_engines, max=max_engines),),
-                queue_up=queue_up,
-                down_window_s=parse_duration(down_window, what="--down-window"),
-                ttft_slo_s=parse_duration(ttft_slo, what="--ttft-slo") if ttft_slo else None,
-            )
-            scaling = AutoscaleSettings(
-                policy=policy_cfg,
-                interval_s=parse_duration(scale_interval, what="--scale-interval"),
-                startup_s=parse_duration(startup, what="--startup"),
-            )
+        scaling = (
+            _autoscale(min_engines, max_engines, queue_up, down_window, ttft_slo, scale_interval, startup)
+            if autoscale
+            else None
+        )
         layout = None
         if pd:
             layout = replace(
@@ -321,6 +202,29 @@ def run_cmd(
         console.print(_view(result, data, [p for p in (save, requests_out) if p]))
     else:
         emit(opts, data)
+
+
+def _autoscale(
+    min_engines: int,
+    max_engines: int,
+    queue_up: float,
+    down_window: str,
+    ttft_slo: str | None,
+    scale_interval: str,
+    startup: str,
+) -> AutoscaleSettings:
+    """The autoscaler's policy and pacing from the Autoscaler flags (errors name the flag)."""
+    policy = PolicyConfig(
+        units=(UnitConfig("both", min=min_engines, max=max_engines),),
+        queue_up=queue_up,
+        down_window_s=parse_duration(down_window, what="--down-window"),
+        ttft_slo_s=parse_duration(ttft_slo, what="--ttft-slo") if ttft_slo else None,
+    )
+    return AutoscaleSettings(
+        policy=policy,
+        interval_s=parse_duration(scale_interval, what="--scale-interval"),
+        startup_s=parse_duration(startup, what="--startup"),
+    )
 
 
 def _config(spec: dict[str, Any], plan: dict[str, Any], **kwargs: Any) -> SimConfig:
