@@ -17,7 +17,7 @@ from infctl.router import PRESETS
 from infctl.router.admin_validate import admin_token_from_env
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
-from infctl.router.server import LoopKind, ServerKind, UpstreamClient, loop_factory, run
+from infctl.router.server import LoopKind, UpstreamClient, loop_factory, run
 
 EXAMPLES = """
 Examples:
@@ -51,7 +51,6 @@ to whoever reaches --host:--port (a warning says so at startup): keep --host 127
 
 _LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}
 _CLIENTS: dict[str, UpstreamClient] = {"lean": "lean", "aiohttp": "aiohttp"}
-_SERVERS: dict[str, ServerKind] = {"aiohttp": "aiohttp", "lean": "lean"}
 _BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id", "kv_events")
 
 
@@ -170,13 +169,14 @@ def router(
         ),
     ] = "lean",
     server: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--server",
-            help="aiohttp (default) or lean: lean parses the two generation POSTs itself, a shorter path to "
-            "the first token, and hands every other request to aiohttp on the same connection.",
+            help="aiohttp or lean: lean parses the two generation POSTs itself, a shorter path to the first "
+            "token, and hands every other request to aiohttp on the same connection. Default: the file's "
+            "server, else aiohttp.",
         ),
-    ] = "aiohttp",
+    ] = None,
 ) -> None:
     """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 
@@ -197,6 +197,7 @@ def router(
             "short_prompt_tokens": short_prompt_tokens,
             "max_prompt_chars": max_prompt_chars,
             "max_body_bytes": max_body_bytes,
+            "server": server,
         }
         health = {"failures_to_eject": failures_to_eject, "max_backoff_s": max_backoff}
         if any(v is not None for v in health.values()):
@@ -213,15 +214,12 @@ def router(
         client = _CLIENTS.get(upstream_client)
         if client is None:
             raise ConfigError(f"--upstream-client {upstream_client}: expected {', '.join(_CLIENTS)}")
-        front = _SERVERS.get(server)
-        if front is None:
-            raise ConfigError(f"--server {server}: expected {', '.join(_SERVERS)}")
     err_console.print(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
         f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
         highlight=False,
     )
-    run(cfg, loop=kind, upstream_client=client, server=front)
+    run(cfg, loop=kind, upstream_client=client, server=cfg.server)
 
 
 def _policy(value: str | None) -> str | dict[str, Any] | None:

@@ -84,6 +84,10 @@ class RouterFile(ProfileModel):
     cache_aware) or a policy mapping (filters, scorers, picker, index, settings, buckets, upstreams)."""
     host: str = "127.0.0.1"
     """Listen address. Default 127.0.0.1 (use 0.0.0.0 in a pod)."""
+    server: Literal["aiohttp", "lean"] = "aiohttp"
+    """The HTTP front: ``aiohttp`` serves everything; ``lean`` parses the two generation POSTs itself (a
+    shorter path to the first token) and hands every other request to aiohttp on the same connection.
+    ``--server`` wins over it. Default aiohttp."""
     port: Port = 8000
     """Listen port. Default 8000."""
     engine: Literal["vllm", "sglang"] = "vllm"
@@ -102,6 +106,17 @@ class RouterFile(ProfileModel):
     """Longest upstream silence, seconds. Default 600."""
     max_body_bytes: Count = 8 * 1024 * 1024
     """Largest request body accepted, bytes (413 above). Default 8 MiB."""
+    header_timeout_s: Seconds = 10.0
+    """Lean front: a request head must arrive whole within this many seconds of its first byte, else the
+    connection gets a 408 and is closed (a client trickling its head cannot hold a socket). Default 10."""
+    body_timeout_s: Seconds = 30.0
+    """Lean front: a generation request's body must arrive whole within this many seconds of its head
+    (408 and closed otherwise). Default 30."""
+    max_connections: Count = 10_000
+    """Lean front: client connections open at once, those handed to aiohttp included. At the limit the
+    longest-idle keep-alive connection is closed to make room; with none idle, a new connection gets a 503
+    and is closed. Keep it under half the process's open-file limit (``ulimit -n``): each request in
+    flight holds a client and an upstream socket. Default 10,000."""
     max_prompt_chars: Count = 2_000_000
     """Longest prompt accepted, in characters of prompt text (or token ids of a pre-tokenised prompt),
     checked before the prompt is tokenised (413 above). Default 2,000,000 (~500k tokens of English)."""

@@ -26,6 +26,8 @@ class RouterConfig:
     """A preset name or a policy dict (see ``infctl.router.policies.pipeline``)."""
     host: str = "127.0.0.1"
     port: int = 8000
+    server: Literal["aiohttp", "lean"] = "aiohttp"
+    """The HTTP front: aiohttp, or the lean front (``infctl.router.front``) for the generation POSTs."""
     engine: str = "vllm"
     """Engine adapter for backends that do not name one (metric names, health, PD protocol)."""
     scrape_interval_s: float = 0.1
@@ -40,6 +42,15 @@ class RouterConfig:
     """Longest silence allowed between upstream bytes, seconds."""
     max_body_bytes: int = 8 * 1024 * 1024
     """Largest request body accepted, bytes; larger ones get 413."""
+    header_timeout_s: float = 10.0
+    """Lean front: seconds from a request head's first byte by which the whole head must have arrived
+    (408 and closed otherwise)."""
+    body_timeout_s: float = 30.0
+    """Lean front: seconds from the end of a request's head by which its whole body must have arrived
+    (408 and closed otherwise)."""
+    max_connections: int = 10_000
+    """Lean front: client connections open at once (those handed to aiohttp included); at the limit the
+    longest-idle one is closed to make room, else the newcomer gets a 503."""
     max_prompt_chars: int = 2_000_000
     """Longest prompt accepted: characters of prompt text, or token ids of a pre-tokenised prompt. Checked
     on the raw length before tokenising (413 above), so no prompt holds the event loop for long: at the

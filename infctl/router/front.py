@@ -10,6 +10,12 @@ What stays aiohttp's: anything ``front_parse.parse_head`` does not take (admin, 
 /v1/models, chunked bodies, HTTP/1.0, odd heads), and generation too when the upstream client is aiohttp's
 or a backend is HTTPS. Such a connection is handed over for good: aiohttp's protocol is made for its
 transport and fed the bytes buffered so far, so it answers as if it had been there from the start.
+
+Slow and idle clients: a request head must arrive whole within ``header_timeout_s`` of its first byte and
+a generation body within ``body_timeout_s`` of its head, else the client gets a 408 and the connection is
+closed (one byte every few seconds would otherwise hold a socket for ever: slowloris); idle keep-alive
+connections close after ``KEEPALIVE_TIMEOUT_S``. At most ``max_connections`` are open at once: at the
+limit the longest-idle connection makes room, and with none idle the newcomer gets a 503.
 """
 
 from __future__ import annotations
@@ -64,10 +70,22 @@ class FrontProtocol(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.paused = False
         self.idle_since = 0.0
+        self.read_by: float | None = None
+        """Loop time by which the request being read must be whole (None: none is being read)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
+        tr = self.transport = cast(asyncio.Transport, transport)
         self.idle_since = asyncio.get_running_loop().time()
+        if not self.listener.make_room():
+            self.state.metrics.rejected["too_many_connections"] += 1
+            limit = self.state.cfg.max_connections
+            answer = error_response(
+                503, f"too many open connections (max_connections {limit})", kind="ServiceUnavailableError"
+            )
+            tr.write(_serialize(answer, keep_alive=False))
+            tr.close()
+            self.transport = None
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -75,6 +93,8 @@ class FrontProtocol(asyncio.Protocol):
         self.listener.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.transport is None:
+            return  # refused at connection_made, closing
         self.buf += data
         if self.task is None:
             self._next()
@@ -105,6 +125,8 @@ class FrontProtocol(asyncio.Protocol):
             try:
                 head = parse_head(self.buf)
             except Incomplete:
+                if self.read_by is None:
+                    self.read_by = asyncio.get_running_loop().time() + self.state.cfg.header_timeout_s
                 return
             if head is None or not self._lean_ok():
                 self._hand_over(tr)
@@ -120,12 +142,15 @@ class FrontProtocol(asyncio.Protocol):
                 tr.close()
                 return
             self.head = head
+            self.read_by = None
         end = head.size + head.content_length
         if len(self.buf) < end:
+            if self.read_by is None:
+                self.read_by = asyncio.get_running_loop().time() + self.state.cfg.body_timeout_s
             return
         body = bytes(self.buf[head.size : end])
         del self.buf[:end]
-        self.head = None
+        self.head, self.read_by = None, None
         self.task = asyncio.get_running_loop().create_task(self._serve(FrontRequest(head, body, tr)))
 
     def _lean_ok(self) -> bool:
@@ -160,9 +185,25 @@ class FrontProtocol(asyncio.Protocol):
         if self.buf:
             self._next()
 
+    def time_out(self) -> None:
+        """The request being read is late (see ``read_by``): a 408, and the connection closes."""
+        tr = self.transport
+        if tr is None or self.task is not None:
+            return
+        self.state.metrics.rejected["read_timeout"] += 1
+        part = "body" if self.head is not None else "head"
+        limit = self.state.cfg.body_timeout_s if self.head is not None else self.state.cfg.header_timeout_s
+        answer = error_response(408, f"the request {part} did not arrive within {limit:g} s")
+        if self.head is not None and (rid := self.head.headers.get("x-request-id")):
+            answer.headers["x-request-id"] = rid
+        tr.write(_serialize(answer, keep_alive=False))
+        tr.close()
+        self.read_by = None
+
     def _hand_over(self, tr: asyncio.Transport) -> None:
         """From now on this connection is aiohttp's, starting with the bytes buffered so far."""
         self.listener.connections.discard(self)
+        self.read_by = None
         proto = self.fallback()
         tr.set_protocol(proto)
         proto.connection_made(tr)
@@ -203,17 +244,43 @@ class LeanListener:
         return self
 
     async def _sweep(self) -> None:
-        """Close connections idle for ``KEEPALIVE_TIMEOUT_S`` (checked every quarter of it)."""
+        """Run :meth:`sweep` every quarter of the shortest timeout it enforces."""
+        cfg = self.state.cfg
+        period = min(KEEPALIVE_TIMEOUT_S, cfg.header_timeout_s, cfg.body_timeout_s) / 4
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(KEEPALIVE_TIMEOUT_S / 4)
-            self.close_idle(loop.time() - KEEPALIVE_TIMEOUT_S)
+            await asyncio.sleep(period)
+            self.sweep(loop.time())
+
+    def sweep(self, now: float) -> None:
+        """Close connections idle for ``KEEPALIVE_TIMEOUT_S``, and time out requests read too slowly."""
+        self.close_idle(now - KEEPALIVE_TIMEOUT_S)
+        for conn in list(self.connections):
+            if conn.read_by is not None and conn.read_by < now:
+                conn.time_out()
 
     def close_idle(self, since: float = float("inf")) -> None:
         """Close every connection with nothing in flight and nothing buffered since before ``since``."""
         for conn in list(self.connections):
             if conn.idle and conn.idle_since < since and conn.transport is not None:
                 conn.transport.close()
+
+    def make_room(self) -> bool:
+        """Whether one more connection may open: under ``max_connections`` (counting those handed to
+        aiohttp, and not those already closing), or once the longest-idle connection has been closed."""
+        limit, handed = self.state.cfg.max_connections, len(self.fallback.connections)
+        if len(self.connections) + handed < limit:
+            return True
+        open_now = [c for c in self.connections if c.transport is not None and not c.transport.is_closing()]
+        if len(open_now) + handed < limit:
+            return True
+        idle = [c for c in open_now if c.idle]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.idle_since)
+        assert oldest.transport is not None
+        oldest.transport.close()
+        return True
 
     @property
     def address(self) -> tuple[str, int]:

@@ -84,6 +84,10 @@ admission_deadline_s: 4
 short_prompt_tokens: 512
 max_prompt_chars: 1000
 max_body_bytes: 4096
+server: lean
+header_timeout_s: 5
+body_timeout_s: 12
+max_connections: 256
 health: {failures_to_eject: 2, base_backoff_s: 0.5, max_backoff_s: 8, stable_after_s: 20}
 discovery: {namespace: ns, selector: app=e, watch_timeout_s: 60, retry_max_s: 5}
 """
@@ -95,6 +99,7 @@ def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
     cfg = from_file(load_router(path))
     assert (cfg.probe_timeout_s, cfg.admission_queue, cfg.admission_deadline_s) == (0.5, 16, 4.0)
     assert (cfg.short_prompt_tokens, cfg.max_prompt_chars, cfg.max_body_bytes) == (512, 1000, 4096)
+    assert (cfg.server, cfg.header_timeout_s, cfg.body_timeout_s, cfg.max_connections) == ("lean", 5, 12, 256)
     assert cfg.health == HealthPolicy(
         failures_to_eject=2, base_backoff_s=0.5, max_backoff_s=8.0, stable_after_s=20.0
     )
@@ -105,7 +110,15 @@ def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["admission_queue: -1", "health: {max_backoff_s: 0}", "health: {jitter: 1}", "max_prompt_chars: 0"],
+    [
+        "admission_queue: -1",
+        "health: {max_backoff_s: 0}",
+        "health: {jitter: 1}",
+        "max_prompt_chars: 0",
+        "server: nginx",
+        "header_timeout_s: 0",
+        "max_connections: 0",
+    ],
 )
 def test_bad_runtime_settings_are_refused(tmp_path: Path, line: str) -> None:
     path = tmp_path / "router.yaml"

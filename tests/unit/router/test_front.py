@@ -56,6 +56,7 @@ class Fallback:
 
     def __init__(self) -> None:
         self.made: list[Any] = []
+        self.connections: list[Any] = []  # web.Server's: the connections aiohttp serves
 
     def __call__(self) -> Any:
         proto = SimpleNamespace(transport=None, data=bytearray())
@@ -66,7 +67,11 @@ class Fallback:
 
 
 def make(
-    monkeypatch: pytest.MonkeyPatch, answer: Any = None, *, max_body: int = 1 << 20
+    monkeypatch: pytest.MonkeyPatch,
+    answer: Any = None,
+    *,
+    max_body: int = 1 << 20,
+    max_connections: int = 100,
 ) -> tuple[FrontProtocol, FakeTransport, Fallback, list[Any]]:
     seen: list[Any] = []
 
@@ -80,7 +85,12 @@ def make(
     monkeypatch.setattr(front, "generate", generate)
     pool = SimpleNamespace(ids=lambda: ["b"], backend=lambda _: SimpleNamespace(url="http://e:1"))
     state: Any = SimpleNamespace(
-        cfg=SimpleNamespace(max_body_bytes=max_body),
+        cfg=SimpleNamespace(
+            max_body_bytes=max_body,
+            header_timeout_s=10.0,
+            body_timeout_s=30.0,
+            max_connections=max_connections,
+        ),
         http1=object(),
         pool=pool,
         metrics=SimpleNamespace(rejected=Counter()),
@@ -225,3 +235,97 @@ async def test_idle_keep_alive_connections_are_closed_after_the_timeout_busy_one
     proto.buf.clear()
     listener.close_idle(proto.idle_since + front.KEEPALIVE_TIMEOUT_S)
     assert tr.closed
+
+
+def connect(proto: FrontProtocol) -> tuple[FrontProtocol, FakeTransport]:
+    """Another client connection to the same listener."""
+    other = FrontProtocol(proto.state, proto.fallback, proto.listener)
+    tr = FakeTransport()
+    other.connection_made(tr)
+    return other, tr
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def test_a_head_trickling_in_is_408_and_closed_at_the_header_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, seen = make(monkeypatch)
+    start = now()
+    proto.data_received(POST[:5])
+    listener = proto.listener
+    listener.sweep(start + 9.0)
+    proto.data_received(POST[5:10])  # a byte now and then does not move the deadline
+    listener.sweep(start + 9.9)
+    assert not tr.is_closing()
+    listener.sweep(start + 10.5)
+    assert tr.closed and tr.out.startswith(b"HTTP/1.1 408 ") and b"connection: close" in tr.out
+    assert b"request head did not arrive within 10 s" in tr.out and not seen
+    assert proto.state.metrics.rejected["read_timeout"] == 1
+
+
+async def test_a_body_slower_than_the_body_timeout_is_408_with_its_request_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, seen = make(monkeypatch)
+    head_end = POST.index(b"\r\n\r\n") + 4
+    proto.data_received(POST[:head_end].replace(b"host: r", b"x-request-id: slow-1") + BODY[:3])
+    start = now()
+    proto.listener.sweep(start + 29.0)  # past the head's 10 s, within the body's 30
+    assert not tr.is_closing()
+    proto.listener.sweep(start + 30.5)
+    assert tr.closed and tr.out.startswith(b"HTTP/1.1 408 ") and b"x-request-id: slow-1" in tr.out
+    assert b"request body did not arrive within 30 s" in tr.out and not seen
+
+
+async def test_served_and_pipelined_requests_are_never_timed_out_only_idled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = asyncio.Event()
+
+    async def held(request: Any) -> web.StreamResponse:
+        await release.wait()
+        return web.json_response({})
+
+    proto, tr, _, seen = make(monkeypatch, held)
+    proto.data_received(POST + POST[:10])  # the next request's first bytes wait behind a busy one
+    await settle()
+    proto.listener.sweep(now() + 60)
+    assert not tr.is_closing() and len(seen) == 1
+    release.set()
+    proto.data_received(POST[10:])
+    await settle()
+    assert len(seen) == 2 and proto.read_by is None
+    proto.listener.sweep(now() + 60)  # idle for less than the keep-alive timeout: kept
+    assert not tr.is_closing() and tr.out.count(b"HTTP/1.1 200 OK") == 2
+    proto.listener.sweep(now() + front.KEEPALIVE_TIMEOUT_S + 1)
+    assert tr.closed and b"408" not in tr.out
+
+
+async def test_at_max_connections_the_longest_idle_makes_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, first_tr, _, _ = make(monkeypatch, max_connections=2)
+    first.data_received(POST)
+    await settle()  # answered: idle since now
+    second, second_tr = connect(first)
+    second.data_received(POST[:10])  # reading a head: busy
+    third, third_tr = connect(first)
+    assert first_tr.closed and not second_tr.closed and not third_tr.closed
+    assert third in first.listener.connections
+
+
+async def test_at_max_connections_with_none_idle_a_newcomer_gets_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, first_tr, fallback, _ = make(monkeypatch, max_connections=2)
+    first.data_received(POST[:10])
+    fallback.connections.append(object())  # one connection handed to aiohttp counts too
+    second, second_tr = connect(first)
+    assert second_tr.closed and second_tr.out.startswith(b"HTTP/1.1 503 ")
+    assert b"max_connections 2" in second_tr.out and b"connection: close" in second_tr.out
+    second.data_received(POST)  # bytes already on their way are dropped, never served
+    await settle()
+    assert second not in first.listener.connections and not first_tr.closed
+    assert first.state.metrics.rejected["too_many_connections"] == 1
+    fallback.connections.clear()
+    _, third_tr = connect(first)
+    assert not third_tr.closed

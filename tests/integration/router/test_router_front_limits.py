@@ -1,0 +1,65 @@
+"""The lean front over real sockets: a client trickling its head is answered 408 and cut once
+``header_timeout_s`` has passed, and ``max_connections`` turns newcomers away while every slot is busy."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from infctl.router.config import RouterConfig
+from infctl.router.server import serve
+from infctl.router.snapshot import Backend
+
+PARTIAL = b"POST /v1/completions HTTP/1.1\r\nhost: r\r\n"
+
+
+@pytest.fixture
+async def lean_router() -> AsyncIterator[Any]:
+    running: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
+
+    async def start(**fields: Any) -> tuple[str, int]:
+        cfg = RouterConfig(backends=(Backend(id="e", url="http://127.0.0.1:9"),), port=0, **fields)
+        stop, urls = asyncio.Event(), list[str]()
+        task = asyncio.create_task(serve(cfg, stop=stop, on_ready=urls.append, server="lean"))
+        running.append((stop, task))
+        while not urls:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.005)
+        parts = urlsplit(urls[0])
+        assert parts.hostname is not None and parts.port is not None
+        return parts.hostname, parts.port
+
+    yield start
+    for stop, task in running:
+        stop.set()
+        await task
+
+
+async def test_a_partial_head_is_answered_408_and_the_connection_closed(lean_router: Any) -> None:
+    host, port = await lean_router(header_timeout_s=0.2, drain_timeout_s=1.0)
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(PARTIAL)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 20)  # until the router closes the connection
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 408 ") and b'"type": "BadRequestError"' in answer
+
+
+async def test_beyond_max_connections_a_newcomer_gets_503_while_the_others_are_busy(lean_router: Any) -> None:
+    host, port = await lean_router(max_connections=2, drain_timeout_s=1.0)
+    busy = [await asyncio.open_connection(host, port) for _ in range(2)]
+    for _, writer in busy:
+        writer.write(PARTIAL)  # each holds a request head on its way: not idle, so not closed for room
+        await writer.drain()
+    await asyncio.sleep(0.05)  # let the router accept both
+    reader, writer = await asyncio.open_connection(host, port)
+    answer = await asyncio.wait_for(reader.read(), 20)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 503 ") and b"max_connections 2" in answer
+    for _, w in busy:
+        w.close()
