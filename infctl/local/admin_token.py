@@ -2,9 +2,11 @@
 
 A local router listens on 127.0.0.1, which is not private on a shared machine (any local user, and any web
 page the operator opens, can reach it), so it gets a token like a cluster router: :func:`ensure_token`
-creates ``<run_dir>/<release>/admin-token`` with a ``secrets.token_urlsafe`` token unless it exists, and
-:func:`with_admin_token` puts it in the router's and the autoscaler's environment (not in plan.json, which
-is world-readable). ``infctl delete`` keeps the file, so the next deploy of the release has the same token.
+creates ``<run_dir>/<release>/admin-token`` with a ``secrets.token_urlsafe`` token unless it exists (an
+existing one must still be mode 0600 or stricter: :func:`check_private`; ``deploy`` checks that before it
+starts anything), and :func:`with_admin_token` puts it in the router's and the autoscaler's environment
+(not in plan.json, which is world-readable). ``infctl delete`` keeps the file, so the next deploy of the
+release has the same token.
 Read it with ``export INFCTL_ROUTER_ADMIN_TOKEN=$(cat <run_dir>/<release>/admin-token)``.
 """
 
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from infctl.errors import LocalTargetError
 from infctl.local.spec import LocalPlan
 from infctl.router.admin_validate import DEFAULT_TOKEN_ENV
 
@@ -34,12 +38,13 @@ def _new_token() -> str:
 
 def ensure_token(path: Path, new_token: Callable[[], str] = _new_token) -> str:
     """The token in ``path``; a new one, written readable by this user only, when the file is missing
-    or empty."""
+    or empty. An existing token must be private too (:func:`check_private`)."""
     try:
         token = path.read_text().strip()
     except FileNotFoundError:
         token = ""
     if token:
+        check_private(path)
         return token
     token = new_token()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,6 +53,22 @@ def ensure_token(path: Path, new_token: Callable[[], str] = _new_token) -> str:
         out.write(token + "\n")
     path.chmod(0o600)  # O_CREAT's mode does not apply to a file that existed (empty)
     return token
+
+
+def check_private(path: Path) -> None:
+    """Refuse a token file that other users can read or write (as ssh refuses a private key): a token
+    others may have read no longer proves who calls the admin API, and fixing the mode quietly would hide
+    that. Raises ``LocalTargetError`` naming the file, its mode and both ways out. A missing file passes."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        raise LocalTargetError(
+            f"the admin token file {path} is open to other users (mode {mode:04o}); refusing to use it",
+            hint=f"keep it with `chmod 600 {path}`, or delete it for a new token on the next deploy "
+            "(do that if anyone else may have read it)",
+        )
 
 
 def with_admin_token(plan: LocalPlan, token: str) -> LocalPlan:

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from infctl.errors import LocalTargetError
+from infctl.local.admin_token import check_private, token_path
 from infctl.local.control import delete
 from infctl.local.launch import tail
 from infctl.local.settings import SupervisorSettings
@@ -26,8 +27,9 @@ SUPERVISOR_LOG = "supervisor.log"
 
 
 def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
-    """Check the release can start, clear an earlier stopped or stale run, and write the plan file (which
-    ``deploy --detach`` hands to its supervisor); return its path."""
+    """Check the release can start (programs installed, a kept admin token still private), clear an
+    earlier stopped or stale run, and write the plan file (which ``deploy --detach`` hands to its
+    supervisor); return its path."""
     state = read_state(plan.run_dir, plan.release)
     if state is not None and is_live(state):
         raise LocalTargetError(
@@ -38,6 +40,8 @@ def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
         delete(plan.run_dir, plan.release)
     for spec in plan.specs:
         check_installed(spec)
+    if any(s.kind == "router" for s in plan.specs):
+        check_private(token_path(plan))
     path = plan.release_dir / PLAN_FILE
     write_json_atomic(path, {"plan": plan.to_dict(), "settings": asdict(settings)})
     return path
