@@ -33,6 +33,10 @@ class BackendPool:
     def __init__(self, backends: Iterable[Backend], policy: health.HealthPolicy | None = None) -> None:
         self.health_policy = policy or health.HealthPolicy()
         self._live: dict[str, _Live] = {}
+        self._departed: dict[str, _Live] = {}
+        """Removed backends with requests still in flight: their counts, until those finish or the id
+        returns (a removed and re-added backend keeps counting the requests it had: the engine still runs
+        them, and each one's ``finish`` will be counted against the id)."""
         self.has_prefill = False
         """Whether any backend has the prefill role (the router then pairs prefill and decode)."""
         for b in backends:
@@ -40,14 +44,23 @@ class BackendPool:
 
     # registry -------------------------------------------------------------------------------------------
     def add(self, backend: Backend) -> None:
+        """Register ``backend``, or replace the definition of the one with its id (health, signals and
+        counts kept)."""
         if backend.id in self._live:
             self._live[backend.id].backend = backend
         else:
-            self._live[backend.id] = _Live(backend)
+            gone = self._departed.pop(backend.id, None)
+            live = self._live[backend.id] = _Live(backend)
+            if gone is not None:
+                live.inflight, live.queued_tokens = gone.inflight, gone.queued_tokens
+                live.inflight_tokens = gone.inflight_tokens
         self._roles_changed()
 
     def remove(self, backend_id: str) -> Backend | None:
+        """Stop routing to ``backend_id`` at once; its requests in flight still finish (and are counted)."""
         live = self._live.pop(backend_id, None)
+        if live is not None and live.inflight > 0:
+            self._departed[backend_id] = live
         self._roles_changed()
         return live.backend if live else None
 
@@ -119,7 +132,7 @@ class BackendPool:
 
     def first_token(self, backend_id: str, prompt_tokens: int, *, cached_tokens: int = 0) -> None:
         """The request's prefill is over (its first token reached the router): its queued work is done."""
-        live = self._live.get(backend_id)
+        live = self._counted(backend_id)
         if live is not None:
             live.queued_tokens = max(0.0, live.queued_tokens - _uncached(prompt_tokens, cached_tokens))
 
@@ -132,13 +145,19 @@ class BackendPool:
         got_first: bool,
         cached_tokens: int = 0,
     ) -> None:
-        live = self._live.get(backend_id)
+        live = self._counted(backend_id)
         if live is None:
             return
         live.inflight = max(0, live.inflight - 1)
         if not got_first:
             live.queued_tokens = max(0.0, live.queued_tokens - _uncached(prompt_tokens, cached_tokens))
         live.inflight_tokens = max(0.0, live.inflight_tokens - prompt_tokens - expected_tokens)
+        if not live.inflight and self._departed.get(backend_id) is live:
+            del self._departed[backend_id]
+
+    def _counted(self, backend_id: str) -> _Live | None:
+        """Where ``backend_id``'s requests in flight are counted: the backend, or what is left of it."""
+        return self._live.get(backend_id) or self._departed.get(backend_id)
 
     def inflight(self, backend_id: str) -> int:
         live = self._live.get(backend_id)

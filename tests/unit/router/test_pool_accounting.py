@@ -58,3 +58,31 @@ def test_every_request_started_and_finished_leaves_the_backend_idle(
             pool.first_token("a", prompt, cached_tokens=cached)
         pool.finish("a", prompt, out, got_first=first, cached_tokens=cached)
     assert _state(pool) == (0, 0, 0)
+
+
+def test_a_backend_removed_and_re_added_mid_request_keeps_counting_it() -> None:
+    pool = _pool()
+    pool.start("a", 1000, 100, cached_tokens=200)
+    backend = pool.remove("a")
+    assert backend is not None
+    pool.add(backend)
+    assert _state(pool) == (1, 800, 1100)  # the engine still runs that request
+    pool.start("a", 500, 50)
+    pool.finish("a", 1000, 100, got_first=False, cached_tokens=200)  # the first request ends
+    assert _state(pool) == (1, 500, 550)  # the second is still counted (was 0: an undercount)
+    pool.finish("a", 500, 50, got_first=False)
+    assert _state(pool) == (0, 0, 0)
+
+
+def test_a_removed_backend_is_forgotten_once_its_last_request_finishes() -> None:
+    pool = _pool()
+    pool.start("a", 10, 1)
+    backend = pool.remove("a")
+    assert backend is not None
+    pool.first_token("a", 10)
+    pool.finish("a", 10, 1, got_first=True)
+    pool.add(backend)  # back after its requests ended: starts from nothing
+    assert _state(pool) == (0, 0, 0)
+    assert pool.remove("a") is not None and pool.remove("a") is None
+    pool.add(backend)
+    assert _state(pool) == (0, 0, 0)  # removed idle: nothing was kept
