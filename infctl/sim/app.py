@@ -12,6 +12,7 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -30,7 +31,7 @@ from infctl.sim.personality.base import (
     SimHTTPError,
     json_response,
 )
-from infctl.sim.profiles import SimProfile
+from infctl.sim.profiles import SimProfile, get_profile
 from infctl.sim.scheduler import EngineCore
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats, KVEvent, SimRequest
@@ -59,19 +60,52 @@ async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRun
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def base_url(host: str, port: int) -> str:
+    """The URL clients reach a listener on ``host:port`` at (a wildcard host is reached on 127.0.0.1)."""
+    return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+
+
+def reset_connections(runner: web.AppRunner) -> None:
+    """Reset every open connection of ``runner`` without a response, as a killed engine's would be."""
+    server = runner.server
+    for conn in server.connections if server is not None else []:
+        if conn.transport is not None:
+            conn.transport.abort()
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What every engine of one ``infctl sim`` process shares."""
+
+    clock: SimClock
+    """Simulated time (one clock, so every engine's timings agree)."""
+    registry: BootstrapRegistry
+    """SGLang PD bootstrap rendezvous among the process's engines."""
+    profile: SimProfile
+    """The engine core's profile, with the CLI overrides applied."""
+    capacity: Capacity
+    """The capacity figures the HTTP surface reports (``/v1/models``, ``/metrics``), from ``profile``."""
+
+    @classmethod
+    def for_settings(cls, cfg: SimSettings) -> Shared:
+        """A new clock and registry, and ``cfg``'s profile with its overrides (needs a running loop)."""
+        profile = get_profile(cfg.profile).with_overrides(**cfg.profile_overrides())
+        capacity = Capacity(
+            block_size=profile.block_size,
+            num_gpu_blocks=profile.num_gpu_blocks,
+            max_model_len=profile.max_model_len,
+            max_num_seqs=profile.max_num_seqs,
+            max_num_batched_tokens=profile.max_num_batched_tokens,
+            enable_prefix_caching=profile.enable_prefix_caching,
+        )
+        return cls(SimClock(cfg.time_scale), BootstrapRegistry(), profile, capacity)
+
+
 class SimInstance:
     """One engine: implements the ``EngineView`` a personality reads."""
 
-    def __init__(
-        self,
-        settings: SimSettings,
-        index: int,
-        *,
-        clock: SimClock,
-        registry: BootstrapRegistry,
-        profile: SimProfile,
-        capacity: Capacity,
-    ) -> None:
+    def __init__(self, settings: SimSettings, index: int, shared: Shared) -> None:
+        profile, clock = shared.profile, shared.clock
         self.settings = settings
         self.index = index
         self.model = settings.model or profile.model
@@ -80,8 +114,8 @@ class SimInstance:
         self.port = base + index if base else 0
         self.engine_id = str(uuid.uuid4())
         self.role = settings.role_of(index)
-        self.capacity = capacity
-        self.registry = registry
+        self.capacity = shared.capacity
+        self.registry = shared.registry
         self.clock = clock
         self.faults = FaultState(settings.faults, seed=index)
         self.personality = get_personality(settings.personality)(self)
@@ -114,8 +148,7 @@ class SimInstance:
     # -- EngineView --------------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     @property
     def kv_endpoint(self) -> str | None:
@@ -198,10 +231,7 @@ class SimInstance:
             return
         self.crashed.set()
         self.driver.kill()
-        server = self._runner.server
-        for conn in server.connections if server is not None else []:
-            if conn.transport is not None:
-                conn.transport.abort()
+        reset_connections(self._runner)
         self._teardown = asyncio.create_task(self._crash_teardown())
 
     async def _crash_teardown(self) -> None:

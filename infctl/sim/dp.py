@@ -25,23 +25,20 @@ from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
-from infctl.sim.app import Handler, SimInstance, listen
+from infctl.sim.app import Handler, Shared, SimInstance, base_url, listen, reset_connections
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
-    BootstrapRegistry,
-    Capacity,
     DPBalance,
     SimHTTPError,
     json_response,
     read_json_object,
 )
-from infctl.sim.profiles import SimProfile
 from infctl.sim.settings import SimSettings
 from infctl.telemetry.exposition import CONTENT_TYPE, go_float
 
 if TYPE_CHECKING:
-    from infctl.sim.driver import SimClock
+    pass
 
 RankHandler = Callable[[SimInstance, web.Request], Awaitable[web.StreamResponse]]
 """A generation handler of ``infctl.sim.routes``, given the rank that serves the request."""
@@ -98,14 +95,10 @@ class SimRank(SimInstance):
         settings: SimSettings,
         index: int,
         rank: int,
-        *,
+        shared: Shared,
         faults: FaultState,
-        clock: SimClock,
-        registry: BootstrapRegistry,
-        profile: SimProfile,
-        capacity: Capacity,
     ) -> None:
-        super().__init__(settings, index, clock=clock, registry=registry, profile=profile, capacity=capacity)
+        super().__init__(settings, index, shared)
         self.dp_rank = rank
         self.personality = get_personality(settings.personality)(self, rank)
         self.faults = faults
@@ -125,16 +118,7 @@ class DPEngine:
     """``settings.data_parallel_size`` ranks of one simulated engine, served on one port (see the module
     doc)."""
 
-    def __init__(
-        self,
-        settings: SimSettings,
-        index: int,
-        *,
-        clock: SimClock,
-        registry: BootstrapRegistry,
-        profile: SimProfile,
-        capacity: Capacity,
-    ) -> None:
+    def __init__(self, settings: SimSettings, index: int, shared: Shared) -> None:
         ranks = settings.data_parallel_size
         if ranks < 1:
             raise ConfigError(f"data-parallel size {ranks} must be at least 1", hint="use 1 or more ranks")
@@ -146,11 +130,7 @@ class DPEngine:
         self.settings = settings
         self.index = index
         self.faults = FaultState(settings.faults, seed=index)
-        self.ranks = [
-            SimRank(settings, index, r, faults=self.faults, clock=clock, registry=registry, profile=profile,
-                    capacity=capacity)
-            for r in range(ranks)
-        ]  # fmt: skip
+        self.ranks = [SimRank(settings, index, r, shared, self.faults) for r in range(ranks)]
         first = self.ranks[0]
         self.model, self.role, self.host, self.port = first.model, first.role, first.host, first.port
         self.kv_endpoint: str | None = None
@@ -161,8 +141,7 @@ class DPEngine:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     def place(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> SimRank:
         """The rank that serves a request (raises SimHTTPError for a pin outside the engine's ranks)."""
@@ -203,10 +182,7 @@ class DPEngine:
             rank.crash()
         runner, self._runner = self._runner, None
         if runner is not None:
-            server = runner.server
-            for conn in server.connections if server is not None else []:
-                if conn.transport is not None:
-                    conn.transport.abort()
+            reset_connections(runner)
             self._teardown = asyncio.get_running_loop().create_task(runner.cleanup())
 
     # -- HTTP --------------------------------------------------------------------------------------------

@@ -12,28 +12,11 @@ import time
 from collections.abc import Callable
 
 from infctl.errors import EngineError
-from infctl.sim.app import SimInstance
+from infctl.sim.app import Shared, SimInstance
 from infctl.sim.dp import DPEngine
-from infctl.sim.driver import SimClock
-from infctl.sim.personality.base import BootstrapRegistry, Capacity
-from infctl.sim.profiles import SimProfile, get_profile
 from infctl.sim.settings import SimSettings
 
 log = logging.getLogger(__name__)
-
-
-def resolve_profile(cfg: SimSettings) -> tuple[SimProfile, Capacity]:
-    """The core's profile (with the CLI overrides) and the capacity figures the HTTP surface reports."""
-    profile = get_profile(cfg.profile).with_overrides(**cfg.profile_overrides())
-    cap = Capacity(
-        block_size=profile.block_size,
-        num_gpu_blocks=profile.num_gpu_blocks,
-        max_model_len=profile.max_model_len,
-        max_num_seqs=profile.max_num_seqs,
-        max_num_batched_tokens=profile.max_num_batched_tokens,
-        enable_prefix_caching=profile.enable_prefix_caching,
-    )
-    return profile, cap
 
 
 class SimCluster:
@@ -44,15 +27,11 @@ class SimCluster:
 
     def __init__(self, cfg: SimSettings) -> None:
         self.cfg = cfg
-        self.clock = SimClock(cfg.time_scale)
-        self.registry = BootstrapRegistry()
-        profile, cap = resolve_profile(cfg)
-        self.instances: list[SimInstance | DPEngine] = [
-            SimInstance(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
-            if cfg.data_parallel_size == 1
-            else DPEngine(cfg, i, clock=self.clock, registry=self.registry, profile=profile, capacity=cap)
-            for i in range(cfg.instances)
-        ]  # fmt: skip
+        shared = Shared.for_settings(cfg)
+        self.clock = shared.clock
+        self.registry = shared.registry
+        engine = SimInstance if cfg.data_parallel_size == 1 else DPEngine
+        self.instances: list[SimInstance | DPEngine] = [engine(cfg, i, shared) for i in range(cfg.instances)]
 
     @property
     def urls(self) -> list[str]:

@@ -232,6 +232,8 @@ class Personality(ABC):
         self.dp_rank = dp_rank
         """The data-parallel rank this personality renders (its metric labels, its load entry); None: the
         engine is not data-parallel."""
+        self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+        """Rendered histogram bucket lines, reused across scrapes (``telemetry.exposition.Writer``)."""
 
     @abstractmethod
     def buckets(self) -> dict[str, tuple[float, ...]]:

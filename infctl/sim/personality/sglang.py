@@ -56,7 +56,6 @@ class SglangPersonality(Personality):
             sched[names.DP_RANK_LABEL] = str(dp_rank)
         self._sched_labels = label_pairs(sched)
         """A scheduler's labels (gauges): one scheduler per data-parallel rank."""
-        self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
         b = names.TIME_BUCKETS

@@ -33,10 +33,6 @@ from infctl.telemetry.exposition import Writer, label_pairs
 VERSION = "0.11.0"
 NIXL_SIDE_CHANNEL_PORT = 5600
 
-# Families infctl.engines.vllm does not name (nothing outside the simulator reads them).
-REQUEST_INFERENCE_TIME = "vllm:request_inference_time_seconds"
-ITERATION_TOKENS = "vllm:iteration_tokens_total"
-REQUEST_PARAMS_MAX_TOKENS = "vllm:request_params_max_tokens"
 # KV offloading (``--kv-offloading-size``): the connector's prefix cache and the offloading connector's
 # transfer counters, exposed only when the engine has a tier (vLLM 0.11.0 had neither).
 EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
@@ -46,21 +42,6 @@ KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
 KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
 KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
 KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
-ITERATION_TOKENS_BUCKETS = (
-    1.0,
-    8.0,
-    16.0,
-    32.0,
-    64.0,
-    128.0,
-    256.0,
-    512.0,
-    1024.0,
-    2048.0,
-    4096.0,
-    8192.0,
-    16384.0,
-)
 
 # (family, neutral histogram, help)
 _HISTOGRAMS = (
@@ -69,13 +50,13 @@ _HISTOGRAMS = (
     (names.REQUEST_TIME_PER_OUTPUT_TOKEN, "tpot", "Histogram of time_per_output_token_seconds per request."),
     (names.E2E_REQUEST_LATENCY, "e2e", "Histogram of e2e request latency in seconds."),
     (names.REQUEST_QUEUE_TIME, "queue", "Histogram of time spent in WAITING phase for request."),
-    (REQUEST_INFERENCE_TIME, "inference", "Histogram of time spent in RUNNING phase for request."),
+    (names.REQUEST_INFERENCE_TIME, "inference", "Histogram of time spent in RUNNING phase for request."),
     (names.REQUEST_PREFILL_TIME, "prefill", "Histogram of time spent in PREFILL phase for request."),
     (names.REQUEST_DECODE_TIME, "decode", "Histogram of time spent in DECODE phase for request."),
     (names.REQUEST_PROMPT_TOKENS, "prompt_tokens", "Number of prefill tokens processed."),
     (names.REQUEST_GENERATION_TOKENS, "generation_tokens", "Number of generation tokens processed."),
-    (ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
-    (REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
+    (names.ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
+    (names.REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
 )
 
 
@@ -91,29 +72,14 @@ class VllmPersonality(Personality):
         self._labels = label_pairs(
             {names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: self._engine_label}
         )
-        self._bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
         # /detokenize can only invert ids it has seen: generated words and /tokenize'd prompts.
         words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
         self._vocab: dict[int, str] = dict(zip(tokens.token_ids(" ".join(words)), words, strict=True))
         self._cache_info = self._cache_config_labels()
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
-        token_buckets = names.token_buckets(self.engine.capacity.max_model_len)
-        time_buckets = names.TIME_BUCKETS
-        return {
-            "ttft": time_buckets[names.TIME_TO_FIRST_TOKEN],
-            "itl": time_buckets[names.INTER_TOKEN_LATENCY],
-            "tpot": time_buckets[names.REQUEST_TIME_PER_OUTPUT_TOKEN],
-            "e2e": time_buckets[names.E2E_REQUEST_LATENCY],
-            "queue": time_buckets[names.REQUEST_QUEUE_TIME],
-            "inference": names.REQUEST_LATENCY_BUCKETS,
-            "prefill": time_buckets[names.REQUEST_PREFILL_TIME],
-            "decode": time_buckets[names.REQUEST_DECODE_TIME],
-            "prompt_tokens": token_buckets,
-            "generation_tokens": token_buckets,
-            "max_tokens": token_buckets,
-            "iteration_tokens": ITERATION_TOKENS_BUCKETS,
-        }
+        bounds = names.bucket_bounds(self.engine.capacity.max_model_len)
+        return {neutral: bounds[family] for family, neutral, _ in _HISTOGRAMS}
 
     def _cache_config_labels(self) -> str:
         cap = self.engine.capacity
