@@ -1,9 +1,10 @@
 """SGLang: metric names, signals, health and load endpoints, PD protocol; the command line is
 :mod:`infctl.engines.sglang_launch`.
 
-SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name`` plus rank
-labels (``tp_rank``, ``pp_rank``); tokenizer counters and histograms carry ``model_name`` only. Older
-releases labelled the model ``name``.
+SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name``,
+``engine_type`` and the scheduler's rank labels (``tp_rank``, ``pp_rank``; see :data:`SCHEDULER_COPY_LABELS`
+for why a TP>1 engine may show several copies of each); tokenizer counters and histograms carry
+``model_name`` only. Older releases labelled the model ``name``.
 
 Data parallel (``--dp-size N``, with or without ``--enable-dp-attention``): each rank's scheduler adds
 ``dp_rank`` to its labels, so the scheduler gauges (queue, running, token usage, capacity) come one series
@@ -32,7 +33,7 @@ from infctl.engines.base import (
     SignalCheck,
 )
 from infctl.errors import EngineError
-from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
+from infctl.telemetry.prometheus import MetricFamilies, label_values, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ MODEL_NAME_LABEL = "model_name"
 LEGACY_MODEL_NAME_LABEL = "name"
 DP_RANK_LABEL = "dp_rank"
 """On the scheduler gauges of a data-parallel engine: the rank's index."""
+
+TP_RANK_LABEL = "tp_rank"
+PP_RANK_LABEL = "pp_rank"
+SCHEDULER_COPY_LABELS = frozenset({TP_RANK_LABEL, PP_RANK_LABEL})
+"""Labels that tell apart the schedulers of one data-parallel rank. Every scheduler labels its gauges
+``tp_rank`` and ``pp_rank`` (plus ``dp_rank`` with DP); by default only attention-TP rank 0 of each DP rank
+records them, but with ``--enable-metrics-for-all-schedulers`` every TP rank does, each a copy of the same
+state (the TP group runs one batch in lockstep). Added up, a TP=8 engine would read eight times its queue."""
 
 DP_RANK_FIELD = "data_parallel_rank"
 """Request body field that pins a request to one DP rank (0.5.x; a deprecated alias of ``routed_dp_rank``
@@ -153,19 +162,22 @@ class SGLangAdapter:
     diagnostics = DIAGNOSTICS
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
-        capacity = value(families, MAX_TOTAL_NUM_TOKENS, -1.0)
+        """Scheduler gauges are read once per DP rank (:func:`per_rank`), then added up (queue, running,
+        capacity) or averaged (usage) over the ranks; tokenizer counters are engine-wide."""
+        capacity = per_rank(families, MAX_TOTAL_NUM_TOKENS)
+        usage = per_rank(families, TOKEN_USAGE)
         names = label_values(families, _SIGNALS, MODEL_NAME_LABEL) or label_values(
             families, _SIGNALS, LEGACY_MODEL_NAME_LABEL
         )
         return EngineSignals(
-            queue=value(families, NUM_QUEUE_REQS),
-            running=value(families, NUM_RUNNING_REQS),
-            kv_usage=mean_value(families, TOKEN_USAGE),
+            queue=sum(per_rank(families, NUM_QUEUE_REQS)),
+            running=sum(per_rank(families, NUM_RUNNING_REQS)),
+            kv_usage=sum(usage) / len(usage) if usage else 0.0,
             prefix_queries=value(families, PROMPT_TOKENS),
             prefix_hits=value(families, CACHED_TOKENS),
             prompt_tokens=value(families, PROMPT_TOKENS),
             generation_tokens=value(families, GENERATION_TOKENS),
-            cache_capacity_tokens=int(capacity) if capacity >= 0 else None,
+            cache_capacity_tokens=int(sum(capacity)) if capacity else None,
             model_names=names,
         )
 
@@ -224,6 +236,22 @@ class SGLangAdapter:
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
         return dict(model.env)
+
+
+def per_rank(families: MetricFamilies, name: str) -> list[float]:
+    """One value of scheduler gauge ``name`` per data-parallel rank (NaN samples ignored).
+
+    Series that differ only in :data:`SCHEDULER_COPY_LABELS` are copies of one rank's scheduler state, and the
+    largest of them stands for the rank (copies may lag each other by a step; the larger queue or usage is
+    the safer one to route on). Every other label set (``dp_rank``, the model) is a rank of its own."""
+    by_rank: dict[tuple[tuple[str, str], ...], float] = {}
+    for s in families.get(name, ()):
+        if s.value != s.value:  # NaN
+            continue
+        key = tuple(sorted((k, v) for k, v in s.labels.items() if k not in SCHEDULER_COPY_LABELS))
+        seen = by_rank.get(key)
+        by_rank[key] = s.value if seen is None else max(seen, s.value)
+    return list(by_rank.values())
 
 
 def _rank(raw: object, *, legacy: bool) -> RankLoad:
