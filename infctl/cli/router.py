@@ -45,8 +45,10 @@ named ports.
 Admin API, bearer token from INFCTL_ROUTER_ADMIN_TOKEN (or the variable the file's admin_token_env names;
 if that variable is unset or empty the router refuses to start). Without any token the admin API is OPEN
 to whoever reaches --host:--port (a warning says so at startup): keep --host 127.0.0.1 then.
-  GET/POST /admin/backends, DELETE /admin/backends/ID, POST /admin/backends/ID/drain,
-  PUT /admin/backends/ID/weight, GET/PUT /admin/policy, GET/PUT /admin/upstreams (If-Match: VERSION)
+  GET/POST /admin/backends (POST adds; an id that exists is a 409), PUT /admin/backends/ID (add or
+  replace: drain state, health and in-flight counts kept), DELETE /admin/backends/ID,
+  POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy,
+  GET/PUT /admin/upstreams (If-Match: VERSION)
 """
 
 _LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}

@@ -37,7 +37,8 @@ class RouterAdmin:
         if "kv_events" in spec.ports:
             # The router subscribes to it, so the precise prefix index covers engines added at run time.
             entry["kv_events"] = f"tcp://{LOCALHOST}:{spec.ports['kv_events']}"
-        await self._call("POST", self.base, json=entry)
+        # PUT: registers it, or brings the router's definition up to date if it already has one.
+        await self._call("PUT", f"{self.base}/{spec.url}", json=entry)
 
     async def drain(self, backend_id: str) -> None:
         await self._call("POST", f"{self.base}/{backend_id}/drain", json={"draining": True})

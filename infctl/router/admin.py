@@ -4,7 +4,11 @@ Routes::
 
     GET    /admin/backends                 backends with health, load and counters
     POST   /admin/backends                 {"url": ..., "role": ..., "group": ..., "pool": ...} (the router
-                                           file's backend fields, checked as strictly; 400 names the field)
+                                           file's backend fields, checked as strictly; 400 names the field):
+                                           adds a backend; 409 when its id exists (nothing changes)
+    PUT    /admin/backends/{id}            the same body: adds the backend, or replaces the definition of
+                                           the one with that id (its drain state, health and in-flight
+                                           counts are kept). The body's ``id``, if any, must be the path's
     DELETE /admin/backends/{id}            remove now (in-flight requests finish)
     POST   /admin/backends/{id}/drain      stop sending new requests; {"draining": false} undoes it
     PUT    /admin/backends/{id}/weight     {"weight": 2.0}
@@ -19,7 +23,10 @@ Routes::
 Token: ``RouterConfig.admin_token`` (see :func:`admin_validate.admin_token_from_env` for how the CLI reads
 it, failing closed). None leaves the API open, and the router says so in a warning at startup. Errors are
 the router's OpenAI-shaped errors: 400 bad body, 401 (with ``WWW-Authenticate: Bearer``) missing or wrong
-token, 404 unknown backend, 412 stale If-Match.
+token, 404 unknown backend, 409 backend id taken (POST), 412 stale If-Match.
+
+A backend id is often its URL (``http://10.0.0.7:8000``) and goes into the path as it is: the routes ending
+in ``/drain`` and ``/weight`` are matched first.
 """
 
 from __future__ import annotations
@@ -42,11 +49,13 @@ from infctl.router.admin_validate import (
     draining_flag,
     parse_json,
     positive_weight,
+    with_path_id,
 )
 from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import parse_upstreams
 from infctl.router.requests import error_response
+from infctl.router.snapshot import Backend
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
@@ -62,7 +71,13 @@ class _Policy:
 
 POLICY: web.AppKey[_Policy] = web.AppKey("admin_policy")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_KINDS = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 412: "PreconditionFailed"}
+_KINDS = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    412: "PreconditionFailed",
+}
 
 
 def add_routes(app: web.Application, state: RouterState) -> None:
@@ -90,6 +105,7 @@ def add_routes(app: web.Application, state: RouterState) -> None:
     app.router.add_delete("/admin/backends/{id:.+}", guarded(_remove))
     app.router.add_post("/admin/backends/{id:.+}/drain", guarded(_drain))
     app.router.add_put("/admin/backends/{id:.+}/weight", guarded(_weight))
+    app.router.add_put("/admin/backends/{id:.+}", guarded(_put))  # after /weight, which it would match
     app.router.add_get("/admin/policy", guarded(_get_policy))
     app.router.add_put("/admin/policy", guarded(_set_policy))
     app.router.add_get("/admin/upstreams", guarded(_get_upstreams))
@@ -122,11 +138,31 @@ async def _list(state: RouterState, request: web.Request) -> web.Response:
 
 async def _add(state: RouterState, request: web.Request) -> web.Response:
     backend, kv = backend_from_json(await _json(request))
+    if backend.id in state.pool:
+        # Replacing would be silent (and would undo a drain): the caller asks for it with PUT.
+        return _error(409, f"backend {backend.id!r} exists; PUT /admin/backends/{backend.id} replaces it")
+    _register(state, backend, kv)
+    return web.json_response({"added": backend.id}, status=201)
+
+
+async def _put(state: RouterState, request: web.Request) -> web.Response:
+    bid = request.match_info["id"]
+    backend, kv = backend_from_json(with_path_id(await _json(request), bid))
+    if bid not in state.pool:
+        _register(state, backend, kv)
+        return web.json_response({"added": bid}, status=201)
+    old = state.pool.backend(bid)
+    if (old.url, old.dp_rank) != (backend.url, backend.dp_rank):
+        state.core.forget(bid)  # another engine (or rank) now: what the indexes learned is not its cache
+    _register(state, replace(backend, draining=old.draining), kv)
+    return web.json_response({"replaced": bid, "draining": old.draining})
+
+
+def _register(state: RouterState, backend: Backend, kv: str | None) -> None:
     state.pool.add(backend)
     state.scrape_soon(backend.id)
     if kv:
         state.follow_kv_events(KVSource(endpoint=kv, backends={backend.dp_rank: backend.id}))
-    return web.json_response({"added": backend.id}, status=201)
 
 
 async def _remove(state: RouterState, request: web.Request) -> web.Response:

@@ -136,6 +136,16 @@ def backend_from_json(body: Any) -> tuple[Backend, str | None]:
     return backend, kv
 
 
+def with_path_id(body: Any, backend_id: str) -> Any:
+    """A ``PUT /admin/backends/{id}`` body with the path's id (the body may repeat it, not contradict it)."""
+    if not isinstance(body, dict):
+        return body  # backend_from_json names the problem
+    given = body.get("id", backend_id)
+    if given != backend_id:
+        raise ConfigError(f"id: the body names {given!r} but the path names {backend_id!r}")
+    return {**body, "id": backend_id}
+
+
 def _check_url(url: str) -> None:
     parts = urlsplit(url)
     try:

@@ -4,6 +4,7 @@ backend bodies are validated, booleans are booleans, the Bearer scheme is case-i
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -169,3 +170,35 @@ async def test_upstreams_if_match_is_checked_after_the_body_arrives(start_sim, s
         view = (await c.get(f"{url}/admin/upstreams")).json()
     assert b" 412 " in status_line
     assert view["version"] == 1 and view["weights"] == {"default": 50, "new": 50}
+
+
+async def test_posting_an_existing_id_is_a_409_and_put_replaces_keeping_the_drain(
+    start_router: Callable[..., Awaitable[str]],
+) -> None:
+    a = "http://127.0.0.1:9"
+    url = await start_router([Backend(id=a, url=a, pool="short")], admin_token="s3cret")
+    async with httpx.AsyncClient(timeout=10, headers=AUTH) as c:
+
+        async def listed() -> dict[str, Any]:
+            rows = (await c.get(f"{url}/admin/backends")).json()["backends"]
+            return {b["id"]: b for b in rows}
+
+        assert (await c.post(f"{url}/admin/backends/{a}/drain")).status_code == 200
+        clash = await c.post(f"{url}/admin/backends", json={"url": a, "pool": "long"})
+        assert clash.status_code == 409
+        error = clash.json()["error"]
+        assert error["type"] == "ConflictError" and error["code"] == 409
+        assert f"PUT /admin/backends/{a}" in error["message"]
+        assert (await listed())[a]["pool"] == "short" and (await listed())[a]["draining"] is True  # untouched
+        put = await c.put(f"{url}/admin/backends/{a}", json={"url": a, "pool": "long", "weight": 2})
+        assert put.status_code == 200 and put.json() == {"replaced": a, "draining": True}
+        row = (await listed())[a]
+        assert (row["pool"], row["weight"], row["draining"]) == ("long", 2.0, True)  # a drain is its own call
+        # PUT of an unknown id adds it; the body may repeat the path's id, not contradict it.
+        new = await c.put(f"{url}/admin/backends/b", json={"url": "http://127.0.0.1:10", "id": "b"})
+        assert new.status_code == 201 and new.json() == {"added": "b"}
+        other = await c.put(f"{url}/admin/backends/b", json={"url": "http://127.0.0.1:10", "id": "c"})
+        assert other.status_code == 400 and other.json()["error"]["message"].startswith("id:")
+        # /weight is still the weight route, for URL ids too.
+        assert (await c.put(f"{url}/admin/backends/{a}/weight", json={"weight": 3})).status_code == 200
+        assert set(await listed()) == {a, "b"} and (await listed())[a]["weight"] == 3.0

@@ -16,6 +16,7 @@ from infctl.router.admin_validate import (
     draining_flag,
     parse_json,
     positive_weight,
+    with_path_id,
 )
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import UpstreamConfig
@@ -130,3 +131,14 @@ def test_active_config_carries_the_live_upstreams_and_rebuilds_the_same_policy()
     assert rebuilt.upstreams == live and rebuilt.settings.gate_abs == 8.0
     assert "upstreams" not in active_config(custom, None)
     assert build_policy(active_config(custom, UpstreamConfig())).upstreams is None
+
+
+def test_a_put_body_takes_the_path_id_and_may_not_contradict_it() -> None:
+    url = "http://10.0.0.7:8000"
+    backend, _ = backend_from_json(with_path_id({"url": url, "dp_rank": 1}, "e7"))
+    assert backend.id == "e7"  # not the URL-derived default (http://10.0.0.7:8000#dp1)
+    assert with_path_id({"url": url, "id": "e7"}, "e7")["id"] == "e7"
+    with pytest.raises(ConfigError, match="id: the body names 'e8' but the path names 'e7'"):
+        with_path_id({"url": url, "id": "e8"}, "e7")
+    with pytest.raises(ConfigError, match="JSON object"):
+        backend_from_json(with_path_id(["not", "an", "object"], "e7"))
