@@ -7,8 +7,8 @@ waits only while those are saturated: a saturated long pool does not hold short 
 priority is its bucket's rank (the first bucket's ``max_tokens`` is the short threshold); without buckets,
 prompts up to ``short_prompt_tokens`` come first.
 
-``scope_of``, ``priority``, ``saturated`` and ``retry_after_s`` are pure decisions; :class:`AdmissionQueue`
-is the waiting room the proxy awaits.
+``classify`` (``scope_of`` and ``priority`` at once), ``saturated`` and ``retry_after_s`` are pure decisions;
+:class:`AdmissionQueue` is the waiting room the proxy awaits.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infctl.router.policies.buckets import BucketConfig
+from infctl.router.policies.buckets import Bucket, BucketConfig
 from infctl.router.policies.load import saturation
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Snapshot
@@ -39,11 +39,34 @@ class Scope:
     spill: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """How one request waits, if it must: its queue order and the pools that can take it."""
+
+    priority: int
+    """Lowest first (see :func:`priority`)."""
+    scope: Scope | None
+    """See :func:`scope_of`."""
+
+
+def classify(buckets: BucketConfig | None, prompt_tokens: int, short_prompt_tokens: int) -> Admission:
+    """:func:`priority` and :func:`scope_of` of one prompt from a single bucket lookup (the request path's
+    one call)."""
+    if buckets is None:
+        return Admission(priority(None, prompt_tokens, short_prompt_tokens), None)
+    rank, bucket = buckets.classify(prompt_tokens)
+    return Admission(rank, _scope(buckets, bucket))
+
+
 def scope_of(buckets: BucketConfig | None, prompt_tokens: int) -> Scope | None:
     """The pools that can take a prompt of ``prompt_tokens``; None (every backend) without buckets."""
     if buckets is None:
         return None
     _, bucket = buckets.classify(prompt_tokens)
+    return _scope(buckets, bucket)
+
+
+def _scope(buckets: BucketConfig, bucket: Bucket) -> Scope:
     return Scope(frozenset(bucket.pools), buckets.spill_pools(bucket))
 
 

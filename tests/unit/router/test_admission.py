@@ -1,19 +1,22 @@
 import asyncio
+from typing import ClassVar
 
 import pytest
 
 from infctl.router.admission import (
+    Admission,
     AdmissionQueue,
     Deadline,
     QueueFull,
     Scope,
+    classify,
     headroom,
     priority,
     retry_after_s,
     saturated,
     scope_of,
 )
-from infctl.router.policies.buckets import parse_buckets
+from infctl.router.policies.buckets import Bucket, BucketConfig, parse_buckets
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Backend, BackendState, Snapshot
 from infctl.telemetry.signals import EngineSignals
@@ -100,6 +103,26 @@ def pooled(*loads: tuple[str, float]) -> Snapshot:
 def test_priority_is_the_bucket_rank_with_buckets_else_the_short_threshold() -> None:
     assert [priority(BUCKETS, n, 2048) for n in (10, 512, 513, 4000)] == [0, 0, 1, 1]
     assert [priority(None, n, 2048) for n in (512, 2048, 2049)] == [0, 0, 1]
+
+
+class CountingBuckets(BucketConfig):
+    """The same buckets, counting prompt lookups."""
+
+    lookups: ClassVar[list[int]] = []
+
+    def classify(self, prompt_tokens: int) -> tuple[int, Bucket]:
+        self.lookups.append(prompt_tokens)
+        return super().classify(prompt_tokens)
+
+
+def test_classify_is_priority_and_scope_from_one_bucket_lookup() -> None:
+    counting = CountingBuckets(BUCKETS.buckets)
+    for n in (0, 10, 512, 513, 4000, 10**6):
+        CountingBuckets.lookups.clear()
+        assert classify(counting, n, 2048) == Admission(priority(BUCKETS, n, 2048), scope_of(BUCKETS, n))
+        assert CountingBuckets.lookups == [n]  # priority() and scope_of() take one each
+    for n in (512, 2048, 2049):
+        assert classify(None, n, 2048) == Admission(priority(None, n, 2048), None)
 
 
 def test_a_request_waits_only_for_its_own_pools_and_their_spill() -> None:
