@@ -51,7 +51,10 @@ class SglangPersonality(Personality):
         super().__init__(engine, dp_rank)
         self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model})
         """The tokenizer's labels (counters, histograms)."""
-        sched = {names.MODEL_NAME_LABEL: engine.model}
+        # SGLang's scheduler labels (SchedulerMetricsMixin.init_metrics), in its order; the simulated
+        # engine is one attention-TP rank 0 per data-parallel rank (the scheduler that reports by default).
+        sched = {names.MODEL_NAME_LABEL: engine.model, "engine_type": "unified", names.TP_RANK_LABEL: "0",
+                 names.PP_RANK_LABEL: "0"}  # fmt: skip
         if dp_rank is not None:
             sched[names.DP_RANK_LABEL] = str(dp_rank)
         self._sched_labels = label_pairs(sched)

@@ -14,6 +14,8 @@ from infctl.sim.profiles import get_profile
 
 MODEL = get_profile("llama3-8b-h100").model
 LABELS = f'model_name="{MODEL}"'
+SCHED = LABELS + ',engine_type="unified",tp_rank="0",pp_rank="0"'
+"""The scheduler gauges' labels: SGLang's, for the one scheduler (attention-TP rank 0) that reports."""
 
 TTFT = "0.1 0.2 0.4 0.6 0.8 1.0 2.0 4.0 6.0 8.0 10.0 20.0 40.0 60.0 80.0 100.0 200.0 400.0"
 E2E = TTFT + " 600.0 1200.0 1800.0 2400.0"
@@ -39,17 +41,17 @@ async def test_metrics_carry_sglang_names_and_buckets(start_sim: Any, scrape: An
     for _ in range(2):
         assert (await post(url, "/v1/completions", {"prompt": prompt, "max_tokens": 4})).status_code == 200
     s = await scrape(url)
-    assert s[f"sglang:num_running_reqs{{{LABELS}}}"] == 0
-    assert s[f"sglang:num_queue_reqs{{{LABELS}}}"] == 0
-    assert s[f"sglang:token_usage{{{LABELS}}}"] == 0
-    assert s[f"sglang:max_total_num_tokens{{{LABELS}}}"] == 28_700 * 16
+    assert s[f"sglang:num_running_reqs{{{SCHED}}}"] == 0
+    assert s[f"sglang:num_queue_reqs{{{SCHED}}}"] == 0
+    assert s[f"sglang:token_usage{{{SCHED}}}"] == 0
+    assert s[f"sglang:max_total_num_tokens{{{SCHED}}}"] == 28_700 * 16
     assert s[f"sglang:prompt_tokens_total{{{LABELS}}}"] == 200
     assert s[f"sglang:generation_tokens_total{{{LABELS}}}"] == 8
     assert s[f"sglang:cached_tokens_total{{{LABELS}}}"] == 96
-    assert s[f"sglang:cache_hit_rate{{{LABELS}}}"] == 96 / 200
-    assert s[f"sglang:gen_throughput{{{LABELS}}}"] >= 0
+    assert s[f"sglang:cache_hit_rate{{{SCHED}}}"] == 96 / 200
+    assert s[f"sglang:gen_throughput{{{SCHED}}}"] >= 0
     for queue in ("prefill_prealloc", "decode_prealloc", "decode_transfer"):
-        assert s[f"sglang:num_{queue}_queue_reqs{{{LABELS}}}"] == 0
+        assert s[f"sglang:num_{queue}_queue_reqs{{{SCHED}}}"] == 0
     assert buckets(s, "sglang:time_to_first_token_seconds") == TTFT + " +Inf"
     assert buckets(s, "sglang:inter_token_latency_seconds") == ITL + " +Inf"
     assert buckets(s, "sglang:e2e_request_latency_seconds") == E2E + " +Inf"
@@ -116,7 +118,7 @@ async def test_pd_decode_waits_for_the_prefill_of_its_room(start_sim: Any, scrap
     decode_task = asyncio.create_task(post(decode, "/v1/completions", body))
     await asyncio.sleep(0.05)
     assert not decode_task.done()  # its KV is not there yet
-    waiting = (await scrape(decode))[f"sglang:num_decode_transfer_queue_reqs{{{LABELS}}}"]
+    waiting = (await scrape(decode))[f"sglang:num_decode_transfer_queue_reqs{{{SCHED}}}"]
     assert waiting == 1
     leg1 = (await post(prefill, "/v1/completions", body)).json()
     leg2 = (await decode_task).json()
