@@ -31,6 +31,11 @@ Examples:
   # Everything else (buckets, weights, settings) from a file; flags given here win
   infctl router -f router.yaml --port 9000
 
+  # The lean front; router.yaml can say so (server: lean) with its limits on slow or many clients:
+  # header_timeout_s (10), body_timeout_s (30): a request not whole in time gets a 408 and is cut;
+  # max_connections (10000): at the limit the longest-idle connection is closed, else a 503
+  infctl router -f router.yaml --server lean
+
   # Engines found in Kubernetes (router.yaml: discovery: {namespace: llm, selector: infctl.io/release=ds3}):
   # ready pods are watched (one list, then long watches resumed from the last resourceVersion), never polled
   infctl router -f router.yaml
