@@ -135,7 +135,8 @@ async def _set_arm(client: httpx.AsyncClient, router: str, engines: Sequence[str
     for i, url in enumerate(engines):
         await _ok(client.post(f"{url}/reset_prefix_cache"), url)
         pool = arm.pools[i] if i < len(arm.pools) else None
-        await _ok(client.post(f"{router}/admin/backends", json={"url": url, "pool": pool}), router)
+        # PUT: the router already has these engines from the previous arm; a POST would be a 409.
+        await _ok(client.put(f"{router}/admin/backends/{url}", json={"url": url, "pool": pool}), router)
     await _ok(client.put(f"{router}/admin/policy", json=arm.policy), router)
 
 
