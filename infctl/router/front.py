@@ -140,6 +140,7 @@ class FrontProtocol(asyncio.Protocol):
                     answer.headers["x-request-id"] = rid
                 tr.write(_serialize(answer, keep_alive=False))
                 tr.close()
+                self.read_by = None
                 return
             self.head = head
             self.read_by = None
@@ -188,8 +189,9 @@ class FrontProtocol(asyncio.Protocol):
     def time_out(self) -> None:
         """The request being read is late (see ``read_by``): a 408, and the connection closes."""
         tr = self.transport
-        if tr is None or self.task is not None:
-            return
+        self.read_by = None
+        if tr is None or tr.is_closing() or self.task is not None:
+            return  # already answered (a 413) or going
         self.state.metrics.rejected["read_timeout"] += 1
         part = "body" if self.head is not None else "head"
         limit = self.state.cfg.body_timeout_s if self.head is not None else self.state.cfg.header_timeout_s
@@ -198,7 +200,6 @@ class FrontProtocol(asyncio.Protocol):
             answer.headers["x-request-id"] = rid
         tr.write(_serialize(answer, keep_alive=False))
         tr.close()
-        self.read_by = None
 
     def _hand_over(self, tr: asyncio.Transport) -> None:
         """From now on this connection is aiohttp's, starting with the bytes buffered so far."""

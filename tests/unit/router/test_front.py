@@ -329,3 +329,14 @@ async def test_at_max_connections_with_none_idle_a_newcomer_gets_503(monkeypatch
     fallback.connections.clear()
     _, third_tr = connect(first)
     assert not third_tr.closed
+
+
+async def test_a_413_sent_while_the_head_trickled_in_is_not_followed_by_a_408(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, _ = make(monkeypatch, max_body=4)
+    proto.data_received(POST[:10])  # the head's deadline starts
+    proto.data_received(POST[10:])  # whole now: over the body limit
+    proto.listener.sweep(now() + 60)  # before the transport reports the connection lost
+    assert tr.out.count(b"HTTP/1.1 ") == 1 and tr.out.startswith(b"HTTP/1.1 413 ")
+    assert proto.state.metrics.rejected["read_timeout"] == 0
