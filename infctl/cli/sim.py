@@ -84,8 +84,8 @@ def sim(
         typer.Option(
             min=1,
             help="Data-parallel ranks per engine behind its one port (vLLM --data-parallel-size, SGLang "
-            "--dp-size): one /metrics with a series per rank, pins read the engine's way. Not with "
-            "--kv-events-port or --role prefill/decode.",
+            "--dp-size): one /metrics with a series per rank, pins read the engine's way, KV events from "
+            "each rank's own port. Not with --role prefill/decode.",
         ),
     ] = 1,
     role: Annotated[
@@ -96,7 +96,11 @@ def sim(
     ] = 1.0,
     stream_interval: Annotated[int, typer.Option(min=1, help="Tokens per SSE chunk (vLLM's flag).")] = 1,
     kv_events_port: Annotated[
-        int | None, typer.Option(help="Publish vLLM KV events on ZMQ PUB port+i (off by default).")
+        int | None,
+        typer.Option(
+            help="Publish vLLM KV events on ZMQ PUB port+i (off by default); with N data-parallel ranks, "
+            "rank r of engine i on port+i*N+r (vLLM's base port + rank)."
+        ),
     ] = None,
     kv_events_topic: Annotated[str, typer.Option(help="Topic frame of the KV event messages.")] = "",
     kv_events_encoding: Annotated[

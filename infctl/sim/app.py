@@ -15,14 +15,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import zmq
 from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
 from infctl.sim.driver import Driver, SimClock
 from infctl.sim.faults import FaultState, plan_update
-from infctl.sim.kv_events import KVEventPublisher
+from infctl.sim.kv_events import KVEventPublisher, bind_ranks
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
     BootstrapRegistry,
@@ -71,6 +70,23 @@ def reset_connections(runner: web.AppRunner) -> None:
     for conn in server.connections if server is not None else []:
         if conn.transport is not None:
             conn.transport.abort()
+
+
+def kv_publishers(settings: SimSettings, index: int, host: str, ranks: int) -> list[KVEventPublisher]:
+    """Engine ``index``'s KV-event publishers, one per data-parallel rank (none when KV events are off).
+
+    With ``--kv-events-port P`` engine i's rank r binds P + i * ranks + r, the layout vLLM and SGLang give
+    one engine's ranks (base port + rank), engines laid out one after another; P 0: any free ports."""
+    port = settings.kv_events_port
+    if port is None:
+        return []
+    return bind_ranks(
+        "*" if host in ("0.0.0.0", "") else host,
+        port + index * ranks if port else None,
+        ranks,
+        topic=settings.kv_events_topic,
+        encoding=settings.kv_events_encoding,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,18 +209,9 @@ class SimInstance:
     # -- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
-        if s.kv_events_port is not None:
-            host = "*" if self.host in ("0.0.0.0", "") else self.host
-            port = s.kv_events_port + self.index if s.kv_events_port else "*"
-            try:
-                self.publisher = KVEventPublisher(
-                    f"tcp://{host}:{port}", topic=s.kv_events_topic, encoding=s.kv_events_encoding
-                )
-            except zmq.ZMQError as err:
-                raise ConfigError(
-                    f"cannot publish KV events on tcp://{host}:{port}: {err}",
-                    hint="pick another --kv-events-port (instance i uses port + i)",
-                ) from None
+        publishers = kv_publishers(s, self.index, self.host, 1)
+        if publishers:
+            self.publisher = publishers[0]
         self._runner, self.port = await listen(self._build_app(), self.host, self.port)
         if self.role == "prefill":
             self.registry.local_ports.add(s.bootstrap_port + self.index)

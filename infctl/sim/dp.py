@@ -10,9 +10,12 @@ listener of its own. The :class:`DPEngine` listens once and:
 * serves one ``/metrics`` for all ranks (:func:`merge_expositions`): vLLM labels every series ``engine="r"``,
   SGLang its scheduler gauges ``dp_rank="r"`` while its tokenizer counters stay engine-wide (added up);
 * answers the load endpoints for all ranks (vLLM ``/load``, SGLang ``/v1/loads`` with one entry per rank);
-* shares one fault plan among the ranks (``/admin/faults``); a crash takes the whole engine down.
+* shares one fault plan among the ranks (``/admin/faults``); a crash takes the whole engine down;
+* publishes KV events the vLLM way: one publisher per rank, rank r on the engine's base port + r, its
+  batches tagged ``data_parallel_rank`` r (:func:`infctl.sim.kv_events.bind_ranks`); ``kv_endpoint`` is
+  rank 0's.
 
-Not simulated with data parallelism yet: KV events and PD roles (a ConfigError says so).
+Not simulated with data parallelism yet: PD roles (a ConfigError says so).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
-from infctl.sim.app import Handler, Shared, SimInstance, base_url, listen, reset_connections
+from infctl.sim.app import Handler, Shared, SimInstance, base_url, kv_publishers, listen, reset_connections
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
@@ -122,10 +125,10 @@ class DPEngine:
         ranks = settings.data_parallel_size
         if ranks < 1:
             raise ConfigError(f"data-parallel size {ranks} must be at least 1", hint="use 1 or more ranks")
-        if settings.kv_events_port is not None or settings.role_of(index) != "both":
+        if settings.role_of(index) != "both":
             raise ConfigError(
-                "the simulator does not model KV events or PD roles of data-parallel engines yet",
-                hint="drop --kv-events-port and --role, or --data-parallel-size (one rank per instance)",
+                "the simulator does not model PD roles of data-parallel engines yet",
+                hint="drop --role, or --data-parallel-size (one rank per instance)",
             )
         self.settings = settings
         self.index = index
@@ -158,6 +161,11 @@ class DPEngine:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     async def start(self) -> None:
+        publishers = kv_publishers(self.settings, self.index, self.host, len(self.ranks))
+        for rank, publisher in zip(self.ranks, publishers, strict=False):
+            rank.publisher = publisher
+        if publishers:
+            self.kv_endpoint = publishers[0].endpoint  # rank r's is this port + r
         for rank in self.ranks:
             await rank.start()
         self._runner, self.port = await listen(self._build_app(), self.host, self.port)

@@ -49,7 +49,8 @@ class SimSettings:
     stream_interval: int = 1
     """Tokens coalesced into one SSE chunk (vLLM ``--stream-interval``); the first token is never held."""
     kv_events_port: int | None = None
-    """Publish vLLM-format KV events on ZMQ PUB ``tcp://*:port+i``; None: off; 0: a free port (tests)."""
+    """Publish vLLM-format KV events on ZMQ PUB ``tcp://*:port+i`` (with N data-parallel ranks, rank r of
+    instance i on ``port + i*N + r``); None: off; 0: free ports (tests)."""
     kv_events_topic: str = ""
     """ZMQ topic frame of every KV event message (vLLM's default is empty)."""
     kv_events_encoding: KVEventEncoding = "map"
