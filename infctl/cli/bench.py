@@ -22,7 +22,7 @@ from infctl.bench.io import save_json, save_text, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.bench.sweep import MaxRateResult, SweepResult, find_max_rate, sweep
 from infctl.bench.workloads import WORKLOAD_KINDS
-from infctl.cli.bench_plan import load_plan, workload_spec
+from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit
@@ -219,7 +219,7 @@ def bench(
     with errors_as_exit():
         if url is None:
             raise ConfigError("--url is required", hint="e.g. infctl bench --url http://127.0.0.1:8000")
-        kind = workload or ("trace" if trace else "sharegpt" if dataset else "mixture" if mix else "random")
+        kind = workload_kind(workload, trace=trace, dataset=dataset, mix=mix)
         data: dict[str, Any] = {
             "url": url, "model": model, "api": api, "endpoint": endpoint,
             "headers": parse_headers(header or []),

@@ -11,6 +11,14 @@ from infctl.bench.workloads import WORKLOAD_KINDS, LengthDist
 from infctl.errors import ConfigError
 
 
+def workload_kind(workload: str | None, *, trace: object, dataset: object, mix: list[str] | None) -> str:
+    """``--workload`` as given, else the kind its file flags imply: ``--trace`` a trace, ``--dataset``
+    ShareGPT, ``--mix`` a mixture; random with none of them."""
+    if workload:
+        return workload
+    return "trace" if trace else "sharegpt" if dataset else "mixture" if mix else "random"
+
+
 def workload_spec(kind: str, inp: str, out: str, mix: list[str] | None, o: dict[str, Any]) -> dict[str, Any]:
     """The ``workload`` section for ``--workload KIND``: ``inp``/``out`` are the length flags, ``mix`` the
     ``--mix`` components, ``o`` the other workload flags by parameter name."""

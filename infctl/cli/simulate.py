@@ -17,7 +17,7 @@ from infctl.bench.config import LoadPlan
 from infctl.bench.io import save_json, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.cli import simulate_options as o
-from infctl.cli.bench_plan import load_plan, workload_spec
+from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import result_view
 from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
@@ -129,7 +129,7 @@ def run_cmd(
     """Simulate [bold]--engines N[/] engines behind the router on a workload; print a bench-style report."""
     opts = global_options(ctx)
     with errors_as_exit():
-        kind = workload or ("trace" if trace else "sharegpt" if dataset else "mixture" if mix else "random")
+        kind = workload_kind(workload, trace=trace, dataset=dataset, mix=mix)
         spec = workload_spec(
             kind,
             input_tokens,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infctl.bench.workloads import LengthDist
-from infctl.cli.bench_plan import load_plan, workload_spec
+from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.errors import ConfigError
 
 OTHER: dict[str, Any] = {
@@ -22,6 +22,22 @@ OTHER: dict[str, Any] = {
 def load(kind: str = "random", **kw: Any) -> dict[str, Any]:
     args = {"n": None, "duration": None, "rate": None, "conc": None, "stages": None}
     return load_plan(kind, **{**args, **kw}, arrivals="poisson", burstiness=1.0, warmup=0, max_conc=None)
+
+
+@pytest.mark.parametrize(
+    ("workload", "trace", "dataset", "mix", "kind"),
+    [
+        (None, None, None, None, "random"),
+        (None, Path("t.jsonl"), None, None, "trace"),
+        (None, None, Path("d.json"), None, "sharegpt"),
+        (None, None, None, ["1/8/8"], "mixture"),
+        ("shared-prefix", Path("t.jsonl"), None, None, "shared-prefix"),  # an explicit --workload wins
+    ],
+)
+def test_the_kind_file_flags_imply(
+    workload: str | None, trace: Path | None, dataset: Path | None, mix: list[str] | None, kind: str
+) -> None:
+    assert workload_kind(workload, trace=trace, dataset=dataset, mix=mix) == kind
 
 
 def test_workload_sections_carry_their_own_flags() -> None:
