@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # Expected output when the client does not say: only used to weigh decode load, never sent upstream.
 _DEFAULT_EXPECTED_OUTPUT = 128
+# What a PD prefill leg generates on its engine (vLLM's asks for one token; SGLang's prefill engine stops
+# after the prefill): the leg's KV load there is its prompt and this.
+_PREFILL_OUTPUT = 1
 # Request ids need to be unique, not secret: uuid4 reads the OS's random source on every call, a system
 # call in front of every request's TTFT; this generator is seeded from it once.
 _ids = random.Random()
@@ -235,7 +238,7 @@ async def _attempt(
             # Forwarded byte for byte unless the pin is a body field (SGLang's data_parallel_rank).
             payload = json.dumps({**body, **pin.body}).encode() if pin.body else raw
         else:
-            payload, leg = await _pd_payload(state, body, headers, prefill, pin)
+            payload, leg = await _pd_payload(state, body, headers, prefill, pin, info.prompt_tokens)
         url, rid = backend.url + request.path, info.request_id
         sent_at = loop.time()
         if leg is not None:
@@ -311,12 +314,22 @@ async def _relay(
 
 
 async def _pd_payload(
-    state: RouterState, body: dict[str, Any], headers: Mapping[str, str], prefill_id: str, decode_pin: RankPin
+    state: RouterState,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    prefill_id: str,
+    decode_pin: RankPin,
+    prompt_tokens: int,
 ) -> tuple[bytes, Leg | None]:
     """Run the PD protocol's prefill side; return the decode leg's body (adapter-defined wire format) and,
     for the parallel protocol, the prefill leg still running (judged beside the decode: ``pd_legs``).
-    Each leg is pinned to its own backend's rank: the prefill's never carries the decode's."""
-    prefill = state.pool.backend(prefill_id)
+    Each leg is pinned to its own backend's rank: the prefill's never carries the decode's.
+
+    The prefill leg counts as in flight on the prefill backend (its prompt as queued prefill work) from
+    its send until it ends, whichever way (answer, error, the client gone): without it, a burst between
+    two scrapes sees every prefill engine idle and piles onto one."""
+    pool = state.pool
+    prefill = pool.backend(prefill_id)
     adapter = get_adapter(prefill.engine or state.cfg.engine)
     pin = _pin(state, prefill)
     headers = {**headers, **pin.headers} if pin.headers else headers
@@ -324,18 +337,25 @@ async def _pd_payload(
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if adapter.pd_style == "sequential":
         leg = {**adapter.prefill_body(body, endpoint), **pin.body}
+        pool.start(prefill_id, prompt_tokens, _PREFILL_OUTPUT)
         try:
             status, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
         except UpstreamFailed as exc:
             exc.backend = prefill_id  # blame the prefill leg, not the decode backend
             raise
+        finally:
+            pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False)
         answer = prefill_answer(prefill_id, status, data)
         decode_leg = decode_body_or_blame(prefill_id, lambda: adapter.decode_body(body, answer, endpoint))
         return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
     room = new_bootstrap_room()
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
+    payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
+    pool.start(prefill_id, prompt_tokens, _PREFILL_OUTPUT)
     task = asyncio.create_task(_post(state, prefill.url + path, json.dumps(leg).encode(), headers))
-    return json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode(), task
+    # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
+    task.add_done_callback(lambda _: pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False))
+    return payload, task
 
 
 def _pin(state: RouterState, backend: Backend) -> RankPin:
