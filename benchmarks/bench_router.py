@@ -29,7 +29,11 @@ recompute an engine's block hashes). Under its row the benchmark prints what its
    in one process they share an event loop, and the long engine's parsing would stall the short pool.
 
 Hit rate is engine-side (the engines' own prefix-cache counters); max/fair is the busiest engine's uncached
-prompt tokens over the fair share. Everything shares this machine's two cores (client, routers, engines), so
+prompt tokens over the fair share; "CPU s" is the CPU time (user + system) of the router's process tree
+over the run, from /proc: on two shared cores it is time the engines and the client lose. After each
+workload a verdict compares every infctl row with every peer on hit rate and TTFT p50/p99: the median
+difference, "ahead" or "behind" only when every round of one side beats every round of the other, else
+"noise". Everything shares this machine's two cores (client, routers, engines), so
 absolute figures carry that noise; the ratios within one run are the point. Run to run, the Mooncake hit
 rate moves by ~1 point and its TTFT p50 by ~13 ms: ``--repeat N`` runs N rounds (routers interleaved in
 each round, so a slow spell of the machine hits every router of that round), prints each round and then
@@ -109,6 +113,28 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) ->
     raise RuntimeError(f"{url} did not come up")
 
 
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its live descendants, from /proc (0 where there is none):
+    a router started through a launcher that spawns workers is counted whole, as a single process is."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 @dataclass
 class Router:
     name: str
@@ -125,6 +151,10 @@ class Router:
     def start(self) -> None:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_http(f"{self.url}/v1/models", self.proc)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the router's process tree has used so far."""
+        return tree_cpu_s(self.proc.pid) if self.proc is not None else 0.0
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -333,7 +363,7 @@ def header(base: str = "RR") -> str:
     """The column titles; ``base`` names the first row, which the "vs" columns compare against."""
     return (
         f"{'router':27s} {'hit':>6s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs ' + base:>6s} {'p99 ms':>7s} "
-        f"{'vs ' + base:>6s} {'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s}"
+        f"{'vs ' + base:>6s} {'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s} {'CPU s':>6s}"
     )
 
 
@@ -347,12 +377,15 @@ class Run:
     out_tok_s: float
     balance: float
     failed: int
+    cpu_s: float = float("nan")
+    """CPU seconds (user + system) the router's process tree used over the run: these routers share two
+    cores with the engines and the client, so a router's CPU is time the engines do not get."""
 
     @classmethod
-    def of(cls, r: BenchResult) -> Run:
+    def of(cls, r: BenchResult, cpu_s: float = float("nan")) -> Run:
         s = r.summary
         hit = r.server.hit_rate if r.server else None
-        return cls(hit, s.ttft["p50"], s.ttft["p99"], s.output_throughput, balance(r), s.failed)
+        return cls(hit, s.ttft["p50"], s.ttft["p99"], s.output_throughput, balance(r), s.failed, cpu_s)
 
 
 def median_run(runs: Sequence[Run]) -> Run:
@@ -369,14 +402,51 @@ def median_run(runs: Sequence[Run]) -> Run:
         med([r.out_tok_s for r in runs]),
         med([r.balance for r in runs]),
         sum(r.failed for r in runs),
+        med([r.cpu_s for r in runs]),
     )
 
 
 def spread(runs: Sequence[Run]) -> str:
     """Each round's hit rate and TTFT p50/p99, so a difference can be weighed against the noise."""
     return "  rounds: " + ", ".join(
-        f"{(r.hit or 0) * 100:.1f}% {r.p50_s * 1e3:.0f}/{r.p99_s * 1e3:.0f} ms" for r in runs
+        f"{(r.hit or 0) * 100:.1f}% {r.p50_s * 1e3:.0f}/{r.p99_s * 1e3:.0f} ms {r.cpu_s:.1f} CPU s"
+        for r in runs
     )
+
+
+def compare(ours: Sequence[float], theirs: Sequence[float], lower_is_better: bool) -> str:
+    """ "ahead" or "behind" when every round of one side beats every round of the other, else "noise"
+    (with one round each, a single run's difference cannot be told from noise)."""
+    if len(ours) < 2 or len(theirs) < 2:
+        return "1 round: noise unknown"
+    sign = -1.0 if lower_is_better else 1.0
+    if min(sign * x for x in ours) > max(sign * y for y in theirs):
+        return "ahead"
+    if max(sign * x for x in ours) < min(sign * y for y in theirs):
+        return "behind"
+    return "noise"
+
+
+def verdict(runs: dict[str, list[Run]]) -> str:
+    """Each infctl row against each peer row: median differences and whether the rounds separate them."""
+    ours = [n for n in runs if n.startswith("infctl") and "round_robin" not in n and runs[n]]
+    peers = [n for n in runs if not n.startswith("infctl") and runs[n]]
+    lines = ["verdict (medians; ahead/behind: every round of one beats every round of the other):"]
+    for a in ours:
+        for b in peers:
+            ra, rb = runs[a], runs[b]
+            ha, hb = [(r.hit or 0) * 100 for r in ra], [(r.hit or 0) * 100 for r in rb]
+            parts = [
+                f"hit {statistics.median(ha) - statistics.median(hb):+.1f} pt ({compare(ha, hb, False)})"
+            ]
+            for label, xa, xb in (
+                ("TTFT p50", [r.p50_s * 1e3 for r in ra], [r.p50_s * 1e3 for r in rb]),
+                ("p99", [r.p99_s * 1e3 for r in ra], [r.p99_s * 1e3 for r in rb]),
+            ):
+                diff = statistics.median(xa) - statistics.median(xb)
+                parts.append(f"{label} {diff:+.0f} ms ({compare(xa, xb, True)})")
+            lines.append(f"  {a} vs {b}: " + ", ".join(parts))
+    return "\n".join(lines) if len(lines) > 1 else ""
 
 
 def _vs(x: float, base: float | None) -> str:
@@ -389,7 +459,8 @@ def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) 
     return (
         f"{name:27s} {('%.1f%%' % (hit * 100)) if hit is not None else 'n/a':>6s} {ratio} "
         f"{r.p50_s * 1e3:8.0f} {_vs(r.p50_s, rr.p50_s if rr else None)} {r.p99_s * 1e3:7.0f} "
-        f"{_vs(r.p99_s, rr.p99_s if rr else None)} {r.out_tok_s:9.0f} {r.balance:8.2f} {r.failed:6d}"
+        f"{_vs(r.p99_s, rr.p99_s if rr else None)} {r.out_tok_s:9.0f} {r.balance:8.2f} {r.failed:6d} "
+        f"{r.cpu_s:6.1f}"
     )
 
 
@@ -418,11 +489,13 @@ async def quality(
                 print(f"{r.name:27s} did not start ({exc})")
                 continue
             try:
+                cpu0 = r.cpu_s()
                 res = await bench(r.url, sim.engines, workload, plan, r.name)
+                cpu = r.cpu_s() - cpu0
                 note = r.diagnose() if r.diagnose else None
             finally:
                 r.stop()
-            runs[r.name].append(Run.of(res))
+            runs[r.name].append(Run.of(res, cpu))
             if note and repeat == 1:
                 notes[r.name] = note
             if repeat > 1:
@@ -436,6 +509,7 @@ async def quality(
         print("medians:")
         for r in rs:
             _print_row(r.name, runs, oracle, rs, notes)
+    print(verdict(runs), flush=True)
 
 
 def _print_row(
