@@ -9,7 +9,8 @@ Data parallel (``--data-parallel-size N`` behind one API server): ``PrometheusSt
 series per engine core (``engine="0"`` .. ``engine="N-1"``) in every family, and the OpenAI routes read
 the ``X-data-parallel-rank`` header (``OpenAIServing._get_data_parallel_rank``: case-insensitive, a
 non-integer is ignored) and hand it to the engine client, which then skips its own least-loaded pick; a
-rank outside ``[0, N)`` fails the request.
+rank outside ``[0, N)`` fails the request. Tensor-parallel workers export nothing themselves, so a TP>1
+engine has no per-TP-rank copies of a series to collapse (SGLang's schedulers do: ``sglang.per_rank``).
 """
 
 from __future__ import annotations
