@@ -71,13 +71,18 @@ class RouterCore:
         self.learn(snapshot, request, decision.prefill or decision.decode)
         return decision
 
+    def learns(self, request: RequestInfo) -> bool:
+        """Whether :meth:`learn` would record anything for ``request`` (callers that defer it skip
+        scheduling a no-op: a policy without a prefix index, or a prompt without a full block)."""
+        return bool(request.block_hashes) and self.policy.index != "none"
+
     def learn(self, snapshot: Snapshot, request: RequestInfo, backend_id: str) -> None:
         """Record that ``backend_id`` will cache the request's blocks: in the approximate index, and (index
         precise or auto) as speculative entries of the precise index that its KV events confirm or let
         expire."""
-        index = self.policy.index
-        if not request.block_hashes or index == "none":
+        if not self.learns(request):
             return
+        index = self.policy.index
         if index != "approx":
             ttl = self.policy.settings.speculative_ttl_s
             if ttl > 0:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl.engines import RankPin, get_adapter, new_bootstrap_room
-from infctl.router.admission import Deadline, QueueFull, priority, saturated, scope_of
+from infctl.router.admission import Deadline, QueueFull, classify, saturated
 from infctl.router.errors import NoBackendError
 from infctl.router.fetch import post_whole
 from infctl.router.pd_legs import (
@@ -87,12 +87,11 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
     started = loop.time()
     snap = state.pool.snapshot(started)
     policy = state.core.policy
-    scope = scope_of(policy.buckets, info.prompt_tokens)
+    admission = classify(policy.buckets, info.prompt_tokens, state.cfg.short_prompt_tokens)
+    scope = admission.scope
     try:
         waited = await state.admission.admit(
-            priority(policy.buckets, info.prompt_tokens, state.cfg.short_prompt_tokens),
-            saturated_now=saturated(snap, policy.settings, scope),
-            scope=scope,
+            admission.priority, saturated_now=saturated(snap, policy.settings, scope), scope=scope
         )
     except (QueueFull, Deadline) as exc:
         reason = "admission_full" if isinstance(exc, QueueFull) else "admission_deadline"
@@ -172,11 +171,13 @@ def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str 
         pd = state.core.route_pd(snap, info, state.pd_settings)
         return pd.prefill, pd.decode, pd.reason, 0
     d = state.core.decide(snap, info)
-    # Learning the prefix index costs ~0.2 ms on long prompts: do it once this request is on its way, not in
-    # front of its TTFT. The client sends the body from a task that starts on the next loop iteration, so
-    # learning waits one iteration more (requests decided in between may not see it: a microsecond window).
-    loop = asyncio.get_running_loop()
-    loop.call_soon(loop.call_soon, state.core.learn, snap, info, d.backend_id)
+    if state.core.learns(info):
+        # Learning the prefix index costs ~0.2 ms on long prompts: do it once this request is on its way,
+        # not in front of its TTFT. The client sends the body from a task that starts on the next loop
+        # iteration, so learning waits one iteration more (requests decided in between may not see it: a
+        # microsecond window).
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, state.core.learn, snap, info, d.backend_id)
     return None, d.backend_id, d.reason, d.matched_blocks
 
 
@@ -283,9 +284,10 @@ async def _attempt(
         raise
     except UpstreamFailed as exc:
         # The client never sees this answer (it is retried elsewhere or becomes the router's 502), but a
-        # cutover gate comparing groups must: count it against the group that failed it.
+        # cutover gate comparing groups must: count it against the group that failed it (a PD prefill
+        # leg's failure names the prefill backend, whose group may not be the decode's).
         status = f"{exc.status // 100}xx" if exc.status else "failed"
-        state.metrics.observe_upstream(backend.upstream, status, None)
+        state.metrics.observe_upstream(_upstream_of(state, exc.backend, backend), status, None)
         raise
     finally:
         pool.finish(decode, info.prompt_tokens, expected, got_first=got_first, cached_tokens=cached)
@@ -356,6 +358,13 @@ async def _pd_payload(
     # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
     task.add_done_callback(lambda _: pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False))
     return payload, task
+
+
+def _upstream_of(state: RouterState, backend_id: str | None, default: Backend) -> str:
+    """The upstream group of ``backend_id`` (``default``'s when None, or when it has left the pool)."""
+    if backend_id is None or backend_id == default.id or backend_id not in state.pool:
+        return default.upstream
+    return state.pool.backend(backend_id).upstream
 
 
 def _pin(state: RouterState, backend: Backend) -> RankPin:

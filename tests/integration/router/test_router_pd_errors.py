@@ -121,11 +121,6 @@ async def test_a_vllm_prefill_answer_without_kv_transfer_params_is_a_prefill_fai
     assert "kv_transfer_params" in str(listed["p"]["last_error"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy._attempt counts a failed attempt against the decode's upstream group even when the "
-    "prefill leg failed (fix: count it against the group of exc.backend; proxy.py is the overhead helper's)",
-)
 async def test_a_failed_prefill_counts_against_the_prefill_upstream_group(start_sim, start_router) -> None:
     """Cutover gates compare groups: a prefill of group "new" failing must not count against "old"."""
     sim = await start_sim(personality="vllm", instances=2, roles=("prefill", "decode"))

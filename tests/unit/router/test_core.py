@@ -73,3 +73,15 @@ def test_auto_without_events_decides_like_the_approximate_index() -> None:
             BACKENDS, {b.id: fresh(inflight=(i * (k + 1)) % 4) for k, b in enumerate(BACKENDS)}, i
         )
         assert auto.route(snap, req).backend_id == approx.route(snap, req).backend_id
+
+
+def test_learns_says_whether_learn_would_record_anything() -> None:
+    """The proxy defers ``learn`` to a later loop turn only when it would do something."""
+    snap = Snapshot(BACKENDS, IDLE, now=0.0)
+    for policy, expected in (("round_robin", False), ("cache_aware", True), ("prefix_precise", True)):
+        core = RouterCore(build_policy(policy))
+        request = burst_request(0)
+        assert core.learns(request) is expected
+        assert not core.learns(RequestInfo("short", prompt_tokens=8))  # no full block to record
+        core.learn(snap, request, "e1")
+        assert (core.matches(burst_request(1), now=0.0).get("e1", 0) > 0) is expected
