@@ -74,8 +74,8 @@ def alert_rules(
         ),
         _alert(
             "InfctlQueueGrowing",
-            f"sum by (pod) ({m.queue}{{{eng}}}) > {scaler.queue_per_replica.up:g}"
-            f" and sum by (pod) (deriv({m.queue}{{{eng}}}[10m])) > 0",
+            f"sum by (pod) ({_one_copy(f'{m.queue}{{{eng}}}')}) > {scaler.queue_per_replica.up:g}"
+            f" and sum by (pod) ({_one_copy(f'deriv({m.queue}{{{eng}}}[10m])')}) > 0",
             "10m",
             "warning",
             labels,
@@ -91,6 +91,13 @@ def alert_rules(
         ),
     ]
     return [{"name": f"{profile.name}.infctl", "rules": rules}]
+
+
+def _one_copy(expr: str) -> str:
+    """One series per engine rank: SGLang with TP>1 (``--enable-metrics-for-all-schedulers``) exports each
+    scheduler gauge once per tp_rank/pp_rank, and summing the copies would multiply the queue by TP. A no-op
+    for vLLM, whose workers export nothing of their own."""
+    return f"max without (tp_rank, pp_rank) ({expr})"
 
 
 def _alert(
@@ -138,8 +145,8 @@ def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
         _panel("ITL p95 by role (s)", _quantile(0.95, m.itl, eng, "infctl_io_role")),
         _panel(
             "Queue and running by pod",
-            f"sum by (pod) ({m.queue}{{{eng}}})",
-            f"sum by (pod) ({m.running}{{{eng}}})",
+            f"sum by (pod) ({_one_copy(f'{m.queue}{{{eng}}}')})",
+            f"sum by (pod) ({_one_copy(f'{m.running}{{{eng}}}')})",
         ),
         _panel("KV cache usage by pod", f"max by (pod) ({m.kv_usage}{{{eng}}})"),
         _panel(
