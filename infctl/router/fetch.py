@@ -105,7 +105,9 @@ async def fetch(
         if sink.error is None and head is not None:
             raw = b"".join(sink.parts)
             try:
-                return Answer(head.status, head.headers, dechunk(raw) if head.chunked else raw)
+                # A copy: the parsed head is shared with every answer that had the same head bytes.
+                body = dechunk(raw) if head.chunked else raw
+                return Answer(head.status, dict(head.headers), body)
             except ProtocolError as exc:
                 raise FetchError(str(exc), "protocol") from exc
         if not (conn.reused and not sink.answered and not fresh):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol, cast
 
 # How a message's body is delimited (RFC 9112 section 6.3).
@@ -198,7 +199,7 @@ class Http1Connection(asyncio.Protocol):
                     raise ProtocolError("response head too large")
                 self._buf = buf
                 return None
-            head = _parse_head(buf[:end])
+            head = _parse_head_cached(buf[:end])
             buf = buf[end + 4 :]
             if head.status >= 200:  # 1xx: informational, the real head follows
                 break
@@ -289,6 +290,14 @@ def _chunk_size(line: bytes) -> int:
     if not digits or digits.strip(b"0123456789abcdefABCDEF"):
         raise ProtocolError(f"bad chunk size line {line[:40]!r}")
     return int(digits, 16)
+
+
+@lru_cache(maxsize=64)
+def _parse_head_cached(raw: bytes) -> ResponseHead:
+    """:func:`_parse_head`, remembered: an engine sends the same head for every stream of the same second
+    (it differs by its Date), and parsing one is ~4 us in front of each first token. Shared results: the
+    heads (and their header dicts) are read, never changed."""
+    return _parse_head(raw)
 
 
 def _parse_head(raw: bytes) -> ResponseHead:

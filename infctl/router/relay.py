@@ -111,19 +111,22 @@ class _Relay:
         if head.status >= 500:
             self._done(UpstreamFailed(f"HTTP {head.status}", status=head.status))
             return False
-        lines = [f"HTTP/1.1 {head.status} {head.reason}\r\n"]
-        lines += [f"{n}: {head.headers[n]}\r\n" for n in _KEEP_RESPONSE_HEADERS if n in head.headers]
-        lines.append(f"x-request-id: {self.request_id}\r\n")
         if head.chunked:
-            lines.append("transfer-encoding: chunked\r\n")
+            framing = "transfer-encoding: chunked\r\n"
         elif head.length is not None or head.status in (204, 304):
-            lines.append(f"content-length: {head.length or 0}\r\n")
+            framing = f"content-length: {head.length or 0}\r\n"
         else:
+            framing = ""
             self.keep_alive = False  # read until the upstream closes: so must the client
         if not self.keep_alive:
-            lines.append("connection: close\r\n")
-        lines.append("\r\n")
-        self._head = "".join(lines).encode("utf-8", "surrogateescape")
+            framing += "connection: close\r\n"
+        kept = tuple(head.headers.get(n) for n in _KEEP_RESPONSE_HEADERS)
+        self._head = b"".join(
+            (
+                _status_and_kept(head.status, head.reason, kept),
+                f"x-request-id: {self.request_id}\r\n{framing}\r\n".encode("utf-8", "surrogateescape"),
+            )
+        )
         return True
 
     def body(self, raw: bytes) -> None:
@@ -239,6 +242,15 @@ async def forward_lean(
     return out, RelayResult(
         relay.status, relay.first, relay.relayed, completed, client_gone=relay.client_gone
     )
+
+
+@lru_cache(maxsize=256)
+def _status_and_kept(status: int, reason: str, kept: tuple[str | None, ...]) -> bytes:
+    """The client's status line and the upstream headers it keeps (``_KEEP_RESPONSE_HEADERS``, values in
+    that order, None: absent): the same few for every answer of a backend, so serialised once."""
+    lines = [f"HTTP/1.1 {status} {reason}\r\n"]
+    lines += [f"{n}: {v}\r\n" for n, v in zip(_KEEP_RESPONSE_HEADERS, kept, strict=True) if v is not None]
+    return "".join(lines).encode("utf-8", "surrogateescape")
 
 
 @lru_cache(maxsize=1024)
