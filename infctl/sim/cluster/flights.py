@@ -164,6 +164,7 @@ class RequestFlow:
         prefill = flight.prefill
         assert prefill is not None and self.cfg.pd is not None
         prefill.inflight -= 1
+        self.router.prefill_done(prefill.id, len(flight.req.prompt_ids))
         if ev.finish_reason == "error":
             self._end(flight, t, "HTTP 400: the request can never fit the prefill engine's KV cache")
             return False

@@ -20,6 +20,9 @@ from infctl.router.snapshot import Backend, RequestInfo
 from infctl.sim.cluster.fleet import SimEngine
 from infctl.telemetry.kv_events import KVEvent
 
+# A PD prefill leg generates one token on its engine, as the live proxy counts it (``proxy._PREFILL_OUTPUT``).
+PREFILL_OUTPUT = 1
+
 
 class SimRouter:
     """One router replica in front of the fleet."""
@@ -78,12 +81,18 @@ class SimRouter:
     def route_pd(self, info: RequestInfo, expected_tokens: int, now: float, pd: PDSettings) -> PDDecision:
         """Pair a prefill and a decode backend (``prefill`` None: the decode backend runs it all); raises
         NoBackendError. As the live proxy: the request counts in flight on the decode backend, with no
-        prompt tokens expected cached (the prefill leg is not counted: its engine's scrapes show it)."""
+        prompt tokens expected cached, and its prefill leg on the prefill backend until ``prefill_done``."""
         decision = self.core.route_pd(self.pool.snapshot(now), info, pd)
         self.reasons[decision.reason] += 1
         self._cached[info.request_id] = 0
         self.pool.start(decision.decode, info.prompt_tokens, expected_tokens, cached_tokens=0)
+        if decision.prefill is not None:
+            self.pool.start(decision.prefill, info.prompt_tokens, PREFILL_OUTPUT)
         return decision
+
+    def prefill_done(self, backend_id: str, prompt_tokens: int) -> None:
+        """A prefill leg ended (answered or failed): it no longer counts on its prefill backend."""
+        self.pool.finish(backend_id, prompt_tokens, PREFILL_OUTPUT, got_first=False)
 
     def first_token(self, backend_id: str, prompt_tokens: int, request_id: str) -> None:
         cached = self._cached.get(request_id, 0)

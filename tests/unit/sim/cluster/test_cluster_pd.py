@@ -147,3 +147,27 @@ def test_without_admission_every_request_is_routed_at_once() -> None:
                     engines=1, profile=tight)  # fmt: skip
     r = simulate(cfg)
     assert r.admission is None and r.refused == 0 and r.summary.completed == 60
+
+
+def test_prefill_legs_count_in_flight_on_their_prefill_backend_until_they_end() -> None:
+    # As the live proxy: without it, a burst between two scrapes sees every prefill engine idle.
+    sim = _sim(_cfg(PDLayout(2, 1, groups=1, mode="group"), n=20, rate=200.0))
+    router, pool = sim.router, sim.router.pool
+    seen: list[int] = []
+    done = router.prefill_done
+
+    def spy(backend_id: str, prompt_tokens: int) -> None:
+        seen.append(pool.inflight(backend_id))
+        done(backend_id, prompt_tokens)
+
+    router.prefill_done = spy  # type: ignore[method-assign]
+    sim.run()
+    assert len(seen) == 20 and min(seen) >= 1 and max(seen) > 1  # a burst overlaps on a prefill engine
+    assert all(pool.inflight(b) == 0 for b in pool.ids())
+
+
+def test_a_pd_run_leaves_nothing_in_flight_on_any_backend() -> None:
+    sim = _sim(_cfg(PDLayout(2, 2, groups=1, mode="pool"), n=40, rate=200.0))
+    sim.run()
+    assert sum(1 for _, (p, _, _) in sim.pairs.items() if p is not None) > 0
+    assert all(sim.router.pool.inflight(b) == 0 for b in sim.router.pool.ids())
