@@ -81,8 +81,10 @@ _WORDS = (
 
 
 def token_ids(text: str) -> list[int]:
-    """Token ids of ``text`` under the convention above."""
-    return [zlib.crc32(w.encode()) for w in text.split()]
+    """Token ids of ``text`` under the convention above. JSON may carry lone surrogates (``"\\ud800"``),
+    which strict UTF-8 refuses: they are encoded as they stand (``surrogatepass``), which leaves every
+    other word's bytes, and so its id, unchanged."""
+    return [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in text.split()]
 
 
 def count_tokens(text: str) -> int:

@@ -18,7 +18,7 @@ from infctl.sim.kvcache import chain_hash, root_hash
 
 
 def reference_ids(text: str) -> list[int]:
-    return [zlib.crc32(w.encode()) for w in text.split()]
+    return [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in text.split()]
 
 
 def reference_hashes(ids: list[int], block_size: int, seed: str) -> list[int]:
