@@ -17,7 +17,8 @@ _UNIT = 1.0 / (1 << 64)
 
 def stable_hash(text: str, salt: str = "") -> int:
     """A 64-bit hash of ``text`` (and ``salt``) that is the same in every process and on every machine."""
-    data = (f"{salt}\x00{text}" if salt else text).encode("utf-8", "surrogatepass")  # JSON allows lone surrogates
+    # JSON allows lone surrogates, which strict UTF-8 refuses.
+    data = (f"{salt}\x00{text}" if salt else text).encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
