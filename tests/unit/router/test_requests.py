@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from infctl.router import build_policy, requests
 from infctl.router.requests import BadRequest, request_info
+from infctl.router.snapshot import RequestInfo
 
 
 def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> Any:
@@ -94,3 +96,19 @@ def info_bounded(body: dict[str, Any], *, chat: bool, hashes: bool, limit: int) 
         hashes=hashes,
         max_prompt_chars=limit,
     )
+
+
+def test_without_a_prefix_index_nothing_is_tokenised_or_hashed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """round_robin (index none) only counts the prompt: no token ids, no block hashes."""
+
+    def forbidden(*_: object, **__: object) -> Any:
+        raise AssertionError("tokenised or hashed for a policy that uses no prefix index")
+
+    assert build_policy("round_robin").index == "none"  # what the proxy passes as hashes=False
+    expected = info({"model": "m", "prompt": "a b c d e f g h i"}).prompt_tokens
+    monkeypatch.setattr(requests, "token_ids", forbidden)
+    monkeypatch.setattr(RequestInfo, "from_ids", forbidden)
+    got = info({"model": "m", "prompt": "a b c d e f g h i"}, hashes=False)
+    assert (got.prompt_tokens, got.block_hashes) == (expected, ())
