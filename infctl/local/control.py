@@ -14,6 +14,7 @@ import httpx
 from infctl.errors import LocalTargetError
 from infctl.local.http import probe, sync_client
 from infctl.local.procs import group_alive, kill_group, pid_alive, wait_until
+from infctl.local.spec import backend_ids
 from infctl.local.state import (
     PLAN_FILE,
     STATE_FILE,
@@ -60,8 +61,13 @@ def status(
 
 
 def _process_row(p: dict[str, Any]) -> dict[str, Any]:
+    """A process as ``status`` shows it; an engine with its router backends (one per data-parallel rank)."""
     keys = ("name", "kind", "role", "group", "pool", "url", "pid", "status", "restarts", "last_exit", "log")
-    return {k: p[k] for k in keys}
+    row = {k: p[k] for k in keys}
+    ranks = p.get("data_parallel_size", 1)
+    row["data_parallel_size"] = ranks
+    row["backends"] = list(backend_ids(p["url"], ranks)) if p["kind"] == "engine" else []
+    return row
 
 
 def delete(run_dir: Path, release: str) -> dict[str, Any]:

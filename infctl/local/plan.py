@@ -3,7 +3,9 @@
 Engines come first, one per ``DeploymentProfile.engine_replicas()``, then whatever the daemon builders in
 ``DAEMONS`` add. A builder receives the engines already planned and the port allocator, and returns its own
 specs; the router and the autoscaler plug in there (see :func:`router_specs`). Ports are handed out from
-``local.base_port`` upward, skipping those the injected ``is_free`` probe rejects.
+``local.base_port`` upward, skipping those the injected ``is_free`` probe rejects. A data-parallel engine
+(``model.data_parallel_size`` N) serves its N ranks behind one HTTP port, gets N consecutive KV-events
+ports (rank r publishes on the first + r) and is N router backends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
 from infctl.engines import get_adapter
+from infctl.errors import LocalTargetError
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
 
 
@@ -42,8 +45,10 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     """``infctl router`` in front of the engines, when ``router.enabled``.
 
     Every engine becomes a ``--backend URL,role=..,group=..`` (with its KV-events endpoint when it publishes
-    one); the profile's policy and settings pass through as a policy mapping. The supervisor starts it after
-    the engines, stops it first, and clients (``infctl demo``, ``LocalPlan.entrypoint``) use it.
+    one), a data-parallel engine one per rank (``dp_rank=r``, each naming the engine's base KV-events
+    endpoint: the router subscribes rank r at base + r). The profile's policy and settings pass through as
+    a policy mapping. The supervisor starts it after the engines, stops it first, and clients
+    (``infctl demo``, ``LocalPlan.entrypoint``) use it.
     """
     profile = ctx.profile
     if not profile.router.enabled or not ctx.engines:
@@ -60,11 +65,13 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     if profile.local.simulate and sim is not None and sim.block_size is not None:
         argv += ["--block-size", str(sim.block_size)]
     for e in ctx.engines:
-        fields = [e.url, f"role={e.role or 'both'}"]
-        fields += [f"{k}={v}" for k, v in (("group", e.group), ("pool", e.pool)) if v is not None]
-        if "kv_events" in e.ports:
-            fields.append(f"kv_events=tcp://{LOCALHOST}:{e.ports['kv_events']}")
-        argv += ["--backend", ",".join(fields)]
+        for rank in e.dp_ranks:
+            fields = [e.url, f"role={e.role or 'both'}"]
+            fields += [f"{k}={v}" for k, v in (("group", e.group), ("pool", e.pool), ("dp_rank", rank))
+                       if v is not None]
+            if e.kv_events is not None:
+                fields.append(f"kv_events={e.kv_events}")  # the base: the router adds the rank
+            argv += ["--backend", ",".join(fields)]
     return [ProcessSpec(name="router", kind="router", argv=tuple(argv), port=port, health_path="/health")]
 
 
@@ -102,14 +109,8 @@ def build_plan(
 ) -> LocalPlan:
     """Every process of ``profile`` on this machine, with ports allocated and commands built."""
     ports = PortAllocator(profile.local.base_port, is_free)
-    replicas = profile.engine_replicas()
-    http_ports = [ports.take() for _ in replicas]
-    kv = profile.model.kv_events
-    kv_ports = [ports.take() for _ in replicas] if kv is not None and kv.enabled else [None] * len(replicas)
-    engines = tuple(
-        engine_spec(profile, replica, port, kv_port, python)
-        for replica, port, kv_port in zip(replicas, http_ports, kv_ports, strict=True)
-    )
+    check_data_parallel(profile)
+    engines = _engine_specs(profile, profile.engine_replicas(), ports, python)
     control = ports.take() if profile.autoscaler.enabled else None
     ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python, control_port=control)
     extra = [spec for build in daemons for spec in build(ctx)]
@@ -139,10 +140,33 @@ def reserve_specs(
         update = {"groups": most["group"]}
     planned = {e.name for e in engines}
     extra = [r for r in profile.model_copy(update=update).engine_replicas() if engine_name(r) not in planned]
-    http = [ports.take() for _ in extra]
+    return _engine_specs(profile, extra, ports, python)
+
+
+def _engine_specs(
+    profile: DeploymentProfile, replicas: Sequence[ReplicaSpec], ports: PortAllocator, python: str
+) -> tuple[ProcessSpec, ...]:
+    """The replicas' engines: HTTP ports first, then each engine's run of KV-events ports (one per
+    data-parallel rank) when the model publishes KV events."""
+    http = [ports.take() for _ in replicas]
     kv = profile.model.kv_events
-    kv_ports = [ports.take() for _ in extra] if kv is not None and kv.enabled else [None] * len(extra)
-    return tuple(engine_spec(profile, r, p, k, python) for r, p, k in zip(extra, http, kv_ports, strict=True))
+    dp = profile.model.data_parallel_size
+    kv_ports = [ports.take_run(dp) if kv is not None and kv.enabled else None for _ in replicas]
+    return tuple(
+        engine_spec(profile, r, port, kv_port, python)
+        for r, port, kv_port in zip(replicas, http, kv_ports, strict=True)
+    )
+
+
+def check_data_parallel(profile: DeploymentProfile) -> None:
+    """Raise LocalTargetError for a data-parallel profile the simulator cannot run: it models data
+    parallelism for aggregated engines only."""
+    if profile.local.simulate and profile.model.data_parallel_size > 1 and profile.mode != "aggregated":
+        raise LocalTargetError(
+            f"the simulated engines run data_parallel_size {profile.model.data_parallel_size} in aggregated "
+            f"mode only, not {profile.mode} mode",
+            hint="use mode: aggregated, or --set model.data_parallel_size=1",
+        )
 
 
 def engine_name(replica: ReplicaSpec) -> str:
@@ -155,8 +179,11 @@ def engine_spec(
 ) -> ProcessSpec:
     model = profile.model
     if kv_port is not None and model.kv_events is not None:
-        # Engines on one machine cannot share the profile's single KV-events port.
+        # Engines on one machine cannot share the profile's single KV-events port (nor its ranks' next ones).
         model = model.model_copy(update={"kv_events": model.kv_events.model_copy(update={"port": kv_port})})
+    dp = model.data_parallel_size
+    kv_ports = {} if kv_port is None else {"kv_events": kv_port}
+    kv_ports.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
     hint = None
     if profile.local.simulate:
         argv, env, health = sim_command(model, replica.role, port, kv_port, python), {}, "/health"
@@ -176,8 +203,9 @@ def engine_spec(
         role=replica.role,
         group=None if replica.group is None else f"g{replica.group}",
         pool=replica.pool,
-        ports={} if kv_port is None else {"kv_events": kv_port},
+        ports=kv_ports,
         install_hint=hint,
+        data_parallel_size=dp,
     )
 
 
@@ -191,7 +219,9 @@ def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None,
             "--model", model.served_model_name, "--host", LOCALHOST, "--port", str(port), "--role", role,
             "--time-scale", f"{1 / sim.speedup:g}"]
     if kv_port is not None:
-        argv += ["--kv-events-port", str(kv_port)]
+        argv += ["--kv-events-port", str(kv_port)]  # rank r publishes on kv_port + r
+    if model.data_parallel_size > 1:
+        argv += ["--data-parallel-size", str(model.data_parallel_size)]
     for flag, value in (("--num-gpu-blocks", sim.num_gpu_blocks), ("--block-size", sim.block_size),
                         ("--max-num-seqs", sim.max_num_seqs), ("--max-model-len", model.max_model_len)):
         if value is not None:

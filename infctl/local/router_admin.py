@@ -1,8 +1,9 @@
 """The router's admin API as the supervisor uses it: register, drain and remove engines (thin I/O).
 
 Backend ids are the engines' URLs (what the router gives a ``--backend URL`` and an added backend without
-an id). The bearer token is the one the supervisor gave the router (:mod:`infctl.local.admin_token`);
-without one, ``INFCTL_ROUTER_ADMIN_TOKEN`` when set, as the router itself reads it.
+an id), ``URL#dpN`` for rank N of a data-parallel engine (``ProcessSpec.backend_ids``). The bearer token
+is the one the supervisor gave the router (:mod:`infctl.local.admin_token`); without one,
+``INFCTL_ROUTER_ADMIN_TOKEN`` when set, as the router itself reads it.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from infctl.errors import LocalTargetError
-from infctl.local.spec import LOCALHOST, ProcessSpec
+from infctl.local.spec import ProcessSpec
 from infctl.router.admin_validate import DEFAULT_TOKEN_ENV as TOKEN_ENV
 
 
@@ -32,19 +34,27 @@ class RouterAdmin:
         return {b["id"]: b for b in body.get("backends", [])}
 
     async def add(self, spec: ProcessSpec, engine: str | None = None) -> None:
+        """Register the engine: one backend, or one per data-parallel rank (``dp_rank`` set)."""
         entry: dict[str, Any] = {"url": spec.url, "role": spec.role or "both"}
         entry.update({k: v for k, v in (("group", spec.group), ("pool", spec.pool), ("engine", engine)) if v})
-        if "kv_events" in spec.ports:
-            # The router subscribes to it, so the precise prefix index covers engines added at run time.
-            entry["kv_events"] = f"tcp://{LOCALHOST}:{spec.ports['kv_events']}"
-        # PUT: registers it, or brings the router's definition up to date if it already has one.
-        await self._call("PUT", f"{self.base}/{spec.url}", json=entry)
+        if spec.kv_events is not None:
+            # The router subscribes to it, so the precise prefix index covers engines added at run time;
+            # a rank's entry names the engine's base endpoint, as in the router file.
+            entry["kv_events"] = spec.kv_events
+        for bid, rank in zip(spec.backend_ids, spec.dp_ranks, strict=True):
+            body = entry if rank is None else {**entry, "dp_rank": rank}
+            # PUT: registers it, or brings the router's definition up to date if it already has one.
+            await self._call("PUT", self._url(bid), json=body)
 
     async def drain(self, backend_id: str) -> None:
-        await self._call("POST", f"{self.base}/{backend_id}/drain", json={"draining": True})
+        await self._call("POST", self._url(backend_id) + "/drain", json={"draining": True})
 
     async def remove(self, backend_id: str) -> None:
-        await self._call("DELETE", f"{self.base}/{backend_id}", missing_ok=True)
+        await self._call("DELETE", self._url(backend_id), missing_ok=True)
+
+    def _url(self, backend_id: str) -> str:
+        # A rank's id ends in ``#dpN``: unescaped, ``#`` would start the URL's fragment.
+        return f"{self.base}/{quote(backend_id, safe=':/')}"
 
     async def wait_idle(self, backend_id: str, within: float, interval: float = 0.1) -> bool:
         """Poll until the router has no request in flight on ``backend_id``; False after ``within`` s."""

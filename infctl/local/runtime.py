@@ -7,6 +7,9 @@ the control endpoint) and converges on it, slot by slot (see :mod:`infctl.local.
 - in: stop routing to them (router drain), wait until the router has nothing in flight on them (at most
   ``drain_timeout``) so no stream is cut, remove them from the router, then stop them.
 
+A data-parallel engine is one router backend per rank (``ProcessSpec.backend_ids``): every step above
+covers all of its ranks, and the engine stops only once none of them has a request in flight.
+
 It also keeps the router's backends equal to the ready engines (a restarted router comes back with the
 deployed list only).
 """
@@ -72,7 +75,7 @@ class Scaler:
                 "max": len(slots),
                 "replicas": [
                     {"name": m.name, "url": m.url, "role": m.role, "group": m.group, "pool": m.pool,
-                     "ready": self.is_ready(s)}
+                     "ready": self.is_ready(s), "backends": list(m.backend_ids)}
                     for s in slots if s.name in self.active for m in s.members
                 ],
             }
@@ -140,15 +143,16 @@ class Scaler:
 
     async def _drain(self, slot: Slot) -> None:
         assert self.router is not None
+        ids = [bid for spec in slot.members for bid in spec.backend_ids]  # every rank of every engine
         try:
-            for spec in slot.members:
-                await self.router.drain(spec.url)
+            for bid in ids:
+                await self.router.drain(bid)
             timeout = self.sup.settings.drain_timeout
-            idle = await asyncio.gather(*(self.router.wait_idle(s.url, timeout) for s in slot.members))
+            idle = await asyncio.gather(*(self.router.wait_idle(bid, timeout) for bid in ids))
             if not all(idle):
                 log.warning("%s still had requests in flight after %.0f s; stopping it", slot.name, timeout)
-            for spec in slot.members:
-                await self.router.remove(spec.url)
+            for bid in ids:
+                await self.router.remove(bid)
         except InfctlError as err:
             # An unknown backend (never registered) or a router that is down: nothing to drain.
             log.info("drain %s: %s", slot.name, err.message)
@@ -163,10 +167,12 @@ class Scaler:
         for unit_slots in self.slots.values():
             for slot in unit_slots:
                 for spec in slot.members:
-                    if slot.name in self.ready and spec.url not in listed:
-                        await self.router.add(spec)
-                    elif slot.name not in self.active | self.stopping and spec.url in listed:
-                        await self.router.remove(spec.url)
+                    ids = spec.backend_ids
+                    if slot.name in self.ready and not all(bid in listed for bid in ids):
+                        await self.router.add(spec)  # every rank: PUT keeps a listed one's drain and counts
+                    elif slot.name not in self.active | self.stopping:
+                        for bid in (bid for bid in ids if bid in listed):
+                            await self.router.remove(bid)
 
     async def close(self) -> None:
         for op in self.ops.values():

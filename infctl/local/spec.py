@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from infctl.errors import LocalTargetError
+from infctl.router.ranks import backend_id
 
 ProcessKind = Literal["engine", "router", "autoscaler"]
 
@@ -15,6 +16,17 @@ START_ORDER: tuple[ProcessKind, ...] = ("engine", "router", "autoscaler")
 """Kinds start in this order, each after the previous kind is healthy; they stop in reverse order."""
 
 LOCALHOST = "127.0.0.1"
+
+
+def dp_ranks(data_parallel_size: int) -> tuple[int | None, ...]:
+    """The rank each router backend of an engine with that many ranks pins: ``(None,)`` for one rank (the
+    engine is a plain backend), else ``0..N-1``."""
+    return (None,) if data_parallel_size == 1 else tuple(range(data_parallel_size))
+
+
+def backend_ids(url: str, data_parallel_size: int) -> tuple[str, ...]:
+    """The router's ids of an engine's backends: ``url``, or ``url#dpN`` for each rank N."""
+    return tuple(backend_id(url, rank) for rank in dp_ranks(data_parallel_size))
 
 
 @dataclass(frozen=True)
@@ -38,10 +50,28 @@ class ProcessSpec:
     """Further ports the process binds, by purpose (e.g. ``kv_events``)."""
     install_hint: str | None = None
     """What to do when the program is not installed (shown by the pre-flight check)."""
+    data_parallel_size: int = 1
+    """Engines: data-parallel ranks served behind ``port``. Each rank is a router backend of its own
+    (:attr:`backend_ids`), and rank r publishes KV events on ``ports["kv_events"]`` + r."""
 
     @property
     def url(self) -> str:
         return f"http://{LOCALHOST}:{self.port}"
+
+    @property
+    def dp_ranks(self) -> tuple[int | None, ...]:
+        """The rank each of the engine's router backends pins: ``(None,)`` for a one-rank engine."""
+        return dp_ranks(self.data_parallel_size)
+
+    @property
+    def backend_ids(self) -> tuple[str, ...]:
+        """The router's ids of this engine's backends: its URL, or ``URL#dpN`` for each rank N."""
+        return backend_ids(self.url, self.data_parallel_size)
+
+    @property
+    def kv_events(self) -> str | None:
+        """The engine's (rank 0's) KV-events endpoint, None when it publishes none; rank r's is port + r."""
+        return f"tcp://{LOCALHOST}:{self.ports['kv_events']}" if "kv_events" in self.ports else None
 
     @property
     def health_url(self) -> str:
@@ -126,13 +156,22 @@ class PortAllocator:
         self._taken = set(taken)
 
     def take(self) -> int:
+        return self.take_run(1)
+
+    def take_run(self, count: int) -> int:
+        """The first of ``count`` consecutive ports, each free and not given yet (a data-parallel engine's
+        ranks publish KV events on its base port + rank)."""
         start = self._next
-        while self._next <= 65535:
-            port, self._next = self._next, self._next + 1
-            if port not in self._taken and self._is_free(port):
-                self._taken.add(port)
-                return port
+        while self._next + count - 1 <= 65535:
+            run = range(self._next, self._next + count)
+            busy = [p for p in run if p in self._taken or not self._is_free(p)]
+            if not busy:
+                self._taken.update(run)
+                self._next = run.stop
+                return run.start
+            self._next = busy[-1] + 1
+        what = "free port" if count == 1 else f"{count} consecutive free ports"
         raise LocalTargetError(
-            f"no free port from {start} to 65535",
+            f"no {what} from {start} to 65535",
             hint="set local.base_port to a lower free range (e.g. --set local.base_port=18000)",
         )

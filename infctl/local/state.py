@@ -52,6 +52,8 @@ class ProcessState:
     """Unix time the current incarnation was started."""
     last_exit: int | None = None
     """Return code of the last exit (negative: killed by that signal)."""
+    data_parallel_size: int = 1
+    """Engines: data-parallel ranks behind ``url``, each a router backend of its own."""
 
 
 @dataclass(frozen=True)

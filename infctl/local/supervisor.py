@@ -233,6 +233,7 @@ def _initial_state(plan: LocalPlan, spec: ProcessSpec) -> ProcessState:
         url=spec.url,
         health_url=spec.health_url,
         log=str(plan.log_path(spec.name)),
+        data_parallel_size=spec.data_parallel_size,
     )
 
 

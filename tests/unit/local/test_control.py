@@ -40,6 +40,16 @@ def test_status_probes_every_process(tmp_path: Path) -> None:
     assert healthy == [("engine-0", True), ("engine-1", False)]
 
 
+def test_status_lists_each_engines_router_backends_one_per_data_parallel_rank(tmp_path: Path) -> None:
+    ranked = replace(proc("engine-0", 18000), data_parallel_size=2)
+    write_state(tmp_path, state(os.getpid(), ranked, proc("engine-1", 18001)))
+    rows = status(tmp_path, "r", transport=httpx.MockTransport(health))["processes"]
+    assert [(p["data_parallel_size"], p["backends"]) for p in rows] == [
+        (2, ["http://127.0.0.1:18000#dp0", "http://127.0.0.1:18000#dp1"]),
+        (1, ["http://127.0.0.1:18001"]),
+    ]
+
+
 def test_status_of_a_release_whose_supervisor_died_is_stale(tmp_path: Path) -> None:
     write_state(tmp_path, state(DEAD_PID, proc("engine-0", 18000), proc("engine-1", 18001)))
     report = status(tmp_path, "r", transport=httpx.MockTransport(health))

@@ -1,0 +1,115 @@
+"""Data-parallel engines on the local target, end to end over simulated engines and the real router.
+
+A profile with ``model.data_parallel_size: 2`` runs each simulated engine with two ranks behind its port,
+each rank publishing KV events on its own port; the router routes to every rank as a backend of its own
+(``URL#dpN``), and the supervisor registers, drains and removes all ranks of an engine together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from infctl import tokens
+from infctl.config import DeploymentProfile
+from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local.admin_token import token_path
+from infctl.telemetry.prometheus import parse_metrics
+
+FAST = SupervisorSettings(
+    health_timeout=20,
+    health_interval=0.05,
+    grace_period=3,
+    backoff_initial=0.1,
+    reconcile_interval=0.1,
+    drain_timeout=20,
+)
+BLOCK = 16
+PREFIXES = 12
+"""Distinct shared prefixes; each first request lands on a rank by the router's tie-break (all on one rank:
+a 1 in 2048 chance), and its follower must land on the same rank."""
+
+
+def profile(tmp_path: Path, **changes: Any) -> DeploymentProfile:
+    data: dict[str, Any] = {
+        "name": "dp",
+        "target": "local",
+        "mode": "aggregated",
+        "replicas": 1,
+        "model": {
+            "engine": "vllm",
+            "model": "m",
+            "served_model_name": "m",
+            "data_parallel_size": 2,
+            "kv_events": {"enabled": True},
+            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "block_size": BLOCK, "speedup": 20},
+        },
+        # Prefix scoring on the KV-event index alone, with no entries for requests merely routed: only the
+        # ranks' own events can send a follower to the rank that cached its prefix.
+        "router": {"enabled": True, "policy": "prefix_precise", "settings": {"speculative_ttl_s": 0.0}},
+        "local": {"base_port": 27000 + (os.getpid() * 13) % 20000, "run_dir": str(tmp_path)},
+        **changes,
+    }
+    return DeploymentProfile.model_validate(data)
+
+
+def admin_headers(plan: LocalPlan) -> dict[str, str]:
+    return {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
+
+
+async def per_rank(client: httpx.AsyncClient, engine_url: str, name: str) -> dict[str, float]:
+    """A counter of the engine's /metrics by rank (vLLM labels each rank's series ``engine``), summed over
+    its other labels."""
+    text = (await client.get(f"{engine_url}/metrics")).text
+    out: dict[str, float] = {}
+    for sample in parse_metrics(text, {name}).get(name, []):
+        rank = sample.labels["engine"]
+        out[rank] = out.get(rank, 0.0) + sample.value
+    return out
+
+
+async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes(tmp_path: Path) -> None:
+    plan = build_plan(profile(tmp_path), is_free=port_is_free)
+    engine = plan.specs[0]
+    assert engine.data_parallel_size == 2 and engine.ports["kv_events.dp1"] == engine.ports["kv_events"] + 1
+    router = plan.entrypoint.url
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        async with httpx.AsyncClient(timeout=20, trust_env=False, headers=admin_headers(plan)) as c:
+            listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
+            assert sorted(b["id"] for b in listed) == [f"{engine.url}#dp0", f"{engine.url}#dp1"]
+            kv = (await c.get(f"{router}/admin/policy")).json()["kv_sources"]
+            assert sorted(s["endpoint"] for s in kv) == [
+                f"tcp://127.0.0.1:{engine.ports['kv_events']}", f"tcp://127.0.0.1:{engine.ports['kv_events.dp1']}"
+            ]
+            await asyncio.sleep(0.3)  # ZMQ slow joiner: let the router's SUB sockets connect
+            prefixes = [tokens.synth_words(40 * BLOCK, salt=10 + i) for i in range(PREFIXES)]
+
+            async def ask(prefix: str, j: int) -> None:
+                body = {"model": "m", "prompt": f"{prefix} question {j}", "max_tokens": 2}
+                assert (await c.post(f"{router}/v1/completions", json=body)).status_code == 200
+
+            for p in prefixes:
+                await ask(p, 0)
+            first = await per_rank(c, engine.url, "vllm:request_success_total")
+            assert sorted(first) == ["0", "1"] and all(first.values()), first  # both ranks served
+            await asyncio.sleep(0.5)  # the ranks' BlockStored batches reach the router's index
+            hits_before = sum((await per_rank(c, engine.url, "vllm:prefix_cache_hits_total")).values())
+            for p in prefixes:
+                await ask(p, 1)
+            done = await per_rank(c, engine.url, "vllm:request_success_total")
+            hits = sum((await per_rank(c, engine.url, "vllm:prefix_cache_hits_total")).values())
+        # Each follower ran where its prefix was cached: each rank served twice its first round, and every
+        # follower hit at least its prefix's full blocks (a follower on the other rank would hit nothing).
+        assert {r: done[r] - first[r] for r in done} == first
+        assert hits - hits_before >= PREFIXES * (40 * BLOCK // BLOCK - 1) * BLOCK
+    finally:
+        stop.set()
+        final = await task
+    assert final.status == "stopped"
