@@ -89,6 +89,15 @@ def test_reserve_engines_get_their_rank_runs_after_the_daemons() -> None:
     assert LocalPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
 
 
+def test_a_real_data_parallel_engine_gets_the_base_endpoint_and_its_ranks_ports_are_held() -> None:
+    plan = plan_of(dp(2, **{"local.simulate": False}))
+    spec = plan.specs[0]
+    assert flag(spec, "--data-parallel-size") == "2"
+    # vLLM binds rank r's publisher on this port + r, the next port the plan holds for it.
+    assert '"tcp://*:18002"' in flag(spec, "--kv-events-config")
+    assert spec.ports["kv_events.dp1"] == 18003 and plan.specs[1].ports["kv_events"] == 18004
+
+
 def test_simulated_pd_engines_cannot_be_data_parallel() -> None:
     p = dp(2, mode="group", replicas=None, groups=1, group={"prefill": 1, "decode": 1})
     with pytest.raises(LocalTargetError, match="aggregated mode only") as err:
