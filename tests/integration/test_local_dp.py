@@ -36,7 +36,7 @@ PREFIXES = 12
 a 1 in 2048 chance), and its follower must land on the same rank."""
 
 
-def profile(tmp_path: Path, **changes: Any) -> DeploymentProfile:
+def profile(tmp_path: Path, speedup: float = 20, **changes: Any) -> DeploymentProfile:
     data: dict[str, Any] = {
         "name": "dp",
         "target": "local",
@@ -48,7 +48,8 @@ def profile(tmp_path: Path, **changes: Any) -> DeploymentProfile:
             "served_model_name": "m",
             "data_parallel_size": 2,
             "kv_events": {"enabled": True},
-            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "block_size": BLOCK, "speedup": 20},
+            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "block_size": BLOCK,
+                    "speedup": speedup},
         },
         # Prefix scoring on the KV-event index alone, with no entries for requests merely routed: only the
         # ranks' own events can send a follower to the rank that cached its prefix.
@@ -136,6 +137,7 @@ async def until(check: Any, within: float = 20.0) -> None:
 async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_path: Path) -> None:
     scaled = profile(
         tmp_path,
+        speedup=10,  # 4000-token streams last ~3 s: long enough to outlast a slow drain on a loaded machine
         router={"enabled": True, "policy": "round_robin"},
         autoscaler={"enabled": True, "both": {"min": 1, "max": 2}},
     )
@@ -167,17 +169,19 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
                 list(kept.backend_ids), list(spare.backend_ids)
             ]
             # Round robin over four ranks: two of the eight streams run on each rank of the spare engine.
-            streams = [asyncio.create_task(stream(c, router, 3000)) for _ in range(8)]
+            streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
             await asyncio.sleep(0.3)
             assert (await c.put(f"{control}/scale/both", json={"replicas": 1})).status_code == 202
+            drained: set[str] = set()
 
-            async def both_ranks_draining_with_streams() -> bool:
+            async def both_ranks_drained_with_streams() -> bool:
                 listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
-                busy = {b["id"] for b in listed if b["draining"] and b["inflight"] > 0}
-                return busy == set(spare.backend_ids)
+                drained.update(b["id"] for b in listed if b["draining"] and b["inflight"] > 0)
+                assert not drained - set(spare.backend_ids)  # the kept engine's ranks keep serving
+                return drained == set(spare.backend_ids)
 
-            await until(both_ranks_draining_with_streams, within=5)
-            assert await asyncio.gather(*streams) == [3000] * 8  # no stream cut by the scale-in
+            await until(both_ranks_drained_with_streams, within=10)
+            assert await asyncio.gather(*streams) == [4000] * 8  # no stream cut by the scale-in
 
             async def one_left() -> bool:
                 s = await units()
