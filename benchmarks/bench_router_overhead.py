@@ -5,6 +5,7 @@
         [--loops asyncio,uvloop]   (one infctl row per event loop, to compare them in the same run)
         [--upstream-clients lean,aiohttp]   (one infctl row per upstream client, likewise)
         [--servers aiohttp,lean]   (one infctl row per front: aiohttp's server or --server lean)
+        [--repeat N]   (N measurements of each section: medians, spread and head-to-head counts)
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -15,6 +16,11 @@
    per router core, i.e. completed requests (content chunks) divided by the CPU seconds the router's
    process tree used (utime + stime from /proc/<pid>/stat), plus the router's CPU utilisation.
 3. After each section, the seconds from SIGTERM to each router's exit (nothing in flight by then).
+
+``--repeat N`` measures sections 1 and 2 N times (each time ``--rounds`` interleaved rounds; the order of
+the targets alternates) and prints each figure as the median over the N with its [min, max], then, for
+every pair of rows with the same policy, in how many of the N the first one's added TTFT p50 (p99) was
+no higher than the other's: a verdict that one run's noise cannot give.
 
 ``--upstream`` picks the engine of section 1: ``sim`` is one ``infctl sim`` engine in real time (the issue's
 setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond). Everything shares
@@ -27,7 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -167,7 +175,12 @@ def quantile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def latencies(records: list[RequestRecord]) -> dict[str, float]:
+Figures = dict[str, float]
+"""ttft50, ttft99, e2e50, e2e99 (seconds) and failed (requests) of one target in one repeat."""
+CELLS = ("ttft50", "ttft99", "e2e50", "e2e99")
+
+
+def latencies(records: list[RequestRecord]) -> Figures:
     ok = [r for r in records if r.ok and r.chunk_times]
     ttft = [r.chunk_times[0] - r.sent_s for r in ok]
     e2e = [r.end_s - r.sent_s for r in ok]
@@ -179,59 +192,123 @@ def latencies(records: list[RequestRecord]) -> dict[str, float]:
 
 
 async def fixed_rates(
-    targets: list[tuple[str, str]], rates: list[float], seconds: float, rounds: int
-) -> None:
+    targets: list[tuple[str, str]], rates: list[float], seconds: float, rounds: int, repeat: int = 1
+) -> dict[float, dict[str, list[Figures]]]:
+    """Per rate, per target, one :data:`Figures` per repeat: the direct run's own, every router's added
+    to it (its percentile minus the direct run's, from the same repeat)."""
+    out: dict[float, dict[str, list[Figures]]] = {}
     for rate in rates:
         stage = Stage(rate=rate, num_requests=int(rate * seconds))
-        pooled: dict[str, list[RequestRecord]] = {name: [] for name, _ in targets}
-        for rnd in range(rounds):
-            order = targets if rnd % 2 == 0 else targets[::-1]  # no target always goes first
-            for name, url in order:
-                pooled[name] += await load(url, stage, name)
-        stats = {name: latencies(recs) for name, recs in pooled.items()}
-        d = stats["direct"]
-        print(f"\n== {rate:g} req/s of {OUTPUT_TOKENS}-token streams, {rounds} x {seconds:g} s per target ==")
-        print(f"{'target':34s} {'TTFT p50':>9s} {'p99':>8s} {'E2E p50':>9s} {'p99':>8s} {'failed':>6s}  (ms)")
-        print(
-            f"{'direct':34s} {d['ttft50'] * 1e3:9.2f} {d['ttft99'] * 1e3:8.2f} "
-            f"{d['e2e50'] * 1e3:9.2f} {d['e2e99'] * 1e3:8.2f} {int(d['failed']):6d}"
-        )
-        for name, s in stats.items():
-            if name != "direct":
-                print(
-                    f"{name + ' (added)':34s} {(s['ttft50'] - d['ttft50']) * 1e3:+9.2f} "
-                    f"{(s['ttft99'] - d['ttft99']) * 1e3:+8.2f} {(s['e2e50'] - d['e2e50']) * 1e3:+9.2f} "
-                    f"{(s['e2e99'] - d['e2e99']) * 1e3:+8.2f} {int(s['failed']):6d}",
-                    flush=True,
+        per_target: dict[str, list[Figures]] = {name: [] for name, _ in targets}
+        for rep in range(repeat):
+            pooled: dict[str, list[RequestRecord]] = {name: [] for name, _ in targets}
+            for rnd in range(rounds):
+                turn = rep * rounds + rnd
+                order = targets if turn % 2 == 0 else targets[::-1]  # no target always goes first
+                for name, url in order:
+                    pooled[name] += await load(url, stage, name)
+            stats = {name: latencies(recs) for name, recs in pooled.items()}
+            d = stats["direct"]
+            for name, st in stats.items():
+                added = (
+                    st if name == "direct" else {k: st[k] - d[k] for k in CELLS} | {"failed": st["failed"]}
                 )
+                per_target[name].append(added)
+        out[rate] = per_target
+        print_fixed(rate, per_target, rounds, seconds)
+    return out
 
 
-async def saturation(rs: list[Router], url_of: dict[str, str], concurrency: int, seconds: float) -> None:
-    print(f"\n== saturation: {concurrency} streams in flight for {seconds:g} s, null upstream ==")
+def spread(values: list[float], scale: float = 1.0, fmt: str = "+.2f") -> str:
+    """``median`` alone for one value, else ``median [min, max]``."""
+    xs = sorted(v * scale for v in values)
+    med = statistics.median(xs)
+    if len(xs) == 1:
+        return format(med, fmt)
+    return f"{med:{fmt}} [{xs[0]:{fmt}}, {xs[-1]:{fmt}}]"
+
+
+def print_fixed(rate: float, per_target: dict[str, list[Figures]], rounds: int, seconds: float) -> None:
+    n = len(per_target["direct"])
+    times = f"{n} x " if n > 1 else ""
     print(
-        f"{'router':34s} {'req/s':>7s} {'CPU':>7s} {'req/s/core':>10s} {'chunks/s/core':>13s} {'failed':>6s}"
+        f"\n== {rate:g} req/s of {OUTPUT_TOKENS}-token streams, {times}{rounds} x {seconds:g} s per target =="
     )
-    rows: dict[str, float] = {}
-    for r in rs:
-        assert r.proc is not None
-        stage = Stage(concurrency=concurrency, duration_s=seconds)
-        cpu0, t0 = tree_cpu_s(r.proc.pid), time.perf_counter()
-        records = await load(url_of[r.name], stage, r.name)
-        cpu, wall = tree_cpu_s(r.proc.pid) - cpu0, time.perf_counter() - t0
-        ok = [x for x in records if x.ok]
-        chunks = sum(len(x.chunk_times) for x in ok)
-        served = len(ok) + WARMUP  # the warm-up requests are not in ``records`` but used the router's CPU
-        per_core = served / cpu if cpu else float("nan")
-        rows[r.name] = per_core
-        print(
-            f"{r.name:34s} {len(ok) / wall:7.0f} {cpu / wall:7.0%} {per_core:10.0f} "
-            f"{per_core * chunks / max(len(ok), 1):13.0f} {len(records) - len(ok):6d}",
-            flush=True,
-        )
-    base = next((v for k, v in rows.items() if k.startswith("infctl")), None)
-    if base:
-        print("per-core throughput relative to " + next(k for k in rows if k.startswith("infctl")) + ": "
-              + ", ".join(f"{k} {v / base:.2f}x" for k, v in rows.items()))  # fmt: skip
+    width, lw = 9 if n == 1 else 24, max(34, *(len(name) + 8 for name in per_target))
+    head = "".join(f" {c:>{width}s}" for c in ("TTFT p50", "p99", "E2E p50", "p99"))
+    unit = "(ms, median [min, max] of repeats)" if n > 1 else "(ms)"
+    print(f"{'target':{lw}s}{head} {'failed':>6s}  {unit}")
+    for name, figs in per_target.items():
+        label = name if name == "direct" else f"{name} (added)"
+        fmt = ".2f" if name == "direct" else "+.2f"
+        cells = "".join(f" {spread([f[c] for f in figs], 1e3, fmt):>{width}s}" for c in CELLS)
+        print(f"{label:{lw}s}{cells} {int(sum(f['failed'] for f in figs)):6d}", flush=True)
+    if n > 1:
+        print_head_to_head(per_target)
+
+
+def head_to_head(per_target: dict[str, list[Figures]]) -> list[tuple[str, str, dict[str, int]]]:
+    """(row, other row, cell -> repeats where row's figure was no higher than other's) for each infctl row
+    against every other row of the same policy."""
+    names = [n for n in per_target if n != "direct"]
+    out = []
+    for a in names:
+        if not a.startswith("infctl"):
+            continue
+        policy = a.split()[1]
+        for b in names:
+            if b != a and b.split()[1] == policy:
+                pairs = list(zip(per_target[a], per_target[b], strict=True))
+                out.append((a, b, {c: sum(x[c] <= y[c] for x, y in pairs) for c in ("ttft50", "ttft99")}))
+    return out
+
+
+def print_head_to_head(per_target: dict[str, list[Figures]]) -> None:
+    n = len(per_target["direct"])
+    print(f"head to head (repeats out of {n} where the first row's added TTFT was no higher):")
+    for a, b, wins in head_to_head(per_target):
+        print(f"  {a} vs {b}: p50 {wins['ttft50']}/{n}, p99 {wins['ttft99']}/{n}")
+
+
+async def saturation(
+    rs: list[Router], url_of: dict[str, str], concurrency: int, seconds: float, repeat: int = 1
+) -> dict[str, list[tuple[float, float]]]:
+    """Per router, (requests/s per core, chunks/s per core) of each repeat (the order alternates)."""
+    print(f"\n== saturation: {concurrency} streams in flight for {seconds:g} s, null upstream ==")
+    lw = max(34, *(len(r.name) + 4 for r in rs))
+    cols = f"{'req/s':>7s} {'CPU':>7s} {'req/s/core':>10s} {'chunks/s/core':>13s} {'failed':>6s}"
+    print(f"{'router':{lw}s} {cols}")
+    rows: dict[str, list[tuple[float, float]]] = {r.name: [] for r in rs}
+    for rep in range(repeat):
+        for r in rs if rep % 2 == 0 else rs[::-1]:
+            assert r.proc is not None
+            stage = Stage(concurrency=concurrency, duration_s=seconds)
+            cpu0, t0 = tree_cpu_s(r.proc.pid), time.perf_counter()
+            records = await load(url_of[r.name], stage, r.name)
+            cpu, wall = tree_cpu_s(r.proc.pid) - cpu0, time.perf_counter() - t0
+            ok = [x for x in records if x.ok]
+            chunks = sum(len(x.chunk_times) for x in ok)
+            served = len(ok) + WARMUP  # the warm-up requests are not in ``records`` but used the router's CPU
+            per_core = served / cpu if cpu else float("nan")
+            rows[r.name].append((per_core, per_core * chunks / max(len(ok), 1)))
+            tag = f" #{rep + 1}" if repeat > 1 else ""
+            print(
+                f"{r.name + tag:{lw}s} {len(ok) / wall:7.0f} {cpu / wall:7.0%} {per_core:10.0f} "
+                f"{per_core * chunks / max(len(ok), 1):13.0f} {len(records) - len(ok):6d}",
+                flush=True,
+            )
+    medians = {name: statistics.median(x[0] for x in v) for name, v in rows.items()}
+    if repeat > 1:
+        print(f"per core, median [min, max] of {repeat} repeats:")
+        for name, v in rows.items():
+            print(f"  {name:{lw}s} req/s {spread([x[0] for x in v], fmt='.0f'):>20s}  "
+                  f"chunks/s {spread([x[1] for x in v], fmt='.0f'):>22s}")  # fmt: skip
+    base_name = next((k for k in medians if k.startswith("infctl")), None)
+    if base_name and medians[base_name]:
+        base = medians[base_name]
+        print(f"per-core throughput relative to {base_name}: "
+              + ", ".join(f"{k} {v / base:.2f}x" for k, v in medians.items()))  # fmt: skip
+    return rows
 
 
 def all_routers(
@@ -272,6 +349,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rates", default="40,80", help="comma-separated request rates for section 1")
     ap.add_argument("--seconds", type=float, default=3.0, help="load per target per rate per round")
     ap.add_argument("--rounds", type=int, default=6, help="short interleaved rounds spread the noise")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="measure each section N times: medians, spread, head to head"
+    )
+    ap.add_argument("--output", choices=("text", "json"), default="text", help="json: figures at the end")
     ap.add_argument("--upstream", choices=("sim", "null"), default="sim", help="engine of section 1")
     ap.add_argument("--policies", default="round_robin,cache_aware", help="router policies (all routers)")
     ap.add_argument("--concurrency", type=int, default=48, help="streams in flight in section 2 (0: skip)")
@@ -297,6 +378,7 @@ async def main(args: argparse.Namespace) -> None:
     rates = [float(r) for r in args.rates.split(",") if r]
     upstreams: list[subprocess.Popen[bytes]] = []
     started: list[Router] = []
+    report: dict[str, object] = {"args": {k: str(v) for k, v in vars(args).items()}}
     try:
         sections = [("fixed", args.upstream)] if rates else []
         if args.concurrency:
@@ -318,9 +400,12 @@ async def main(args: argparse.Namespace) -> None:
                 started.append(r)
             if section == "fixed":
                 targets = [("direct", engine), *((r.name, r.url) for r in rs)]
-                await fixed_rates(targets, rates, args.seconds, args.rounds)
+                fixed = await fixed_rates(targets, rates, args.seconds, args.rounds, args.repeat)
+                report["fixed"] = {str(rate): figs for rate, figs in fixed.items()}
             else:
-                await saturation(rs, {r.name: r.url for r in rs}, args.concurrency, args.saturation_seconds)
+                report["saturation"] = await saturation(
+                    rs, {r.name: r.url for r in rs}, args.concurrency, args.saturation_seconds, args.repeat
+                )
             exits = []
             for r in rs:
                 t0 = time.perf_counter()
@@ -328,6 +413,8 @@ async def main(args: argparse.Namespace) -> None:
                 exits.append(f"{r.name} {time.perf_counter() - t0:.2f}")
             started.clear()
             print(f"SIGTERM to exit (s), nothing in flight ({section}): " + ", ".join(exits), flush=True)
+        if args.output == "json":
+            print(json.dumps(report))
     finally:
         for r in started:
             r.stop()
