@@ -54,6 +54,7 @@ from infctl.router.admin_validate import (
 from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import parse_upstreams
+from infctl.router.ranks import rank_endpoint
 from infctl.router.requests import error_response
 from infctl.router.snapshot import Backend
 
@@ -162,7 +163,9 @@ def _register(state: RouterState, backend: Backend, kv: str | None) -> None:
     state.pool.add(backend)
     state.scrape_soon(backend.id)
     if kv:
-        state.follow_kv_events(KVSource(endpoint=kv, backends={backend.dp_rank: backend.id}))
+        # ``kv`` is the engine's base endpoint, as in the router file and discovery: rank r is at base + r.
+        endpoint, rank = rank_endpoint(kv, backend.dp_rank), backend.dp_rank
+        state.follow_kv_events(KVSource(endpoint=endpoint, backends={rank: backend.id, None: backend.id}))
 
 
 async def _remove(state: RouterState, request: web.Request) -> web.Response:

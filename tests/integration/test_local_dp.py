@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
@@ -196,12 +195,6 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
     assert [p.name for p in final.processes] == ["engine-0", "router"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="router admin API: a backend PUT with dp_rank r follows its kv_events endpoint as given, not at "
-    "base + r as the router file and discovery do (infctl/router/admin.py _register), so an engine scaled "
-    "out at run time has only rank 0's events in the precise index",
-)
 async def test_an_engine_scaled_out_has_every_ranks_kv_events_followed(tmp_path: Path) -> None:
     scaled = profile(tmp_path, autoscaler={"enabled": True, "both": {"min": 1, "max": 2}})
     plan = build_plan(scaled, is_free=port_is_free, daemons=(router_specs,))
