@@ -20,6 +20,19 @@
   prefix at low rates: ``cost_decode_weight`` 0.02 instead of 0.1 gains ~0.6 points of Mooncake hit rate
   live (35.7% -> 36.4%, median of 2 rounds, bench_router --repeat 2) and in the replay, but lets one engine
   do 3.1x its fair share of prefill in the hot-prefix replay at 10 req/s (0.07 still 1.54x), so 0.1 stays.
+  What did close most of the Mooncake gap is the cost scorer's ``duplicate_weight`` (default 1, see
+  ``scorers.CostParams``): recomputing blocks that exactly one other backend holds counts twice, since the
+  copy also evicts something the target caches. Where the points went (benchmarks/bench_router_sim.py,
+  bench_router's Mooncake run on the virtual clock, which tracks the live hit rate within ~0.1 point):
+  the engines held 36.98% of prompt blocks on the best-stocked engine at routing time but 35.85% on the
+  chosen one; 135 decisions passed over a backend holding ~95% of the prompt to save ~1,100 queued and
+  ~1,000 decode token-equivalents. With the weight: virtual 35.8% -> 36.9% (medians of 5 scrape-interval
+  variants, spreads 35.4-36.0 / 36.6-36.9), TTFT p50 21.9 -> 21.0 ms, p99 unchanged; the replays agree
+  (bench_router-shaped Mooncake 37.2 -> 37.3%, 8-engine Mooncake 51.2 -> 52.0%, hot prefix +0.5 to
+  +0.8 points with max/fair at most 1.38); live (bench_router --repeat 2, one clean round each) 36.3%
+  against 35.8-36.1% without it, shared prefixes 81.1% vs 80.5%. Counting every recomputed block twice
+  (also those two or more backends hold) piles a hot prefix 1.87x at 10 req/s; weight 3 or 6 gains
+  0.1-0.3 more points on Mooncake but doubles the hot-prefix replay's TTFT p99 at 40-80 req/s.
 """
 
 from __future__ import annotations

@@ -193,13 +193,41 @@ def test_cache_aware_reasons() -> None:
 
 def test_cache_aware_trades_cache_for_queue_in_token_units() -> None:
     policy = build_policy("cache_aware")
-    req = request(blocks=100)  # 1600 tokens; "b" holds 1440 of them
-    # Queued prefill counts at cost_queue_weight (0.25): "b" costs 160 + q/4 against 1600 elsewhere,
-    # so it keeps the request up to 5760 queued tokens.
-    short_queue = {"a": fresh(), "b": fresh(queued_tokens=5000), "c": fresh()}
+    req = request(blocks=100)  # 1600 tokens; "b" holds 1440 of them, alone
+    # Queued prefill counts at cost_queue_weight (0.25): "b" costs 160 + q/4 against 1600 elsewhere, plus
+    # 1440 for recomputing blocks only "b" holds (duplicate_weight 1): it keeps the request up to 11520
+    # queued tokens.
+    short_queue = {"a": fresh(), "b": fresh(queued_tokens=11000), "c": fresh()}
     assert policy.decide(snap(B3, short_queue), req, matches={"b": 90}).backend_id == "b"
-    long_queue = {"a": fresh(), "b": fresh(queued_tokens=6500), "c": fresh()}
+    long_queue = {"a": fresh(), "b": fresh(queued_tokens=12000), "c": fresh()}
     assert policy.decide(snap(B3, long_queue), req, matches={"b": 90}).backend_id != "b"
+    # Without the duplicate weight, the plain cost: up to 5760 queued tokens.
+    plain = build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": 0}]})
+    mid_queue = {"a": fresh(), "b": fresh(queued_tokens=6500), "c": fresh()}
+    assert plain.decide(snap(B3, mid_queue), req, matches={"b": 90}).backend_id != "b"
+    assert policy.decide(snap(B3, mid_queue), req, matches={"b": 90}).backend_id == "b"
+
+
+def test_cache_aware_copies_a_prefix_two_backends_hold_at_the_plain_cost() -> None:
+    """Only blocks one backend holds alone weigh extra: once a prefix has a second copy, a third backend
+    takes it on load alone, so a hot prefix keeps fanning out."""
+    b4 = [*B3, Backend("d")]
+    policy = build_policy("cache_aware")
+    req = request(blocks=100)
+    # "a" and "b" hold 90 blocks (below the shared quorum of 3 of 4); "c" is idle, they are not.
+    busy = {"a": fresh(queued_tokens=7000), "b": fresh(queued_tokens=7000), "c": fresh(), "d": fresh()}
+    held = {"a": 90, "b": 90}
+    assert policy.decide(snap(b4, busy), req, matches=held).backend_id in ("c", "d")
+    # The same queues with only "a" holding the prefix: copying it would cost 1440 more, "a" keeps it.
+    assert policy.decide(snap(b4, busy), req, matches={"a": 90}).backend_id == "a"
+
+
+@pytest.mark.parametrize("value", [-1, "1", True, float("inf")])
+def test_cost_duplicate_weight_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"scorers\[0\]\.duplicate_weight"):
+        build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": value}]})
+    with pytest.raises(ConfigError, match="duplicate_weight"):
+        build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "dup": 1}]})
 
 
 def test_decision_carries_scores_for_the_log() -> None:
