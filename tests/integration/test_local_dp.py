@@ -196,6 +196,8 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
 
 
 async def test_an_engine_scaled_out_has_every_ranks_kv_events_followed(tmp_path: Path) -> None:
+    """The supervisor registers each rank with the engine's base endpoint; the router follows rank r at
+    base + r, so the precise index covers engines added at run time too."""
     scaled = profile(tmp_path, autoscaler={"enabled": True, "both": {"min": 1, "max": 2}})
     plan = build_plan(scaled, is_free=port_is_free, daemons=(router_specs,))
     spare = plan.reserve[0]
