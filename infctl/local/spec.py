@@ -47,7 +47,8 @@ class ProcessSpec:
     group: str | None = None
     pool: str | None = None
     ports: Mapping[str, int] = field(default_factory=dict)
-    """Further ports the process binds, by purpose (e.g. ``kv_events``)."""
+    """Further ports the process binds, by purpose: ``kv_events`` (rank 0's, the engine's base KV-events
+    port), ``kv_events.dp1``... for the further ranks of a data-parallel engine."""
     install_hint: str | None = None
     """What to do when the program is not installed (shown by the pre-flight check)."""
     data_parallel_size: int = 1
