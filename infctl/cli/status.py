@@ -120,7 +120,7 @@ def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [
         (
             p["name"],
-            p["role"],
+            _role(p),
             p["url"],
             p["status"],
             "[green]up[/]" if p["healthy"] else "[red]down[/]",
@@ -129,6 +129,12 @@ def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
         )
         for p in report["processes"]
     ]
+
+
+def _role(process: dict[str, Any]) -> str:
+    """The role, with the data-parallel rank count when the engine serves several ranks behind its URL."""
+    ranks = process.get("data_parallel_size") or 1
+    return f"{process['role']} (DP {ranks})" if ranks > 1 else str(process["role"])
 
 
 def releases_table(reports: list[dict[str, Any]]) -> Table:
