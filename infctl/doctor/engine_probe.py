@@ -13,6 +13,7 @@ from infctl.doctor.result import CheckResult, failed, skipped, warned
 from infctl.doctor.targets import EngineTarget
 from infctl.engines import ENGINES, EngineAdapter, get_adapter
 from infctl.errors import MetricsError
+from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.telemetry import MetricFamilies, parse_metrics
 
 DEFAULT_ENGINE = next(iter(ENGINES))
@@ -45,9 +46,9 @@ async def check_engine(client: httpx.AsyncClient, target: EngineTarget, *, kv_wa
     results.append(_prefix_caching(adapter, families, prefix_on, target))
     served = _models(models.body)
     model = target.model if target.model in served else (served[0] if served else target.model)
-    results += await asyncio.gather(_completion(client, url, adapter, target, model),
-                                    _kv_events(client, url, adapter, target, model, kv_wait_s))
-    return results
+    completion, kv = await asyncio.gather(_completion(client, url, adapter, target, model),
+                                          _kv_events(client, url, adapter, target, model, kv_wait_s))
+    return [*results, completion, *kv]
 
 
 def _families(metrics: Answer) -> tuple[MetricFamilies, str | None]:
@@ -127,15 +128,29 @@ async def _completion(client: httpx.AsyncClient, url: str, adapter: EngineAdapte
 
 
 async def _kv_events(client: httpx.AsyncClient, url: str, adapter: EngineAdapter, target: EngineTarget,
-                     model: str | None, wait_s: float) -> CheckResult:
+                     model: str | None, wait_s: float) -> list[CheckResult]:
+    """One check per data-parallel rank: each rank publishes on its own port (base + rank), and only a
+    request pinned to the rank makes it publish."""
     if target.kv_events is None:
         if target.precise:
-            return failed("engines", "kv events", "the router's precise index needs KV events, and this "
-                             "engine publishes none", "add kv_events: {port: 5557} to the model profile",
-                             target=target.url)
-        return skipped("engines", "kv events", "no KV-event endpoint configured", target=target.url)
-    body = {"model": model, "prompt": provoking_prompt(), "max_tokens": 1}
+            return [failed("engines", "kv events", "the router's precise index needs KV events, and this "
+                              "engine publishes none", "add kv_events: {port: 5557} to the model profile",
+                              target=target.url)]
+        return [skipped("engines", "kv events", "no KV-event endpoint configured", target=target.url)]
+    base = subscriber_endpoint(target.kv_events, target.url)
+    if target.data_parallel_size <= 1:
+        return [await _kv_rank(client, url, adapter, target, model, wait_s, base, None)]
+    return list(await asyncio.gather(*(
+        _kv_rank(client, url, adapter, target, model, wait_s, rank_endpoint(base, r), r)
+        for r in range(target.data_parallel_size))))
+
+
+async def _kv_rank(client: httpx.AsyncClient, url: str, adapter: EngineAdapter, target: EngineTarget,
+                   model: str | None, wait_s: float, endpoint: str, rank: int | None) -> CheckResult:
+    pin = adapter.pin_rank(rank) if rank is not None else None
+    body = {"model": model, "prompt": provoking_prompt(), "max_tokens": 1, **(pin.body if pin else {})}
+    headers = dict(pin.headers) if pin else None
     provoke = None if _pairs_only(adapter, target) else (
-        lambda: fetch(client, "POST", url + "/v1/completions", body))
-    endpoint = subscriber_endpoint(target.kv_events, target.url)
-    return await check_kv_events(endpoint, provoke, wait_s=wait_s, target=target.url)
+        lambda: fetch(client, "POST", url + "/v1/completions", body, headers=headers))
+    where = target.url if rank is None else backend_id(target.url, rank)
+    return await check_kv_events(endpoint, provoke, wait_s=wait_s, target=where)

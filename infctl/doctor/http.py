@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +23,17 @@ class Answer:
 
 
 async def fetch(
-    client: httpx.AsyncClient, method: str, url: str, body: Any = None, *, token: str | None = None
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Answer:
     """One request; never raises for HTTP or connection trouble (it is what doctor reports)."""
     started = time.monotonic()
-    headers = {"authorization": f"Bearer {token}"} if token else None
+    headers = {**(headers or {}), **({"authorization": f"Bearer {token}"} if token else {})} or None
     try:
         resp = await client.request(method, url, json=body, headers=headers)
     except httpx.HTTPError as exc:

@@ -69,6 +69,7 @@ def engine_target(spec: Mapping[str, str], profile: DeploymentProfile | None = N
         fields.setdefault("model", model.served_model_name)
         fields["prefix_caching"] = model.enable_prefix_caching
         fields["precise"] = profile_precise(profile)
+        fields.setdefault("data_parallel_size", model.data_parallel_size)
         if model.kv_events is not None and model.kv_events.enabled:
             fields.setdefault("kv_events", f"tcp://{urlsplit(spec['url']).hostname}:{model.kv_events.port}")
     return EngineTarget(**fields)
@@ -95,7 +96,8 @@ def local_targets(plan: LocalPlan, profile: DeploymentProfile | None = None
         if "kv_events" in s.ports:
             spec["kv_events"] = f"tcp://{urlsplit(s.url).hostname}:{s.ports['kv_events']}"
         target = engine_target(spec, profile)
-        engines.append(replace(target, precise=precise or target.precise))
+        engines.append(replace(target, precise=precise or target.precise,
+                               data_parallel_size=s.data_parallel_size))
     return engines, RouterTarget(routers[0].url) if routers else None
 
 

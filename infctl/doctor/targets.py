@@ -26,6 +26,8 @@ class EngineTarget:
     """Whether prefix caching should be on (the profile's ``enable_prefix_caching``)."""
     precise: bool = False
     """The router builds its prefix index from KV events: they must arrive."""
+    data_parallel_size: int = 1
+    """Ranks served behind ``url``; each publishes its KV events at ``kv_events`` + its rank."""
 
 
 @dataclass(frozen=True)
