@@ -29,9 +29,12 @@
   ~1,000 decode token-equivalents. With the weight: virtual 35.8% -> 36.9% (medians of 5 scrape-interval
   variants, spreads 35.4-36.0 / 36.6-36.9), TTFT p50 21.9 -> 21.0 ms, p99 unchanged; the replays agree
   (bench_router-shaped Mooncake 37.2 -> 37.3%, 8-engine Mooncake 51.2 -> 52.0%, hot prefix +0.5 to
-  +0.8 points with max/fair at most 1.38); live (bench_router --repeat 2, one clean round each) 36.3%
-  against 35.8-36.1% without it, shared prefixes 81.1% vs 80.5%. Counting every recomputed block twice
-  (also those two or more backends hold) piles a hot prefix 1.87x at 10 req/s; weight 3 or 6 gains
+  +0.8 points with max/fair at most 1.38); live (bench_router --repeat 2): 36.3% in the one clean round
+  beside 35.8-36.1% without it, shared prefixes 81.1% vs 80.5%; a second run 36.7% (rounds 36.9, 36.5),
+  TTFT p50/p99 29/294 ms, beside sglang-router 37.0% (36.8, 37.3) 36/373 ms and vllm-router 37.2% (37.5,
+  37.0) 62/415 ms: level on hit rate within the rounds' noise, ahead on TTFT. Weight 2 gave 37.0% (36.8,
+  37.1) in that run, noise again, and 36.8% on the virtual clock, so 1 stays. Counting every recomputed
+  block twice (also those two or more backends hold) piles a hot prefix 1.87x at 10 req/s; weight 3 or 6 gains
   0.1-0.3 more points on Mooncake but doubles the hot-prefix replay's TTFT p99 at 40-80 req/s.
 """
 
