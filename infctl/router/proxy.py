@@ -62,10 +62,21 @@ async def generate(state: RouterState, request: ClientRequest, *, path: str) -> 
             state.idle.set()
 
 
+async def _read_body(request: ClientRequest, limit_s: float) -> bytes:
+    """The whole body, within ``limit_s`` (TimeoutError) when it is still arriving: a client trickling a
+    body would hold a connection and a task forever. The lean front enforces this itself (``front.py``);
+    on aiohttp's, a body already whole (the common case: it came with the head) needs no timer."""
+    content = getattr(request, "content", None)
+    if content is None or content.is_eof():
+        return await request.read()
+    async with asyncio.timeout(limit_s):
+        return await request.read()
+
+
 async def _generate(state: RouterState, request: ClientRequest, path: str) -> web.StreamResponse:
     request_id = request.headers.get("x-request-id") or f"{_ids.getrandbits(128):032x}"
     try:
-        raw = await request.read()
+        raw = await _read_body(request, state.cfg.body_timeout_s)
         body = parse_body(raw)
         info = request_info(
             body,
@@ -83,6 +94,11 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
     except web.HTTPRequestEntityTooLarge as exc:  # aiohttp's front enforces max_body_bytes in read()
         state.metrics.rejected["body_too_large"] += 1
         return _own(error_response(413, exc.text or "request body too large"), request_id)
+    except TimeoutError:
+        state.metrics.rejected["read_timeout"] += 1
+        late = error_response(408, f"the request body did not arrive within {state.cfg.body_timeout_s:g} s")
+        late.force_close()  # the rest of a late body must not be read as the next request
+        return _own(late, request_id)
     loop = asyncio.get_running_loop()
     started = loop.time()
     snap = state.pool.snapshot(started)

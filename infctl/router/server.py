@@ -253,14 +253,16 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     kube_connect: Callable[[], KubeClient] | None = None,
     upstream_client: UpstreamClient = "lean",
-    server: ServerKind = "aiohttp",
+    server: ServerKind | None = None,
 ) -> None:
     """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain: keep accepting, answer /ready
     and new generation requests 503 while in-flight ones finish, exit within ``drain_timeout_s``.
 
     ``server``: ``lean`` parses HTTP/1.1 generation POSTs itself (``infctl.router.front``) and hands every
     other request to the aiohttp app on the same connection; ``aiohttp`` serves everything with aiohttp.
-    ``on_ready`` receives the base URL once listening (useful with ``port=0``)."""
+    ``server`` None: ``cfg.server`` (router.yaml's ``server:``). ``on_ready`` receives the base URL once
+    listening (useful with ``port=0``)."""
+    server = server or cfg.server
     stop = stop or asyncio.Event()
     state = build_state(cfg, transport=transport, upstream_client=upstream_client)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
