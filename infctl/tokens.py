@@ -83,8 +83,19 @@ _WORDS = (
 def token_ids(text: str) -> list[int]:
     """Token ids of ``text`` under the convention above. JSON may carry lone surrogates (``"\\ud800"``),
     which strict UTF-8 refuses: they are encoded as they stand (``surrogatepass``), which leaves every
-    other word's bytes, and so its id, unchanged."""
+    other word's bytes, and so its id, unchanged.
+
+    ASCII text is encoded once and split as bytes (after mapping the separators 0x1c-0x1f, which
+    ``str.split`` splits on and ``bytes.split`` does not, to spaces): the same ids, 1.7x cheaper on a 2k-word
+    prompt (``benchmarks/bench_token_count.py``). Other text splits as ``str`` (its Unicode whitespace is not
+    one byte)."""
+    if text.isascii():
+        return list(map(zlib.crc32, text.encode().translate(_SEPARATORS_TO_SPACE).split()))
     return [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in text.split()]
+
+
+_SEPARATORS_TO_SPACE = bytes.maketrans(b"\x1c\x1d\x1e\x1f", b"    ")
+"""The four ASCII separators ``str.split`` treats as whitespace and ``bytes.split`` does not, as spaces."""
 
 
 def count_tokens(text: str) -> int:

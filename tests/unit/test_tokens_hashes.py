@@ -48,6 +48,26 @@ def test_token_ids_match_the_word_definition(parts: list[tuple[str, str]], ascii
     assert tokens.token_ids(text) == reference_ids(text)
 
 
+# Every ASCII character (controls and the separators 0x1c-0x1f included) and some non-ASCII whitespace, words
+# and a lone surrogate: the ASCII fast path (bytes split) and the str path must both equal the definition.
+_ANY_CHAR = st.sampled_from([chr(c) for c in range(128)] + ["\x85", "\xa0", "\u2003", "é", "漢", "\ud800"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(_ANY_CHAR, max_size=120))
+def test_token_ids_match_the_word_definition_on_any_characters(text: str) -> None:
+    assert tokens.token_ids(text) == reference_ids(text)
+    ascii_text = text.encode("ascii", "ignore").decode()
+    assert tokens.token_ids(ascii_text) == reference_ids(ascii_text)
+
+
+def test_token_ids_split_on_each_separator_str_split_knows() -> None:
+    for c in map(chr, range(128)):
+        for text in (c, f"ab{c}cd", f"{c}{c}x{c}"):
+            assert tokens.token_ids(text) == reference_ids(text), repr(text)
+    assert len(tokens.token_ids("a\x1cb\x1dc\x1ed\x1fe")) == 5  # str.split's separators, not bytes.split's
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     ids=st.lists(st.integers(0, 2**32 - 1), max_size=700),
