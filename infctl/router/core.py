@@ -67,6 +67,7 @@ class RouterCore:
             matches=self.matches(request, snapshot.now),
             settings=self.policy.settings,
             pd=pd,
+            upstreams=self.policy.upstreams,
         )
         self.learn(snapshot, request, decision.prefill or decision.decode)
         return decision

@@ -34,7 +34,7 @@ from infctl.router.policies.pickers import PICKERS
 from infctl.router.policies.presets import PRESETS
 from infctl.router.policies.scorers import SCORERS, shared_depth
 from infctl.router.policies.types import Candidates, Context, Decision, Filter, Picker, PolicyState, Scorer
-from infctl.router.policies.weights import UpstreamConfig, parse_upstreams, pick_upstream
+from infctl.router.policies.weights import UpstreamConfig, parse_upstreams, split_upstream
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import RequestInfo, Snapshot
 
@@ -77,7 +77,7 @@ class Policy:
                 )
         upstream = None
         if self.upstreams and self.upstreams.weights:
-            upstream, cands = _split_upstream(ctx, cands, self.upstreams)
+            upstream, cands = split_upstream(request.request_id, snapshot, cands, self.upstreams)
         bucket, priority, fallback = None, 0, False
         if self.buckets:
             choice = bucket_candidates(ctx, cands, self.buckets)
@@ -130,20 +130,6 @@ class Policy:
         if "kv_usage" in names:
             return "kv_usage"
         return "tie_break"
-
-
-def _split_upstream(ctx: Context, cands: Candidates, cfg: UpstreamConfig) -> tuple[str | None, Candidates]:
-    by_id = ctx.snapshot.by_id
-    weights = dict(cfg.weights)
-    while weights:
-        group = pick_upstream(ctx.request.request_id, weights)
-        if group is None:
-            break
-        kept = tuple(c for c in cands if by_id[c].upstream == group)
-        if kept:
-            return group, kept
-        del weights[group]  # group down: re-split among the others, keeping their relative weights
-    return None, cands
 
 
 def build_policy(config: str | Mapping[str, Any], *, path: str = "policy") -> Policy:

@@ -8,7 +8,7 @@ requests *into* that group, so a cutover step from 10% to 20% never bounces a re
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,29 @@ def pick_upstream(request_id: str, weights: Mapping[str, float]) -> str | None:
         if score > best:
             best, choice = score, group
     return choice
+
+
+def split_upstream(
+    request_id: str,
+    snapshot: Snapshot,
+    cands: Sequence[str],
+    cfg: UpstreamConfig,
+    usable: Callable[[Sequence[str]], bool] = bool,
+) -> tuple[str | None, tuple[str, ...]]:
+    """The request's upstream group and its candidates among ``cands``. A group with nothing ``usable``
+    (down, or for a PD request no decode backend) is skipped and the split redone among the others, keeping
+    their relative weights; (None, cands) when no group is usable."""
+    by_id = snapshot.by_id
+    weights = dict(cfg.weights)
+    while weights:
+        group = pick_upstream(request_id, weights)
+        if group is None:
+            break
+        kept = tuple(c for c in cands if by_id[c].upstream == group)
+        if usable(kept):
+            return group, kept
+        del weights[group]
+    return None, tuple(cands)
 
 
 def should_mirror(request_id: str, percent: float) -> bool:

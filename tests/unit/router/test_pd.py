@@ -9,6 +9,7 @@ from routerkit import backends_and_states, fresh, matches_for, request, snap
 
 from infctl.router import Backend, NoBackendError, PDSettings, Snapshot, pick_pd
 from infctl.router.policies.pd import PDDecision
+from infctl.router.policies.weights import UpstreamConfig
 
 GROUPS = [
     Backend("p0", role="prefill", group="g0"),
@@ -115,3 +116,30 @@ def test_pairs_are_live_and_in_one_group(data: st.DataObject, mode: str) -> None
     except NoBackendError:
         return
     _valid(snapshot, d, mode)
+
+
+def _cutover_pairs() -> list[Backend]:
+    # Pool mode: each side chosen on its own, so only the upstream split keeps a pair inside one system.
+    return [Backend(f"{u}-{r}", role=r, upstream=u, decode_can_prefill=False)
+            for u in ("old", "new") for r in ("prefill", "decode")]  # fmt: skip
+
+
+def test_a_weighted_split_keeps_both_legs_of_a_pair_in_the_requests_upstream_group() -> None:
+    backends, pd = _cutover_pairs(), PDSettings(mode="pool")
+    # The new system's prefill engine is idle and the old one's busy: unconstrained, pool mode would mix them.
+    states = {b.id: fresh() for b in backends} | {"old-prefill": fresh(queued_tokens=50_000)}
+    seen = {"old": 0, "new": 0}
+    for i in range(400):
+        d = pick_pd(snap(backends, states), request(f"r{i}", blocks=100), pd=pd,
+                    upstreams=UpstreamConfig(weights={"old": 3, "new": 1}))  # fmt: skip
+        assert d.prefill is not None and d.prefill.split("-")[0] == d.decode.split("-")[0], d
+        seen[d.decode.split("-")[0]] += 1
+    assert 250 < seen["old"] < 350  # ~3:1, the weights' split
+
+
+def test_a_group_without_a_decode_backend_passes_its_share_to_the_others() -> None:
+    backends = [b for b in _cutover_pairs() if b.id != "new-decode"]
+    for i in range(50):
+        d = pick_pd(snap(backends), request(f"r{i}", blocks=100), pd=PDSettings(mode="pool"),
+                    upstreams=UpstreamConfig(weights={"old": 1, "new": 1}))  # fmt: skip
+        assert (d.decode, d.prefill) == ("old-decode", "old-prefill")
