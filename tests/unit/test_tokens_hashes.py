@@ -109,10 +109,53 @@ def test_the_simulators_incremental_chain_agrees() -> None:
 
 
 def test_the_memo_stays_within_its_byte_bound() -> None:
-    memo = tokens._RunMemo(max_bytes=20_000)
+    memo: tokens._Memo[bytes, int] = tokens._Memo(max_bytes=20_000)
     for i in range(200):
         key = i.to_bytes(8, "little") + bytes(1024)
-        memo.put(16, key, ((i,) * 16, key[:8]))
+        memo.put(key, i, 1500)
         assert memo.bytes <= 20_000
-    assert memo.get(16, (199).to_bytes(8, "little") + bytes(1024)) is not None
-    assert memo.get(16, (0).to_bytes(8, "little") + bytes(1024)) is None  # least recently used went first
+    assert memo.get((199).to_bytes(8, "little") + bytes(1024)) == 199
+    assert memo.get((0).to_bytes(8, "little") + bytes(1024)) is None  # least recently used went first
+
+
+def _long_text(words: int, salt: int, sep: str = " ") -> str:
+    return sep.join(tokens.synth_words(words, salt).split())
+
+
+def test_long_prompts_sharing_a_prefix_get_the_same_ids_as_unmemoised() -> None:
+    prefix = _long_text(3000, 11)  # ~20k characters: several chunks
+    assert len(prefix) > 4 * tokens.TEXT_CHUNK
+    texts = [f"{prefix} {_long_text(n, 12 + n)}" for n in (1, 64, 700)]
+    texts += [
+        prefix + "x",
+        prefix[: len(prefix) // 2],
+        "\x1c".join([prefix, prefix]),
+        prefix.replace(" ", "\n"),
+    ]
+    texts += [f"{prefix}\xa0é漢\u3000{prefix}\ud800 tail", " " * 5000 + prefix + " " * 5000]
+    for _ in range(2):  # the second time from the memo
+        for text in texts:
+            assert tokens.token_ids(text) == reference_ids(text)
+    got = tokens.token_ids(texts[0])
+    got.append(1)  # callers may extend what they get
+    assert tokens.token_ids(texts[0]) == reference_ids(texts[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_WORDS, _SEPARATORS), min_size=1, max_size=30), st.integers(0, 3))
+def test_long_prompts_match_the_word_definition(parts: list[tuple[str, str]], shift: int) -> None:
+    # Repeated past 2 * TEXT_CHUNK characters with the chunk cuts landing anywhere, memo hits included.
+    unit = "".join(w + s for w, s in parts)
+    text = " " * shift + unit * (2 * tokens.TEXT_CHUNK // len(unit) + 2)
+    assert tokens.token_ids(text) == reference_ids(text)
+    assert tokens.token_ids(text[1:]) == reference_ids(text[1:])
+
+
+def test_only_chunks_seen_twice_take_memo_space() -> None:
+    text = _long_text(3000, 21)
+    before = tokens._TEXT_MEMO.bytes
+    tokens.token_ids(text)
+    assert tokens._TEXT_MEMO.bytes == before  # a prompt seen once costs the memo nothing
+    tokens.token_ids(text)
+    assert tokens._TEXT_MEMO.bytes > before
+    assert tokens.token_ids(text) == reference_ids(text)
