@@ -37,6 +37,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -139,32 +140,42 @@ async def _list(state: RouterState, request: web.Request) -> web.Response:
 
 async def _add(state: RouterState, request: web.Request) -> web.Response:
     backend, kv = backend_from_json(await _json(request))
+    endpoint = _kv_endpoint(backend, kv)
     if backend.id in state.pool:
-        # Replacing would be silent (and would undo a drain): the caller asks for it with PUT.
-        return _error(409, f"backend {backend.id!r} exists; PUT /admin/backends/{backend.id} replaces it")
-    _register(state, backend, kv)
+        # Replacing would be silent (and would undo a drain): the caller asks for it with PUT. The path is
+        # escaped: a rank's id (URL#dpN) pasted unescaped would lose its "#dpN" as a URL fragment.
+        path = f"/admin/backends/{quote(backend.id, safe=':/')}"
+        return _error(409, f"backend {backend.id!r} exists; PUT {path} replaces it")
+    _register(state, backend, endpoint)
     return web.json_response({"added": backend.id}, status=201)
 
 
 async def _put(state: RouterState, request: web.Request) -> web.Response:
     bid = request.match_info["id"]
     backend, kv = backend_from_json(with_path_id(await _json(request), bid))
+    endpoint = _kv_endpoint(backend, kv)
     if bid not in state.pool:
-        _register(state, backend, kv)
+        _register(state, backend, endpoint)
         return web.json_response({"added": bid}, status=201)
     old = state.pool.backend(bid)
     if (old.url, old.dp_rank) != (backend.url, backend.dp_rank):
         state.core.forget(bid)  # another engine (or rank) now: what the indexes learned is not its cache
-    _register(state, replace(backend, draining=old.draining), kv)
+    _register(state, replace(backend, draining=old.draining), endpoint)
     return web.json_response({"replaced": bid, "draining": old.draining})
 
 
-def _register(state: RouterState, backend: Backend, kv: str | None) -> None:
+def _kv_endpoint(backend: Backend, kv: str | None) -> str | None:
+    """Where ``backend`` publishes KV events: ``kv`` is the engine's base endpoint, as in the router file
+    and discovery, and rank r publishes at base + r. Resolved before anything changes, so a body refused
+    here (ConfigError: 400) changes nothing."""
+    return rank_endpoint(kv, backend.dp_rank) if kv else None
+
+
+def _register(state: RouterState, backend: Backend, endpoint: str | None) -> None:
     state.pool.add(backend)
     state.scrape_soon(backend.id)
-    if kv:
-        # ``kv`` is the engine's base endpoint, as in the router file and discovery: rank r is at base + r.
-        endpoint, rank = rank_endpoint(kv, backend.dp_rank), backend.dp_rank
+    if endpoint:
+        rank = backend.dp_rank
         state.follow_kv_events(KVSource(endpoint=endpoint, backends={rank: backend.id, None: backend.id}))
 
 

@@ -44,7 +44,9 @@ class RouterConfig:
     """Largest request body accepted, bytes; larger ones get 413."""
     header_timeout_s: float = 10.0
     """Lean front: seconds from a request head's first byte by which the whole head must have arrived
-    (408 and closed otherwise)."""
+    (408 and closed otherwise). Connections aiohttp serves (its front, and those the lean front hands
+    over) are closed when no whole head has arrived this long after their last answer: idle keep-alive
+    connections too."""
     body_timeout_s: float = 30.0
     """Lean front: seconds from the end of a request's head by which its whole body must have arrived
     (408 and closed otherwise)."""

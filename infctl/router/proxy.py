@@ -365,14 +365,20 @@ async def _pd_payload(
             pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False)
         answer = prefill_answer(prefill_id, status, data)
         decode_leg = decode_body_or_blame(prefill_id, lambda: adapter.decode_body(body, answer, endpoint))
+        pool.record_success(prefill_id)  # ends its failure streak, as a served request does on decode
         return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
     room = new_bootstrap_room()
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
     pool.start(prefill_id, prompt_tokens, _PREFILL_OUTPUT)
     task = asyncio.create_task(_post(state, prefill.url + path, json.dumps(leg).encode(), headers))
-    # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
-    task.add_done_callback(lambda _: pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False))
+    def ended(leg: asyncio.Task[tuple[int, bytes]]) -> None:
+        # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
+        pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False)
+        if not leg.cancelled() and leg.exception() is None and leg.result()[0] < 400:
+            pool.record_success(prefill_id)  # ends its failure streak (failures are judged in pd_legs)
+
+    task.add_done_callback(ended)
     return payload, task
 
 

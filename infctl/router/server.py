@@ -268,7 +268,15 @@ async def serve(
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
     # The drain itself is ours (_drain); what aiohttp's shutdown waits for after it is the short grace.
     grace = min(_DRAIN_GRACE_S, cfg.drain_timeout_s / 4)
-    runner = web.AppRunner(build_app(state), handler_cancellation=True, shutdown_timeout=grace)
+    # keepalive_timeout: aiohttp has no deadline for a request head of its own; this one closes a connection
+    # whose next head has not arrived header_timeout_s after its last answer (or its start), so a client
+    # trickling a head holds it no longer, on the aiohttp front and on connections the lean one hands over.
+    runner = web.AppRunner(
+        build_app(state),
+        handler_cancellation=True,
+        shutdown_timeout=grace,
+        keepalive_timeout=cfg.header_timeout_s,
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

@@ -74,6 +74,8 @@ BAD_BACKENDS: list[tuple[dict[str, Any], str]] = [
     ({"url": "http://127.0.0.1:9", "dp_rank": "a"}, "dp_rank"),
     ({"url": "ftp//x"}, "url"),
     ({"url": "http://127.0.0.1:9", "models": "abc"}, "models"),
+    # A rank publishes at base port + rank: an endpoint without a TCP port is refused before anything changes.
+    ({"url": "http://127.0.0.1:9", "dp_rank": 1, "kv_events": "ipc:///tmp/kv"}, "kv_events"),
 ]
 
 
@@ -202,3 +204,21 @@ async def test_posting_an_existing_id_is_a_409_and_put_replaces_keeping_the_drai
         # /weight is still the weight route, for URL ids too.
         assert (await c.put(f"{url}/admin/backends/{a}/weight", json={"weight": 3})).status_code == 200
         assert set(await listed()) == {a, "b"} and (await listed())[a]["weight"] == 3.0
+
+
+async def test_a_refused_put_leaves_the_backend_as_it_was(start_router) -> None:
+    url = await start_router([Backend(id="b1", url="http://127.0.0.1:9")])
+    async with httpx.AsyncClient(timeout=10) as c:
+        bad = {"url": "http://127.0.0.1:10", "dp_rank": 1, "kv_events": "tcp://127.0.0.1"}
+        r = await c.put(f"{url}/admin/backends/b1", json=bad)
+        assert r.status_code == 400
+        listed = {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
+    assert (listed["b1"]["url"], listed["b1"].get("dp_rank")) == ("http://127.0.0.1:9", None)
+
+
+async def test_the_409_names_a_rank_id_escaped_for_a_url_path(start_router) -> None:
+    url = await start_router([Backend(id="http://127.0.0.1:9#dp1", url="http://127.0.0.1:9", dp_rank=1)])
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(f"{url}/admin/backends", json={"url": "http://127.0.0.1:9", "dp_rank": 1})
+    assert r.status_code == 409
+    assert "PUT /admin/backends/http://127.0.0.1:9%23dp1 " in r.json()["error"]["message"]

@@ -12,7 +12,7 @@ from infctl.router.snapshot import Backend
 HEAD = b"POST /v1/completions HTTP/1.1\r\nhost: r\r\ncontent-type: application/json\r\n"
 
 
-async def test_a_body_that_stops_arriving_is_answered_408_and_the_connection_closed(start_router: Any) -> None:
+async def test_a_body_that_stops_arriving_gets_408_and_the_connection_closed(start_router: Any) -> None:
     url = await start_router([Backend(id="e", url="http://127.0.0.1:9")], body_timeout_s=0.3)
     parts = urlsplit(url)
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
@@ -37,3 +37,20 @@ async def test_a_whole_body_is_served_as_usual(start_router: Any, start_sim: Any
     answer = await asyncio.wait_for(reader.read(), 20)
     writer.close()
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+
+
+async def test_a_head_trickled_after_a_first_answer_is_cut_by_header_timeout(start_router: Any) -> None:
+    # The lean front hands a GET over to aiohttp with its connection; aiohttp has no head deadline of its
+    # own, so its keep-alive timeout (header_timeout_s) is what ends a head that never completes.
+    url = await start_router([Backend(id="e", url="http://127.0.0.1:9")], header_timeout_s=0.3)
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    writer.write(b"GET /health HTTP/1.1\r\nhost: r\r\n\r\n")
+    await writer.drain()
+    first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+    writer.write(HEAD)  # and nothing more
+    await writer.drain()
+    rest = await asyncio.wait_for(reader.read(), 20)  # EOF: the router closed the connection
+    writer.close()
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert not rest.startswith(b"HTTP/1.1 200 ")

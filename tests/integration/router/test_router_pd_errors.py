@@ -139,3 +139,19 @@ async def test_a_failed_prefill_counts_against_the_prefill_upstream_group(start_
     rows = metrics["infctl_router_upstream_requests_total"]
     counted = {(s.labels["upstream"], s.labels["status"]): s.value for s in rows}
     assert counted == {("new", "5xx"): 1, ("old", "2xx"): 1}
+
+
+@pytest.mark.parametrize("personality", ["sglang", "vllm"])
+async def test_a_served_prefill_leg_counts_as_served_and_ends_the_failure_streak(
+    start_sim, start_router, personality: str
+) -> None:
+    # Without it a prefill engine is ejected after any 3 failures between two probes, whatever it served.
+    sim = await start_sim(personality=personality, instances=2, roles=("prefill", "decode"))
+    prefill, decode = sim.urls
+    url = await start_router(pair(prefill, decode), engine=personality, pd_min_uncached_tokens=16)
+    body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 2}
+    async with httpx.AsyncClient(timeout=20) as c:
+        for _ in range(3):
+            assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
+        listed = await backends(c, url)
+    assert listed["p"]["served"] == 3 and listed["p"]["failed"] == 0
