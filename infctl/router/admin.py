@@ -160,6 +160,7 @@ async def _put(state: RouterState, request: web.Request) -> web.Response:
     old = state.pool.backend(bid)
     if (old.url, old.dp_rank) != (backend.url, backend.dp_rank):
         state.core.forget(bid)  # another engine (or rank) now: what the indexes learned is not its cache
+    state.unfollow_kv_events(bid)  # its events now come from ``endpoint`` (if any), not where they did
     _register(state, replace(backend, draining=old.draining), endpoint)
     return web.json_response({"replaced": bid, "draining": old.draining})
 
@@ -183,6 +184,7 @@ async def _remove(state: RouterState, request: web.Request) -> web.Response:
     bid = request.match_info["id"]
     if state.pool.remove(bid) is None:
         raise KeyError(f"unknown backend {bid!r}")
+    state.unfollow_kv_events(bid)
     state.core.forget(bid)
     return web.json_response({"removed": bid})
 

@@ -8,7 +8,7 @@ import gc
 import importlib
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
@@ -98,13 +98,25 @@ class RouterState:
         task.add_done_callback(self.background.discard)
 
     def follow_kv_events(self, source: KVSource) -> None:
-        """Subscribe to one more engine's KV events (once per endpoint)."""
-        if any(s.endpoint == source.endpoint for s in self.kv_sources):
-            return
+        """Subscribe to one more engine's KV events (once per endpoint; a known endpoint takes the new
+        rank -> backend entries, which its running subscription reads batch by batch)."""
+        for known in self.kv_sources:
+            if known.endpoint == source.endpoint:
+                if isinstance(known.backends, dict):
+                    known.backends.update(source.backends)
+                return
+        source = replace(source, backends=dict(source.backends))
         self.kv_sources.append(source)
         task = asyncio.create_task(subscribe(self.core, source, self.stop, self.kv_stats))
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+
+    def unfollow_kv_events(self, backend_id: str) -> None:
+        """``backend_id`` left (or moved): no endpoint's events are credited to it any more."""
+        for source in self.kv_sources:
+            if isinstance(source.backends, dict):
+                for rank in [r for r, b in source.backends.items() if b == backend_id]:
+                    del source.backends[rank]
 
     def is_saturated(self) -> bool:
         return saturated(self.pool.snapshot(asyncio.get_running_loop().time()), self.core.policy.settings)

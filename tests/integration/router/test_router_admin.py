@@ -222,3 +222,23 @@ async def test_the_409_names_a_rank_id_escaped_for_a_url_path(start_router) -> N
         r = await c.post(f"{url}/admin/backends", json={"url": "http://127.0.0.1:9", "dp_rank": 1})
     assert r.status_code == 409
     assert "PUT /admin/backends/http://127.0.0.1:9%23dp1 " in r.json()["error"]["message"]
+
+
+async def test_kv_event_sources_follow_backend_ids_through_remove_and_put(start_router) -> None:
+    url = await start_router([Backend(id="seed", url="http://127.0.0.1:9")])
+    rank1 = {"url": "http://127.0.0.1:11", "dp_rank": 1, "kv_events": "tcp://127.0.0.1:5600"}
+
+    async def followed(c: httpx.AsyncClient) -> dict[str, set[str]]:
+        kv = (await c.get(f"{url}/admin/policy")).json()["kv_sources"]
+        return {s["endpoint"]: set(s["backends"]) for s in kv}
+
+    async with httpx.AsyncClient(timeout=10) as c:
+        assert (await c.put(f"{url}/admin/backends/a", json=rank1)).status_code == 201
+        assert (await followed(c))["tcp://127.0.0.1:5601"] == {"a"}
+        assert (await c.delete(f"{url}/admin/backends/a")).status_code == 200
+        assert (await c.put(f"{url}/admin/backends/b", json=rank1)).status_code == 201
+        assert (await followed(c))["tcp://127.0.0.1:5601"] == {"b"}  # not still the removed "a"
+        moved = {**rank1, "kv_events": "tcp://127.0.0.1:5700"}
+        assert (await c.put(f"{url}/admin/backends/b", json=moved)).status_code == 200
+        now = await followed(c)
+    assert now["tcp://127.0.0.1:5601"] == set() and now["tcp://127.0.0.1:5701"] == {"b"}
