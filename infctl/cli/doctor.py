@@ -36,7 +36,8 @@ Examples:
   # a local release's state, engines and router, as JSON
   infctl doctor --local local-demo -o json
 
---engines takes URL[,engine=NAME][,model=NAME][,role=ROLE][,kv_events=tcp://HOST:PORT].
+--engines takes URL[,engine=NAME][,model=NAME][,role=ROLE][,kv_events=tcp://HOST:PORT][,dp=N]
+(dp: data-parallel ranks behind the URL; rank r's KV events are checked at the port + r).
 The router's admin token is read from {ADMIN_TOKEN_ENV}.
 
 Exit codes: 0 every check passed or warned, 1 a check failed, 2 bad input (profile, flags).

@@ -27,7 +27,7 @@ from infctl.local.spec import LocalPlan
 from infctl.local.state import PLAN_FILE, is_live, read_state
 from infctl.router.policies import build_policy
 
-SPEC_KEYS = ("engine", "model", "role", "kv_events")
+SPEC_KEYS = ("engine", "model", "role", "kv_events", "dp")
 ROLES = ("prefill", "decode", "both")
 Alive = Callable[[int, int | None], bool]
 
@@ -47,6 +47,8 @@ def parse_engine_spec(spec: str) -> dict[str, str]:
         out[key] = value
     if "engine" in out:
         get_adapter(out["engine"])  # ConfigError listing the known engines
+    if "dp" in out and not (out["dp"].isdigit() and int(out["dp"]) >= 1):
+        raise ConfigError(f"--engines {spec}: dp must be a count of ranks, found {out['dp']!r}")
     if out.get("role", "both") not in ROLES:
         raise ConfigError(f"--engines {spec}: role must be one of {', '.join(ROLES)}, found {out['role']!r}")
     return out
@@ -62,7 +64,9 @@ def profile_precise(profile: DeploymentProfile) -> bool:
 
 def engine_target(spec: Mapping[str, str], profile: DeploymentProfile | None = None) -> EngineTarget:
     """An engine target from a parsed spec, with the profile's expectations where the spec is silent."""
-    fields: dict[str, Any] = {k: v for k, v in spec.items() if k in ("url", *SPEC_KEYS)}
+    fields: dict[str, Any] = {k: v for k, v in spec.items() if k in ("url", *SPEC_KEYS) and k != "dp"}
+    if "dp" in spec:
+        fields["data_parallel_size"] = int(spec["dp"])
     if profile is not None:
         model = profile.model
         fields.setdefault("engine", model.engine)

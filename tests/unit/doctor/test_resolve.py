@@ -30,6 +30,15 @@ def test_engine_specs() -> None:
         parse_engine_spec("http://h:1,engine=trt")
     with pytest.raises(ConfigError, match="role must be one of"):
         parse_engine_spec("http://h:1,role=encode")
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ConfigError, match="dp must be a count of ranks"):
+            parse_engine_spec(f"http://h:1,dp={bad}")
+
+
+def test_a_spec_names_the_data_parallel_ranks_behind_its_url() -> None:
+    target = engine_target(parse_engine_spec("http://h:1,kv_events=tcp://h:5557,dp=4"))
+    assert (target.data_parallel_size, target.kv_events) == (4, "tcp://h:5557")
+    assert engine_target(parse_engine_spec("http://h:1")).data_parallel_size == 1
 
 
 def test_a_profile_fills_in_what_a_spec_leaves_out() -> None:
