@@ -23,6 +23,7 @@ import struct
 import sys
 import threading
 import zlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import AnyStr, Generic, TypeVar
@@ -93,7 +94,7 @@ def token_ids(text: str) -> list[int]:
     A prompt of ``2 * TEXT_CHUNK`` characters or more is cut at the first space after every ``TEXT_CHUNK``
     characters (no word spans a space, so the ids are the chunks' ids end to end) and a chunk seen twice
     has its ids memoised by its text: a long prefix shared by many prompts (a system prompt, a document,
-    a conversation's history) is tokenised twice, then looked up. Returns a new list every call."""
+    a conversation's history) is looked up instead of tokenised. Returns a new list every call."""
     if len(text) < 2 * TEXT_CHUNK:
         return _ids(text)
     if text.isascii():
@@ -102,26 +103,40 @@ def token_ids(text: str) -> list[int]:
 
 
 def _chunked_ids(data: AnyStr, space: AnyStr, ids: Callable[[AnyStr], list[int]]) -> list[int]:
-    # A chunk's ids are memoised the second time it is seen: text that never recurs (a prompt's own
-    # question) costs no memo space and no copy into a tuple.
+    # Prompts share prefixes, and past the point where two prompts differ their chunks are cut at other
+    # places: so the first chunk never seen before ends the lookups and the rest is tokenised in one go
+    # (a prompt nobody sent before costs one lookup more than no memo). A chunk is memoised the second
+    # time it is seen, so text that never recurs takes no memo space. After k chunks found (or admitted)
+    # the next k + 1 are noted as seen: a recurring prefix is learnt twice as far each time it returns.
     memo = _TEXT_MEMO
     out: list[int] = []
-    pos, n = 0, len(data)
-    while pos < n:
+    pos = found = 0
+    while True:
         end = data.find(space, pos + TEXT_CHUNK)
-        chunk = data[pos : end if end >= 0 else n]
-        hit = memo.get(chunk)
-        if hit is not None:
-            out.extend(hit)
-        else:
-            got = ids(chunk)
-            if len(chunk) <= 4 * TEXT_CHUNK and memo.seen_before(chunk):  # a long run without a space: rare
-                memo.put(chunk, tuple(got), sys.getsizeof(chunk) + 40 * len(got) + 200)
-            out.extend(got)
         if end < 0:
             break
-        pos = end
+        chunk = data[pos:end]
+        hit = memo.get(chunk)
+        if hit is None:
+            if not memo.seen_before(chunk):
+                _note_chunks(data, space, end, found + 1)
+                break
+            hit = array("I", ids(chunk))
+            memo.put(chunk, hit, sys.getsizeof(chunk) + 4 * len(hit) + 200)
+        out.extend(hit)
+        pos, found = end, found + 1
+    out.extend(ids(data[pos:]))
     return out
+
+
+def _note_chunks(data: AnyStr, space: AnyStr, pos: int, count: int) -> None:
+    """Note up to ``count`` chunks from ``pos`` as seen, so they are memoised when they come back."""
+    for _ in range(count):
+        end = data.find(space, pos + TEXT_CHUNK)
+        if end < 0:
+            return
+        _TEXT_MEMO.seen_before(data[pos:end])
+        pos = end
 
 
 def _ids(text: str) -> list[int]:
@@ -259,12 +274,11 @@ class _Memo(Generic[_K, _V]):
         self._max_seen = max_seen
 
     def seen_before(self, key: _K) -> bool:
-        """Whether ``key`` was asked about before (since the last of every ``max_seen`` first sightings):
+        """Whether ``key`` was asked about before (forgotten every ``max_seen`` distinct keys), noting it:
         lets a caller store only what recurs. Remembers hashes, not keys; a collision only admits early."""
         h = hash(key)
         with self._lock:
             if h in self._seen:
-                self._seen.discard(h)
                 return True
             if len(self._seen) >= self._max_seen:
                 self._seen.clear()
@@ -301,4 +315,4 @@ _MEMO: _Memo[tuple[int, bytes], tuple[tuple[int, ...], bytes]] = _Memo(MEMO_BYTE
 
 TEXT_MEMO_BYTES = 16 << 20
 """Memory bound of the ``token_ids`` chunk memo (bytes, approximate: a chunk's text + 40 per id)."""
-_TEXT_MEMO: _Memo[str | bytes, tuple[int, ...]] = _Memo(TEXT_MEMO_BYTES)
+_TEXT_MEMO: _Memo[str | bytes, array[int]] = _Memo(TEXT_MEMO_BYTES)

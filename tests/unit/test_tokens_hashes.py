@@ -159,3 +159,12 @@ def test_only_chunks_seen_twice_take_memo_space() -> None:
     tokens.token_ids(text)
     assert tokens._TEXT_MEMO.bytes > before
     assert tokens.token_ids(text) == reference_ids(text)
+
+
+def test_a_recurring_prefix_is_learnt_whole_in_a_few_returns() -> None:
+    prefix = _long_text(4000, 31)  # ~13 chunks
+    before = tokens._TEXT_MEMO.bytes
+    for i in range(6):  # 1, 2, 4, 8 chunks noted: all of it by the fifth
+        text = f"{prefix} {_long_text(50, 40 + i)}"
+        assert tokens.token_ids(text) == reference_ids(text)
+    assert tokens._TEXT_MEMO.bytes - before > len(prefix) * 0.9  # (the tail chunk, cut into the suffix, is not)
