@@ -167,4 +167,4 @@ def test_a_recurring_prefix_is_learnt_whole_in_a_few_returns() -> None:
     for i in range(6):  # 1, 2, 4, 8 chunks noted: all of it by the fifth
         text = f"{prefix} {_long_text(50, 40 + i)}"
         assert tokens.token_ids(text) == reference_ids(text)
-    assert tokens._TEXT_MEMO.bytes - before > len(prefix) * 0.9  # (the tail chunk, cut into the suffix, is not)
+    assert tokens._TEXT_MEMO.bytes - before > len(prefix) * 0.9  # all but the chunk cut into the suffix
