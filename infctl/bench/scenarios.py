@@ -110,10 +110,14 @@ async def run_scenario(
     seed: int = 1,
     progress: Progress | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    admin_token: str | None = None,
 ) -> ScenarioResult:
+    """Both arms on the running router (set through its admin API, with ``admin_token`` when it requires
+    one), one benchmark each."""
     say = progress or (lambda _: None)
     results: list[BenchResult] = []
-    async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False) as client:
+    auth = {"authorization": f"Bearer {admin_token}"} if admin_token else None
+    async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False, headers=auth) as client:
         for arm in (scenario.baseline, scenario.infctl):
             say(f"{scenario.name}: {arm.label}")
             await _set_arm(client, router_url, engine_urls, arm)

@@ -23,6 +23,7 @@ from infctl.bench.report import comparison_html
 from infctl.bench.scenarios import bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
 from infctl.config import DeploymentProfile
 from infctl.errors import EngineError, InfctlError, LocalTargetError
+from infctl.local.admin_token import ensure_token, token_path
 from infctl.local.control import delete
 from infctl.local.deploy import prepare
 from infctl.local.http import async_client
@@ -203,6 +204,8 @@ async def _scenarios(
     engines = [s.url for s in plan.specs if s.kind == "engine"]
     if plan.entrypoint.kind != "router":
         raise LocalTargetError("the demo's comparisons need the router", hint="set router.enabled: true")
+    # The supervisor gave the router the release's admin token (the file exists once it runs).
+    token = ensure_token(token_path(plan))
     done = []
     for scenario in (prefix_scenario(len(engines)), bucketing_scenario(len(engines))):
         done.append(
@@ -213,6 +216,7 @@ async def _scenarios(
                 model=plan.model,
                 progress=progress,
                 transport=transport,
+                admin_token=token,
             )
         )
     out = [

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.scenarios import bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
+from infctl.errors import EngineError
 from infctl.router.snapshot import Backend
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -28,3 +31,15 @@ async def test_both_scenarios_run_each_arm_and_report_the_seed_measures(start_si
             assert res.infctl.server is not None and res.infctl.server.hit_rate is not None
         else:
             assert "short TTFT p99" in rows
+
+
+async def test_a_router_that_requires_a_token_is_set_up_with_it(start_sim, start_router) -> None:
+    # As the local target's router (and so `infctl demo`'s) does: its admin API refuses a bare request.
+    sims = await start_sim(instances=2, time_scale=0.02)
+    router = await start_router([Backend(id=u, url=u) for u in sims.urls], admin_token="s3cret")
+    tiny = dataclasses.replace(prefix_scenario(2), load=LoadPlan(stages=[Stage(rate=40, num_requests=4)]))
+    where = {"router_url": router, "engine_urls": sims.urls, "model": MODEL}
+    with pytest.raises(EngineError, match="401"):
+        await run_scenario(tiny, **where)
+    res = await run_scenario(tiny, **where, admin_token="s3cret")
+    assert res.baseline.summary.completed == 4 and res.infctl.summary.completed == 4
