@@ -13,6 +13,10 @@ from infctl.router import health
 from infctl.router.snapshot import Backend, BackendState, Snapshot
 from infctl.telemetry.signals import EngineSignals
 
+PREFILL_LEG_OUTPUT = 1
+"""Tokens a PD prefill leg generates on its engine (vLLM's asks for one; SGLang's prefill engine stops after
+the prefill): the leg's KV load there is its prompt and this."""
+
 
 @dataclass(slots=True)
 class _Live:
@@ -135,6 +139,14 @@ class BackendPool:
         live = self._counted(backend_id)
         if live is not None:
             live.queued_tokens = max(0.0, live.queued_tokens - _uncached(prompt_tokens, cached_tokens))
+
+    def start_prefill_leg(self, backend_id: str, prompt_tokens: int) -> None:
+        """A PD prefill leg sent to ``backend_id``: in flight there, its prompt queued as prefill work."""
+        self.start(backend_id, prompt_tokens, PREFILL_LEG_OUTPUT)
+
+    def finish_prefill_leg(self, backend_id: str, prompt_tokens: int) -> None:
+        """That leg ended, whichever way (answered, failed, or dropped with its request)."""
+        self.finish(backend_id, prompt_tokens, PREFILL_LEG_OUTPUT, got_first=False)
 
     def finish(
         self,

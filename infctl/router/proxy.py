@@ -26,8 +26,9 @@ from infctl.router.pd_legs import (
     prefill_answer,
 )
 from infctl.router.policies.weights import mirror_target, shadow_backend
+from infctl.router.ranks import rank_pin
 from infctl.router.relay import ClientRequest, forward_lean, lean_capable
-from infctl.router.requests import BadRequest, error_response, parse_body, request_info
+from infctl.router.requests import BadRequest, error_response, parse_body, read_body, request_info
 from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import RelayResult, UpstreamFailed, forward, post_json, upstream_headers
 
@@ -38,9 +39,6 @@ log = logging.getLogger(__name__)
 
 # Expected output when the client does not say: only used to weigh decode load, never sent upstream.
 _DEFAULT_EXPECTED_OUTPUT = 128
-# What a PD prefill leg generates on its engine (vLLM's asks for one token; SGLang's prefill engine stops
-# after the prefill): the leg's KV load there is its prompt and this.
-_PREFILL_OUTPUT = 1
 # Request ids need to be unique, not secret: uuid4 reads the OS's random source on every call, a system
 # call in front of every request's TTFT; this generator is seeded from it once.
 _ids = random.Random()
@@ -62,21 +60,10 @@ async def generate(state: RouterState, request: ClientRequest, *, path: str) -> 
             state.idle.set()
 
 
-async def _read_body(request: ClientRequest, limit_s: float) -> bytes:
-    """The whole body, within ``limit_s`` (TimeoutError) when it is still arriving: a client trickling a
-    body would hold a connection and a task forever. The lean front enforces this itself (``front.py``);
-    on aiohttp's, a body already whole (the common case: it came with the head) needs no timer."""
-    content = getattr(request, "content", None)
-    if content is None or content.is_eof():
-        return await request.read()
-    async with asyncio.timeout(limit_s):
-        return await request.read()
-
-
 async def _generate(state: RouterState, request: ClientRequest, path: str) -> web.StreamResponse:
     request_id = request.headers.get("x-request-id") or f"{_ids.getrandbits(128):032x}"
     try:
-        raw = await _read_body(request, state.cfg.body_timeout_s)
+        raw = await read_body(request, state.cfg.body_timeout_s)
         body = parse_body(raw)
         info = request_info(
             body,
@@ -237,7 +224,7 @@ async def _attempt(
     counts as the backend's queued prefill until the first token arrives."""
     pool, loop = state.pool, asyncio.get_running_loop()
     backend = pool.backend(decode)
-    pin = _pin(state, backend)
+    pin = rank_pin(backend, state.cfg.engine)
     send_headers = {**headers, **pin.headers} if pin.headers else headers
     pool.start(decode, info.prompt_tokens, expected, cached_tokens=cached)
     got_first = False
@@ -349,20 +336,20 @@ async def _pd_payload(
     pool = state.pool
     prefill = pool.backend(prefill_id)
     adapter = get_adapter(prefill.engine or state.cfg.engine)
-    pin = _pin(state, prefill)
+    pin = rank_pin(prefill, state.cfg.engine)
     headers = {**headers, **pin.headers} if pin.headers else headers
     endpoint = pd_endpoint(prefill.url)
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if adapter.pd_style == "sequential":
         leg = {**adapter.prefill_body(body, endpoint), **pin.body}
-        pool.start(prefill_id, prompt_tokens, _PREFILL_OUTPUT)
+        pool.start_prefill_leg(prefill_id, prompt_tokens)
         try:
             status, data = await _post(state, prefill.url + path, json.dumps(leg).encode(), headers)
         except UpstreamFailed as exc:
             exc.backend = prefill_id  # blame the prefill leg, not the decode backend
             raise
         finally:
-            pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False)
+            pool.finish_prefill_leg(prefill_id, prompt_tokens)
         answer = prefill_answer(prefill_id, status, data)
         decode_leg = decode_body_or_blame(prefill_id, lambda: adapter.decode_body(body, answer, endpoint))
         pool.record_success(prefill_id)  # ends its failure streak, as a served request does on decode
@@ -370,11 +357,11 @@ async def _pd_payload(
     room = new_bootstrap_room()
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
-    pool.start(prefill_id, prompt_tokens, _PREFILL_OUTPUT)
+    pool.start_prefill_leg(prefill_id, prompt_tokens)
     task = asyncio.create_task(_post(state, prefill.url + path, json.dumps(leg).encode(), headers))
     def ended(leg: asyncio.Task[tuple[int, bytes]]) -> None:
         # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
-        pool.finish(prefill_id, prompt_tokens, _PREFILL_OUTPUT, got_first=False)
+        pool.finish_prefill_leg(prefill_id, prompt_tokens)
         if not leg.cancelled() and leg.exception() is None and leg.result()[0] < 400:
             pool.record_success(prefill_id)  # ends its failure streak (failures are judged in pd_legs)
 
@@ -387,17 +374,6 @@ def _upstream_of(state: RouterState, backend_id: str | None, default: Backend) -
     if backend_id is None or backend_id == default.id or backend_id not in state.pool:
         return default.upstream
     return state.pool.backend(backend_id).upstream
-
-
-def _pin(state: RouterState, backend: Backend) -> RankPin:
-    """What pins a request to ``backend``'s data-parallel rank (the adapter's header and body fields);
-    nothing for a backend that is a whole engine."""
-    if backend.dp_rank is None:
-        return _NO_PIN
-    return get_adapter(backend.engine or state.cfg.engine).pin_rank(backend.dp_rank)
-
-
-_NO_PIN = RankPin()
 
 
 async def _post(state: RouterState, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:

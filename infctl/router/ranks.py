@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from infctl.engines.base import EngineAdapter
+from infctl.engines import get_adapter
+from infctl.engines.base import EngineAdapter, RankPin
 from infctl.errors import ConfigError, MetricsError
+from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.scrape import MetricsSource, scrape_many
 from infctl.telemetry.signals import EngineSignals
@@ -137,3 +139,14 @@ async def scrape_targets(
             own = per_rank.get(t.dp_rank) if t.dp_rank is not None else None
             out[t.backend_id] = own if own is not None and not isinstance(result, MetricsError) else result
     return out
+
+
+def rank_pin(backend: Backend, default_engine: str) -> RankPin:
+    """What pins a request to ``backend``'s data-parallel rank (its adapter's header and body fields);
+    nothing for a backend that is a whole engine."""
+    if backend.dp_rank is None:
+        return _NO_PIN
+    return get_adapter(backend.engine or default_engine).pin_rank(backend.dp_rank)
+
+
+_NO_PIN = RankPin()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
+from infctl.router.relay import ClientRequest
 from infctl.router.snapshot import RequestInfo
 from infctl.tokens import chat_prompt_text, count_tokens, token_ids
 
@@ -97,3 +99,14 @@ def _check_length(n: int, limit: int | None, unit: str) -> None:
         raise BadRequest(
             f"the prompt is {n} {unit} long; this router accepts at most {limit} (max_prompt_chars)", 413
         )
+
+
+async def read_body(request: ClientRequest, limit_s: float) -> bytes:
+    """The whole body, within ``limit_s`` (TimeoutError) when it is still arriving: a client trickling a
+    body would hold a connection and a task forever. The lean front enforces this itself (``front.py``);
+    on aiohttp's, a body already whole (the common case: it came with the head) needs no timer."""
+    content = getattr(request, "content", None)
+    if content is None or content.is_eof():
+        return await request.read()
+    async with asyncio.timeout(limit_s):
+        return await request.read()

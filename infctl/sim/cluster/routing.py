@@ -20,9 +20,6 @@ from infctl.router.snapshot import Backend, RequestInfo
 from infctl.sim.cluster.fleet import SimEngine
 from infctl.telemetry.kv_events import KVEvent
 
-# A PD prefill leg generates one token on its engine, as the live proxy counts it (``proxy._PREFILL_OUTPUT``).
-PREFILL_OUTPUT = 1
-
 
 class SimRouter:
     """One router replica in front of the fleet."""
@@ -87,12 +84,12 @@ class SimRouter:
         self._cached[info.request_id] = 0
         self.pool.start(decision.decode, info.prompt_tokens, expected_tokens, cached_tokens=0)
         if decision.prefill is not None:
-            self.pool.start(decision.prefill, info.prompt_tokens, PREFILL_OUTPUT)
+            self.pool.start_prefill_leg(decision.prefill, info.prompt_tokens)
         return decision
 
     def prefill_done(self, backend_id: str, prompt_tokens: int) -> None:
         """A prefill leg ended (answered or failed): it no longer counts on its prefill backend."""
-        self.pool.finish(backend_id, prompt_tokens, PREFILL_OUTPUT, got_first=False)
+        self.pool.finish_prefill_leg(backend_id, prompt_tokens)
 
     def first_token(self, backend_id: str, prompt_tokens: int, request_id: str) -> None:
         cached = self._cached.get(request_id, 0)
