@@ -13,22 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from localkit import admin_headers, stream, supervised, until
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
-from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
-from infctl.local.admin_token import token_path
+from infctl.local import build_plan, port_is_free
 from infctl.local.plan import router_specs
 from infctl.telemetry.prometheus import parse_metrics
 
-FAST = SupervisorSettings(
-    health_timeout=20,
-    health_interval=0.05,
-    grace_period=3,
-    backoff_initial=0.1,
-    reconcile_interval=0.1,
-    drain_timeout=20,
-)
 BLOCK = 16
 PREFIXES = 12
 """Distinct shared prefixes; each first request lands on a rank by the router's tie-break (all on one rank:
@@ -59,10 +51,6 @@ def profile(tmp_path: Path, speedup: float = 20, **changes: Any) -> DeploymentPr
     return DeploymentProfile.model_validate(data)
 
 
-def admin_headers(plan: LocalPlan) -> dict[str, str]:
-    return {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
-
-
 async def per_rank(client: httpx.AsyncClient, engine_url: str, name: str) -> dict[str, float]:
     """A counter of the engine's /metrics by rank (vLLM labels each rank's series ``engine``), summed over
     its other labels."""
@@ -79,10 +67,7 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
     engine = plan.specs[0]
     assert engine.data_parallel_size == 2 and engine.ports["kv_events.dp1"] == engine.ports["kv_events"] + 1
     router = plan.entrypoint.url
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
+    async with supervised(plan) as run:
         async with httpx.AsyncClient(timeout=20, trust_env=False, headers=admin_headers(plan)) as c:
             listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
             assert sorted(b["id"] for b in listed) == [f"{engine.url}#dp0", f"{engine.url}#dp1"]
@@ -111,26 +96,7 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
         # follower hit at least its prefix's full blocks (a follower on the other rank would hit nothing).
         assert {r: done[r] - first[r] for r in done} == first
         assert hits - hits_before >= PREFIXES * (40 * BLOCK // BLOCK - 1) * BLOCK
-    finally:
-        stop.set()
-        final = await task
-    assert final.status == "stopped"
-
-
-async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
-    body = {"model": "m", "prompt": "hello " * 20, "max_tokens": tokens, "stream": True, "ignore_eos": True}
-    chunks = 0
-    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
-        assert resp.status_code == 200
-        async for line in resp.aiter_lines():
-            chunks += line.startswith("data: {")
-    return chunks
-
-
-async def until(check: Any, within: float = 20.0) -> None:
-    async with asyncio.timeout(within):
-        while not await check():
-            await asyncio.sleep(0.05)
+    assert run.final.status == "stopped"
 
 
 async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_path: Path) -> None:
@@ -143,56 +109,52 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
     plan = build_plan(scaled, is_free=port_is_free, daemons=(router_specs,))  # no autoscaler: the test scales
     kept, spare = plan.specs[0], plan.reserve[0]
     router, control = plan.entrypoint.url, f"http://127.0.0.1:{plan.control_port}"
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
-        async with httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c:
+    async with (
+        supervised(plan) as run,
+        httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c,
+    ):
 
-            async def ids() -> set[str]:
-                return {b["id"] for b in (await c.get(f"{router}/admin/backends")).json()["backends"]}
+        async def ids() -> set[str]:
+            return {b["id"] for b in (await c.get(f"{router}/admin/backends")).json()["backends"]}
 
-            async def units() -> dict[str, Any]:
-                body: dict[str, Any] = (await c.get(f"{control}/scale")).json()["units"]["both"]
-                return body
+        async def units() -> dict[str, Any]:
+            body: dict[str, Any] = (await c.get(f"{control}/scale")).json()["units"]["both"]
+            return body
 
-            assert await ids() == set(kept.backend_ids)
-            assert (await c.put(f"{control}/scale/both", json={"replicas": 2})).status_code == 202
+        assert await ids() == set(kept.backend_ids)
+        assert (await c.put(f"{control}/scale/both", json={"replicas": 2})).status_code == 202
 
-            async def two_ready() -> bool:
-                return bool((await units())["ready"] == 2)
+        async def two_ready() -> bool:
+            return bool((await units())["ready"] == 2)
 
-            await until(two_ready)
-            assert await ids() == {*kept.backend_ids, *spare.backend_ids}
-            assert [r["backends"] for r in (await units())["replicas"]] == [
-                list(kept.backend_ids), list(spare.backend_ids)
-            ]
-            # Round robin over four ranks: two of the eight streams run on each rank of the spare engine.
-            streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
-            await asyncio.sleep(0.3)
-            assert (await c.put(f"{control}/scale/both", json={"replicas": 1})).status_code == 202
-            drained: set[str] = set()
+        await until(two_ready)
+        assert await ids() == {*kept.backend_ids, *spare.backend_ids}
+        assert [r["backends"] for r in (await units())["replicas"]] == [
+            list(kept.backend_ids), list(spare.backend_ids)
+        ]
+        # Round robin over four ranks: two of the eight streams run on each rank of the spare engine.
+        streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
+        await asyncio.sleep(0.3)
+        assert (await c.put(f"{control}/scale/both", json={"replicas": 1})).status_code == 202
+        drained: set[str] = set()
 
-            async def both_ranks_drained_with_streams() -> bool:
-                listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
-                drained.update(b["id"] for b in listed if b["draining"] and b["inflight"] > 0)
-                assert not drained - set(spare.backend_ids)  # the kept engine's ranks keep serving
-                return drained == set(spare.backend_ids)
+        async def both_ranks_drained_with_streams() -> bool:
+            listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
+            drained.update(b["id"] for b in listed if b["draining"] and b["inflight"] > 0)
+            assert not drained - set(spare.backend_ids)  # the kept engine's ranks keep serving
+            return drained == set(spare.backend_ids)
 
-            await until(both_ranks_drained_with_streams, within=10)
-            assert await asyncio.gather(*streams) == [4000] * 8  # no stream cut by the scale-in
+        await until(both_ranks_drained_with_streams, within=10)
+        assert await asyncio.gather(*streams) == [4000] * 8  # no stream cut by the scale-in
 
-            async def one_left() -> bool:
-                s = await units()
-                return bool(s["ready"] == 1 and s["stopping"] == 0)
+        async def one_left() -> bool:
+            s = await units()
+            return bool(s["ready"] == 1 and s["stopping"] == 0)
 
-            await until(one_left)
-            assert await ids() == set(kept.backend_ids)
-    finally:
-        stop.set()
-        final = await task
-    assert final.status == "stopped"
-    assert [p.name for p in final.processes] == ["engine-0", "router"]
+        await until(one_left)
+        assert await ids() == set(kept.backend_ids)
+    assert run.final.status == "stopped"
+    assert [p.name for p in run.final.processes] == ["engine-0", "router"]
 
 
 async def test_an_engine_scaled_out_has_every_ranks_kv_events_followed(tmp_path: Path) -> None:
@@ -202,10 +164,7 @@ async def test_an_engine_scaled_out_has_every_ranks_kv_events_followed(tmp_path:
     plan = build_plan(scaled, is_free=port_is_free, daemons=(router_specs,))
     spare = plan.reserve[0]
     router, control = plan.entrypoint.url, f"http://127.0.0.1:{plan.control_port}"
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
+    async with supervised(plan):
         async with httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c:
             assert (await c.put(f"{control}/scale/both", json={"replicas": 2})).status_code == 202
 
@@ -217,6 +176,3 @@ async def test_an_engine_scaled_out_has_every_ranks_kv_events_followed(tmp_path:
         followed = {s["endpoint"]: set(s["backends"]) for s in kv}
         for rank, key in enumerate(("kv_events", "kv_events.dp1")):
             assert followed.get(f"tcp://127.0.0.1:{spare.ports[key]}") == {f"{spare.url}#dp{rank}"}
-    finally:
-        stop.set()
-        await task

@@ -14,18 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from localkit import supervised
 
 from infctl.config import DeploymentProfile
-from infctl.local import SupervisorSettings, build_plan, port_is_free, serve
-
-FAST = SupervisorSettings(
-    health_timeout=20,
-    health_interval=0.05,
-    grace_period=3,
-    backoff_initial=0.1,
-    reconcile_interval=0.1,
-    drain_timeout=20,
-)
+from infctl.local import build_plan, port_is_free
 
 
 def profile(tmp_path: Path) -> DeploymentProfile:
@@ -109,28 +101,21 @@ async def test_load_step_scales_out_and_quiet_scales_in_without_failing_a_reques
     assert [s.kind for s in plan.specs] == ["engine", "router", "autoscaler"]
     control = f"http://127.0.0.1:{plan.control_port}"
     scaler = plan.specs[-1]
-    ready, stop = asyncio.Event(), asyncio.Event()
-    supervisor = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 40)
-        async with httpx.AsyncClient(timeout=60, trust_env=False) as c:
-            load = Load(c, plan.entrypoint.url)
-            trickle = load.start(1, tokens=1500, stream=True)  # streams in flight through both phases
-            step = load.start(40, tokens=600, stream=False)
-            out = await wait_for(c, control, lambda s: s["ready"] >= 2, within=60)
-            assert out["desired"] >= 2
-            await Load.stop(step)
-            # Scaled in: one engine asked for, drained and stopped (desired can drop a moment before the drain
-            # starts, so all three are awaited together).
-            quiet = await wait_for(
-                c, control, lambda s: s["desired"] == 1 and s["stopping"] == 0 and s["ready"] == 1, within=60
-            )
-            assert quiet["ready"] == 1
-            await Load.stop(trickle)
-            metrics = (await c.get(f"{scaler.url}/metrics")).text
-    finally:
-        stop.set()
-        await supervisor
+    async with supervised(plan, ready_within=40), httpx.AsyncClient(timeout=60, trust_env=False) as c:
+        load = Load(c, plan.entrypoint.url)
+        trickle = load.start(1, tokens=1500, stream=True)  # streams in flight through both phases
+        step = load.start(40, tokens=600, stream=False)
+        out = await wait_for(c, control, lambda s: s["ready"] >= 2, within=60)
+        assert out["desired"] >= 2
+        await Load.stop(step)
+        # Scaled in: one engine asked for, drained and stopped (desired can drop a moment before the drain
+        # starts, so all three are awaited together).
+        quiet = await wait_for(
+            c, control, lambda s: s["desired"] == 1 and s["stopping"] == 0 and s["ready"] == 1, within=60
+        )
+        assert quiet["ready"] == 1
+        await Load.stop(trickle)
+        metrics = (await c.get(f"{scaler.url}/metrics")).text
     assert set(load.outcomes) == {"ok"}, load.outcomes
     assert load.outcomes["ok"] > 50
     assert 'infctl_autoscaler_scale_events_total{unit="both",direction="up"}' in metrics

@@ -10,20 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+from localkit import admin_headers, stream, supervised, until
 
 from infctl.config import DeploymentProfile
-from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
-from infctl.local.admin_token import token_path
+from infctl.local import LocalPlan, build_plan, port_is_free
 from infctl.local.plan import router_specs
-
-FAST = SupervisorSettings(
-    health_timeout=20,
-    health_interval=0.05,
-    grace_period=3,
-    backoff_initial=0.1,
-    reconcile_interval=0.1,
-    drain_timeout=20,
-)
 
 
 def profile(tmp_path: Path, **layout: Any) -> DeploymentProfile:
@@ -56,25 +47,9 @@ async def scale_status(client: httpx.AsyncClient, plan: LocalPlan) -> dict[str, 
     return body
 
 
-async def until(check: Any, within: float = 20.0) -> None:
-    async with asyncio.timeout(within):
-        while not await check():
-            await asyncio.sleep(0.05)
-
-
 async def backends(client: httpx.AsyncClient, router: str) -> set[str]:
     listed = (await client.get(f"{router}/admin/backends")).json()["backends"]
     return {b["url"] for b in listed}
-
-
-async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
-    body = {"model": "m", "prompt": "hello " * 20, "max_tokens": tokens, "stream": True, "ignore_eos": True}
-    chunks = 0
-    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
-        assert resp.status_code == 200
-        async for line in resp.aiter_lines():
-            chunks += line.startswith("data: {")
-    return chunks
 
 
 GROUPS = {
@@ -99,47 +74,41 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
     members = len(last) - 1
     assert len(plan.reserve) == members and plan.control_port is not None
     router = plan.entrypoint.url
-    ready, stop = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
-        # The router's admin API wants the token the supervisor generated for the release.
-        admin = {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
-        async with httpx.AsyncClient(timeout=30, trust_env=False, headers=admin) as c:
-            assert (await scale_status(c, plan))["units"][unit]["ready"] == 1
-            r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 2})
-            assert r.status_code == 202
+    async with (
+        supervised(plan) as run,
+        httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c,
+    ):
+        assert (await scale_status(c, plan))["units"][unit]["ready"] == 1
+        r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 2})
+        assert r.status_code == 202
 
-            async def two_ready() -> bool:
-                return (await scale_status(c, plan))["units"][unit]["ready"] == 2
+        async def two_ready() -> bool:
+            return (await scale_status(c, plan))["units"][unit]["ready"] == 2
 
-            await until(two_ready)
-            assert len(await backends(c, router)) == 2 * members
-            # Long streams on both groups, then scale in to one group while they run.
-            # Eight, so that some land on the group being removed whatever the tie-breaks (1 in 256 otherwise
-            # would put all on the kept one); long enough to outlast a slow drain on a loaded machine.
-            streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
-            await asyncio.sleep(0.3)
-            r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
-            assert r.status_code == 202
+        await until(two_ready)
+        assert len(await backends(c, router)) == 2 * members
+        # Long streams on both groups, then scale in to one group while they run.
+        # Eight, so that some land on the group being removed whatever the tie-breaks (1 in 256 otherwise
+        # would put all on the kept one); long enough to outlast a slow drain on a loaded machine.
+        streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
+        await asyncio.sleep(0.3)
+        r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
+        assert r.status_code == 202
 
-            async def draining_with_streams() -> bool:
-                listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
-                return any(b["draining"] and b["inflight"] > 0 for b in listed)
+        async def draining_with_streams() -> bool:
+            listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
+            return any(b["draining"] and b["inflight"] > 0 for b in listed)
 
-            await until(draining_with_streams, within=5)  # the removed group still holds streams
-            assert await asyncio.gather(*streams) == [4000] * 8
+        await until(draining_with_streams, within=5)  # the removed group still holds streams
+        assert await asyncio.gather(*streams) == [4000] * 8
 
-            async def one_left() -> bool:
-                s = (await scale_status(c, plan))["units"][unit]
-                return s["ready"] == 1 and s["stopping"] == 0
+        async def one_left() -> bool:
+            s = (await scale_status(c, plan))["units"][unit]
+            return s["ready"] == 1 and s["stopping"] == 0
 
-            await until(one_left)
-            assert await backends(c, router) == {s.url for s in plan.specs[:members]}
-            bad = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 9})
-            assert bad.status_code == 400 and "out of 0..2" in bad.json()["error"]["message"]
-    finally:
-        stop.set()
-        final = await task
-    assert final.status == "stopped"
-    assert [p.name for p in final.processes] == last
+        await until(one_left)
+        assert await backends(c, router) == {s.url for s in plan.specs[:members]}
+        bad = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 9})
+        assert bad.status_code == 400 and "out of 0..2" in bad.json()["error"]["message"]
+    assert run.final.status == "stopped"
+    assert [p.name for p in run.final.processes] == last

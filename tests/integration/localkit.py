@@ -1,0 +1,81 @@
+"""What the local-target integration tests share: supervisor settings quick enough for a test, a supervisor
+running a plan for the length of a ``with`` block, the release's admin headers, a polling wait and a
+counted stream.
+
+Imported by name (``from localkit import FAST, supervised``): pytest puts a test's own folder on sys.path,
+which is this one for tests/integration/*.py; tests/integration/autoscaler/conftest.py adds it for its folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+
+from infctl.local import LocalPlan, RunState, SupervisorSettings, serve
+from infctl.local.admin_token import token_path
+
+FAST = SupervisorSettings(
+    health_timeout=20,
+    health_interval=0.05,
+    grace_period=3,
+    backoff_initial=0.1,
+    reconcile_interval=0.1,
+    drain_timeout=20,
+)
+"""Quick probes, restarts, reconciles and drains; generous health and drain deadlines for a loaded machine."""
+
+
+@dataclass
+class Supervised:
+    """A supervisor started by :func:`supervised`; its last state once the ``with`` block has ended."""
+
+    plan: LocalPlan
+    ended: RunState | None = None
+
+    @property
+    def final(self) -> RunState:
+        assert self.ended is not None, "the supervisor runs until its with block ends"
+        return self.ended
+
+
+@asynccontextmanager
+async def supervised(
+    plan: LocalPlan, settings: SupervisorSettings = FAST, *, ready_within: float = 30
+) -> AsyncIterator[Supervised]:
+    """Serve ``plan`` in this event loop, enter once every process is healthy, stop everything on exit."""
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(serve(plan, settings, ready=ready, stop=stop))
+    run = Supervised(plan)
+    try:
+        await asyncio.wait_for(ready.wait(), ready_within)
+        yield run
+    finally:
+        stop.set()
+        run.ended = await task
+
+
+def admin_headers(plan: LocalPlan) -> dict[str, str]:
+    """The bearer token the supervisor generated for the release, which the router's admin API wants."""
+    return {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
+    """Poll ``check`` every 50 ms until it is true; ``TimeoutError`` after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while not await check():
+            await asyncio.sleep(0.05)
+
+
+async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
+    """Stream exactly ``tokens`` tokens of model ``m`` from ``url``; returns the data chunks received."""
+    body = {"model": "m", "prompt": "hello " * 20, "max_tokens": tokens, "stream": True, "ignore_eos": True}
+    chunks = 0
+    async with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
+        assert resp.status_code == 200
+        async for line in resp.aiter_lines():
+            chunks += line.startswith("data: {")
+    return chunks
