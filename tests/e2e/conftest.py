@@ -42,8 +42,9 @@ def vllm_python() -> str:
     path = os.environ.get("INFCTL_VLLM_PYTHON") or str(DEFAULT_VENV / "bin" / "python")
     if not Path(path).exists():
         pytest.skip(f"no vLLM interpreter at {path}: run .ci/slow once, or set INFCTL_VLLM_PYTHON")
+    # Importing vllm (torch, transformers) takes ~10 s here, several times that on a loaded machine.
     probe = subprocess.run(
-        [path, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True, timeout=120
+        [path, "-c", "import vllm; print(vllm.__version__)"], capture_output=True, text=True, timeout=600
     )
     if probe.returncode != 0:
         pytest.skip(f"{path} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")

@@ -240,13 +240,20 @@ def sim_engine(tmp_path: Path) -> str:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    # Python's start-up and imports: ~1 s here, many times that on a loaded machine.
+    deadline, last = time.monotonic() + 90, "no answer"
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200:
+            resp = httpx.get(url + "/health", timeout=2, trust_env=False)
+            if resp.status_code == 200:
                 break
-        except httpx.TransportError:
-            time.sleep(0.05)
+            last = f"{resp.status_code} {resp.text[:200]}"
+        except httpx.TransportError as exc:
+            last = repr(exc)
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail(f"infctl sim on port {port} not healthy (exit code {proc.poll()}; last: {last})")
     yield url  # type: ignore[misc]
     proc.terminate()
     proc.wait(10)
@@ -280,18 +287,20 @@ async def test_calibrating_the_simulator_recovers_its_step_model(sim_engine: str
     assert c["beta0_us"] == pytest.approx(2000.0, rel=0.05)
     assert c["beta2_us"] == pytest.approx(400.0, rel=0.05)
     assert c["attn_us_per_ktok"] == pytest.approx(TINY_CPU.attn_us_per_ktok, abs=5.0)
-    # TTFT is timed by the client, and the served simulator adds its own ~2-6 ms per request (more on a loaded
-    # machine), hence the loose bound on the prediction (the split between beta1 and the quadratic term is
-    # not pinned down by four prompt lengths on a noisy machine).
-    truth = CalibratedProfile(**{**_fields(TINY_CPU), "beta2_us": 400.0, "request_overhead_us": 3000.0})
-    predicted = predict_us(c, ttft_regressors(TtftSample(2048, 0.0), 2048)) * 1e-6
-    assert predicted == pytest.approx(truth.expected_ttft(2048), rel=0.5)
-    # The engine timed each prefill itself (its prefill histogram), so the step terms come from its clock
-    # and the overhead holds the rest: at least the simulated 3 ms.
+    # TTFT is timed by the client, which adds whatever the machine's load adds on top of the simulator's own
+    # ~2-6 ms per request; the engine timed each prefill itself (its prefill histogram), so the step terms
+    # come from its clock, whatever the load, and the overhead holds the rest: at least the simulated 3 ms.
     assert all(s.engine_prefill_s is not None for s in result.ttft)
     assert c["request_overhead_us"] >= 3000.0 * 0.9
     assert c["beta1_us"] == pytest.approx(TINY_CPU.beta1_us, rel=0.05)
-    assert result.fit.max_rel_error < 0.4
+    steps_only = {**c, "request_overhead_us": 0.0, "request_overhead_us_per_ktok": 0.0}
+    predicted = predict_us(steps_only, ttft_regressors(TtftSample(2048, 0.0), 2048)) * 1e-6
+    truth = CalibratedProfile(**{**_fields(TINY_CPU), "beta2_us": 400.0})
+    assert predicted == pytest.approx(truth.expected_ttft(2048), rel=0.05)
+    # The fit reproduces every engine-timed sample. Not asserted on the TTFT rows: their client-timed noise
+    # on a 16-token prompt alone reached a 40% miss here on a busy machine (the fit's max_rel_error).
+    itl_rows = [r for r in result.fit.rows if r.kind == "itl"]
+    assert itl_rows and max(abs(r.rel_error) for r in itl_rows) < 0.01, result.fit.rows
     assert result.profile.block_size == TINY_CPU.block_size and result.profile.model == TINY_CPU.model
 
 
@@ -316,8 +325,12 @@ def test_cli_writes_a_profile_that_sim_loads(sim_engine: str, tmp_path: Path) ->
     assert summary["written"] == str(out) and summary["served_fit_us"] is not None
     profile = get_profile(str(out))
     assert isinstance(profile, CalibratedProfile) and profile.name == "fitted"
-    # Compensated: the simulator serving this profile reproduces what was measured.
-    assert summary["max_rel_error"] < 0.5
+    # The engine-timed terms (its ITL and prefill histograms) are the simulator's own, compensation leaves
+    # them be (the simulator serving the fit reproduces them exactly), and the file holds them. The overhead
+    # terms are client-timed, so they move with the machine's load: not asserted.
+    assert profile.beta0_us == pytest.approx(2000.0, rel=0.05)
+    assert profile.beta2_us == pytest.approx(400.0, rel=0.05)
+    assert profile.beta1_us == pytest.approx(TINY_CPU.beta1_us, rel=0.05)
 
 
 def test_cli_reports_an_unreachable_engine() -> None:

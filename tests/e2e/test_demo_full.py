@@ -26,7 +26,11 @@ def test_the_demo_runs_both_comparisons(tmp_path: Path) -> None:
     base = _free_run(12)
     cmd = [sys.executable, "-m", "infctl", "-o", "json", "demo", "--run-dir", str(tmp_path / "run"),
            "--set", f"local.base_port={base}", "--report", str(tmp_path / "report.html")]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    # Under pytest's own 900 s limit, so a stuck demo fails here with what it printed.
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=840)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"infctl demo still running after 840 s: {str(exc.stderr)[-2000:]}") from None
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(done.stdout)
     names = [s["name"] for s in data["scenarios"]]

@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -45,9 +46,13 @@ def _commands(name: str, port: int, workers: list[str]) -> list[str]:
             "--worker-urls", *workers]  # fmt: skip
 
 
-async def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+async def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float = 180) -> None:
+    """Until the router serves a completion: it starts, then finds the workers healthy. A deadline, not a
+    count of tries, since each try may wait its own 2 s timeout; generous, for a loaded machine."""
+    t0 = time.monotonic()
+    last = "no answer yet"
     async with httpx.AsyncClient(timeout=2) as c:
-        for _ in range(300):
+        while time.monotonic() < t0 + deadline_s:
             if proc.poll() is not None:
                 raise AssertionError(f"router exited {proc.returncode}: {log.read_text()[-2000:]}")
             try:
@@ -56,10 +61,12 @@ async def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> Non
                 )
                 if r.status_code == 200:
                     return
-            except httpx.HTTPError:
-                pass
+                last = f"{r.status_code} {r.text[:200]}"
+            except httpx.HTTPError as exc:
+                last = repr(exc)
             await asyncio.sleep(0.1)
-    raise AssertionError(f"router never answered: {log.read_text()[-2000:]}")
+    tail = log.read_text()[-2000:]
+    raise AssertionError(f"router not serving after {deadline_s:.0f} s (last: {last}): {tail}")
 
 
 @pytest.mark.parametrize("name", ["sglang-router", "vllm-router"])
