@@ -1,7 +1,8 @@
 """The simulated engine core: vLLM v1's continuous-batching scheduler over a KV block pool, on a given clock.
 
 Pure: no asyncio and no wall clock; drivers pass ``now`` and wait ``StepOutput.duration`` before delivering
-a step's outputs (see ``infctl.sim.types``). One step:
+a step's outputs (see ``infctl.sim.types``). This module decides who runs and how many tokens each computes;
+the blocks, the prefix cache and the offload tier are ``infctl.sim.kv_manager.KVManager``'s. One step:
 
 1. **Running requests first**, in admission order: a decoding sequence costs 1 token of the step's budget
    (``max_num_batched_tokens``), a request mid-prefill takes ``min(remaining, budget)`` (chunked prefill).
@@ -46,58 +47,13 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from infctl.sim.kvcache import BlockPool, SequenceHashes
+from infctl.sim.kv_manager import KVManager, Plan, RequestState
+from infctl.sim.kvcache import BlockPool
 from infctl.sim.offload import HostTier, OffloadTier
 from infctl.sim.profiles import SimProfile
 from infctl.sim.types import CoreStats, SimRequest, StepOutput, TokenEvent
 
 Role = Literal["prefill", "decode", "both"]
-
-
-class _Req:
-    """A request's scheduling state. Known tokens = prompt + ``n_out`` generated; ``n_computed`` have KV."""
-
-    __slots__ = (
-        "blocks",
-        "cached_tokens",
-        "decoding",
-        "done",
-        "hashes",
-        "link_bps",
-        "max_tokens",
-        "n_cached",
-        "n_computed",
-        "n_out",
-        "prompt",
-        "prompt_len",
-        "ready_at",
-        "remote",
-        "rid",
-        "seed",
-    )
-
-    def __init__(self, req: SimRequest, remote: bool) -> None:
-        self.rid = req.request_id
-        self.prompt = req.prompt_ids
-        self.prompt_len = len(req.prompt_ids)
-        self.max_tokens = req.max_tokens
-        self.seed = req.seed
-        self.remote = remote
-        self.link_bps = req.kv_transfer_gbps * 1e9 if req.kv_transfer_gbps else None
-        """Waiting for its prompt's KV from a prefill engine (cleared when it arrives); a load from the
-        offload tier also waits in ``_transferring``, with ``remote`` False."""
-        self.n_out = 0
-        self.n_computed = 0
-        self.blocks: list[int] = []
-        self.hashes: SequenceHashes | None = None
-        """Chained block hashes, made at first admission and extended as tokens are generated."""
-        self.n_cached = 0
-        """Leading blocks already registered in the prefix cache (or found there)."""
-        self.cached_tokens = -1
-        """Prefix hit at first admission; -1 until then."""
-        self.decoding = False
-        self.done = False
-        self.ready_at = 0.0
 
 
 class EngineCore:
@@ -114,34 +70,23 @@ class EngineCore:
     ) -> None:
         self.profile = profile
         self.role = role
+        self._kv = kv = KVManager(profile, kv_events=kv_events, hash_seed=hash_seed, offload=offload)
+        self._pool = kv.pool
+        self._tier = kv.tier
         self._bs = profile.block_size
-        self._caching = profile.enable_prefix_caching
-        self._seed = profile.model if hash_seed is None else hash_seed
-        self._pool = BlockPool(profile.num_gpu_blocks, record_events=kv_events)
         self._transfer_bytes_per_s = profile.kv_transfer_gbps * 1e9
         self._per_chunk = profile.uses_prefill_chunks
         """Pass each prefill chunk's (tokens, prefix) to ``step_time`` (only profiles that price them)."""
-        self._running: list[_Req] = []
-        self._waiting: deque[_Req] = deque()
-        self._transferring: list[_Req] = []
-        self._requests: dict[str, _Req] = {}
+        self._running: list[RequestState] = []
+        self._waiting: deque[RequestState] = deque()
+        self._transferring: list[RequestState] = []
+        """Waiting for KV from a prefill engine or the offload tier."""
+        self._requests: dict[str, RequestState] = {}
         self._early: list[TokenEvent] = []
         """Aborts and errors, reported by the next step."""
         self._queries = self._hits = self._prompt_tokens = self._generated = self._preemptions = 0
         self._now = 0.0
         """Start of the current (last) step: when the tier's copies are judged ready."""
-        self._tier: HostTier | None = None
-        self._to_store: list[int] | None = None
-        """Write-through: hashes of this step's full blocks, copied to the tier when the step ends."""
-        if offload is not None:
-            self._tier = HostTier(
-                offload, block_size=self._bs, kv_bytes_per_token=profile.kv_bytes_per_token,
-                record_events=kv_events,
-            )  # fmt: skip
-            if self._tier.write_through:
-                self._to_store = []
-            else:
-                self._pool.evicted = []
 
     @property
     def pool(self) -> BlockPool:
@@ -171,7 +116,7 @@ class EngineCore:
         if -(-(n_prompt + req.max_tokens - 1) // self._bs) > self.profile.num_gpu_blocks:
             self._early.append(TokenEvent(req.request_id, 0, True, "error"))
             return
-        r = _Req(req, remote=req.remote_prefill and self.role != "prefill")
+        r = RequestState(req, remote=req.remote_prefill and self.role != "prefill")
         self._requests[r.rid] = r
         if r.remote and not self._waiting and self._start_transfer(r, now):
             return
@@ -186,8 +131,7 @@ class EngineCore:
             if r in queue:
                 queue.remove(r)
                 break
-        self._pool.free(r.blocks)
-        r.blocks = []
+        self._kv.free(r)
         r.done = True
         self._early.append(TokenEvent(request_id, 0, True, "abort"))
 
@@ -208,11 +152,7 @@ class EngineCore:
 
     def reset_prefix_cache(self) -> bool:
         """Forget all cached prefixes, the tier's too; refused (False) while any request holds blocks."""
-        if not self._pool.reset_cache():
-            return False
-        if self._tier is not None:
-            self._tier.clear()
-        return True
+        return self._kv.reset_prefix_cache()
 
     def stats(self) -> CoreStats:
         pool = self._pool
@@ -244,7 +184,7 @@ class EngineCore:
         pool = self._pool
         running = self._running
         budget = self.profile.max_num_batched_tokens
-        sched: list[_Req] = []
+        sched: list[RequestState] = []
         n_sched: list[int] = []
         preempted: list[str] = []
 
@@ -267,12 +207,11 @@ class EngineCore:
             self._admit(now, budget, sched, n_sched)
         return self._execute(now, sched, n_sched, preempted)
 
-    def _make_room(self, r: _Req, need: int, preempted: list[str]) -> bool:
+    def _make_room(self, r: RequestState, need: int, preempted: list[str]) -> bool:
         """Preempt from the back of the running list until ``need`` blocks are free; False if ``r`` went."""
         while self._pool.num_free < need:
             victim = self._running.pop()
-            self._pool.free(victim.blocks)
-            victim.blocks = []
+            self._kv.free(victim)
             victim.n_computed = victim.n_cached = 0
             self._waiting.appendleft(victim)
             self._preemptions += 1
@@ -281,12 +220,12 @@ class EngineCore:
                 return False
         return True
 
-    def _admit(self, now: float, budget: int, sched: list[_Req], n_sched: list[int]) -> None:
+    def _admit(self, now: float, budget: int, sched: list[RequestState], n_sched: list[int]) -> None:
         running = self._running
         max_seqs = self.profile.max_num_seqs
         if self._transferring:
             # Arrived remote KV goes first, as vLLM puts finished receives back at the queue's front.
-            pending: list[_Req] = []
+            pending: list[RequestState] = []
             for r in self._transferring:
                 if r.ready_at <= now and budget > 0 and len(running) < max_seqs:
                     # A remote prefill has one token left (its first decode input); a tier load has the rest
@@ -325,35 +264,12 @@ class EngineCore:
             n_sched.append(plan[1] - hit_tokens)
             budget -= plan[1] - hit_tokens
 
-    def _plan(self, r: _Req, budget: int) -> tuple[list[int], int, int] | None:
-        """HBM-hit blocks, tokens to cover with blocks and tier-hit blocks (after the HBM hit) if ``r`` is
-        admitted now; None if no room."""
-        bs = self._bs
-        n_tokens = r.prompt_len + r.n_out
-        hits: list[int] = []
-        n_tier = 0
-        limit = (n_tokens - 1) // bs
-        if self._caching and limit:
-            hashes = self._hashes(r, limit)
-            hits = self._pool.lookup(hashes, limit)
-            if self._tier is not None and len(hits) < limit and not r.remote:
-                n_tier = self._tier.lookup(hashes, len(hits), limit, self._now)
-        hit_tokens = (len(hits) + n_tier) * bs
-        covered = n_tokens if r.remote else hit_tokens + min(n_tokens - hit_tokens, budget)
-        need = (covered + bs - 1) // bs - len(hits)
-        if need > self._pool.num_free - self._pool.count_unreferenced(hits):
-            return None
-        return hits, covered, n_tier
+    def _plan(self, r: RequestState, budget: int) -> Plan | None:
+        return self._kv.plan(r, budget, self._now)
 
-    def _take(self, r: _Req, hits: list[int], covered: int, n_tier: int) -> int:
-        """Give ``r`` its hit blocks and fresh ones covering ``covered`` tokens; returns the HBM hit in
-        tokens."""
-        pool = self._pool
-        pool.touch(hits)
-        r.blocks = hits + pool.allocate((covered + self._bs - 1) // self._bs - len(hits))
-        hit_tokens = len(hits) * self._bs
-        r.n_computed = hit_tokens
-        r.n_cached = len(hits)
+    def _take(self, r: RequestState, hits: list[int], covered: int, n_tier: int) -> int:
+        """Give ``r`` its blocks (see ``KVManager.take``) and count its prefix hit at first admission."""
+        hit_tokens = self._kv.take(r, hits, covered)
         if r.cached_tokens < 0:
             r.cached_tokens = hit_tokens + n_tier * self._bs
             self._queries += r.prompt_len
@@ -361,19 +277,14 @@ class EngineCore:
             if self._tier is not None and not r.remote:
                 self._tier.query_tokens += r.prompt_len - hit_tokens
                 self._tier.hit_tokens += n_tier * self._bs
-        if self._to_store is not None and hits and r.hashes is not None:
-            # Write-through refreshes (or re-stores) the prefix a request reuses, as vLLM's connector does.
-            self._to_store += r.hashes.hashes[: len(hits)]
         return hit_tokens
 
-    def _start_load(self, r: _Req, first: int, n_blocks: int, now: float) -> None:
+    def _start_load(self, r: RequestState, first: int, n_blocks: int, now: float) -> None:
         """Copy blocks ``first..first+n_blocks`` of ``r`` from the tier; ``r`` waits with the transfers."""
-        assert self._tier is not None and r.hashes is not None
-        r.ready_at = self._tier.load(r.hashes.hashes[first : first + n_blocks], now)
-        r.n_computed = (first + n_blocks) * self._bs
+        self._kv.load(r, first, n_blocks, now)
         self._transferring.append(r)
 
-    def _start_transfer(self, r: _Req, now: float) -> bool:
+    def _start_transfer(self, r: RequestState, now: float) -> bool:
         plan = self._plan(r, 0)
         if plan is None:
             return False
@@ -386,9 +297,12 @@ class EngineCore:
         self._transferring.append(r)
         return True
 
-    def _execute(self, now: float, sched: list[_Req], n_sched: list[int], preempted: list[str]) -> StepOutput:
+    def _execute(
+        self, now: float, sched: list[RequestState], n_sched: list[int], preempted: list[str]
+    ) -> StepOutput:
+        kv = self._kv
         bs = self._bs
-        caching = self._caching
+        caching = kv.caching
         events = self._early
         self._early = []
         prefill = decode = context = generated = 0
@@ -405,7 +319,7 @@ class EngineCore:
                     chunks.append((n_new, r.n_computed))
             r.n_computed += n_new
             if caching and r.n_computed // bs > r.n_cached:
-                self._cache_full_blocks(r)
+                kv.cache_full_blocks(r)
             if r.n_computed < n_tokens:
                 events.append(TokenEvent(r.rid, 0, False))
                 continue
@@ -418,8 +332,7 @@ class EngineCore:
                 self._prompt_tokens += r.prompt_len
             if r.n_out >= r.max_tokens:
                 events.append(TokenEvent(r.rid, 1, True, "length", cached))
-                self._pool.free(r.blocks)
-                r.blocks = []
+                kv.free(r)
                 r.done = True
                 del self._requests[r.rid]
                 finished = True
@@ -429,56 +342,11 @@ class EngineCore:
         if finished:
             self._running = [r for r in self._running if not r.done]
         duration = self.profile.step_time(prefill, decode, context, chunks) if sched else 0.0
-        kv_events = self._pool.drain_events() if self._pool.record_events else []
-        if self._tier is not None:
-            self._offload(now, now + duration)
-            if self._tier.events:
-                kv_events += self._tier.drain_events()
         return StepOutput(
             duration=duration,
             events=events,
             prefill_tokens=prefill,
             decode_seqs=decode,
             preempted=preempted,
-            kv_events=kv_events,
+            kv_events=kv.end_step(now, now + duration),
         )
-
-    def _offload(self, start: float, end: float) -> None:
-        """Copy this step's blocks to the tier: evicted ones from the step's start (write-back, before the
-        block is overwritten), computed ones from its end (write-through)."""
-        assert self._tier is not None
-        evicted = self._pool.evicted
-        if evicted:
-            self._tier.store(evicted, start)
-            evicted.clear()
-        if self._to_store:
-            self._tier.store(self._to_store, end)
-            self._to_store = []
-
-    # -- prefix-cache hashes ----------------------------------------------------------------------
-
-    def _hashes(self, r: _Req, n_blocks: int) -> list[int]:
-        if r.hashes is None:
-            r.hashes = SequenceHashes(r.prompt, r.seed, self._bs, self._seed)
-        return r.hashes.upto(n_blocks)
-
-    def _cache_full_blocks(self, r: _Req) -> None:
-        """Register ``r``'s newly computed full blocks; one BlockStored per run of newly cached blocks."""
-        pool = self._pool
-        full = r.n_computed // self._bs
-        hashes = self._hashes(r, full)
-        if self._to_store is not None:
-            self._to_store += hashes[r.n_cached : full]
-        runs: list[list[int]] = []
-        for i in range(r.n_cached, full):
-            if pool.cache(r.blocks[i], hashes[i]):
-                if runs and runs[-1][-1] == i - 1:
-                    runs[-1].append(i)
-                else:
-                    runs.append([i])
-        r.n_cached = full
-        if pool.record_events and r.hashes is not None:
-            for run in runs:
-                ids = [t for i in run for t in r.hashes.block_ids(i)]
-                parent = hashes[run[0] - 1] if run[0] else None
-                pool.record_stored([hashes[i] for i in run], parent, ids, self._bs)
