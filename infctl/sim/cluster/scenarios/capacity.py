@@ -24,12 +24,11 @@ from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
     SAT_TPUT,
-    TRACE_PROMPT_TOKENS_PER_S,
     UTIL,
     ScenarioSize,
     base_config,
+    on_trace,
     prefill_rate,
-    trace_plan,
     trace_spec,
 )
 from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level, shape
@@ -106,9 +105,7 @@ def kv_tier(size: ScenarioSize) -> SimScenario:
     engines = max(1, size.engines // 8)
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines, policy="cache_aware")
     # Sized as if 40% of each prompt were cached (HBM and tier together): HBM alone is then overloaded.
-    compression = UTIL * engines * prefill_rate(base.profile) / (0.6 * TRACE_PROMPT_TOKENS_PER_S)
-    trace, n = trace_spec(size, compression)
-    base = replace(base, workload=trace, load=trace_plan(n, 16 * engines))
+    base, compression, n = on_trace(size, base, prefill_engines=engines, computed=0.6)
 
     def tier(gbps: float, latency: float) -> dict[str, object]:
         return {"engine_options": {"offload": OffloadTier(capacity_gib=TIER_GIB, load_gbps=gbps,

@@ -84,7 +84,9 @@ def base_config(size: ScenarioSize, profile: SimProfile, **fields: Any) -> SimCo
     return SimConfig(profile=p, gpus_per_engine=GPUS.get(p.name, 1), seed=size.seed, **fields)
 
 
-def _paced_then_saturated(rate: float, concurrency: int, requests: int) -> LoadPlan:
+def half_paced(requests: int, concurrency: int, rate: float | None = None) -> LoadPlan:
+    """The first half of ``requests`` paced at ``rate`` requests/s (None: a trace's own timestamps, as
+    compressed), for latencies; the rest in a closed loop of ``concurrency``, for throughput."""
     half = max(10, requests // 2)
     return LoadPlan(
         stages=[
@@ -121,7 +123,7 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         ]
     )
     base = replace(
-        base, workload=workload, load=_paced_then_saturated(rate, 32 * size.engines, size.requests)
+        base, workload=workload, load=half_paced(size.requests, 32 * size.engines, rate)
     )
     return SimScenario(
         name="bucketing",
@@ -177,7 +179,7 @@ def prefix_shared(size: ScenarioSize) -> SimScenario:
     # Random routing finds about a third of each prompt cached: size the paced rate on that.
     rate = UTIL * size.engines * prefill_rate(p) / (0.67 * (prefix + 256))
     base = replace(
-        base, workload=workload, load=_paced_then_saturated(rate, 16 * size.engines, size.requests)
+        base, workload=workload, load=half_paced(size.requests, 16 * size.engines, rate)
     )
     return SimScenario(
         name="prefix",
@@ -210,12 +212,15 @@ def trace_spec(size: ScenarioSize, compression: float) -> tuple[TraceSpec, int]:
     return spec, min(size.requests, MOONCAKE_REQUESTS)
 
 
-def trace_plan(requests: int, concurrency: int) -> LoadPlan:
-    """The trace's first half at its own (compressed) timestamps, then the rest in a closed loop."""
-    half = max(10, requests // 2)
-    return LoadPlan(
-        stages=[Stage(num_requests=half), Stage(concurrency=concurrency, num_requests=requests - half)]
-    )
+def on_trace(
+    size: ScenarioSize, base: SimConfig, *, prefill_engines: int, computed: float
+) -> tuple[SimConfig, float, int]:
+    """``base`` replaying the Mooncake trace, its timestamps compressed so that ``prefill_engines`` run at
+    ``UTIL`` of their prefill capacity when a ``computed`` share of each prompt is prefilled (the rest
+    cached); half paced, half in a closed loop of 16 per engine. Also the compression and the requests."""
+    compression = UTIL * prefill_engines * prefill_rate(base.profile) / (computed * TRACE_PROMPT_TOKENS_PER_S)
+    trace, n = trace_spec(size, compression)
+    return replace(base, workload=trace, load=half_paced(n, 16 * base.engines)), compression, n
 
 
 def prefix_mooncake(size: ScenarioSize) -> SimScenario:
@@ -223,9 +228,7 @@ def prefix_mooncake(size: ScenarioSize) -> SimScenario:
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
     # The trace sends ~60k prompt tokens/s: compress it to ~60% of the fleet's prefill capacity at a
     # 30% hit rate.
-    compression = UTIL * size.engines * prefill_rate(base.profile) / (0.7 * TRACE_PROMPT_TOKENS_PER_S)
-    trace, n = trace_spec(size, compression)
-    base = replace(base, workload=trace, load=trace_plan(n, 16 * size.engines))
+    base, compression, n = on_trace(size, base, prefill_engines=size.engines, computed=0.7)
     return SimScenario(
         name="prefix-mooncake",
         title=f"prefix-aware vs random routing: {size.engines} x {base.profile.name}, Mooncake trace x"

@@ -10,21 +10,15 @@ profile, so the comparison isolates the serving layout, not different hardware p
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from infctl.bench.slo import SLO
 from infctl.sim.cluster.pd import PDLayout
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
     SAT_TPUT,
-    TRACE_PROMPT_TOKENS_PER_S,
-    UTIL,
     ScenarioSize,
     base_config,
-    prefill_rate,
-    trace_plan,
-    trace_spec,
+    on_trace,
 )
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
 
@@ -38,9 +32,7 @@ def pd_scenario(size: ScenarioSize) -> SimScenario:
     engines = 2 * groups
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines, slo=PD_SLO)
     # Half the fleet prefills in the PD arms: pace on its capacity so they are loaded, not swamped.
-    compression = UTIL * groups * prefill_rate(base.profile) / (0.7 * TRACE_PROMPT_TOKENS_PER_S)
-    trace, n = trace_spec(size, compression)
-    base = replace(base, workload=trace, load=trace_plan(n, 16 * engines))
+    base, compression, n = on_trace(size, base, prefill_engines=groups, computed=0.7)
     arms = [
         SimArm("aggregated", {"policy": "cache_aware"}),
         SimArm(f"PD group ({groups} x 1P1D)", {"pd": PDLayout(1, 1, groups, "group")}),
