@@ -175,7 +175,8 @@ def test_demo_as_json(tmp_path: Path, infctl: Callable[..., Result]) -> None:
     data = json.loads(result.stdout)
     assert data["processes"] == 3  # two engines and the router
     assert data["first"]["reply"] and data["first"]["completion_tokens"] > 0
-    assert 0 < data["first"]["ttft_s"] < 5
+    # Measured, and within its own request (a bound in seconds would be the machine's load, not the demo's).
+    assert 0 < data["first"]["ttft_s"] <= data["first"]["total_s"]
     assert data["first"]["cached_tokens"] == 0
     assert data["repeated_prefix"]["cached_tokens"] >= 16
     assert not list((tmp_path / "run").glob("*/state.json"))
