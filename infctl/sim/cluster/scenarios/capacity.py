@@ -24,11 +24,10 @@ from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
     SAT_TPUT,
-    UTIL,
     ScenarioSize,
     base_config,
     on_trace,
-    prefill_rate,
+    paced_rate,
     trace_spec,
 )
 from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level, shape
@@ -50,7 +49,7 @@ def autoscaling(size: ScenarioSize) -> SimScenario:
     a static fleet of ``engines // 2`` for the peak vs the autoscaler between 1 and that."""
     engines = max(2, size.engines // 2)
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines)
-    peak = UTIL * engines * prefill_rate(base.profile) / TRACE_PROMPT_TOKENS
+    peak = paced_rate(engines, base.profile, TRACE_PROMPT_TOKENS)
     trace, n = trace_spec(size, 1.0)
     day_s = n / (peak * mean_level(DAY_SHAPE))
     scale = max(day_s / 86_400, MIN_TIME_SCALE)

@@ -78,6 +78,13 @@ def prefill_rate(profile: SimProfile) -> float:
     return chunk / profile.step_time(chunk, 0, 0)
 
 
+def paced_rate(engines: int, profile: SimProfile, tokens: float) -> float:
+    """How many times a second ``engines`` can be sent ``tokens`` prompt tokens to prefill and stay at
+    ``UTIL`` of their prefill capacity: a request rate, or a trace's compression when ``tokens`` is what the
+    trace sends in one second."""
+    return UTIL * engines * prefill_rate(profile) / tokens
+
+
 def base_config(size: ScenarioSize, profile: SimProfile, **fields: Any) -> SimConfig:
     """A scenario's config on ``size.profile`` (else ``profile``), with its GPUs per engine and seed."""
     p = size.profile or profile
@@ -115,7 +122,7 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         {"name": "long", "pools": ["long"]},
     ]
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
-    rate = UTIL * size.engines * prefill_rate(base.profile) / mean_prompt
+    rate = paced_rate(size.engines, base.profile, mean_prompt)
     workload = MixtureSpec(
         components=[
             MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=128)),
@@ -177,7 +184,7 @@ def prefix_shared(size: ScenarioSize) -> SimScenario:
         groups=groups, prefix_tokens=prefix, zipf=0.6, input=LengthDist(mean=256), output=LengthDist(mean=128)
     )
     # Random routing finds about a third of each prompt cached: size the paced rate on that.
-    rate = UTIL * size.engines * prefill_rate(p) / (0.67 * (prefix + 256))
+    rate = paced_rate(size.engines, p, 0.67 * (prefix + 256))
     base = replace(
         base, workload=workload, load=half_paced(size.requests, 16 * size.engines, rate)
     )
@@ -218,7 +225,7 @@ def on_trace(
     """``base`` replaying the Mooncake trace, its timestamps compressed so that ``prefill_engines`` run at
     ``UTIL`` of their prefill capacity when a ``computed`` share of each prompt is prefilled (the rest
     cached); half paced, half in a closed loop of 16 per engine. Also the compression and the requests."""
-    compression = UTIL * prefill_engines * prefill_rate(base.profile) / (computed * TRACE_PROMPT_TOKENS_PER_S)
+    compression = paced_rate(prefill_engines, base.profile, computed * TRACE_PROMPT_TOKENS_PER_S)
     trace, n = trace_spec(size, compression)
     return replace(base, workload=trace, load=half_paced(n, 16 * base.engines)), compression, n
 
