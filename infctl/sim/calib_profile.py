@@ -19,7 +19,7 @@ import yaml
 
 from infctl.errors import ConfigError
 from infctl.sim.calib_fit import chunks as split_prefill
-from infctl.sim.profiles import PrefillChunks, SimProfile
+from infctl.sim.profiles import PrefillChunks, SimProfile, check_fields
 
 FORMAT_KEY = "infctl_sim_profile"
 """Marks a file as a simulator profile; its value is the format version."""
@@ -108,13 +108,7 @@ def profile_from_dict(data: Any, *, source: str = "<profile>") -> SimProfile:
         f.name for f in dataclasses.fields(SimProfile)
     }
     cls: type[SimProfile] = CalibratedProfile if extra & set(fields) else SimProfile
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown profile field(s): {', '.join(unknown)}",
-            hint=f"known fields: {', '.join(sorted(known))}",
-        )
+    check_fields(cls, fields, f"{source}: unknown profile field(s)")
     try:
         return cls(**fields)
     except TypeError as exc:  # a required field is missing

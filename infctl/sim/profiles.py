@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,13 +103,7 @@ class SimProfile:
 
     def with_overrides(self, **overrides: Any) -> SimProfile:
         """A copy with some fields replaced (e.g. ``num_gpu_blocks=64``); unknown names raise ConfigError."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown simulator profile field(s): {', '.join(unknown)}",
-                hint=f"known fields: {', '.join(sorted(known))}",
-            )
+        check_fields(type(self), overrides, "unknown simulator profile field(s)")
         return dataclasses.replace(self, **overrides)
 
     def request_overhead(self, prompt_tokens: int) -> float:
@@ -146,6 +140,15 @@ class SimProfile:
     def expected_itl(self, batch: int, context: int = 0) -> float:
         """Seconds between tokens in a decode-only step of ``batch`` sequences of ``context`` tokens each."""
         return self.step_time(0, batch, batch * context)
+
+
+def check_fields(cls: type[SimProfile], names: Iterable[str], message: str) -> None:
+    """ConfigError ``message: <names that are not fields of cls>``, with the known fields as the hint."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        hint = f"known fields: {', '.join(sorted(known))}"
+        raise ConfigError(f"{message}: {', '.join(unknown)}", hint=hint)
 
 
 # Llama-3.1-8B BF16 on one H100 80GB (REFERENCE section 5).
