@@ -6,12 +6,20 @@ Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` dele
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
+
+DIST_INIT_FLAG = "--dist-init-addr"
+ZMQ_PORTS_AFTER_DIST_INIT = 6
+"""SGLang's ``PortArgs`` with DP attention: tokenizer, detokenizer, RPC, metrics, scheduler input and load
+collector listen on the dist-init port + 1 .. + 6 (+ one per rank more under ``SGLANG_RUST_SERVER``)."""
+HANDSHAKE_DELTA = 13
+"""``DP_ATTENTION_HANDSHAKE_PORT_DELTA``: the worker-port handshake binds the dist-init port + 13."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
@@ -51,6 +59,29 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     args += _speculative_args(model)
     args += ["--enable-metrics", "--enable-cache-report"]
     return args + list(model.extra_args)
+
+
+def host_port_runs(model: ModelProfile) -> dict[str, int]:
+    """The ports an engine of ``model`` binds at a fixed default or at an offset from ``--port``, which
+    engines side by side on one machine must each get their own of: name -> how many consecutive ports.
+
+    With DP attention every internal socket is TCP at ``--dist-init-addr``'s port + 0..6 and + 13, and with
+    no address SGLang derives that port from ``--port`` + 233, so two engines whose HTTP ports differ by
+    less than 14 overlap: ``dist_init`` gets its own run of 14 (more with many ranks, see
+    :data:`ZMQ_PORTS_AFTER_DIST_INIT`). Plain ``--dp-size`` needs none: its ranks talk over IPC and pick
+    their NCCL ports free (a fixed ``--nccl-port`` or ``--dist-init-addr`` would be shared by every rank).
+    A flag already in ``extra_args`` is the user's choice.
+    """
+    given = {word.split("=", 1)[0] for word in model.extra_args}
+    dp = model.data_parallel_size
+    if dp == 1 or not model.dp_attention or DIST_INIT_FLAG in given:
+        return {}
+    return {"dist_init": max(HANDSHAKE_DELTA + 1, ZMQ_PORTS_AFTER_DIST_INIT + 1 + dp)}
+
+
+def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
+    """The flags passing the ports :func:`host_port_runs` asked for (each run's first port under its name)."""
+    return [DIST_INIT_FLAG, f"{host}:{ports['dist_init']}"] if "dist_init" in ports else []
 
 
 def _pd_args(model: ModelProfile, role: Role) -> list[str]:

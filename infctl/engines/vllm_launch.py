@@ -6,6 +6,7 @@ Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.vllm.VLLMAdapter
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
@@ -23,6 +24,8 @@ KV_CONNECTORS = {
 KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
 LMCACHE_CHUNK_SIZE = 256
 """Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
+DP_RPC_PORT_FLAGS = ("--data-parallel-rpc-port", "-dpp")
+"""vLLM's data-parallel handshake port (default 29550, the same for every engine on a machine)."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
@@ -60,6 +63,26 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
         args += ["--speculative-config", json_arg(_speculative_config(model))]
     args += ["--enable-prompt-tokens-details", "--enable-server-load-tracking"]
     return args + list(model.extra_args)
+
+
+def host_port_runs(model: ModelProfile) -> dict[str, int]:
+    """The ports an engine of ``model`` binds at a fixed default, which engines side by side on one machine
+    must each get their own of: name -> how many consecutive ports. Empty for one rank.
+
+    A data-parallel engine's ``--data-parallel-rpc-port`` (29550 for every engine): bound for the ZMQ
+    handshake whenever it goes over TCP (hybrid or external load balancing, elastic EP, ranks on other
+    nodes), so ``dp_rpc`` gets one port. vLLM's other data-parallel sockets take their ports at bind time
+    or are IPC (:mod:`infctl.local.engine_ports`). A flag already in ``extra_args`` is the user's choice.
+    """
+    given = {word.split("=", 1)[0] for word in model.extra_args}
+    if model.data_parallel_size == 1 or given.intersection(DP_RPC_PORT_FLAGS):
+        return {}
+    return {"dp_rpc": 1}
+
+
+def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
+    """The flags passing the ports :func:`host_port_runs` asked for (each run's first port under its name)."""
+    return [DP_RPC_PORT_FLAGS[0], str(ports["dp_rpc"])] if "dp_rpc" in ports else []
 
 
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:

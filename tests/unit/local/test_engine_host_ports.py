@@ -1,0 +1,85 @@
+"""Real engines side by side on one machine: each gets its own ports for what its engine would otherwise bind
+at a fixed default (vLLM's data-parallel RPC port, SGLang's DP-attention sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_plan import flag, plan_of, profile
+
+from infctl.config import ModelProfile
+from infctl.local import PortAllocator
+from infctl.local.engine_ports import host_port_args, placeholders, take_host_ports
+
+
+def real(**changes: Any) -> Any:
+    return profile(**{"local.simulate": False, **changes})
+
+
+def every_port(plan: Any) -> list[int]:
+    return [p for s in (*plan.specs, *plan.reserve) for p in (s.port, *s.ports.values())]
+
+
+def test_two_data_parallel_vllm_engines_get_their_own_rpc_ports() -> None:
+    plan = plan_of(real(**{"model.data_parallel_size": 2, "model.kv_events": {"port": 5557}}))
+    engines = plan.specs
+    # HTTP ports, then each engine's KV-events run (one port per rank), then each engine's RPC port.
+    assert [flag(s, "--data-parallel-rpc-port") for s in engines] == ["18006", "18007"]
+    assert [s.ports["dp_rpc"] for s in engines] == [18006, 18007]
+    assert [s.ports["kv_events"] for s in engines] == [18002, 18004]
+    assert flag(engines[0], "--data-parallel-size") == "2"
+    assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_the_rpc_port_skips_busy_ports_and_one_rank_needs_none() -> None:
+    plan = plan_of(real(**{"model.data_parallel_size": 2}), is_free=lambda port: port not in (18002, 18003))
+    assert [s.ports["dp_rpc"] for s in plan.specs] == [18004, 18005]
+    single = plan_of(real())
+    assert all("--data-parallel-rpc-port" not in s.argv and not s.ports for s in single.specs)
+
+
+def test_simulated_engines_bind_no_host_ports() -> None:
+    plan = plan_of(profile(**{"model.data_parallel_size": 2}))
+    assert [dict(s.ports) for s in plan.specs] == [{}, {}]
+
+
+def test_a_custom_engine_command_takes_the_rpc_port_as_a_placeholder() -> None:
+    command = ["vllm-serve", "--port", "{port}", "--data-parallel-rpc-port", "{dp_rpc_port}", "{host}"]
+    plan = plan_of(real(**{"model.data_parallel_size": 2, "local.engine_command": command}))
+    assert [s.argv for s in plan.specs] == [
+        ("vllm-serve", "--port", "18000", "--data-parallel-rpc-port", "18002", "127.0.0.1"),
+        ("vllm-serve", "--port", "18001", "--data-parallel-rpc-port", "18003", "127.0.0.1"),
+    ]
+
+
+def test_reserve_engines_hold_their_own_rpc_ports() -> None:
+    p = real(**{"model.data_parallel_size": 2, "router.enabled": True, "autoscaler.enabled": True,
+                "autoscaler.both": {"min": 1, "max": 3}})
+    plan = plan_of(p)
+    spare = plan.reserve[0]
+    assert flag(spare, "--data-parallel-rpc-port") == str(spare.ports["dp_rpc"])
+    assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_sglang_dp_attention_engines_get_disjoint_dist_init_runs() -> None:
+    model = {"engine": "sglang", "model": "org/m", "served_model_name": "m", "data_parallel_size": 2,
+             "dp_attention": True}
+    plan = plan_of(real(model=model))
+    a, b = plan.specs
+    # Without the flag SGLang would derive both runs from --port + 233: 18233.. and 18234.., overlapping.
+    assert [flag(s, "--dist-init-addr") for s in (a, b)] == ["127.0.0.1:18002", "127.0.0.1:18016"]
+    assert a.ports["dist_init.13"] == 18015 and b.ports["dist_init"] == 18016
+    assert len(a.ports) == 14 and len(set(every_port(plan))) == len(every_port(plan))
+    plain = plan_of(real(model={**model, "dp_attention": False}))
+    assert all("--dist-init-addr" not in s.argv and not s.ports for s in plain.specs)
+
+
+def test_the_port_helpers_ignore_engines_without_host_ports() -> None:
+    ports = PortAllocator(100, lambda port: True)
+    other = ModelProfile(engine="sglang", model="m", data_parallel_size=2)
+    assert take_host_ports(other, ports) == {} and ports.take() == 100
+    vllm = ModelProfile(engine="vllm", model="m", data_parallel_size=2)
+    taken = take_host_ports(vllm, ports)
+    assert taken == {"dp_rpc": 101}
+    assert placeholders(vllm, {**taken, "kv_events": 5}) == {"dp_rpc_port": 101}
+    assert host_port_args(vllm, taken, "h") == ["--data-parallel-rpc-port", "101"]
