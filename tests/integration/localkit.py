@@ -1,6 +1,6 @@
-"""What the local-target integration tests share: supervisor settings quick enough for a test, a supervisor
-running a plan for the length of a ``with`` block, the release's admin headers, a polling wait and a
-counted stream.
+"""What the local-target integration tests share: a profile of simulated vLLM engines, supervisor settings
+quick enough for a test, a supervisor running a plan for the length of a ``with`` block, the release's admin
+headers, a polling wait and a counted stream.
 
 Imported by name (``from localkit import FAST, supervised``): pytest puts a test's own folder on sys.path,
 which is this one for tests/integration/*.py; tests/integration/autoscaler/conftest.py adds it for its folder.
@@ -9,12 +9,16 @@ which is this one for tests/integration/*.py; tests/integration/autoscaler/conft
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
 
+from infctl.config import DeploymentProfile
 from infctl.local import LocalPlan, RunState, SupervisorSettings, serve
 from infctl.local.admin_token import token_path
 
@@ -27,6 +31,26 @@ FAST = SupervisorSettings(
     drain_timeout=20,
 )
 """Quick probes, restarts, reconciles and drains; generous health and drain deadlines for a loaded machine."""
+
+
+def local_profile(
+    tmp_path: Path, name: str, *, base_port: int, model: dict[str, Any], **fields: Any
+) -> DeploymentProfile:
+    """An aggregated local release of one simulated vLLM engine serving model ``m`` (``model`` adds to its
+    model section: ``sim`` and the rest; ``fields`` to the top level, ``mode`` included: a PD layout drops
+    ``replicas``). Ports from ``base_port`` plus a per-process offset, the run directory in ``tmp_path``."""
+    data: dict[str, Any] = {
+        "name": name,
+        "target": "local",
+        "mode": "aggregated",
+        "replicas": 1,
+        "model": {"engine": "vllm", "model": "m", "served_model_name": "m", **model},
+        "local": {"base_port": base_port + (os.getpid() * 13) % 20000, "run_dir": str(tmp_path)},
+        **fields,
+    }
+    if data["mode"] != "aggregated":
+        del data["replicas"]
+    return DeploymentProfile.model_validate(data)
 
 
 @dataclass

@@ -8,12 +8,11 @@ each rank publishing KV events on its own port; the router routes to every rank 
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import httpx
-from localkit import admin_headers, stream, supervised, until
+from localkit import admin_headers, local_profile, stream, supervised, until
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
@@ -28,27 +27,15 @@ a 1 in 2048 chance), and its follower must land on the same rank."""
 
 
 def profile(tmp_path: Path, speedup: float = 20, **changes: Any) -> DeploymentProfile:
-    data: dict[str, Any] = {
-        "name": "dp",
-        "target": "local",
-        "mode": "aggregated",
-        "replicas": 1,
-        "model": {
-            "engine": "vllm",
-            "model": "m",
-            "served_model_name": "m",
-            "data_parallel_size": 2,
-            "kv_events": {"enabled": True},
-            "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "block_size": BLOCK,
-                    "speedup": speedup},
-        },
+    sim = {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "block_size": BLOCK, "speedup": speedup}
+    fields: dict[str, Any] = {
         # Prefix scoring on the KV-event index alone, with no entries for requests merely routed: only the
         # ranks' own events can send a follower to the rank that cached its prefix.
         "router": {"enabled": True, "policy": "prefix_precise", "settings": {"speculative_ttl_s": 0.0}},
-        "local": {"base_port": 27000 + (os.getpid() * 13) % 20000, "run_dir": str(tmp_path)},
         **changes,
     }
-    return DeploymentProfile.model_validate(data)
+    model = {"data_parallel_size": 2, "kv_events": {"enabled": True}, "sim": sim}
+    return local_profile(tmp_path, "dp", base_port=27000, model=model, **fields)
 
 
 async def per_rank(client: httpx.AsyncClient, engine_url: str, name: str) -> dict[str, float]:

@@ -8,41 +8,33 @@ The engines run a hundred times faster than real time and the autoscaler's clock
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
-from localkit import supervised
+from localkit import local_profile, supervised
 
 from infctl.config import DeploymentProfile
 from infctl.local import build_plan, port_is_free
 
 
 def profile(tmp_path: Path) -> DeploymentProfile:
-    return DeploymentProfile.model_validate(
-        {
-            "name": "auto",
-            "target": "local",
-            "mode": "aggregated",
-            "replicas": 1,
-            "model": {
-                "engine": "vllm",
-                "model": "m",
-                "served_model_name": "m",
-                "sim": {
-                    "profile": "llama3-8b-h100",
-                    "num_gpu_blocks": 512,
-                    "block_size": 16,
-                    "max_num_seqs": 4,
-                    "speedup": 100,
-                },
+    return local_profile(
+        tmp_path,
+        "auto",
+        base_port=31000,
+        model={
+            "sim": {
+                "profile": "llama3-8b-h100",
+                "num_gpu_blocks": 512,
+                "block_size": 16,
+                "max_num_seqs": 4,
+                "speedup": 100,
             },
-            "router": {"enabled": True, "policy": "round_robin"},
-            "autoscaler": {"enabled": True, "both": {"min": 1, "max": 3}, "interval_s": 20},
-            "local": {"base_port": 31000 + (os.getpid() * 13) % 20000, "run_dir": str(tmp_path)},
-        }
+        },
+        router={"enabled": True, "policy": "round_robin"},
+        autoscaler={"enabled": True, "both": {"min": 1, "max": 3}, "interval_s": 20},
     )
 
 

@@ -4,13 +4,12 @@ the reserve and register them, drain before stopping so no stream is cut, keep t
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from localkit import admin_headers, stream, supervised, until
+from localkit import admin_headers, local_profile, stream, supervised, until
 
 from infctl.config import DeploymentProfile
 from infctl.local import LocalPlan, build_plan, port_is_free
@@ -18,26 +17,21 @@ from infctl.local.plan import router_specs
 
 
 def profile(tmp_path: Path, **layout: Any) -> DeploymentProfile:
-    data: dict[str, Any] = {
-        "name": "scale",
-        "target": "local",
-        "mode": "aggregated",
-        "replicas": 1,
-        "model": {
-            "engine": "vllm",
-            "model": "m",
-            "served_model_name": "m",
+    fields: dict[str, Any] = {
+        "router": {"enabled": True, "policy": "round_robin"},
+        "autoscaler": {"enabled": True, "both": {"min": 1, "max": 3}},
+        **layout,
+    }
+    return local_profile(
+        tmp_path,
+        "scale",
+        base_port=25000,
+        model={
             "pd": {"kv_connector": "nixl"},
             "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 1024, "speedup": 10},
         },
-        "router": {"enabled": True, "policy": "round_robin"},
-        "autoscaler": {"enabled": True, "both": {"min": 1, "max": 3}},
-        "local": {"base_port": 25000 + (os.getpid() * 11) % 20000, "run_dir": str(tmp_path)},
-        **layout,
-    }
-    if data["mode"] != "aggregated":
-        del data["replicas"]
-    return DeploymentProfile.model_validate(data)
+        **fields,
+    )
 
 
 async def scale_status(client: httpx.AsyncClient, plan: LocalPlan) -> dict[str, Any]:
