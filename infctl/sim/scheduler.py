@@ -265,6 +265,7 @@ class EngineCore:
             budget -= plan[1] - hit_tokens
 
     def _plan(self, r: RequestState, budget: int) -> Plan | None:
+        """``KVManager.plan``, the tier's copies judged ready or not at the current step's start."""
         return self._kv.plan(r, budget, self._now)
 
     def _take(self, r: RequestState, hits: list[int], covered: int, n_tier: int) -> int:
