@@ -47,9 +47,11 @@ async def _router(url: str, server: str, drain_s: float) -> tuple[str, asyncio.E
 async def test_draining_answers_503_on_new_connections_while_a_stream_finishes(
     start_sim: Callable[..., Awaitable[Any]], server: str
 ) -> None:
-    sim = await start_sim(time_scale=1.0)  # real time: 40 tokens outlast everything the test asks meanwhile
+    # Real time: 300 tokens (~1.7 s at the profile's ~5.8 ms a token) outlast what the test asks meanwhile
+    # (40 tokens, ~0.23 s, left a loaded machine a fifth of a second for the new client's two requests).
+    sim = await start_sim(time_scale=1.0)
     url, stop, task = await _router(sim.urls[0], server, drain_s=20.0)
-    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40, "stream": True, "ignore_eos": True}
+    body = {"model": MODEL, "prompt": "a b c", "max_tokens": 300, "stream": True, "ignore_eos": True}
     async with httpx.AsyncClient(timeout=30) as c, c.stream("POST", f"{url}/v1/completions", json=body) as r:
         lines = r.aiter_lines()
         first = await anext(lines)
@@ -63,7 +65,7 @@ async def test_draining_answers_503_on_new_connections_while_a_stream_finishes(
     assert ready.status_code == 503 and ready.json()["ready"] is False
     assert late.status_code == 503 and late.json()["error"]["type"] == "ServiceUnavailableError"
     tokens = [x for x in [first, *rest] if x.startswith("data: {")]
-    assert len(tokens) >= 40 and [x for x in rest if x][-1] == "data: [DONE]"
+    assert len(tokens) >= 300 and [x for x in rest if x][-1] == "data: [DONE]"
     await asyncio.wait_for(task, 10)  # nothing in flight any more: no wait for the 20 s timeout
 
 
