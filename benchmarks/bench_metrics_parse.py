@@ -1,14 +1,22 @@
 """How fast infctl reads a vLLM /metrics payload, measured side by side in one run.
 
     python benchmarks/bench_metrics_parse.py [--engines 4] [--fleet 64] [--period-ms 100]
+    flock /tmp/infctl-bench.lock python benchmarks/bench_metrics_parse.py --idle-seconds 60
 
 Builds a realistic vLLM payload (every family infctl knows, histograms with vLLM's real buckets, one
 label set per data-parallel engine, prometheus_client's ``_created`` samples and process metrics), then
 times: the full parse, the filtered parse the router does (the adapter's signal names), filtered parse
 plus ``signals()``, prometheus_client's parser when importable, and a whole ``scrape_many`` round over
-an ``httpx.MockTransport`` (client machinery included, sockets not), and one engine scraped over a real
-socket by httpx's transport and by the router's lean one. Prints the implied share of one
-core for a fleet scraped every period.
+an ``httpx.MockTransport`` (client machinery included, sockets not). Then the CPU of one engine scraped
+over a real socket (parse and signals included) three ways: httpx's client and transport, httpx's client
+over the router's lean pool (``LeanTransport``, the router's path until it moved), and the bare GET the
+router scrapes through (``EngineGet``: ``fetch`` on the lean pool). Prints the implied share of one core
+for a fleet scraped every period.
+
+``--idle-seconds N`` (live: take the lock) adds an idle router's CPU: ``infctl sim`` with 4 engines, and
+two routers in front of them scraping every 100 ms, one through the bare GET and one through httpx's
+client over the lean pool (the old path), both running through the same N seconds; reported as each
+process's CPU seconds (utime + stime, from /proc) and share of one core, and their ratio.
 """
 
 from __future__ import annotations
@@ -17,15 +25,19 @@ import argparse
 import asyncio
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
 from infctl.engines import vllm
-from infctl.router.fetch import LeanTransport
-from infctl.router.http1 import Http1Pool
+from infctl.router.fetch import EngineGet, LeanTransport
+from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.telemetry import make_client, parse_metrics, scrape, scrape_many
+from infctl.telemetry.scrape import Client
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -125,10 +137,15 @@ def per_call_us(fn: Callable[[], object], budget_s: float = 0.6, rounds: int = 5
     return statistics.median(samples) * 1e6
 
 
+OLD_PATH = "httpx over LeanTransport (old router)"
+NEW_PATH = "EngineGet, bare fetch (router)"
+
+
 async def over_a_socket(payload: bytes, adapter: vllm.VLLMAdapter) -> list[tuple[str, float]]:
-    """One engine scraped over a real local keep-alive connection, by httpx's own transport and by the
-    router's ``LeanTransport``, in interleaved rounds. The server is a canned answer written from
-    ``data_received``, so what differs between the rows is the client."""
+    """CPU per scrape of one engine over a real local keep-alive connection: by httpx's own transport,
+    by httpx's client over the lean pool and by the bare GET, in interleaved rounds. The server is a
+    canned answer written from ``data_received`` in this process (the same work for every row), so what
+    differs between the rows is the client."""
     answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n" % len(payload)
 
     class Canned(asyncio.Protocol):
@@ -142,21 +159,79 @@ async def over_a_socket(payload: bytes, adapter: vllm.VLLMAdapter) -> list[tuple
     server = await asyncio.get_running_loop().create_server(Canned, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     pool = Http1Pool()
-    clients = {"httpx transport": make_client(), "LeanTransport (router)": make_client(LeanTransport(pool))}
+    plain = make_client()
+    clients: dict[str, Client] = {
+        "httpx transport": plain,
+        OLD_PATH: make_client(LeanTransport(pool)),
+        NEW_PATH: EngineGet(pool, plain, 2.0),
+    }
     took: dict[str, list[float]] = {name: [] for name in clients}
     n = 200
     for _ in range(5):
         for name, client in clients.items():
             await scrape(client, url, adapter)  # warm: the connection is open
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(n):
                 await scrape(client, url, adapter)
-            took[name].append((time.perf_counter() - start) / n * 1e6)
-    for client in clients.values():
-        await client.aclose()
+            took[name].append((time.process_time() - start) / n * 1e6)
+    await plain.aclose()
+    await clients[OLD_PATH].aclose()  # type: ignore[union-attr]
     pool.close()
     server.close()
     return [(f"scrape over a socket, {name}", statistics.median(us)) for name, us in took.items()]
+
+
+def idle_routers(seconds: float) -> None:
+    """Two idle routers over the same 4 sim engines, one per scrape path, measured over the same
+    ``seconds`` (see the module's docstring)."""
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    from bench_router import Sim, free_port, tree_cpu_s, wait_http
+
+    with Sim(blocks=2048) as sim:
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name, old in ((OLD_PATH, True), (NEW_PATH, False)):
+                port = free_port()
+                argv = [sys.executable, __file__, "--serve-router", str(port), *sim.engines]
+                argv += ["--old-path"] if old else []
+                procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                wait_http(f"http://127.0.0.1:{port}/ready", procs[name])
+            time.sleep(2.0)  # past start-up: imports, first connections
+            before = {name: tree_cpu_s(p.pid) for name, p in procs.items()}
+            start = time.monotonic()
+            time.sleep(seconds)
+            spent = {name: tree_cpu_s(p.pid) - before[name] for name, p in procs.items()}
+            wall = time.monotonic() - start
+        finally:
+            for p in procs.values():
+                p.terminate()
+            for p in procs.values():
+                p.wait(10)
+    rounds = wall / 0.1
+    print(f"\nidle router, {len(sim.engines)} sim engines scraped every 100 ms, {wall:.0f} s side by side:")
+    for name, cpu in spent.items():
+        per = cpu / (rounds * len(sim.engines)) * 1e6
+        print(f"  {name:<40} {cpu:6.2f} CPU s  {cpu / wall * 100:5.2f}% of one core  {per:6.0f} us/scrape")
+    print(f"  bare / old                               {spent[NEW_PATH] / spent[OLD_PATH]:6.3f}")
+    print("  (us/scrape: the whole process's CPU over the scrapes; health probes and the idle loop included)")
+
+
+def serve_router(port: int, engines: list[str], old_path: bool) -> None:
+    """A router in front of ``engines`` (a process of ``idle_routers``): scraping through the bare GET,
+    or with ``old_path`` through httpx's client over the lean pool, as it did before."""
+    from infctl.router.config import RouterConfig
+    from infctl.router.server import loop_factory, serve
+    from infctl.router.snapshot import Backend
+
+    cfg = RouterConfig(backends=tuple(Backend(id=u, url=u) for u in engines), port=port)
+    settings = Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
+
+    async def main() -> None:
+        await serve(cfg, transport=LeanTransport(Http1Pool(settings)) if old_path else None)
+
+    with asyncio.Runner(loop_factory=loop_factory("auto")) as runner:
+        runner.run(main())
 
 
 def main() -> None:
@@ -164,7 +239,15 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=3, help="data-parallel engines (label sets) per payload")
     ap.add_argument("--fleet", type=int, default=64, help="engines scraped by one router core")
     ap.add_argument("--period-ms", type=float, default=100.0, help="scrape period")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--idle-seconds", type=float, default=0.0, help="also measure two idle routers this long (live)"
+    )
+    ap.add_argument("--serve-router", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--old-path", action="store_true", help=argparse.SUPPRESS)
+    args, rest = ap.parse_known_args()
+    if args.serve_router is not None:
+        serve_router(args.serve_router, rest, args.old_path)
+        return
 
     text = build_payload(args.engines)
     adapter = vllm.ADAPTER
@@ -216,22 +299,26 @@ def main() -> None:
     rows += asyncio.run(over_a_socket(payload, adapter))
 
     for label, us in rows:
-        print(f"  {label:<52} {us:9.1f} us   {share(us)}")
+        print(f"  {label:<62} {us:7.1f} us   {share(us)}")
     print()
     speedup = unfiltered / filtered
     print(f"  filtered / unfiltered                 {filtered / unfiltered:6.3f}  ({speedup:.1f}x faster)")
     over = dict(rows)
-    lean, plain = (
-        over["scrape over a socket, LeanTransport (router)"],
+    plain, lean, bare = (
         over["scrape over a socket, httpx transport"],
+        over[f"scrape over a socket, {OLD_PATH}"],
+        over[f"scrape over a socket, {NEW_PATH}"],
     )
-    print(f"  scrape over a socket, lean / httpx    {lean / plain:6.3f}  (parse and signals included)")
+    print(f"  scrape over a socket, old / httpx     {lean / plain:6.3f}  (CPU; parse and signals included)")
+    print(f"  scrape over a socket, bare / old      {bare / lean:6.3f}  (the router's path, now / before)")
     if client_us is not None:
         print(f"  prometheus_client / ours, unfiltered  {client_us / unfiltered:6.1f}x")
         print(f"  prometheus_client / ours, filtered    {client_us / filtered:6.1f}x")
     budget_us = 1500.0
     verdict = "within" if with_signals < budget_us else "OVER"
     print(f"  budget per payload (filtered+signals) {budget_us:.0f} us: {verdict} ({with_signals:.0f} us)")
+    if args.idle_seconds > 0:
+        idle_routers(args.idle_seconds)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,9 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-import httpx
-
 from infctl.errors import MetricsError
 from infctl.router.ranks import scrape_targets
+from infctl.telemetry.scrape import NoAnswer
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
@@ -63,15 +62,15 @@ async def _probe(state: RouterState, backend_id: str) -> tuple[str | None, bool]
     backend = state.pool.backend(backend_id)
     spec = state.adapter(backend_id).health
     try:
-        r = await state.scraper.get(backend.url + spec.path, timeout=state.cfg.probe_timeout_s)
-    except httpx.TimeoutException as exc:
-        return f"health probe timed out: {type(exc).__name__}", False
-    except httpx.HTTPError as exc:
-        return f"health probe failed: {type(exc).__name__}", True
-    verdict = spec.state(r.status_code)
+        status, _ = await state.scraper(backend.url + spec.path, state.cfg.probe_timeout_s)
+    except NoAnswer as exc:
+        if exc.timed_out:
+            return f"health probe {exc}", False
+        return f"health probe failed: {exc}", True
+    verdict = spec.state(status)
     if verdict == "ready":
         return None, False
-    return f"health probe: HTTP {r.status_code} ({verdict})", verdict != "starting"
+    return f"health probe: HTTP {status} ({verdict})", verdict != "starting"
 
 
 async def sleep_until(stop: asyncio.Event, delay: float) -> None:

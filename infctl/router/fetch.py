@@ -1,11 +1,12 @@
 """Whole-answer exchanges over the lean HTTP/1.1 client (``http1``): the PD prefill leg, mirrored copies,
-and, through :class:`LeanTransport`, the router's scrapes and health probes.
+and, through :class:`EngineGet`, the router's scrapes, health probes and ``/v1/models``.
 
 ``forward_lean`` (``relay``) streams an answer to a client as it arrives; these exchanges need the answer
 whole, so a :class:`_Collect` sink buffers it (de-chunked at the end). Why not aiohttp's or httpx's client
 here: every engine is scraped ten times a second and every PD request makes one of these calls. ``py-spy``
-of a router at 80 req/s put 12% of its CPU in scraping one engine through httpx's transport; through
-:class:`LeanTransport` a scrape costs 0.47x as much (``benchmarks/bench_metrics_parse.py``, parse included).
+of a router at 80 req/s put 12% of its CPU in scraping one engine through httpx's transport; httpx's client
+over the lean pool (:class:`LeanTransport`) halved that, and the bare ``fetch`` of :class:`EngineGet`
+halves it again (``benchmarks/bench_metrics_parse.py`` prints all three, parse included).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import httpx
 
 from infctl.router.http1 import Http1Pool, ProtocolError, ResponseHead
 from infctl.router.upstream import UpstreamFailed
+from infctl.telemetry.scrape import HttpxGet, NoAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +198,38 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise _HTTPX_ERRORS[exc.stage](str(exc), request=request) from exc
         headers = [(k, v) for k, v in answer.headers.items() if k not in ("transfer-encoding",)]
         return httpx.Response(answer.status, headers=headers, content=answer.body, request=request)
+
+
+_ACCEPT = {"accept": "text/plain"}
+"""What telemetry's httpx client asks for: the classic text exposition, not OpenMetrics."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineGet:
+    """The router's GETs of its engines (scrapes, health probes, ``/v1/models``), a telemetry ``Getter``:
+    plain HTTP through the lean pool's bare :func:`fetch`; HTTPS, or every URL when there is no ``pool``
+    (the router runs on aiohttp's client, or a test injected an httpx transport), through ``client``.
+    Failures raise ``NoAnswer``; ``timed_out`` when the engine stayed silent (or never accepted) in time.
+    Timeouts: connect, the pool's (``Http1Settings.connect_timeout_s``) or the client's; silence,
+    ``timeout_s`` unless a call gives its own."""
+
+    pool: Http1Pool | None
+    client: httpx.AsyncClient
+    timeout_s: float
+    """Longest silence from an engine, seconds."""
+
+    async def __call__(self, url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        if self.pool is None or not url.startswith("http://"):
+            return await HttpxGet(self.client)(url, timeout)
+        try:
+            answer = await fetch(self.pool, "GET", url, headers=_ACCEPT, read_timeout_s=timeout)
+        except FetchError as exc:
+            silent = exc.stage == "timeout"  # "connect_timeout" says "timed out" already
+            message = f"timed out ({exc})" if silent else str(exc)
+            raise NoAnswer(message, timed_out=silent or exc.stage == "connect_timeout") from None
+        return answer.status, answer.body
+
+    async def aclose(self) -> None:
+        """Close ``client`` (the pool is the router's, closed with it)."""
+        await self.client.aclose()

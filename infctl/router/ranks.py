@@ -19,14 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import httpx
-
 from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter, RankPin
 from infctl.errors import ConfigError, MetricsError
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import MetricFamilies
-from infctl.telemetry.scrape import MetricsSource, scrape_many
+from infctl.telemetry.scrape import Client, MetricsSource, scrape_many
 from infctl.telemetry.signals import EngineSignals
 
 
@@ -116,7 +114,7 @@ class _RankSplit:
 
 
 async def scrape_targets(
-    client: httpx.AsyncClient, targets: Sequence[Target]
+    client: Client, targets: Sequence[Target]
 ) -> dict[str, EngineSignals | MetricsError]:
     """Backend id -> its signals (a rank's own when the engine labels ranks) or the scrape's error.
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import json
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ from infctl.router.background import probe_loop, scrape_loop
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
-from infctl.router.fetch import LeanTransport
+from infctl.router.fetch import EngineGet
 from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
@@ -35,7 +36,7 @@ from infctl.router.proxy import generate
 from infctl.router.ranks import Target, scrape_targets
 from infctl.router.requests import error_response
 from infctl.router.upstream import make_session
-from infctl.telemetry.scrape import make_client
+from infctl.telemetry.scrape import NoAnswer, make_client
 
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
@@ -51,7 +52,8 @@ class RouterState:
     core: RouterCore
     pool: BackendPool
     session: aiohttp.ClientSession
-    scraper: httpx.AsyncClient
+    scraper: EngineGet
+    """GETs of the engines' own endpoints: scrapes, health probes, /v1/models."""
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
     policy_name: str = ""
     pd_settings: PDSettings = field(default_factory=PDSettings)
@@ -166,15 +168,16 @@ def build_state(
         http1 = Http1Pool(
             Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
         )
-    if transport is None and http1 is not None:
-        transport = LeanTransport(http1)  # scrapes and probes too: half the CPU of httpx's transport
+    timeout_s = max(cfg.scrape_interval_s * 5, 1.0)
+    # Scrapes and probes on the bare lean path: half the CPU of httpx's client over the same pool.
+    lean = http1 if transport is None else None
     return RouterState(
         http1=http1,
         cfg=cfg,
         core=RouterCore(policy),
         pool=BackendPool(cfg.backends, cfg.health),
         session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
-        scraper=make_client(transport, timeout=max(cfg.scrape_interval_s * 5, 1.0)),
+        scraper=EngineGet(lean, make_client(transport, timeout=timeout_s), timeout_s),
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
         pd_settings=PDSettings(mode=cfg.pd_mode, min_uncached_tokens=cfg.pd_min_uncached_tokens),
     )
@@ -222,9 +225,10 @@ async def _models(request: web.Request) -> web.Response:
     seen: dict[str, dict[str, object]] = {}
 
     async def one(url: str) -> None:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            r = await state.scraper.get(url + "/v1/models")
-            for m in r.json().get("data", []):
+        with contextlib.suppress(NoAnswer, ValueError):
+            _, body = await state.scraper(url + "/v1/models")
+            listed = json.loads(body)
+            for m in listed.get("data", []) if isinstance(listed, dict) else ():
                 if isinstance(m, dict) and "id" in m:
                     seen.setdefault(str(m["id"]), m)
 

@@ -1,22 +1,30 @@
 """Whole-answer exchanges over the lean client, against a real local aiohttp server: the PD prefill leg's and
-the mirror's POST, and the httpx transport the router scrapes and probes through."""
+the mirror's POST, the bare GET the router scrapes and probes through (``EngineGet``), and the httpx transport
+over the same pool."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
 
-from infctl.router.fetch import FetchError, LeanTransport, dechunk, fetch, post_whole
+from infctl.engines import get_adapter
+from infctl.router.fetch import EngineGet, FetchError, LeanTransport, dechunk, fetch, post_whole
 from infctl.router.http1 import Http1Pool, Http1Settings, ProtocolError
+from infctl.router.ranks import Target, scrape_targets
 from infctl.router.upstream import UpstreamFailed
 from infctl.telemetry import make_client
+from infctl.telemetry.scrape import NoAnswer
+from infctl.telemetry.signals import EngineSignals
 
 METRICS = 'vllm:num_requests_waiting{engine="0"} 3.0\n'
+VLLM_DP2 = (Path(__file__).parents[1] / "engines" / "fixtures" / "vllm_v0_11.prom").read_bytes()
+"""A real vLLM /metrics page of an engine with two data-parallel ranks (labelled ``engine``)."""
 
 
 @pytest.fixture
@@ -40,6 +48,17 @@ async def engine() -> AsyncIterator[tuple[str, list[web.Request]]]:
         seen.append(request)
         return web.Response(text=METRICS)
 
+    async def vllm_metrics(request: web.Request) -> web.StreamResponse:
+        seen.append(request)
+        if not request.path.startswith("/chunked"):
+            return web.Response(body=VLLM_DP2, content_type="text/plain")
+        resp = web.StreamResponse(headers={"content-type": "text/plain"})
+        await resp.prepare(request)
+        for i in range(0, len(VLLM_DP2), 1000):
+            await resp.write(VLLM_DP2[i : i + 1000])
+        await resp.write_eof()
+        return resp
+
     async def boom(_: web.Request) -> web.Response:
         return web.Response(status=503, text="overloaded")
 
@@ -50,6 +69,8 @@ async def engine() -> AsyncIterator[tuple[str, list[web.Request]]]:
     app = web.Application()
     app.router.add_post("/echo", echo)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/vllm/metrics", vllm_metrics)
+    app.router.add_get("/chunked/metrics", vllm_metrics)
     app.router.add_post("/boom", boom)
     app.router.add_get("/stall", stall)
     runner = web.AppRunner(app, handler_cancellation=True)  # a client gone ends its handler
@@ -151,3 +172,59 @@ async def test_https_goes_to_the_fallback_transport() -> None:
     async with make_client(LeanTransport(Http1Pool(Http1Settings()), fallback)) as client:
         r = await client.get("https://engine.internal/metrics")
     assert r.text == "https://engine.internal/metrics"
+
+
+@pytest.mark.parametrize("page", ["/vllm", "/chunked"])
+async def test_the_bare_get_scrapes_the_same_signals_as_httpx(
+    engine: tuple[str, list[web.Request]], page: str
+) -> None:
+    """The router's scrape path (``EngineGet``) against httpx's client (its own transport, and the lean
+    one): the same page gives the same signals, each rank's own and the engine's."""
+    url, seen = engine
+    vllm = get_adapter("vllm")
+    base = url + page
+    targets = [Target(f"e#dp{r}", base, r, vllm) for r in (0, 1)] + [Target("e", base, None, vllm)]
+    pool = Http1Pool()
+    async with make_client() as plain, make_client(LeanTransport(pool)) as lean:
+        bare = await scrape_targets(EngineGet(pool, plain, 2.0), targets)
+        assert seen[-1].headers["accept"] == "text/plain"  # the text exposition, as httpx's client asks
+        via_httpx = await scrape_targets(plain, targets)
+        via_lean = await scrape_targets(lean, targets)
+    pool.close()
+    assert bare == via_httpx == via_lean
+    loads = {bid: (s.queue, s.running) for bid, s in bare.items() if isinstance(s, EngineSignals)}
+    assert loads == {"e#dp0": (3.0, 7.0), "e#dp1": (0.0, 5.0), "e": (3.0, 12.0)}  # each rank its own
+
+
+async def test_the_bare_get_reports_no_answer_and_says_whether_the_engine_was_slow(
+    engine: tuple[str, list[web.Request]],
+) -> None:
+    url, _ = engine
+    pool = Http1Pool()
+    async with make_client() as client:
+        get = EngineGet(pool, client, 2.0)
+        assert await get(url + "/metrics") == (200, METRICS.encode())
+        assert pool.idle_count("127.0.0.1", int(url.rsplit(":", 1)[1])) == 1  # the lean pool's connection
+        with pytest.raises(NoAnswer) as slow:
+            await get(url + "/stall", 0.05)
+        assert slow.value.timed_out and "timed out" in str(slow.value)
+        with pytest.raises(NoAnswer) as gone:
+            await get(f"http://127.0.0.1:{await closed_port()}/health")
+        assert not gone.value.timed_out and "ConnectionRefusedError" in str(gone.value)
+    pool.close()
+
+
+async def test_without_a_pool_or_over_https_the_bare_get_uses_httpx() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "slow":
+            raise httpx.ConnectTimeout("connect timed out", request=request)
+        return httpx.Response(200, text=str(request.url))
+
+    pool = Http1Pool()
+    async with make_client(httpx.MockTransport(answer)) as client:
+        assert await EngineGet(pool, client, 1.0)("https://e/metrics") == (200, b"https://e/metrics")
+        assert await EngineGet(None, client, 1.0)("http://e/metrics") == (200, b"http://e/metrics")
+        with pytest.raises(NoAnswer) as slow:
+            await EngineGet(None, client, 1.0)("http://slow/health")
+    assert slow.value.timed_out
+    pool.close()

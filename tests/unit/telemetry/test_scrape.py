@@ -14,6 +14,7 @@ from infctl.telemetry import (
     scrape,
     scrape_many,
 )
+from infctl.telemetry.scrape import NoAnswer
 
 FIXTURES = Path(__file__).parents[1] / "engines" / "fixtures"
 VLLM_TEXT = (FIXTURES / "vllm_v0_11.prom").read_bytes()
@@ -157,3 +158,33 @@ async def test_make_client_defaults() -> None:
         assert client.headers["accept"] == "text/plain"
     async with make_client(timeout=0.5) as client:
         assert client.timeout == httpx.Timeout(0.5)
+
+
+async def test_any_getter_scrapes_like_the_httpx_client() -> None:
+    """A bare ``Getter`` (what the router scrapes through) reads the same signals and the same failures."""
+    pages: dict[str, tuple[int, bytes] | NoAnswer] = {
+        "http://a:8000/metrics": (200, VLLM_TEXT),
+        "http://b:8000/metrics": (503, b"overloaded"),
+        "http://d:8000/metrics": NoAnswer("connect d:8000: ConnectionRefusedError", timed_out=False),
+        "http://e:8000/metrics": NoAnswer("timed out (no upstream bytes for 1 s)", timed_out=True),
+    }
+    asked: list[str] = []
+
+    async def get(url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        asked.append(url)
+        page = pages[url]
+        if isinstance(page, NoAnswer):
+            raise page
+        return page
+
+    targets = {url.removesuffix("/metrics"): vllm.ADAPTER for url in pages}
+    results = await scrape_many(get, targets)
+    assert asked == list(pages)
+    transport = _routes({"http://a:8000/metrics": httpx.Response(200, content=VLLM_TEXT)})
+    async with make_client(transport) as client:
+        assert results["http://a:8000"] == await scrape(client, "http://a:8000", vllm.ADAPTER)
+    b, d, e = (results[f"http://{h}:8000"] for h in "bde")
+    assert isinstance(b, MetricsError) and "HTTP 503: 'overloaded'" in b.message
+    assert isinstance(d, MetricsError) and "GET http://d:8000/metrics: connect d:8000" in d.message
+    assert d.hint is not None and "running" in d.hint
+    assert isinstance(e, MetricsError) and "timed out" in e.message
