@@ -323,6 +323,10 @@ async def test_cli_serves_until_sigterm() -> None:
     assert proc.stdout is not None
     try:
         lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode() for _ in range(2)]
+        if not all("ready: " in line for line in lines):  # it exited: say why rather than an IndexError
+            assert proc.stderr is not None
+            err = (await asyncio.wait_for(proc.stderr.read(), 10)).decode()
+            raise AssertionError(f"no ready lines: {lines!r}; stderr: {err[-2000:]}")
         urls = [line.split("ready: ")[1].split()[0] for line in lines]
         assert all("sglang sim (llama3-8b-h100, role both)" in line for line in lines)
         async with httpx.AsyncClient() as client:
