@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from infctl.engines import ENGINES
 from infctl.manifests import labels
-from infctl.router.kv_events import KVSource, subscribe
+from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend, Role
 
@@ -192,7 +192,6 @@ class Discovered:
     def __init__(self, state: RouterState, s: DiscoverySettings) -> None:
         self.state, self.s = state, s
         self.by_pod: dict[str, PodTargets] = {}
-        self._kv: dict[str, asyncio.Event] = {}
 
     def on_list(self, pods: list[dict[str, Any]]) -> None:
         self._apply(*changes(self.by_pod, wanted(pods, self.s)))
@@ -206,9 +205,11 @@ class Discovered:
         self._apply(*changes(self.by_pod, want))
 
     def close(self) -> None:
-        """Stop following every KV-event source discovery started (the pool stays as it is)."""
-        for endpoint in list(self._kv):
-            self._unfollow(endpoint)
+        """Stop crediting KV events to discovered backends (the pool stays as it is): an endpoint nobody
+        else credits is no longer followed."""
+        for targets in self.by_pod.values():
+            for src in targets.kv_sources:
+                self._unfollow(src)
 
     def _apply(self, remove: list[str], add: dict[str, PodTargets]) -> None:
         keep = {b.id for t in add.values() for b in t.backends}
@@ -221,7 +222,7 @@ class Discovered:
                     log.info("lost %s (%s)", b.id, key)
             for src in old.kv_sources:
                 if keep_kv.get(src.endpoint) != src:
-                    self._unfollow(src.endpoint)
+                    self._unfollow(src)
         for key, targets in add.items():
             for problem in targets.problems:
                 log.warning("pod %s: %s", key, problem)
@@ -232,24 +233,12 @@ class Discovered:
                     log.info("discovered %s (%s)", b.id, key)
                     self.state.scrape_soon(b.id)
             for src in targets.kv_sources:
-                self._follow(src)
+                self.state.follow_kv_events(src)  # the same source, kept across a change: no change
             self.by_pod[key] = targets
 
-    def _follow(self, source: KVSource) -> None:
-        if source.endpoint in self._kv:
-            return  # the same source, kept across a change of its pod
-        stop = asyncio.Event()
-        self._kv[source.endpoint] = stop
-        self.state.kv_sources.append(source)
-        task = asyncio.create_task(subscribe(self.state.core, source, stop, self.state.kv_stats))
-        self.state.background.add(task)
-        task.add_done_callback(self.state.background.discard)
-
-    def _unfollow(self, endpoint: str) -> None:
-        stop = self._kv.pop(endpoint, None)
-        if stop is not None:
-            stop.set()
-            self.state.kv_sources[:] = [s for s in self.state.kv_sources if s.endpoint != endpoint]
+    def _unfollow(self, source: KVSource) -> None:
+        for backend in set(source.backends.values()):
+            self.state.unfollow_kv_events(backend)
 
 
 async def discover(

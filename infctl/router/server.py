@@ -10,7 +10,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import aiohttp
 import httpx
@@ -66,9 +66,10 @@ class RouterState:
     """Opaque state a cutover keeps beside the weights (history, plan), so a second operator sees it."""
     admission: AdmissionQueue = field(init=False)
     kv_sources: list[KVSource] = field(default_factory=list)
-    """Engines' KV-event publishers being followed (from the config, or added through the admin API)."""
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when the router shuts down; background tasks watch it."""
+    """Engines' KV-event publishers being followed, one per endpoint (from the config, the admin API or
+    discovery); each one's ``backends`` is the router's own copy, changed by follow and unfollow."""
+    kv_stops: dict[str, asyncio.Event] = field(default_factory=dict)
+    """Endpoint -> what stops its subscription."""
     http1: Http1Pool | None = None
     """The lean upstream client for generation requests; None sends them through ``session`` (aiohttp)."""
     inflight: int = 0
@@ -100,25 +101,38 @@ class RouterState:
         task.add_done_callback(self.background.discard)
 
     def follow_kv_events(self, source: KVSource) -> None:
-        """Subscribe to one more engine's KV events (once per endpoint; a known endpoint takes the new
-        rank -> backend entries, which its running subscription reads batch by batch)."""
+        """Subscribe to an engine's KV events, once per endpoint whoever asks (the config, the admin API,
+        discovery): a followed endpoint takes the new rank -> backend entries, which its running
+        subscription reads batch by batch."""
         for known in self.kv_sources:
             if known.endpoint == source.endpoint:
-                if isinstance(known.backends, dict):
-                    known.backends.update(source.backends)
+                _credits(known).update(source.backends)
                 return
         source = replace(source, backends=dict(source.backends))
         self.kv_sources.append(source)
-        task = asyncio.create_task(subscribe(self.core, source, self.stop, self.kv_stats))
+        self.kv_stops[source.endpoint] = stop = asyncio.Event()
+        task = asyncio.create_task(subscribe(self.core, source, stop, self.kv_stats))
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
     def unfollow_kv_events(self, backend_id: str) -> None:
-        """``backend_id`` left (or moved): no endpoint's events are credited to it any more."""
-        for source in self.kv_sources:
-            if isinstance(source.backends, dict):
-                for rank in [r for r, b in source.backends.items() if b == backend_id]:
-                    del source.backends[rank]
+        """``backend_id`` left (or moved): no endpoint's events are credited to it any more, and an
+        endpoint left crediting nobody is no longer followed (its subscription stops)."""
+        for source in list(self.kv_sources):
+            credits = _credits(source)
+            ranks = [r for r, b in credits.items() if b == backend_id]
+            for rank in ranks:
+                del credits[rank]
+            if ranks and not credits:
+                self.kv_sources.remove(source)
+                self.kv_stops.pop(source.endpoint).set()
+
+    def unfollow_all_kv_events(self) -> None:
+        """Stop every subscription (the router is shutting down)."""
+        self.kv_sources.clear()
+        for stop in self.kv_stops.values():
+            stop.set()
+        self.kv_stops.clear()
 
     def is_saturated(self) -> bool:
         return saturated(self.pool.snapshot(asyncio.get_running_loop().time()), self.core.policy.settings)
@@ -143,6 +157,11 @@ class RouterState:
     def target(self, backend_id: str) -> Target:
         b = self.pool.backend(backend_id)
         return Target(backend_id, b.url, b.dp_rank, self.adapter(backend_id))
+
+
+def _credits(source: KVSource) -> dict[int | None, str]:
+    """A followed source's rank -> backend entries, which ``follow_kv_events`` made the router's own dict."""
+    return cast(dict[int | None, str], source.backends)
 
 
 UpstreamClient = Literal["lean", "aiohttp"]
@@ -308,7 +327,6 @@ async def serve(
             await web.TCPSite(runner, cfg.host, cfg.port).start()
             host, port = runner.addresses[0][:2]
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
-        state.stop = stop
         for src in cfg.kv_sources:
             state.follow_kv_events(src)
         if cfg.discovery is not None:
@@ -323,6 +341,7 @@ async def serve(
         await drain(state, cfg.drain_timeout_s - 2 * grace)  # then: the lean listener, aiohttp, a grace each
     finally:
         state.draining = True
+        state.unfollow_all_kv_events()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

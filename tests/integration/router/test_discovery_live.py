@@ -70,7 +70,7 @@ def port_of(url: str) -> int:
 
 
 async def until(check: Callable[[], Awaitable[bool]]) -> None:
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(30):  # generous: a loaded 2-core machine once missed 10 s
         while not await check():
             await asyncio.sleep(0.05)
 

@@ -1,7 +1,23 @@
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from infctl.router.discovery import DiscoverySettings, PodTargets, changes, targets_from_pod, wanted
+from infctl.router import RequestInfo
+from infctl.router.config import RouterConfig
+from infctl.router.discovery import (
+    Discovered,
+    DiscoverySettings,
+    PodTargets,
+    changes,
+    targets_from_pod,
+    wanted,
+)
+from infctl.router.kv_events import KVSource
+from infctl.router.server import RouterState, build_state
+from infctl.sim.kv_events import KVEventPublisher
+from infctl.telemetry.kv_events import BlockStored
 
 S = DiscoverySettings(namespace="ns", selector="a=b", port=8000, engine="vllm")
 
@@ -128,3 +144,68 @@ def test_an_ipv6_pod_gets_a_bracketed_url_and_kv_endpoint() -> None:
     dp["metadata"]["labels"]["infctl.io/data-parallel-size"] = "2"
     ranks = targets(dp)
     assert [s.endpoint for s in ranks.kv_sources] == ["tcp://[fd00::5]:5557", "tcp://[fd00::5]:5558"]
+
+
+@asynccontextmanager
+async def router_and_engine() -> AsyncIterator[tuple[RouterState, KVEventPublisher]]:
+    """A router state with a precise prefix index (no server) and an engine's KV-event publisher."""
+    publisher = KVEventPublisher("tcp://127.0.0.1:*")  # data-parallel rank 0
+    state = build_state(RouterConfig(backends=(), policy={"preset": "cache_aware", "index": "precise"}))
+    try:
+        yield state, publisher
+    finally:
+        state.unfollow_all_kv_events()
+        await asyncio.gather(*state.background, return_exceptions=True)
+        publisher.close()
+        if state.http1 is not None:
+            state.http1.close()
+        await state.session.close()
+        await state.scraper.aclose()
+
+
+async def until(condition: Callable[[], bool], publisher: KVEventPublisher | None = None) -> None:
+    """Poll ``condition`` (20 s at most); with ``publisher``, publish a block each time: ZMQ's slow joiner
+    drops what is published before a subscription has connected."""
+    async with asyncio.timeout(20):
+        while not condition():
+            if publisher is not None:
+                publisher.publish([BlockStored([7], None, [], 16)])
+            await asyncio.sleep(0.01)
+
+
+def credited(state: RouterState) -> set[str]:
+    """The backends the prefix index credits with the published block."""
+    matches = state.core.matches(RequestInfo("p", prompt_tokens=16, block_hashes=(7,)))
+    return {b for b, n in matches.items() if n}
+
+
+async def test_discovery_and_the_admin_api_share_one_subscription_per_endpoint() -> None:
+    """Discovery had its own subscriptions beside the admin API's: an endpoint both named was subscribed
+    twice (each batch applied twice), and a pod leaving dropped the endpoint from the admin's list while
+    its subscription went on unlisted. Now one subscription per endpoint credits both and outlives the pod."""
+    async with router_and_engine() as (state, publisher):
+        state.follow_kv_events(KVSource(publisher.endpoint, {0: "admin#dp0"}))  # the admin API's
+        found = Discovered(state, S)
+        engine = pod("e", ip="127.0.0.1", annotations={"infctl.io/kv-events": publisher.endpoint})
+        found.on_list([engine])
+        (source,) = state.kv_sources
+        assert dict(source.backends) == {0: "admin#dp0", None: "http://127.0.0.1:8100"}
+        assert list(state.kv_stops) == [publisher.endpoint]
+        found.on_event("DELETED", engine)
+        (source,) = state.kv_sources
+        assert dict(source.backends) == {0: "admin#dp0"}
+        await until(lambda: credited(state) == {"admin#dp0"}, publisher)  # still subscribed
+
+
+async def test_a_subscription_ends_with_the_last_backend_it_credits() -> None:
+    """The admin path never stopped a subscription: a removed backend's endpoint stayed subscribed (and
+    listed, crediting nobody) for the router's life."""
+    async with router_and_engine() as (state, publisher):
+        state.follow_kv_events(KVSource(publisher.endpoint, {0: "a#dp0", None: "a#dp0"}))
+        await until(lambda: credited(state) == {"a#dp0"}, publisher)
+        (subscription,) = state.background
+        state.unfollow_kv_events("other")  # credits nobody here: changes nothing
+        assert len(state.kv_sources) == 1 and not subscription.done()
+        state.unfollow_kv_events("a#dp0")
+        assert state.kv_sources == [] and state.kv_stops == {}
+        await until(subscription.done)
