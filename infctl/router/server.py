@@ -1,4 +1,6 @@
-"""The router daemon: aiohttp app, background scraping and probing, graceful drain."""
+"""The router daemon: its state, start-up (fronts, background rounds, discovery) and graceful drain.
+
+The aiohttp application is ``infctl.router.app``; the background rounds, ``infctl.router.background``."""
 
 from __future__ import annotations
 
@@ -6,9 +8,8 @@ import asyncio
 import contextlib
 import gc
 import importlib
-import json
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -19,8 +20,8 @@ from aiohttp import web
 from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import ConfigError, MetricsError
-from infctl.router import admin
 from infctl.router.admission import AdmissionQueue, Scope, headroom, saturated
+from infctl.router.app import build_app
 from infctl.router.background import probe_loop, scrape_loop
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
@@ -32,16 +33,12 @@ from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
-from infctl.router.proxy import generate
 from infctl.router.ranks import Target, scrape_targets
-from infctl.router.requests import error_response
 from infctl.router.upstream import make_session
-from infctl.telemetry.scrape import NoAnswer, make_client
+from infctl.telemetry.scrape import make_client
 
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
-
-STATE: web.AppKey[RouterState] = web.AppKey("router_state")
 
 
 @dataclass
@@ -200,83 +197,6 @@ def build_state(
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
         pd_settings=PDSettings(mode=cfg.pd_mode, min_uncached_tokens=cfg.pd_min_uncached_tokens),
     )
-
-
-def build_app(state: RouterState) -> web.Application:
-    app = web.Application(client_max_size=state.cfg.max_body_bytes)
-    app[STATE] = state
-
-    def route(path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def handler(request: web.Request) -> web.StreamResponse:
-            return await generate(state, request, path=path)
-
-        return handler
-
-    app.router.add_post("/v1/completions", route("/v1/completions"))
-    app.router.add_post("/v1/chat/completions", route("/v1/chat/completions"))
-    app.router.add_get("/v1/models", _models)
-    app.router.add_get("/health", _health)
-    app.router.add_get("/ready", _ready)
-    app.router.add_get("/metrics", _metrics)
-    admin.add_routes(app, state)
-    # Wrong method or unknown path: the OpenAI error shape like every other router answer. Catch-all routes
-    # rather than a middleware, which would sit in front of every generation request.
-    for path in ("/v1/completions", "/v1/chat/completions"):
-        app.router.add_route("*", path, _method_not_allowed)
-    app.router.add_route("*", "/{tail:.*}", _not_found)
-    return app
-
-
-async def _method_not_allowed(request: web.Request) -> web.Response:
-    resp = error_response(405, f"{request.method} {request.path}: use POST", kind="MethodNotAllowedError")
-    resp.headers["allow"] = "POST"
-    return resp
-
-
-async def _not_found(request: web.Request) -> web.Response:
-    return error_response(404, f"{request.method} {request.path}: no such route", kind="NotFoundError")
-
-
-async def _models(request: web.Request) -> web.Response:
-    """Union of the models every routable backend serves (asked live, so it is never stale)."""
-    state = request.app[STATE]
-    urls = sorted({state.pool.backend(b).url for b in state.pool.ids()})
-    seen: dict[str, dict[str, object]] = {}
-
-    async def one(url: str) -> None:
-        with contextlib.suppress(NoAnswer, ValueError):
-            _, body = await state.scraper(url + "/v1/models")
-            listed = json.loads(body)
-            for m in listed.get("data", []) if isinstance(listed, dict) else ():
-                if isinstance(m, dict) and "id" in m:
-                    seen.setdefault(str(m["id"]), m)
-
-    await asyncio.gather(*(one(u) for u in urls))
-    return web.json_response({"object": "list", "data": list(seen.values())})
-
-
-async def _health(request: web.Request) -> web.Response:
-    return web.Response(status=200)
-
-
-async def _ready(request: web.Request) -> web.Response:
-    """Ready when not draining and at least one backend is in rotation."""
-    state = request.app[STATE]
-    routable = [b for b in state.pool.snapshot(0.0).backends if b.routable]
-    if state.draining or not routable:
-        return web.json_response({"ready": False, "routable": len(routable)}, status=503)
-    return web.json_response({"ready": True, "routable": len(routable)})
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    inflight = ((b, state.pool.inflight(b)) for b in state.pool.ids())
-    snap = state.pool.snapshot(asyncio.get_running_loop().time())
-    engines = ((bid, st.signals) for bid, st in snap.states.items())
-    text = state.metrics.render(
-        inflight, state.policy_name, state.kv_stats, state.admission.waiting, engines=engines
-    )
-    return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
 async def serve(
