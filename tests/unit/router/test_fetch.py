@@ -32,32 +32,28 @@ async def engine() -> AsyncIterator[tuple[str, list[web.Request]]]:
     """``(base_url, requests seen)``: chunked and length-delimited answers, a 503, a stall."""
     seen: list[web.Request] = []
 
-    async def echo(request: web.Request) -> web.StreamResponse:
+    async def answer(request: web.Request, body: bytes, kind: str, chunked: bool) -> web.StreamResponse:
         seen.append(request)
+        if not chunked:
+            return web.Response(body=body, content_type=kind)
+        resp = web.StreamResponse(headers={"content-type": kind})
+        await resp.prepare(request)
+        step = max(3, len(body) // 100)
+        for i in range(0, len(body), step):
+            await resp.write(body[i : i + step])
+        await resp.write_eof()
+        return resp
+
+    async def echo(request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        if request.query.get("chunked"):
-            resp = web.StreamResponse(headers={"content-type": "application/json"})
-            await resp.prepare(request)
-            for i in range(0, len(body), 3):
-                await resp.write(body[i : i + 3])
-            await resp.write_eof()
-            return resp
-        return web.Response(body=body, content_type="application/json")
+        return await answer(request, body, "application/json", bool(request.query.get("chunked")))
 
     async def metrics(request: web.Request) -> web.Response:
         seen.append(request)
         return web.Response(text=METRICS)
 
     async def vllm_metrics(request: web.Request) -> web.StreamResponse:
-        seen.append(request)
-        if not request.path.startswith("/chunked"):
-            return web.Response(body=VLLM_DP2, content_type="text/plain")
-        resp = web.StreamResponse(headers={"content-type": "text/plain"})
-        await resp.prepare(request)
-        for i in range(0, len(VLLM_DP2), 1000):
-            await resp.write(VLLM_DP2[i : i + 1000])
-        await resp.write_eof()
-        return resp
+        return await answer(request, VLLM_DP2, "text/plain", request.path.startswith("/chunked"))
 
     async def boom(_: web.Request) -> web.Response:
         return web.Response(status=503, text="overloaded")
