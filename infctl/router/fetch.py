@@ -168,8 +168,11 @@ _HTTPX_ERRORS: dict[str, type[httpx.TransportError]] = {
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    """httpx's client over the lean pool, for the router's scrapes and probes: callers keep httpx's API and
-    exceptions (ConnectError, ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError).
+    """httpx's client over the lean pool, for callers that want httpx's API and exceptions (ConnectError,
+    ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError) at half the CPU of httpx's own transport.
+    The router scraped and probed through it before :class:`EngineGet` (twice as cheap again); it remains
+    ``bench_metrics_parse.py``'s baseline and any test's way to run a router on the old path
+    (``serve(cfg, transport=LeanTransport(pool))``).
     The connect timeout is the pool's (``Http1Settings.connect_timeout_s``); a request's own read timeout
     is honoured. HTTPS and HEAD (whose answer announces a body it does not send) go to ``fallback``."""
 
