@@ -6,6 +6,7 @@
         [--upstream-clients lean,aiohttp]   (one infctl row per upstream client, likewise)
         [--servers aiohttp,lean]   (one infctl row per front: aiohttp's server or --server lean)
         [--repeat N]   (N measurements of each section: medians, spread and head-to-head counts)
+        [--baseline DIR]   (each infctl row once more on the infctl package in DIR, tagged "baseline")
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -21,6 +22,10 @@
 the targets alternates) and prints each figure as the median over the N with its [min, max], then, for
 every pair of rows with the same policy, in how many of the N the first one's added TTFT p50 (p99) was
 no higher than the other's: a verdict that one run's noise cannot give.
+
+``--baseline DIR`` measures a change against the code it replaces in the same run: every infctl row is
+started a second time with ``PYTHONPATH=DIR``, so that it imports the ``infctl`` package found there, e.g.
+``git archive HEAD infctl | tar -x -C DIR`` before the change (only the package is taken from DIR).
 
 ``--upstream`` picks the engine of section 1: ``sim`` is one ``infctl sim`` engine in real time (the issue's
 setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond). Everything shares
@@ -319,20 +324,25 @@ def all_routers(
     loops: list[str],
     clients: list[str],
     servers: list[str] | None = None,
+    baseline: Path | None = None,
 ) -> list[Router]:
-    """infctl (once per event loop in ``loops``, upstream client in ``clients`` and front in ``servers``)
-    and the peers, each with every policy in ``policies``."""
+    """infctl (once per event loop in ``loops``, upstream client in ``clients`` and front in ``servers``,
+    and each of those once more on the package in ``baseline``) and the peers, each with every policy in
+    ``policies``."""
     servers = servers or ["aiohttp"]
+    trees: list[Path | None] = [None, baseline] if baseline else [None]
     out: list[Router] = []
     for policy in policies:
         for r in routers([engine], peers_bin, [policy], peers):
             if r.name.startswith("infctl"):
-                for loop, client, server in itertools.product(loops, clients, servers):
+                for loop, client, server, tree in itertools.product(loops, clients, servers, trees):
                     port = free_port()
                     argv = [*r.argv, "--loop", loop, "--upstream-client", client, "--server", server]
                     argv[argv.index("--port") + 1] = str(port)
+                    if tree is not None:
+                        argv = ["env", f"PYTHONPATH={tree}", *argv]
                     axes = ((loop, loops), (client, clients), (f"{server} server", servers))
-                    tags = [t for t, values in axes if len(values) > 1]
+                    tags = [t for t, values in axes if len(values) > 1] + (["baseline"] if tree else [])
                     name = f"{r.name} [{', '.join(tags)}]" if tags else r.name
                     out.append(Router(name, argv, port))
                 continue
@@ -365,6 +375,11 @@ def parse_args() -> argparse.Namespace:
     )
     ap.add_argument("--servers", default="aiohttp", help="infctl fronts, a row each: aiohttp, lean")
     ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="a directory holding an infctl package (the code before a change): each infctl row again on it",
+    )
+    ap.add_argument(
         "--peers-bin",
         type=Path,
         default=Path(os.environ.get("INFCTL_PEERS_BIN", Path.home() / ".cache/infctl/peers-venv/bin")),
@@ -394,6 +409,7 @@ async def main(args: argparse.Namespace) -> None:
                 args.loops.split(","),
                 args.upstream_clients.split(","),
                 args.servers.split(","),
+                args.baseline,
             )
             for r in rs:
                 r.start()

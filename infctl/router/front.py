@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, cast
 
 from aiohttp import web
 
+from infctl.router.eager import start_eagerly
 from infctl.router.front_parse import Head, Incomplete, parse_head
 from infctl.router.proxy import generate
 from infctl.router.relay import RelayedResponse
@@ -64,6 +65,7 @@ class FrontProtocol(asyncio.Protocol):
 
     def __init__(self, state: RouterState, fallback: web.Server, listener: LeanListener) -> None:
         self.state, self.fallback, self.listener = state, fallback, listener
+        self.loop = asyncio.get_running_loop()  # kept: each ask is a getpid() system call on 3.11
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.head: Head | None = None
@@ -72,10 +74,12 @@ class FrontProtocol(asyncio.Protocol):
         self.idle_since = 0.0
         self.read_by: float | None = None
         """Loop time by which the request being read must be whole (None: none is being read)."""
+        self.eager = False
+        """A request is running in ``_next``'s call, before its first wait (``task`` is still None)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         tr = self.transport = cast(asyncio.Transport, transport)
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         if not self.listener.make_room():
             self.state.metrics.rejected["too_many_connections"] += 1
             limit = self.state.cfg.max_connections
@@ -116,21 +120,36 @@ class FrontProtocol(asyncio.Protocol):
         return self.task is None and not self.buf
 
     def _next(self) -> None:
-        """Start serving the request at the head of ``buf`` once it is complete (or hand it over)."""
-        tr = self.transport
-        if tr is None:
-            return
+        """Serve the requests at the head of ``buf`` while they are complete, one at a time (or hand over).
+        Each starts in this callback (``eager.start_eagerly``): nothing queued on the loop runs between a
+        request's last byte and its upstream send. One that finishes without waiting (an error answer) lets
+        the next pipelined one start in this same loop."""
+        while self.task is None and self.buf and self.transport is not None:
+            request = self._complete_request(self.transport)
+            if request is None:
+                return
+            self.eager = True
+            try:
+                started = start_eagerly(self._serve(request), self.loop)
+            finally:
+                self.eager = False
+            if isinstance(started, asyncio.Task):
+                self.task = started  # _serve's end (in the task) starts the next one
+
+    def _complete_request(self, tr: asyncio.Transport) -> FrontRequest | None:
+        """The request at the head of ``buf`` once it is whole; None while it is not (or once it was
+        handed over or refused)."""
         head = self.head
         if head is None:
             try:
                 head = parse_head(self.buf)
             except Incomplete:
                 if self.read_by is None:
-                    self.read_by = asyncio.get_running_loop().time() + self.state.cfg.header_timeout_s
-                return
+                    self.read_by = self.loop.time() + self.state.cfg.header_timeout_s
+                return None
             if head is None or not self._lean_ok():
                 self._hand_over(tr)
-                return
+                return None
             if head.content_length > self.state.cfg.max_body_bytes:
                 self.state.metrics.rejected["body_too_large"] += 1  # the reason aiohttp's front counts
                 limit = self.state.cfg.max_body_bytes
@@ -141,18 +160,18 @@ class FrontProtocol(asyncio.Protocol):
                 tr.write(_serialize(answer, keep_alive=False))
                 tr.close()
                 self.read_by = None
-                return
+                return None
             self.head = head
             self.read_by = None
         end = head.size + head.content_length
         if len(self.buf) < end:
             if self.read_by is None:
-                self.read_by = asyncio.get_running_loop().time() + self.state.cfg.body_timeout_s
-            return
+                self.read_by = self.loop.time() + self.state.cfg.body_timeout_s
+            return None
         body = bytes(self.buf[head.size : end])
         del self.buf[:end]
         self.head, self.read_by = None, None
-        self.task = asyncio.get_running_loop().create_task(self._serve(FrontRequest(head, body, tr)))
+        return FrontRequest(head, body, tr)
 
     def _lean_ok(self) -> bool:
         """Generation goes lean only on the lean upstream client, to plain-HTTP backends."""
@@ -167,11 +186,11 @@ class FrontProtocol(asyncio.Protocol):
         except Exception:  # what aiohttp would answer 500 for, in the OpenAI shape
             log.exception("lean front: unhandled error on %s", request.path)
             out = error_response(500, "internal router error", kind="InternalServerError")
-        tr = self.transport
         self.task = None
+        tr = self.transport
         if tr is None:
             return
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self.loop.time()
         if isinstance(out, RelayedResponse):
             keep = out.keep_alive
         else:
@@ -183,8 +202,8 @@ class FrontProtocol(asyncio.Protocol):
         if self.paused:
             self.paused = False
             tr.resume_reading()
-        if self.buf:
-            self._next()
+        if self.buf and not self.eager:
+            self._next()  # (finished without waiting: the ``_next`` that started it goes on by itself)
 
     def time_out(self) -> None:
         """The request being read is late (see ``read_by``): a 408, and the connection closes."""

@@ -17,6 +17,7 @@ GENERATION_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 MAX_HEAD_BYTES = 64 * 1024
 """A head longer than this (bytes, up to the blank line) is handed to aiohttp, which rejects it."""
 _HANDED_OVER = frozenset({"transfer-encoding", "expect", "upgrade"})
+_READ = _HANDED_OVER | {"content-length", "connection"}
 _WELL_FORMED = re.compile(
     rb"POST [\x21-\x7e]+ HTTP/1\.1"  # request line: visible ASCII target, single spaces
     rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*)*"  # fields: RFC 9110 token, no CTL
@@ -27,9 +28,10 @@ aiohttp's to reject: forwarding it would smuggle headers upstream and split the 
 client's ``x-request-id`` is echoed)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Head:
-    """A request head the front serves itself."""
+    """A request head the front serves itself (read, never changed: not frozen, whose checks cost ~1 us
+    per request)."""
 
     path: str
     headers: CIMultiDict[str]
@@ -45,7 +47,11 @@ class Incomplete(Exception):
 
 def parse_head(buf: bytes | bytearray) -> Head | None:
     """The head at the start of ``buf``; ``None`` when the request is aiohttp's. Raises ``Incomplete``
-    while the blank line has not arrived (and the head is still under ``MAX_HEAD_BYTES``)."""
+    while the blank line has not arrived (and the head is still under ``MAX_HEAD_BYTES``).
+
+    In front of every request's upstream send, so written for speed (~4 us for a client's usual six
+    fields): one pass over the fields, the few that decide the verdict looked at on the way, and the
+    multidict built once from the list of pairs."""
     end = buf.find(b"\r\n\r\n", 0, MAX_HEAD_BYTES + 4)
     if end < 0:
         if len(buf) >= MAX_HEAD_BYTES + 4:
@@ -53,21 +59,28 @@ def parse_head(buf: bytes | bytearray) -> Head | None:
         raise Incomplete
     if _WELL_FORMED.fullmatch(buf, 0, end) is None:
         return None
-    line, *fields = bytes(buf[:end]).decode("latin-1").split("\r\n")
-    path = line.split(" ")[1].partition("?")[0]
+    line, *fields = buf[:end].decode("latin-1").split("\r\n")
+    path = line[5:-9].partition("?")[0]  # _WELL_FORMED: "POST <target> HTTP/1.1"
     if path not in GENERATION_PATHS:
         return None
-    headers: CIMultiDict[str] = CIMultiDict()
+    pairs: list[tuple[str, str]] = []
+    lengths: set[str] = set()
+    close = False
     for field in fields:
         name, _, value = field.partition(":")  # _WELL_FORMED: a token name, then the colon
-        headers.add(name, value.strip(" \t"))
-    if any(h in headers for h in _HANDED_OVER):
-        return None
-    lengths = set(headers.getall("content-length", []))
+        value = value.strip(" \t")
+        pairs.append((name, value))
+        lower = name.lower()
+        if lower in _READ:
+            if lower == "content-length":
+                lengths.add(value)
+            elif lower == "connection":
+                close = close or "close" in {t.strip().lower() for t in value.split(",")}
+            else:
+                return None  # _HANDED_OVER
     if len(lengths) != 1:
         return None  # none (nothing to read) or conflicting: aiohttp answers
     length = lengths.pop()
     if not (length.isascii() and length.isdigit()):
         return None
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    return Head(path, headers, int(length), "close" not in tokens, end + 4)
+    return Head(path, CIMultiDict(pairs), int(length), not close, end + 4)

@@ -53,14 +53,17 @@ async def generate(state: RouterState, request: ClientRequest, *, path: str) -> 
         return _own(resp, request.headers.get("x-request-id"))
     state.inflight += 1
     try:
-        return await _generate(state, request, path)
+        # Asked once and handed down: on Python 3.11 each get_running_loop() is a getpid() system call.
+        return await _generate(state, request, path, asyncio.get_running_loop())
     finally:
         state.inflight -= 1
         if not state.inflight:
             state.idle.set()
 
 
-async def _generate(state: RouterState, request: ClientRequest, path: str) -> web.StreamResponse:
+async def _generate(
+    state: RouterState, request: ClientRequest, path: str, loop: asyncio.AbstractEventLoop
+) -> web.StreamResponse:
     request_id = request.headers.get("x-request-id") or f"{_ids.getrandbits(128):032x}"
     try:
         raw = await read_body(request, state.cfg.body_timeout_s)
@@ -86,7 +89,6 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
         late = error_response(408, f"the request body did not arrive within {state.cfg.body_timeout_s:g} s")
         late.force_close()  # the rest of a late body must not be read as the next request
         return _own(late, request_id)
-    loop = asyncio.get_running_loop()
     started = loop.time()
     snap = state.pool.snapshot(started)
     policy = state.core.policy
@@ -104,7 +106,7 @@ async def _generate(state: RouterState, request: ClientRequest, path: str) -> we
         return _own(resp, request_id)
     try:
         # Without a wait the snapshot taken for admission is still current: route on it.
-        return await _route(state, request, body, raw, info, started, None if waited else snap)
+        return await _route(state, request, body, raw, info, started, None if waited else snap, loop)
     finally:
         state.admission.wake()
 
@@ -117,8 +119,8 @@ async def _route(
     info: RequestInfo,
     started: float,
     first: Snapshot | None,
+    loop: asyncio.AbstractEventLoop,
 ) -> web.StreamResponse:
-    loop = asyncio.get_running_loop()
     state.metrics.prompt_tokens += info.prompt_tokens
     headers = upstream_headers(request.headers, info.request_id)
     expected = info.max_tokens or _DEFAULT_EXPECTED_OUTPUT
@@ -128,7 +130,7 @@ async def _route(
         current = first if attempt == 0 and first is not None else state.pool.snapshot(loop.time())
         snap = _without(current, tried)
         try:
-            prefill, decode, reason, matched = _decide(state, snap, info)
+            prefill, decode, reason, matched = _decide(state, snap, info, loop)
         except NoBackendError as exc:
             if tried:
                 break  # every backend left has failed this request
@@ -142,7 +144,9 @@ async def _route(
             state.metrics.retries += 1
         try:
             cached = min(info.prompt_tokens, matched * info.block_size)
-            out = await _attempt(state, request, body, raw, headers, info, prefill, decode, expected, cached)
+            out = await _attempt(
+                state, request, body, raw, headers, info, prefill, decode, expected, cached, loop
+            )
         except asyncio.CancelledError:
             state.metrics.e2e.observe(loop.time() - started)  # the client went away: still a request served
             raise
@@ -168,7 +172,9 @@ def _own(resp: web.Response, request_id: str | None) -> web.Response:
     return resp
 
 
-def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str | None, str, str, int]:
+def _decide(
+    state: RouterState, snap: Snapshot, info: RequestInfo, loop: asyncio.AbstractEventLoop
+) -> tuple[str | None, str, str, int]:
     """(prefill or None, decode/target, reason, matched blocks) from the pure core."""
     if state.disaggregated:
         pd = state.core.route_pd(snap, info, state.pd_settings)
@@ -179,7 +185,6 @@ def _decide(state: RouterState, snap: Snapshot, info: RequestInfo) -> tuple[str 
         # not in front of its TTFT. The client sends the body from a task that starts on the next loop
         # iteration, so learning waits one iteration more (requests decided in between may not see it: a
         # microsecond window).
-        loop = asyncio.get_running_loop()
         loop.call_soon(loop.call_soon, state.core.learn, snap, info, d.backend_id)
     return None, d.backend_id, d.reason, d.matched_blocks
 
@@ -219,10 +224,11 @@ async def _attempt(
     decode: str,
     expected: int,
     cached: int,
+    loop: asyncio.AbstractEventLoop,
 ) -> web.StreamResponse:
     """One try on ``decode``. ``cached``: prompt tokens the router expects the engine to hold; the rest
     counts as the backend's queued prefill until the first token arrives."""
-    pool, loop = state.pool, asyncio.get_running_loop()
+    pool = state.pool
     backend = pool.backend(decode)
     pin = rank_pin(backend, state.cfg.engine)
     send_headers = {**headers, **pin.headers} if pin.headers else headers
@@ -359,6 +365,7 @@ async def _pd_payload(
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
     pool.start_prefill_leg(prefill_id, prompt_tokens)
     task = asyncio.create_task(_post(state, prefill.url + path, json.dumps(leg).encode(), headers))
+
     def ended(leg: asyncio.Task[tuple[int, bytes]]) -> None:
         # Released when the leg ends: answered, failed, or cancelled with its decode leg (``pd_legs.beside``).
         pool.finish_prefill_leg(prefill_id, prompt_tokens)

@@ -89,7 +89,7 @@ class _Relay:
         sent_at: float,
         on_first: Callable[[], None] | None = None,
     ) -> None:
-        self.loop = asyncio.get_running_loop()
+        self.loop = conn.loop
         self.on_first = on_first
         self.down = request.transport
         self.keep_alive = request.keep_alive
@@ -210,7 +210,7 @@ async def forward_lean(
         f"content-length: {len(body)}\r\n\r\n",
     ]
     payload = "".join(lines).encode("utf-8", "surrogateescape") + body
-    loop = asyncio.get_running_loop()
+    loop = pool.loop
     for fresh in (False, True):
         sent_at = loop.time()
         try:

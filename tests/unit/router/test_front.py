@@ -130,6 +130,45 @@ async def test_pipelined_requests_are_answered_in_order_and_apart(monkeypatch: p
     assert len(seen) == 3 and not tr.closed
 
 
+async def test_a_complete_request_is_routed_in_the_callback_that_completed_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing queued on the loop (other requests, a scrape) runs between a request's last byte and its
+    routing: here the handler never waits, so the answer is out before ``data_received`` returns."""
+    proto, tr, _, seen = make(monkeypatch)
+    proto.data_received(POST[:-1])
+    assert not seen
+    proto.data_received(POST[-1:])
+    assert len(seen) == 1 and tr.out.startswith(b"HTTP/1.1 200 OK\r\n") and proto.task is None
+
+
+async def test_a_request_that_waits_continues_in_a_task_and_the_next_one_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = asyncio.Event()
+
+    async def held(request: Any) -> web.StreamResponse:
+        await release.wait()
+        return web.json_response({})
+
+    proto, tr, _, seen = make(monkeypatch, held)
+    proto.data_received(POST + POST)
+    assert len(seen) == 1 and proto.task is not None and not tr.out  # routed at once, then waiting
+    release.set()
+    await settle()
+    assert len(seen) == 2 and tr.out.count(b"HTTP/1.1 200 OK") == 2 and proto.task is None
+
+
+async def test_many_pipelined_requests_answered_without_waiting_do_not_nest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each one that never waits lets ``_next``'s loop take the next: no recursion however many queue."""
+    proto, tr, _, seen = make(monkeypatch)
+    proto.data_received(POST * 3000)
+    assert len(seen) == 3000 and tr.out.count(b"HTTP/1.1 200 OK") == 3000 and not proto.buf
+    assert tr.out.rindex(b'{"ok": 2999}') < tr.out.rindex(b'{"ok": 3000}')
+
+
 async def test_other_requests_are_handed_to_aiohttp_with_every_buffered_byte(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -214,6 +214,21 @@ async def test_silence_longer_than_the_read_timeout_fails(server: tuple[int, lis
     pool.close()
 
 
+async def test_a_short_read_timeout_fires_on_time_beside_a_long_one(server: tuple[int, list[object]]) -> None:
+    """One sweep checks every exchange's silence: an exchange with a long timeout, started first, must not
+    make a later short one wait for its own pace (the guard in ``exchange`` is 10 s)."""
+    pool = Http1Pool()
+    long_conn = await pool.acquire("127.0.0.1", server[0])
+    long_sink = Recorder()
+    request = b"POST /stall HTTP/1.1\r\nhost: t\r\ncontent-length: 0\r\n\r\n"
+    long_conn.send(request, long_sink, 600.0)
+    _, sink = await exchange(pool, server[0], "/stall", read_timeout_s=0.1)
+    assert isinstance(sink.error, TimeoutError)
+    assert not long_sink.over.done()  # still within its own timeout
+    long_conn.abort()
+    pool.close()
+
+
 async def test_refused_connect_raises() -> None:
     pool = Http1Pool(Http1Settings(connect_timeout_s=1.0))
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)

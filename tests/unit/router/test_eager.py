@@ -1,0 +1,105 @@
+"""``start_eagerly``: a coroutine runs in the caller up to its first wait, then a task finishes it with the
+semantics ``create_task`` would have given (results, errors, cancellation at any point, context)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+
+from infctl.router.eager import start_eagerly
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="outside")
+
+
+async def waits_for(fut: asyncio.Future[int], log: list[str]) -> int:
+    log.append("started")
+    try:
+        value = await fut
+    except asyncio.CancelledError:
+        log.append("cancelled")
+        raise
+    log.append(f"in task: {asyncio.current_task() is not None}")
+    await asyncio.sleep(0)  # and a bare yield after that
+    return value * 2
+
+
+async def test_runs_in_the_caller_until_its_first_wait_then_in_a_task() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    started = start_eagerly(waits_for(fut, log), loop)
+    assert log == ["started"]  # before the caller returned to the loop
+    assert isinstance(started, asyncio.Task) and not started.done()
+    fut.set_result(21)
+    assert await started == 42
+    assert log == ["started", "in task: True"]
+
+
+async def test_a_coroutine_that_never_waits_returns_its_result_and_makes_no_task() -> None:
+    async def at_once() -> str:
+        return "done"
+
+    assert start_eagerly(at_once(), asyncio.get_running_loop()) == ("done",)
+
+
+async def test_an_error_before_the_first_wait_reaches_the_caller() -> None:
+    async def fails() -> None:
+        raise ValueError("early")
+
+    with pytest.raises(ValueError, match="early"):
+        start_eagerly(fails(), asyncio.get_running_loop())
+
+
+async def test_cancelled_before_the_task_first_ran_the_coroutine_sees_the_cancellation() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    task = start_eagerly(waits_for(fut, log), loop)
+    assert isinstance(task, asyncio.Task)
+    task.cancel()  # at once: the task has not taken a step yet
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert log == ["started", "cancelled"]
+
+
+async def test_cancelled_while_waiting_cancels_what_it_waits_for() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    task = start_eagerly(waits_for(fut, log), loop)
+    assert isinstance(task, asyncio.Task)
+    await asyncio.sleep(0)  # the task now waits on fut
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert fut.cancelled() and log == ["started", "cancelled"]
+
+
+async def test_an_error_after_the_first_wait_is_the_task_s() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    task = start_eagerly(waits_for(fut, []), loop)
+    assert isinstance(task, asyncio.Task)
+    fut.set_exception(OSError("late"))
+    with pytest.raises(OSError, match="late"):
+        await task
+
+
+async def test_context_changes_stay_the_coroutine_s_own_before_and_after_its_first_wait() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    seen: list[str] = []
+
+    async def sets() -> None:
+        VAR.set("inside")
+        await fut
+        seen.append(VAR.get())
+
+    task = start_eagerly(sets(), loop)
+    assert VAR.get() == "outside"
+    assert isinstance(task, asyncio.Task)
+    fut.set_result(None)
+    await task
+    assert seen == ["inside"]
