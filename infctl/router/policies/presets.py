@@ -20,22 +20,20 @@
   prefix at low rates: ``cost_decode_weight`` 0.02 instead of 0.1 gains ~0.6 points of Mooncake hit rate
   live (35.7% -> 36.4%, median of 2 rounds, bench_router --repeat 2) and in the replay, but lets one engine
   do 3.1x its fair share of prefill in the hot-prefix replay at 10 req/s (0.07 still 1.54x), so 0.1 stays.
-  What did close most of the Mooncake gap is the cost scorer's ``duplicate_weight`` (default 1, see
-  ``scorers.CostParams``): recomputing blocks that exactly one other backend holds counts twice, since the
-  copy also evicts something the target caches. Where the points went (benchmarks/bench_router_sim.py,
-  bench_router's Mooncake run on the virtual clock, which tracks the live hit rate within ~0.1 point):
-  the engines held 36.98% of prompt blocks on the best-stocked engine at routing time but 35.85% on the
-  chosen one; 135 decisions passed over a backend holding ~95% of the prompt to save ~1,100 queued and
-  ~1,000 decode token-equivalents. With the weight: virtual 35.8% -> 36.9% (medians of 5 scrape-interval
-  variants, spreads 35.4-36.0 / 36.6-36.9), TTFT p50 21.9 -> 21.0 ms, p99 unchanged; the replays agree
-  (bench_router-shaped Mooncake 37.2 -> 37.3%, 8-engine Mooncake 51.2 -> 52.0%, hot prefix +0.5 to
-  +0.8 points with max/fair at most 1.38); live (bench_router --repeat 2): 36.3% in the one clean round
-  beside 35.8-36.1% without it, shared prefixes 81.1% vs 80.5%; a second run 36.7% (rounds 36.9, 36.5),
-  TTFT p50/p99 29/294 ms, beside sglang-router 37.0% (36.8, 37.3) 36/373 ms and vllm-router 37.2% (37.5,
-  37.0) 62/415 ms: level on hit rate within the rounds' noise, ahead on TTFT. Weight 2 gave 37.0% (36.8,
-  37.1) in that run, noise again, and 36.8% on the virtual clock, so 1 stays. Counting every recomputed
-  block twice (also those two or more backends hold) piles a hot prefix 1.87x at 10 req/s; weight 3 or 6 gains
-  0.1-0.3 more points on Mooncake but doubles the hot-prefix replay's TTFT p99 at 40-80 req/s.
+  What did close most of the Mooncake gap is the cost scorer's duplicate weights (see
+  ``scorers.CostParams``): recomputing blocks that exactly one other backend holds weighs extra, since the
+  copy also evicts something the target caches. A flat extra weight of 1 brought the virtual clock's
+  Mooncake hit rate from 35.8% to 36.9%, live 36.7% (rounds 36.9, 36.5) beside sglang-router 37.0% and
+  vllm-router 37.2% (TTFT ahead). Where the rest went (benchmarks/bench_router_sim.py --explain, with
+  its vllm-router model, which reproduces the live 37.2% at 36.9%): the engines held 37.15% of prompt
+  blocks on the best-stocked engine at routing time but 36.70% on the one cache_aware chose (84
+  decisions left a conversation's sole holder to save ~6k queued and ~12k decode token-equivalents);
+  vllm-router never leaves the holder (36.99% / 36.99%: its gate at 64 in-flight requests does not fire
+  here). So a lone copy now weighs 20 (``duplicate_weight``) while its holder carries at most 8 requests
+  more than the mean (``duplicate_slack``), 1 beyond: virtual 37.15% (37.10-37.24 over 5 scrape-interval
+  variants, every one above both peer models), TTFT p50/p99 20.7/280 ms as before. The slack is what
+  keeps a hot prefix fanning out: weight 20 without it raised the hot-prefix replay's TTFT p99 at 40 req/s
+  from 337 to 712 ms (round robin 524); with it 330 ms, every engine within 1.28x its fair share.
 """
 
 from __future__ import annotations

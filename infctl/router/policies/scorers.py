@@ -90,44 +90,61 @@ def total_cost(ctx: Context, backend_id: str, shared: int = 0) -> float:
 
 @dataclass(frozen=True, slots=True)
 class CostParams:
-    """Parameters of the ``cost`` scorer (``{"name": "cost", "duplicate_weight": 1.0}`` in a policy)."""
+    """Parameters of the ``cost`` scorer (``{"name": "cost", "duplicate_weight": 20}`` in a policy).
 
-    duplicate_weight: float = 1.0
-    """Extra weight, in prefill tokens per token, of recomputing blocks that exactly one other candidate
-    holds (beyond what two or more hold). Such a recompute costs twice: its own prefill, and the cached
-    block it evicts on the target for the copy, which some later request will recompute. Blocks two or
-    more candidates hold are a replicated (hot) prefix: copying them further spreads its load, so they
-    carry no extra weight and a hot prefix still fans out. 0 gives the plain Dynamo-style cost.
+    Recomputing blocks that exactly one other candidate holds (beyond what two or more hold) costs twice:
+    its own prefill, and the cached block the copy evicts on the target, which some later request will
+    recompute; the old copy then goes stale too. Blocks two or more candidates hold are a replicated (hot)
+    prefix: copying them further spreads its load, so they carry no extra weight. The lone copy is
+    protected by ``duplicate_weight`` while its holder carries at most ``duplicate_slack`` requests more
+    than the candidates' mean, and by ``duplicate_floor`` beyond that, so a hot prefix still fans out as
+    soon as its first holder piles up requests (a conversation's holder is rarely that far ahead).
     Measured with benchmarks/bench_router_sim.py (bench_router's runs on the virtual clock, medians of 5
-    scrape-interval variants): Mooncake x8 hit rate 35.8% -> 36.9% (spreads 35.4-36.0 and 36.6-36.9),
-    TTFT p50 21.9 -> 21.0 ms, p99 283 -> 282 ms, shared prefixes unchanged (81.5%); the hot-prefix
-    replay keeps every engine within 1.38x its fair share of prefill (1.06 / 1.38 / 1.29 at 10 / 40 / 80
-    req/s, was 1.09 / 1.16 / 1.32). Counting every recomputed block twice (not only those one candidate
-    holds) gains the same on Mooncake but piles the hot prefix 1.87x at 10 req/s."""
+    scrape-interval variants, min..max): Mooncake x8 hit rate 36.9% (36.6..36.9) with the earlier flat
+    weight 1 -> 37.15% (37.10..37.24), TTFT p50 / p99 unchanged (20.7 / 280 ms), max/fair 1.06, beside
+    the peer models' 36.5% (sglang-router) and 36.9% (vllm-router); shared prefixes unchanged (81.5%, the
+    workload's ceiling). Weight 20 with no slack (always protected) gives the same Mooncake figure but
+    raises the hot-prefix replay's TTFT p99 at 40 req/s from 337 to 712 ms, above round robin's 524; with
+    slack 8 it is 330 ms and every engine stays within 1.28x its fair share (10 / 40 / 80 req/s: 1.22 /
+    1.28 / 1.23). Slack 2 or 4 unprotects too many conversations (Mooncake 36.95% / 37.01%)."""
+
+    duplicate_weight: float = 20.0
+    """Extra prefill tokens per recomputed token of a lone copy whose holder is not overloaded. 0 gives
+    the plain Dynamo-style cost (with ``duplicate_floor`` 0)."""
+    duplicate_slack: float = 8.0
+    """Requests (per unit of weight, as the ``load`` scorer counts them) the lone copy's holder may carry
+    above the candidates' mean before ``duplicate_floor`` replaces ``duplicate_weight``."""
+    duplicate_floor: float = 1.0
+    """Extra weight of recomputing a lone copy whose holder is past ``duplicate_slack``."""
 
 
 def cost_scorer(params: CostParams) -> ScoreFn:
     """cache_aware's scorer: lowest total cost scores 1. Only affinity beyond the shared prefix counts;
-    blocks only one candidate holds weigh ``1 + duplicate_weight`` on the others (see ``CostParams``)."""
-    wdup = params.duplicate_weight
+    blocks only one candidate holds weigh extra on the others (see ``CostParams``)."""
+    wdup, slack, floor = params.duplicate_weight, params.duplicate_slack, params.duplicate_floor
 
     def cost(ctx: Context, cands: Candidates) -> Sequence[float]:
         s, req, m, by_id = ctx.settings, ctx.request, ctx.matches, ctx.snapshot.by_id
         shared = shared_depth([m.get(c, 0) for c in cands], s.shared_quorum) if m else 0
         held = [max(m.get(c, 0), shared) for c in cands]
         best = second = 0
-        if wdup and m:
+        if (wdup or floor) and m:
             for h in held:
                 if h > best:
                     best, second = h, best
                 elif h > second:
                     second = h
+        w_dup = wdup
+        if best > second and wdup != floor:  # a lone copy: is its holder overloaded?
+            loads = request_loads(ctx.snapshot, cands, s)
+            if loads[held.index(best)] > sum(loads) / len(loads) + slack:
+                w_dup = floor
         prefill, decode = token_loads(ctx.snapshot, cands, s)
         prompt, block, wp, wd = req.prompt_tokens, req.block_size, s.cost_prefill_weight, s.cost_decode_weight
         wq = s.cost_queue_weight
         costs = [
             (
-                wp * (max(0, prompt - h * block) + wdup * max(0, best - max(h, second)) * block + wq * q)
+                wp * (max(0, prompt - h * block) + w_dup * max(0, best - max(h, second)) * block + wq * q)
                 + wd * d
             )
             / by_id[c].weight
@@ -172,15 +189,20 @@ def _plain(fn: ScoreFn) -> ScorerFactory:
 
 
 def _cost(params: Mapping[str, Any], path: str) -> ScoreFn:
-    unknown = sorted(set(params) - {"duplicate_weight"})
+    known = {f: getattr(CostParams(), f) for f in ("duplicate_weight", "duplicate_slack", "duplicate_floor")}
+    unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ConfigError(f"{path}: the cost scorer takes 'weight' and 'duplicate_weight', got {unknown}")
-    if "duplicate_weight" not in params:
+        raise ConfigError(
+            f"{path}: the cost scorer takes 'weight' and {', '.join(map(repr, known))}, got {unknown}"
+        )
+    if not params:
         return cost
-    w = params["duplicate_weight"]
-    if isinstance(w, bool) or not isinstance(w, int | float) or not 0 <= w < math.inf:
-        raise ConfigError(f"{path}.duplicate_weight: expected a non-negative number, got {w!r}")
-    return cost_scorer(CostParams(float(w)))
+    values = dict(known)
+    for key, w in params.items():
+        if isinstance(w, bool) or not isinstance(w, int | float) or not 0 <= w < math.inf:
+            raise ConfigError(f"{path}.{key}: expected a non-negative number, got {w!r}")
+        values[key] = float(w)
+    return cost_scorer(CostParams(**values))
 
 
 SCORERS: Mapping[str, ScorerFactory] = {

@@ -195,14 +195,25 @@ def test_cache_aware_trades_cache_for_queue_in_token_units() -> None:
     policy = build_policy("cache_aware")
     req = request(blocks=100)  # 1600 tokens; "b" holds 1440 of them, alone
     # Queued prefill counts at cost_queue_weight (0.25): "b" costs 160 + q/4 against 1600 elsewhere, plus
-    # 1440 for recomputing blocks only "b" holds (duplicate_weight 1): it keeps the request up to 11520
-    # queued tokens.
-    short_queue = {"a": fresh(), "b": fresh(queued_tokens=11000), "c": fresh()}
+    # 20 x 1440 for recomputing blocks only "b" holds (duplicate_weight 20): it keeps the request up to
+    # 120960 queued tokens while it carries no more than 8 requests above the mean (duplicate_slack).
+    deep_queue = {"a": fresh(), "b": fresh(queued_tokens=115000), "c": fresh()}
+    assert policy.decide(snap(B3, deep_queue), req, matches={"b": 90}).backend_id == "b"
+    deeper_queue = {"a": fresh(), "b": fresh(queued_tokens=125000), "c": fresh()}
+    assert policy.decide(snap(B3, deeper_queue), req, matches={"b": 90}).backend_id != "b"
+    # 13 requests on "b", none elsewhere (mean 4.3): past the slack, the lone copy weighs 1 (floor):
+    # up to 11520 queued tokens.
+    short_queue = {"a": fresh(), "b": fresh(queued_tokens=11000, inflight=13), "c": fresh()}
     assert policy.decide(snap(B3, short_queue), req, matches={"b": 90}).backend_id == "b"
-    long_queue = {"a": fresh(), "b": fresh(queued_tokens=12000), "c": fresh()}
+    long_queue = {"a": fresh(), "b": fresh(queued_tokens=12000, inflight=13), "c": fresh()}
     assert policy.decide(snap(B3, long_queue), req, matches={"b": 90}).backend_id != "b"
-    # Without the duplicate weight, the plain cost: up to 5760 queued tokens.
-    plain = build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": 0}]})
+    # 12 requests (not past 4 + 8): still protected at 20.
+    near = {"a": fresh(), "b": fresh(queued_tokens=12000, inflight=12), "c": fresh()}
+    assert policy.decide(snap(B3, near), req, matches={"b": 90}).backend_id == "b"
+    # Without the duplicate weights, the plain cost: up to 5760 queued tokens.
+    plain = build_policy(
+        {"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": 0, "duplicate_floor": 0}]}
+    )
     mid_queue = {"a": fresh(), "b": fresh(queued_tokens=6500), "c": fresh()}
     assert plain.decide(snap(B3, mid_queue), req, matches={"b": 90}).backend_id != "b"
     assert policy.decide(snap(B3, mid_queue), req, matches={"b": 90}).backend_id == "b"
@@ -218,14 +229,15 @@ def test_cache_aware_copies_a_prefix_two_backends_hold_at_the_plain_cost() -> No
     busy = {"a": fresh(queued_tokens=7000), "b": fresh(queued_tokens=7000), "c": fresh(), "d": fresh()}
     held = {"a": 90, "b": 90}
     assert policy.decide(snap(b4, busy), req, matches=held).backend_id in ("c", "d")
-    # The same queues with only "a" holding the prefix: copying it would cost 1440 more, "a" keeps it.
+    # The same queues with only "a" holding the prefix: copying it would cost 20 x 1440 more, "a" keeps it.
     assert policy.decide(snap(b4, busy), req, matches={"a": 90}).backend_id == "a"
 
 
 @pytest.mark.parametrize("value", [-1, "1", True, float("inf")])
-def test_cost_duplicate_weight_is_validated(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"scorers\[0\]\.duplicate_weight"):
-        build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": value}]})
+@pytest.mark.parametrize("key", ["duplicate_weight", "duplicate_slack", "duplicate_floor"])
+def test_cost_duplicate_weight_is_validated(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=rf"scorers\[0\]\.{key}"):
+        build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", key: value}]})
     with pytest.raises(ConfigError, match="duplicate_weight"):
         build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "dup": 1}]})
 
