@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,10 @@ class FakeServer:
     in_flight: int = 0
     delays: list[float] = field(default_factory=list)
     """Seconds from each request's arrival (handler start) to its first content write, as it happened."""
+    writes: list[list[float]] = field(default_factory=list)
+    """Per request (in arrival order), seconds from its arrival to each content chunk's write, as it happened:
+    on a loaded machine the timers wake late, then catch up (deadlines are fixed), so these, not the nominal
+    delays, are what a client can be held to."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
@@ -44,6 +50,8 @@ class FakeServer:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         self.in_flight += 1
+        written: list[float] = []
+        self.writes.append(written)
         try:
             if chat:
                 await resp.write(
@@ -63,8 +71,9 @@ class FakeServer:
                     await resp.write(_event({"error": {"message": "KV cache exhausted", "code": 400}}))
                     break
                 last = i == n - 1 and mode != "no_done"
+                written.append(loop.time() - start)
                 if i == 0:
-                    self.delays.append(loop.time() - start)
+                    self.delays.append(written[0])
                 await resp.write(_chunk(chat, f" w{i}", "length" if last else None))
             if mode != "no_done":
                 await resp.write(
@@ -75,6 +84,28 @@ class FakeServer:
             return resp
         finally:
             self.in_flight -= 1
+
+
+@asynccontextmanager
+async def loop_lag(period_s: float = 0.005) -> AsyncIterator[list[float]]:
+    """How late this event loop's timers woke while the block ran (seconds, one per ``period_s`` sleep): what
+    the machine's load cost every coroutine in the loop meanwhile, measured beside what the test measures."""
+    loop = asyncio.get_running_loop()
+    lags: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            before = loop.time()
+            await asyncio.sleep(period_s)
+            lags.append(loop.time() - before - period_s)
+
+    task = asyncio.create_task(probe())
+    try:
+        yield lags
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def sleep_until(deadline: float) -> None:

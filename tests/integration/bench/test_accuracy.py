@@ -7,10 +7,11 @@ it streams a role-only chunk at once, which must not count as the first token.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import pytest
-from benchkit import StartFake
+from benchkit import FakeServer, StartFake
 
 from infctl.bench import BenchConfig, LengthDist, LoadPlan, RandomSpec, Stage, run_benchmark
 
@@ -24,22 +25,34 @@ def config(url: str, api: str, concurrency: int, n: int) -> BenchConfig:
     )
 
 
+def applied(fake: FakeServer) -> tuple[list[float], list[float]]:
+    """What the server really did: every gap between two content chunks it wrote, and each request's time per
+    output token (first write to last, over the gaps)."""
+    gaps = [b - a for w in fake.writes for a, b in itertools.pairwise(w)]
+    tpot = [(w[-1] - w[0]) / (len(w) - 1) for w in fake.writes if len(w) > 1]
+    return gaps, tpot
+
+
 @pytest.mark.parametrize("api", ["completions", "chat"])
 async def test_ttft_itl_tpot_match_the_server(start_fake: StartFake, api: str) -> None:
     fake = await start_fake(ttft_s=0.05, itl_s=0.01)
     result = await run_benchmark(config(fake.url, api, concurrency=1, n=25))
     s = result.summary
     assert s.completed == 25 and s.failed == 0
+    assert s.itl.count == 25 * 5 and s.total_output_tokens == 25 * 6  # tokens from usage
+    # One at a time, so the client's requests and the server's records pair up in order.
     ttft = [r.chunk_times[0] - r.sent_s for r in result.requests]
     errors = [m - known for m, known in zip(ttft, fake.delays, strict=True)]
     assert 0 <= statistics.median(errors) < 0.001  # within 1 ms of the delay the server really applied
-    # Against the nominal delays the bounds are looser: the server's timers wake late on a loaded machine
-    # (the exact check is the one above, against what the server really applied).
-    assert abs(s.ttft["p50"] - 0.050) < 0.003
-    assert abs(s.itl["p50"] - 0.010) < 0.002
-    assert abs(s.tpot["mean"] - 0.010) < 0.002
-    assert abs(s.e2e["p50"] - 0.100) < 0.006  # 50 ms + 5 gaps of 10 ms
-    assert s.itl.count == 25 * 5 and s.total_output_tokens == 25 * 6  # tokens from usage
+    e2e = [r.chunk_times[-1] - r.sent_s for r in result.requests]
+    late = [m - w[-1] for m, w in zip(e2e, fake.writes, strict=True)]
+    assert 0 <= statistics.median(late) < 0.001  # and of when it really wrote the last token
+    # ITL and TPOT against the gaps the server really left, not the nominal 10 ms: on a loaded machine its
+    # timers wake late, then catch up (the deadlines are fixed), so the nominal bounds failed (p50 TTFT 55 ms
+    # against 50 +- 3 with two CPU hogs running); it still fails if the role chunk counted or a gap was lost.
+    gaps, tpot = applied(fake)
+    assert abs(s.itl["p50"] - statistics.median(gaps)) < 0.001
+    assert abs(s.tpot["mean"] - statistics.mean(tpot)) < 0.001
 
 
 async def test_concurrent_requests_stay_accurate(start_fake: StartFake) -> None:
@@ -48,4 +61,7 @@ async def test_concurrent_requests_stay_accurate(start_fake: StartFake) -> None:
     # The server shares this event loop: its work for 8 streams delays what the client sees by a few ms
     # (a loose bound; it still fails if the role chunk counted (~0 ms) or the stream's end did (~55 ms)).
     assert abs(s.ttft["p50"] - statistics.median(fake.delays)) < 0.006
-    assert abs(s.itl["p50"] - 0.005) < 0.001
+    # Against the gaps the server really left: eight streams' late timers catching up write tokens back to
+    # back, which a loaded machine turned into a 0.15 ms p50 (the nominal 5 ms +- 1 failed).
+    gaps, _ = applied(fake)
+    assert abs(s.itl["p50"] - statistics.median(gaps)) < 0.001

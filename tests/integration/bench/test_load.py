@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import statistics
 from pathlib import Path
 
 import pytest
-from benchkit import StartFake
+from benchkit import StartFake, loop_lag
 
 from infctl.bench import (
     SLO,
@@ -51,12 +52,16 @@ async def test_stages_ramp_and_achieved_rates(start_fake: StartFake) -> None:
         Stage(concurrency=4, num_requests=20),
     ]
     cfg = BenchConfig(url=fake.url, workload=SMALL, load=LoadPlan(stages=stages, arrivals="constant"))
-    result = await run_benchmark(cfg)
+    async with loop_lag() as lags:
+        result = await run_benchmark(cfg)
     a, b, c = result.stages
     assert a.summary.total == 40 and a.achieved_rate == pytest.approx(40, rel=0.1)
     assert b.summary.total == pytest.approx(80, abs=2) and b.requested_rate == 80
     assert c.summary.total == 20 and result.summary.failed == 0
-    assert result.client.send_lag["p50"] < 0.005  # (p99 and the limited flag depend on how busy the host is)
+    # The generator's own lag is under 5 ms at p50, beyond how late any timer of this loop woke meanwhile
+    # (the host's load: the bare 5 ms bound failed at 10 ms with two CPU hogs running; p99 and the limited
+    # flag depend on the host alone).
+    assert result.client.send_lag["p50"] < 0.005 + statistics.median(lags), statistics.median(lags)
     d = result.to_dict()
     assert [s["requests"]["total"] for s in d["stages"]] == [a.summary.total, b.summary.total, 20]
 
