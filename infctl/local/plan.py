@@ -189,9 +189,9 @@ def engine_spec(
         # Engines on one machine cannot share the profile's single KV-events port (nor its ranks' next ones).
         model = model.model_copy(update={"kv_events": model.kv_events.model_copy(update={"port": kv_port})})
     dp = model.data_parallel_size
-    kv_ports = {} if kv_port is None else {"kv_events": kv_port}
-    kv_ports.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
-    kv_ports.update(host_ports)
+    bound = {} if kv_port is None else {"kv_events": kv_port}
+    bound.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
+    bound.update(host_ports)
     hint = None
     if profile.local.simulate:
         argv, env, health = sim_command(model, replica.role, port, kv_port, python), {}, "/health"
@@ -211,7 +211,7 @@ def engine_spec(
         role=replica.role,
         group=None if replica.group is None else f"g{replica.group}",
         pool=replica.pool,
-        ports=kv_ports,
+        ports=bound,
         install_hint=hint,
         data_parallel_size=dp,
     )
