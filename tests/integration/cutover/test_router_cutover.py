@@ -127,7 +127,10 @@ async def test_errors_on_new_roll_back_within_one_interval(cutover_stack: Stack)
 
 
 async def test_a_slow_new_group_fails_a_relative_gate(cutover_stack: Stack) -> None:
-    report, state = await walk_with_fault(cutover_stack, "slowdown=8", "ttft_p50<old*2")
+    # TTFT through the router is wall time, and what a loaded machine adds, it adds to both groups: at
+    # slowdown=8 new's p50 was 2.3x old's here (77 vs 33 ms) and fell under 2x with two CPU hogs running.
+    # At 12 the new engine saturates: ~20x (226 vs 10 ms).
+    report, state = await walk_with_fault(cutover_stack, "slowdown=12", "ttft_p50<old*2")
     assert report.outcome == "rolled-back" and state.percent == 10
     failed = [g for g in state.history[-1].gates if g["passed"] is False]
     assert failed and failed[0]["gate"] == "ttft_p50<old*2" and "(old " in failed[0]["detail"]
