@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-import typer
+from cutoverstack import Stack
 
-from infctl.cli.main import _register, app
 from infctl.router.snapshot import Backend
-from infctl.sim.server import SimCluster
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,22 +31,6 @@ def _module(name: str, path: Path) -> ModuleType:
 _module("kubefake", HERE.parent / "kube" / "kubefake.py")  # imported by name by the kube fixtures
 _kube = _module("kube_fixtures", HERE.parent / "kube" / "conftest.py")
 cluster = _kube.cluster
-FakeCluster = _kube.FakeCluster
-
-
-def cli_app() -> typer.Typer:
-    """The root app with every command registered (once per process, whichever test gets there first)."""
-    if not any(g.name == "cutover" for g in app.registered_groups):
-        _register()
-    return app
-
-
-@dataclass
-class Stack:
-    url: str
-    """The router."""
-    old: SimCluster
-    new: SimCluster
 
 
 @pytest.fixture

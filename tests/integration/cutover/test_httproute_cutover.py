@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FakeCluster, cli_app
+from cutoverstack import cli_app
+from kubefake import FakeCluster
 from typer.testing import CliRunner
 
 from infctl.config import load_deployment

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import httpx
-from conftest import Stack, cli_app
+from cutoverstack import Stack, cli_app
 from typer.testing import CliRunner
 
 from infctl.cutover import Plan, Target, WalkOptions, WalkSettings, from_annotations, open_target, walk

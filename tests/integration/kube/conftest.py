@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import kmock
 import kubernetes.client
 import pytest
-from kubefake import ClusterEmulator
+from kubefake import ClusterEmulator, FakeCluster
 
-from infctl.kube import ClientSettings, KubeClient, connect
-
-
-@dataclass
-class FakeCluster:
-    api: ClusterEmulator
-    client: KubeClient
-    url: str
+from infctl.kube import ClientSettings, connect
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import collections
 import copy
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp.web
@@ -30,6 +31,8 @@ import attrs
 import kmock
 from kmock._internal import aiobus, enums, rendering
 from kmock._internal.k8s import KubernetesError
+
+from infctl.kube import KubeClient
 
 APPLY = "application/apply-patch+yaml"
 NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?")
@@ -315,3 +318,14 @@ async def _until(events: AsyncIterator[Any], timeout_s: str | None) -> AsyncIter
             yield await asyncio.wait_for(anext(events), remaining)
         except (TimeoutError, StopAsyncIteration):
             return
+
+
+@dataclass
+class FakeCluster:
+    """What the ``cluster`` fixture (tests/integration/kube/conftest.py) yields: the emulator, an infctl
+    client connected to it and its URL. Here, not in the conftest: tests import it by a unique module name
+    (``from conftest import`` takes whichever conftest pytest loaded last)."""
+
+    api: ClusterEmulator
+    client: KubeClient
+    url: str

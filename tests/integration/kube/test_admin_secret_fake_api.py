@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeCluster
+from kubefake import FakeCluster
 
 from infctl.config import load_deployment
 from infctl.errors import KubeError

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from conftest import FakeCluster
+from kubefake import FakeCluster
 from typer.testing import CliRunner, Result
 
 from infctl.cli.main import _register, app

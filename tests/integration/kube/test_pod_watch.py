@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import FakeCluster
+from kubefake import FakeCluster
 
 from infctl.errors import KubeError
 from infctl.kube.client import MERGE_PATCH
