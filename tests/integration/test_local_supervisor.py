@@ -23,7 +23,8 @@ from infctl.local import (
 from infctl.local.procs import group_alive, pid_alive
 from infctl.local.state import read_state
 
-FAST = SupervisorSettings(health_timeout=10, health_interval=0.05, grace_period=2, backoff_initial=0.05)
+# A generous health deadline: a python http.server can take seconds to answer on a loaded machine.
+FAST = SupervisorSettings(health_timeout=60, health_interval=0.05, grace_period=2, backoff_initial=0.05)
 
 
 def http_server(name: str, port: int, kind: str = "engine") -> ProcessSpec:
@@ -52,7 +53,7 @@ async def test_stops_the_router_before_the_engines(tmp_path: Path, ports: PortAl
 
     ready, stop = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop, on_change=record))
-    await asyncio.wait_for(ready.wait(), 15)
+    await asyncio.wait_for(ready.wait(), 60)
     running = read_state(tmp_path, "sup")
     assert running is not None and running.status == "running"
     pids = [p.pid for p in running.processes]
@@ -109,7 +110,7 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     ready, stop = asyncio.Event(), asyncio.Event()
     settings = SupervisorSettings(health_timeout=10, health_interval=0.05, grace_period=0.5)
     task = asyncio.create_task(serve(plan_of(tmp_path, spec), settings, ready=ready, stop=stop))
-    await asyncio.wait_for(ready.wait(), 15)
+    await asyncio.wait_for(ready.wait(), 60)
     stop.set()
     final = await asyncio.wait_for(task, 10)
     assert final.process("engine-0").last_exit == -signal.SIGKILL
@@ -138,12 +139,12 @@ async def test_the_workers_of_a_crashed_process_are_killed_before_it_restarts(
 
     task = asyncio.create_task(serve(plan_of(tmp_path, spec), FAST, ready=ready, stop=stop, on_change=record))
     try:
-        await asyncio.wait_for(ready.wait(), 15)
+        await asyncio.wait_for(ready.wait(), 60)
         worker = int(pidfile.read_text())
         leader = states[-1].process("engine-0").pid
         assert leader is not None
         os.kill(leader, signal.SIGKILL)
-        await asyncio.wait_for(restarted.wait(), 10)
+        await asyncio.wait_for(restarted.wait(), 60)
         assert not pid_alive(worker)
     finally:
         stop.set()
