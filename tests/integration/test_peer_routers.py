@@ -39,11 +39,12 @@ def _free_port() -> int:
 
 def _commands(name: str, port: int, workers: list[str]) -> list[str]:
     exe = _peer(name)
-    if name == "sglang-router":
-        return [exe, "launch", "--host", "127.0.0.1", "--port", str(port), "--policy", "cache_aware",
-                "--worker-urls", *workers]  # fmt: skip
-    return [exe, "--host", "127.0.0.1", "--port", str(port), "--policy", "cache_aware",
-            "--worker-urls", *workers]  # fmt: skip
+    # Their metrics exporter listens on 29000 by default, and a router that cannot bind it exits at start
+    # (here another peer router held it, a benchmark's): a free port each.
+    common = ["--host", "127.0.0.1", "--port", str(port), "--policy", "cache_aware",
+              "--prometheus-host", "127.0.0.1", "--prometheus-port", str(_free_port()),
+              "--worker-urls", *workers]  # fmt: skip
+    return [exe, "launch", *common] if name == "sglang-router" else [exe, *common]
 
 
 async def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float = 180) -> None:
