@@ -171,3 +171,25 @@ def test_a_pd_run_leaves_nothing_in_flight_on_any_backend() -> None:
     sim.run()
     assert sum(1 for _, (p, _, _) in sim.pairs.items() if p is not None) > 0
     assert all(sim.router.pool.inflight(b) == 0 for b in sim.router.pool.ids())
+
+
+def test_a_decode_backend_counts_a_disaggregated_prompt_as_queued_until_its_first_token() -> None:
+    # As the live proxy. The decode engine never prefills it, but counting it keeps short local prefills off
+    # decode backends with a first token due; counting it as cached lost TTFT p50 in Pool mode
+    # (benchmarks/bench_pd_accounting.py).
+    sim = _sim(_cfg(PDLayout(1, 1, groups=2, mode="pool"), n=20, rate=100.0))
+    router, pool = sim.router, sim.router.pool
+    released: list[tuple[str | None, float, int]] = []
+    first = router.first_token
+
+    def spy(backend_id: str, prompt_tokens: int, request_id: str) -> None:
+        before = pool.snapshot(0.0).states[backend_id].queued_tokens
+        first(backend_id, prompt_tokens, request_id)
+        after = pool.snapshot(0.0).states[backend_id].queued_tokens
+        released.append((sim.pairs[request_id][0], before - after, prompt_tokens))
+
+    router.first_token = spy  # type: ignore[method-assign]
+    sim.run()
+    disaggregated = [(gone, prompt) for prefill, gone, prompt in released if prefill is not None]
+    assert len(disaggregated) == 20
+    assert all(gone == prompt for gone, prompt in disaggregated)
