@@ -84,8 +84,8 @@ class SimRouter:
         only receives its KV. Only ``pick_pd``'s cost of a short prompt the decode engine would prefill
         itself reads it, and it keeps those off decode backends with a first token due (a local prefill
         there lengthens the step that emits it). Counting it as cached instead (queued nowhere) measured
-        TTFT p50 +1.0% in Group mode and +2.7% in Pool mode, p99 within the variants' spread
-        (benchmarks/bench_pd_accounting.py)."""
+        Pool-mode TTFT p50 +2.7% / +1.5% on 8 / 16 engines (worse in every variant), Group mode and p99
+        within the variants' spread (benchmarks/bench_pd_accounting.py)."""
         decision = self.core.route_pd(self.pool.snapshot(now), info, pd)
         self.reasons[decision.reason] += 1
         self._cached[info.request_id] = 0
