@@ -36,19 +36,42 @@ async def test_a_saturated_long_pool_does_not_hold_short_requests(
         admission_queue=8,
         admission_deadline_s=20,
     )
-    long_body = {"model": MODEL, "prompt": " ".join(["w"] * 200), "max_tokens": 40}
+    long_body = {"model": MODEL, "prompt": " ".join(["w"] * 200), "max_tokens": 80}
     short_body = {"model": MODEL, "prompt": "a b c", "max_tokens": 2}
-    async with httpx.AsyncClient(timeout=30) as c:
+    seen: list[str] = []
+
+    async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
+        """Poll (not a fixed sleep: a loaded machine scrapes and queues later than an idle one)."""
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await check():
+            assert asyncio.get_running_loop().time() < deadline, f"never {what}: {seen[-5:]}"
+            await asyncio.sleep(0.02)
+
+    async with httpx.AsyncClient(timeout=60) as c:
+
+        async def long_pool_saturated() -> bool:
+            backends = (await c.get(f"{url}/admin/backends")).json()["backends"]
+            seen.append(str([(b["pool"], b["queue"], b["running"]) for b in backends]))
+            return any(b["url"] == long_url and (b["queue"] or 0) >= 1 for b in backends)
+
+        async def one_waiting() -> bool:
+            nonlocal queued
+            queued = (await c.get(f"{url}/metrics")).text
+            depth = [x for x in queued.splitlines() if x.startswith("infctl_router_queue_depth")]
+            seen.append(str(depth))
+            return "infctl_router_queue_depth 1.0" in depth
+
+        queued = ""
+        # The long engine runs one (max_num_seqs=1) and queues the rest, ~0.7 s each: a window of seconds.
         longs = [asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body)) for _ in range(4)]
-        await asyncio.sleep(0.3)  # the long engine runs one and queues the rest; a scrape sees it saturated
+        await until("saw the long pool saturated", long_pool_saturated)
         more_long = asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body))
-        await asyncio.sleep(0.1)
-        queued = (await c.get(f"{url}/metrics")).text
+        await until("held the fifth long request", one_waiting)
         short = await c.post(f"{url}/v1/completions", json=short_body)
         assert short.status_code == 200
         assert not more_long.done()  # still waiting for the long pool
         results = await asyncio.gather(*longs, more_long)
-    # Only the long request waits (judged across all backends, the idle short engine admitted it).
+    # Only the long request waited (judged across all backends, the idle short engine admitted it).
     assert "infctl_router_queue_depth 1.0" in queued.splitlines()
     assert [r.status_code for r in results] == [200] * 5
 
