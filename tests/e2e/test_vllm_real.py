@@ -375,7 +375,8 @@ def test_killed_engine_is_ejected_and_requests_keep_succeeding(vllm_release: Rel
         else:
             if not back["ejected"]:
                 break
-            if not seen or seen[-1] != (last := f"ejected, last_error={back['last_error']}"):
+            last = f"ejected, last_error={back['last_error']}"
+            if not seen or seen[-1] != last:
                 seen.append(last)
         time.sleep(2)
     back = backends_by_url(vllm_release)[dead_url]
