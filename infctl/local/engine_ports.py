@@ -23,8 +23,9 @@ parallel.py``, ``engine/arg_utils.py``, ``v1/engine/utils.py``, ``v1/engine/coor
 - KV events: rank r publishes on the configured endpoint's port + r (``offset_endpoint_port``, with the
   rank's ``data_parallel_index``), which the plan already reserves as a run.
 
-Checked live: one ``--data-parallel-size 2`` engine of the tiny model on this 2-core CPU box came up in
-~100 s and served a completion pinned to each rank (``X-data-parallel-rank``).
+Checked live (``tests/e2e/test_vllm_dp.py``: two engines of 2 ranks each on this 2-core box): besides its
+HTTP port, each engine's process tree listened on ~26 ports, all kernel-assigned (32768+), none shared and
+none of 29500/29501/29550; each rank served requests pinned to it (``X-data-parallel-rank``).
 
 SGLang (``srt/server_args.py`` ``PortArgs.init_new``, ``srt/managers/data_parallel_controller.py``): plain
 ``--dp-size N`` uses IPC and a free NCCL port per rank (held while the ranks start), and a fixed
