@@ -55,8 +55,15 @@ class _Resumed(Coroutine[Any, Any, T]):
         return self._coro.send(value)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        # A task cancelled before its first step throws here: deliver it where ``coro`` waits.
-        self._started, self._first = True, None
+        # A task cancelled before its first step throws here. A task cancelled later cancels the future it
+        # waits on (``Task.cancel``), so do the same with ``first``, handed back for the task to wait on:
+        # ``coro`` sees the cancellation when it resumes, and what it awaited (an inner task, a socket's
+        # connect) is cancelled too, not left running. A bare yield, or a ``first`` already done, gets
+        # the error where ``coro`` waits.
+        first, self._started, self._first = self._first, True, None
+        cancelled = isinstance(typ, asyncio.CancelledError) and asyncio.isfuture(first)
+        if cancelled and first.cancel(typ.args[0] if typ.args else None):
+            return first
         if val is None and tb is None:
             return self._coro.throw(typ)
         return self._coro.throw(typ, val, tb)  # pragma: no cover - the task throws instances only

@@ -64,6 +64,24 @@ async def test_cancelled_before_the_task_first_ran_the_coroutine_sees_the_cancel
     assert log == ["started", "cancelled"]
 
 
+async def test_cancelled_before_the_task_first_ran_cancels_what_it_waits_for() -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    inner_log: list[str] = []
+    inner = loop.create_task(waits_for(fut, inner_log))
+
+    async def outer() -> int:
+        return await inner
+
+    task = start_eagerly(outer(), loop)
+    assert isinstance(task, asyncio.Task)
+    task.cancel("client gone")  # at once, as a disconnect queued in the same loop turn would
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert inner.cancelled() and fut.cancelled()  # as create_task: nothing it awaited is left running
+    assert inner_log == ["started", "cancelled"]
+
+
 async def test_cancelled_while_waiting_cancels_what_it_waits_for() -> None:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[int] = loop.create_future()
