@@ -3,10 +3,11 @@
 Group mode (prefill and decode engines share a fast interconnect inside a group): the decode backend is chosen
 first, by its decode load plus the cost of the best prefill its group offers (the prefill engines hold the
 prefix cache, so affinity is scored on that side); then the cheapest prefill of that same group. Pool mode:
-each side is chosen on its own. Either way the request is disaggregated only when the part of the prompt the
-decode backend has not cached exceeds ``min_uncached_tokens`` and a prefill backend exists; otherwise a
-backend that can prefill (role ``both``, or a decode engine that can run a short prefill itself) does the
-whole request.
+the cheapest prefill is chosen on its own, and a decode candidate outside its group pays ``cross_group_cost``
+per token of KV it must receive over the slower link between groups. Either way the request is disaggregated
+only when the part of the prompt the decode backend has not cached exceeds ``min_uncached_tokens`` and a
+prefill backend exists; otherwise a backend that can prefill (role ``both``, or a decode engine that can run
+a short prefill itself) does the whole request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from infctl.errors import ConfigError
 from infctl.router.errors import NoBackendError
 from infctl.router.policies.filters import FILTERS
 from infctl.router.policies.load import decode_tokens
@@ -37,6 +39,22 @@ class PDSettings:
     """``group``: prefill and decode from the same group; ``pool``: chosen independently."""
     min_uncached_tokens: int = 512
     """Disaggregate only when more prompt tokens than this are uncached on the decode backend (tokens)."""
+    cross_group_cost: float = 0.108
+    """Pool mode: prefill-token equivalents added per transferred token (the prompt tokens the decode backend
+    has not cached) to a decode backend outside the chosen prefill backend's group, for the slower KV link
+    between groups; weighted like prefill tokens (``cost_prefill_weight``). Applies only to a disaggregated
+    pair whose backends both have a group; 0 disables it (decode chosen regardless of the link).
+    Default: the extra transfer time over one prefilled token on DeepSeek-V3 H200 nodes, the simulator's
+    ``deepseek-v3-h200-*`` profiles: 70,272 KV bytes/token x (1/25 - 1/50 GB/s) = 1.41 us per token across
+    the spine (half the 50 GB/s group link) against 13 us of prefill compute per prompt token = 0.108.
+    For other hardware: ``kv_bytes_per_token x (1/cross_bw - 1/group_bw) / prefill seconds per token``."""
+
+    def __post_init__(self) -> None:
+        if not self.cross_group_cost >= 0:  # also rejects NaN
+            raise ConfigError(
+                f"pd cross_group_cost must be >= 0 (prefill tokens per token), got {self.cross_group_cost}",
+                hint="0 disables it; 0.108 is the default",
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +119,8 @@ def pick_pd(
         if plan is None:
             continue
         s = ctx.settings
+        if plan != d:
+            prefill_part += _link_cost(ctx, pd, plan, d)
         decode_part = decode_tokens(snapshot.state(d), s) / by_id[d].weight
         costs[d] = s.cost_prefill_weight * prefill_part + s.cost_decode_weight * decode_part
         plans[d] = (plan, "local_prefill" if plan == d and why == "disaggregated" else why)
@@ -123,6 +143,14 @@ def _cheapest_prefill(ctx: Context, cands: Candidates) -> str | None:
     costs = [prefill_cost(ctx, c) for c in cands]
     best = min(costs)
     return tie_break(ctx, [c for c, v in zip(cands, costs, strict=True) if v <= best + 1e-9 * max(1.0, best)])
+
+
+def _link_cost(ctx: Context, pd: PDSettings, prefill: str, decode: str) -> float:
+    """Extra prefill-token equivalents of moving the KV from ``prefill`` to ``decode`` across groups."""
+    pg, dg = ctx.snapshot.by_id[prefill].group, ctx.snapshot.by_id[decode].group
+    if not pd.cross_group_cost or pg is None or dg is None or pg == dg:
+        return 0.0
+    return pd.cross_group_cost * _uncached(ctx, decode)
 
 
 def _can_prefill(ctx: Context, backend_id: str) -> bool:

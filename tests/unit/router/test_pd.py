@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from routerkit import backends_and_states, fresh, matches_for, request, snap
 
+from infctl.errors import ConfigError
 from infctl.router import Backend, NoBackendError, PDSettings, Snapshot, pick_pd
 from infctl.router.policies.pd import PDDecision
 from infctl.router.policies.weights import UpstreamConfig
@@ -143,3 +144,67 @@ def test_a_group_without_a_decode_backend_passes_its_share_to_the_others() -> No
         d = pick_pd(snap(backends), request(f"r{i}", blocks=100), pd=PDSettings(mode="pool"),
                     upstreams=UpstreamConfig(weights={"old": 1, "new": 1}))  # fmt: skip
         assert (d.decode, d.prefill) == ("old-decode", "old-prefill")
+
+
+# Pool mode, prefill on p0 (it holds the prefix): 3,200 tokens cross the spine to d1, costing
+# 0.108 x 3,200 = 346 prefill tokens; a decode backend's in-flight tokens weigh 0.1 each.
+POOL = PDSettings(mode="pool")
+
+
+def _pool_pick(d0_inflight: int, pd: PDSettings = POOL, backends: list[Backend] = GROUPS) -> PDDecision:
+    states = {b.id: fresh() for b in backends} | {"d0": fresh(inflight_tokens=d0_inflight)}
+    return pick_pd(snap(backends, states), request(blocks=200), matches={"p0": 150}, pd=pd)
+
+
+def test_pool_mode_prefers_the_prefills_group_when_the_link_costs_more_than_the_load_gap() -> None:
+    d = _pool_pick(2_000)  # d0 costs 200 more in load, d1 346 more in transfer
+    assert (d.decode, d.prefill, d.group) == ("d0", "p0", "g0")
+    assert d.costs["d1"] - d.costs["d0"] == pytest.approx(0.108 * 3_200 - 0.1 * 2_000)
+
+
+def test_pool_mode_a_much_less_loaded_decoder_across_groups_still_wins() -> None:
+    d = _pool_pick(5_000)  # 500 tokens of load gap > 346 of transfer
+    assert (d.decode, d.prefill) == ("d1", "p0")
+
+
+def test_a_zero_cross_group_cost_chooses_the_decoder_regardless_of_the_link() -> None:
+    d = _pool_pick(2_000, PDSettings(mode="pool", cross_group_cost=0.0))
+    assert (d.decode, d.prefill) == ("d1", "p0")
+    assert d.costs["d0"] - d.costs["d1"] == pytest.approx(0.1 * 2_000)
+
+
+def test_the_cross_group_cost_counts_only_the_tokens_the_decoder_must_receive() -> None:
+    # d1 caches 180 of the 200 blocks: only 320 tokens cross (35 prefill tokens), less than d0's 200.
+    states = {b.id: fresh() for b in GROUPS} | {"d0": fresh(inflight_tokens=2_000)}
+    d = pick_pd(snap(GROUPS, states), request(blocks=200), matches={"p0": 150, "d1": 180}, pd=POOL)
+    assert (d.decode, d.prefill) == ("d1", "p0")
+
+
+def test_the_cross_group_cost_needs_both_groups_and_a_transfer() -> None:
+    ungrouped = [Backend(b.id, role=b.role, decode_can_prefill=False) for b in GROUPS]
+    assert _pool_pick(2_000, backends=ungrouped).decode == "d1"  # no groups: no link to price
+    # d1 prefills a short prompt itself: nothing crosses, so nothing is added to its cost.
+    local = [b for b in GROUPS if b.id != "d1"] + [Backend("d1", role="decode", group="g1")]
+    states = {b.id: fresh() for b in local} | {"d0": fresh(inflight_tokens=2_000)}
+    d = pick_pd(snap(local, states), request(tokens=400), pd=PDSettings(mode="pool", cross_group_cost=100.0))
+    assert (d.decode, d.prefill, d.reason) == ("d1", None, "local_prefill")
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_group_mode_ignores_the_cross_group_cost(data: st.DataObject) -> None:
+    snapshot = data.draw(backends_and_states(max_size=12))
+    req = request(blocks=data.draw(st.integers(0, 128)))
+    matches = data.draw(matches_for(snapshot, req))
+    try:
+        free = pick_pd(snapshot, req, matches=matches, pd=PDSettings(cross_group_cost=0.0))
+    except NoBackendError:
+        return
+    costly = pick_pd(snapshot, req, matches=matches, pd=PDSettings(cross_group_cost=1_000.0))
+    assert costly == free
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan")])
+def test_a_negative_cross_group_cost_is_refused(bad: float) -> None:
+    with pytest.raises(ConfigError, match="cross_group_cost"):
+        PDSettings(mode="pool", cross_group_cost=bad)
