@@ -110,18 +110,20 @@ class CostParams:
 
     duplicate_weight: float = 20.0
     """Extra prefill tokens per recomputed token of a lone copy whose holder is not overloaded. 0 gives
-    the plain Dynamo-style cost (with ``duplicate_floor`` 0)."""
+    the plain Dynamo-style cost (``duplicate_floor`` never exceeds it)."""
     duplicate_slack: float = 8.0
     """Requests (per unit of weight, as the ``load`` scorer counts them) the lone copy's holder may carry
     above the candidates' mean before ``duplicate_floor`` replaces ``duplicate_weight``."""
     duplicate_floor: float = 1.0
-    """Extra weight of recomputing a lone copy whose holder is past ``duplicate_slack``."""
+    """Extra weight of recomputing a lone copy whose holder is past ``duplicate_slack``; at most
+    ``duplicate_weight`` (a busier holder's copy is never protected more than a calm one's)."""
 
 
 def cost_scorer(params: CostParams) -> ScoreFn:
     """cache_aware's scorer: lowest total cost scores 1. Only affinity beyond the shared prefix counts;
     blocks only one candidate holds weigh extra on the others (see ``CostParams``)."""
-    wdup, slack, floor = params.duplicate_weight, params.duplicate_slack, params.duplicate_floor
+    wdup, slack = params.duplicate_weight, params.duplicate_slack
+    floor = min(params.duplicate_floor, wdup)
 
     def cost(ctx: Context, cands: Candidates) -> Sequence[float]:
         s, req, m, by_id = ctx.settings, ctx.request, ctx.matches, ctx.snapshot.by_id

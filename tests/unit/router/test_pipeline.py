@@ -219,6 +219,16 @@ def test_cache_aware_trades_cache_for_queue_in_token_units() -> None:
     assert policy.decide(snap(B3, mid_queue), req, matches={"b": 90}).backend_id == "b"
 
 
+def test_cost_duplicate_weight_0_is_the_plain_cost_whatever_the_holder_s_load() -> None:
+    """The floor never exceeds the weight: with duplicate_weight 0 a busy holder's lone copy is not
+    protected more than a calm one's (the default floor 1 did: the busy holder kept the request)."""
+    req = request(blocks=100)
+    zero = build_policy({"preset": "cache_aware", "scorers": [{"name": "cost", "duplicate_weight": 0}]})
+    for inflight in (0, 13):  # 13: past the slack of 8 above the mean
+        states = {"a": fresh(), "b": fresh(queued_tokens=6500, inflight=inflight), "c": fresh()}
+        assert zero.decide(snap(B3, states), req, matches={"b": 90}).backend_id != "b"
+
+
 def test_cache_aware_copies_a_prefix_two_backends_hold_at_the_plain_cost() -> None:
     """Only blocks one backend holds alone weigh extra: once a prefix has a second copy, a third backend
     takes it on load alone, so a hot prefix keeps fanning out."""
