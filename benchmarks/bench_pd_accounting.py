@@ -1,18 +1,24 @@
-"""How the router counts a disaggregated request on its decode backend, side by side on the virtual clock.
+"""How the router counts and pairs a disaggregated request, side by side on the virtual clock.
 
-    python benchmarks/bench_pd_accounting.py [--engines 8 16] [--variants 5] [--requests 2000] [--output json]
+    python benchmarks/bench_pd_accounting.py [--engines 8 16] [--variants 5] [--requests 2000]
+        [--arms ...] [--cross-group-cost 0.108] [--output json]
 
 Runs ``infctl simulate compare pd``'s Group- and Pool-mode arms (1P1D groups, the Mooncake trace compressed
-to load the prefill engines; latencies from its paced half) once per accounting of the decode leg:
+to load the prefill engines; latencies from its paced half) once per arm (decode-leg accounting, pairing):
 
-- ``whole prompt queued`` (the live accounting, ``SimRouter`` as the proxy): the decode backend counts the
+- ``whole-prompt-queued`` (the live accounting, ``SimRouter`` as the proxy): the decode backend counts the
   whole prompt as queued prefill work until the first token, although its engine never prefills it;
-- ``decode leg``: the prompt's KV and the expected output are held there (``inflight_tokens``), nothing is
-  queued as prefill (``pool.start`` with the whole prompt cached: the KV arrives from the prefill engine).
+- ``decode-leg``: the prompt's KV and the expected output are held there (``inflight_tokens``), nothing is
+  queued as prefill (``pool.start`` with the whole prompt cached: the KV arrives from the prefill engine);
+- ``cross-group-cost`` (the live pairing): the whole prompt queued, and ``PDSettings.cross_group_cost``
+  (``--cross-group-cost``; the default 0.108) priced into a decode backend outside the prefill's group.
+  The first two arms run link-blind (``cross_group_cost`` 0, the pairing before it existed). In Group mode
+  every pair is inside one group, so the cost changes nothing there (a check that it does not).
 
 A decode backend's queued tokens enter ``pick_pd`` only as the cost of a short prompt (uncached part up to
 ``min_uncached_tokens``) that the decode engine would prefill itself; long prompts pick their decode
-backend by its in-flight context, which both accountings count alike. "local beside due" is the share of
+backend by its in-flight context, which both accountings count alike. "cross" is the share of disaggregated
+pairs whose KV crossed groups (Group mode: 0). "local beside due" is the share of
 those short local prefills sent to a decode backend where a disaggregated request's first token was still
 due (its prefill leg or KV transfer in flight): the whole-prompt count steers them away from such backends.
 Either way the prefill leg counts on its prefill backend (``start_prefill_leg``) and the pairing is the live
@@ -51,15 +57,23 @@ class Watched(SimRouter):
 
     def __init__(self, policy: str | Mapping[str, Any], pools: Sequence[str | None] = ()) -> None:
         super().__init__(policy, pools)
+        self.cross_group_cost: float | None = None
+        """``PDSettings.cross_group_cost`` for this arm; None: the layout's (the router's default)."""
         self.due: dict[str, set[str]] = {}
         """Decode backend -> disaggregated requests whose first token is still due there."""
         self.local = self.local_beside_due = 0
+        self.pairs = self.cross = 0
+        """Disaggregated pairs, and those whose KV crossed groups."""
 
     def route_pd(self, info: RequestInfo, expected_tokens: int, now: float, pd: PDSettings) -> PDDecision:
+        if self.cross_group_cost is not None:
+            pd = dataclasses.replace(pd, cross_group_cost=self.cross_group_cost)
         decision = self._route_pd(info, expected_tokens, now, pd)
         due = self.due.setdefault(decision.decode, set())
         if decision.prefill is not None:
             due.add(info.request_id)
+            self.pairs += 1
+            self.cross += self.pool.backend(decision.prefill).group != decision.group
         else:
             self.local += 1
             self.local_beside_due += bool(due)
@@ -94,11 +108,14 @@ class DecodeLegRouter(Watched):
         return decision
 
 
-ACCOUNTINGS: dict[str, type[Watched]] = {
-    "whole prompt queued": Watched,
-    "decode leg": DecodeLegRouter,
+LINK_AWARE = "cross-group-cost"
+ARMS: dict[str, tuple[type[Watched], float | None]] = {
+    "whole-prompt-queued": (Watched, 0.0),
+    "decode-leg": (DecodeLegRouter, 0.0),
+    LINK_AWARE: (Watched, None),
 }
-"""Label -> router; the first is the baseline (the live accounting) the others are compared with."""
+"""Label -> (router, ``cross_group_cost``: None = ``--cross-group-cost``); the first is the baseline (the
+link-blind live accounting) the others are compared with."""
 
 
 @dataclass(frozen=True)
@@ -110,15 +127,20 @@ class Run:
     """Output tokens/s in the closed-loop half."""
     beside_due: float
     """Share of the requests decode backends prefilled themselves that landed beside a due first token."""
+    cross: float
+    """Share of the disaggregated pairs whose prefill and decode backends are in different groups."""
 
 
-def run(engines: int, requests: int, mode: str, variant: int, router: type[Watched]) -> Run:
+def run(
+    engines: int, requests: int, mode: str, variant: int, router: type[Watched], cross_group_cost: float
+) -> Run:
     scenario = SCENARIOS["pd"](ScenarioSize(engines=engines, requests=requests))
     arm = next(a for a in scenario.arms if "pd" in a.changes and a.changes["pd"].mode == mode)
     cfg = arm.config(scenario.base)
     cfg = dataclasses.replace(cfg, scrape_interval_s=cfg.scrape_interval_s * _scale(variant))
     sim = Simulation(cfg, prompt_source(build_workload(cfg.workload, cfg.api, cfg.seed)))
     watched = sim.router = router(cfg.policy, cfg.pools)
+    watched.cross_group_cost = cross_group_cost
     sim.run()
     res = build_result(cfg, sim, "", "", 0.0)
 
@@ -129,7 +151,8 @@ def run(engines: int, requests: int, mode: str, variant: int, router: type[Watch
     tput = m.output_throughput(m.SATURATED)(res)
     return Run(ms(m.ttft("p50", m.PACED)), ms(m.ttft("p99", m.PACED)), ms(m.tpot("p99", m.PACED)),
                float("nan") if tput is None else tput,
-               watched.local_beside_due / watched.local if watched.local else 0.0)  # fmt: skip
+               watched.local_beside_due / watched.local if watched.local else 0.0,
+               watched.cross / watched.pairs if watched.pairs else 0.0)  # fmt: skip
 
 
 def _scale(variant: int) -> float:
@@ -148,17 +171,27 @@ def main() -> None:
     ap.add_argument("--variants", type=int, default=5, help="scrape-interval variants per configuration")
     ap.add_argument("--requests", type=int, default=2000, help="trace requests per run (half paced)")
     ap.add_argument("--modes", nargs="+", default=["group", "pool"], choices=["group", "pool"])
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),
+                    help="arms to run, the first is the baseline (default: all three)")  # fmt: skip
+    ap.add_argument("--cross-group-cost", type=float, default=PDSettings().cross_group_cost,
+                    help=f"the {LINK_AWARE!r} arm's PDSettings.cross_group_cost (prefill tokens per "
+                    "transferred token; default: the router's)")  # fmt: skip
     ap.add_argument("--output", choices=["table", "json"], default="table")
     args = ap.parse_args()
+    arms: dict[str, tuple[type[Watched], float]] = {}
+    for key in args.arms:
+        cls, cost = ARMS[key]
+        arms[key] = (cls, args.cross_group_cost if cost is None else cost)
     out: list[dict[str, object]] = []
     for engines in args.engines:
         for mode in args.modes:
             runs = {
-                label: [run(engines, args.requests, mode, v, cls) for v in range(args.variants)]
-                for label, cls in ACCOUNTINGS.items()
+                label: [run(engines, args.requests, mode, v, cls, cost) for v in range(args.variants)]
+                for label, (cls, cost) in arms.items()
             }
             figures = {k: [dataclasses.asdict(r) for r in v] for k, v in runs.items()}
-            out.append({"engines": engines, "mode": mode, "runs": figures})
+            costs = {k: cost for k, (_, cost) in arms.items()}
+            out.append({"engines": engines, "mode": mode, "cross_group_cost": costs, "runs": figures})
             if args.output == "table":
                 _print(engines, mode, runs)
     if args.output == "json":
@@ -168,15 +201,16 @@ def main() -> None:
 def _print(engines: int, mode: str, runs: dict[str, list[Run]]) -> None:
     print(f"\n== PD {mode} mode, {engines // 2} x 1P1D, {len(next(iter(runs.values())))} variant(s): "
           "medians (min..max) ==")  # fmt: skip
-    print(f"{'decode accounting':22s} {'TTFT p50 ms':>20s} {'TTFT p99 ms':>20s} {'TPOT p99':>9s} "
-          f"{'tok/s':>7s} {'local beside due':>16s}")  # fmt: skip
+    print(f"{'arm':22s} {'TTFT p50 ms':>20s} {'TTFT p99 ms':>20s} {'TPOT p99':>9s} "
+          f"{'tok/s':>7s} {'local beside due':>16s} {'cross':>6s}")  # fmt: skip
     base = next(iter(runs.values()))
     for label, rs in runs.items():
         p50, p99 = [r.ttft_p50_ms for r in rs], [r.ttft_p99_ms for r in rs]
         tpot = statistics.median(r.tpot_p99_ms for r in rs)
         print(f"{label:22s} {_spread(p50):>20s} {_spread(p99):>20s} {tpot:9.2f} "
               f"{statistics.median(r.tput for r in rs):7.0f} "
-              f"{statistics.median(r.beside_due for r in rs) * 100:15.0f}%")  # fmt: skip
+              f"{statistics.median(r.beside_due for r in rs) * 100:15.0f}% "
+              f"{statistics.median(r.cross for r in rs) * 100:5.0f}%")  # fmt: skip
         if rs is not base:
             r50 = statistics.median(p50) / statistics.median(r.ttft_p50_ms for r in base)
             r99 = statistics.median(p99) / statistics.median(r.ttft_p99_ms for r in base)
