@@ -199,13 +199,16 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
         [Backend(id=sim.urls[0], url=sim.urls[0])], policy=policy, admission_queue=2, admission_deadline_s=20
     )
     body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40}
-    async with httpx.AsyncClient(timeout=30) as c:
-        first = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(4)]
-        async with asyncio.timeout(10):  # the engine runs one, queues three: wait until a scrape shows it
+    # The engine stays saturated until two of the first four finish: ~1.7 s each at 300 tokens (at 40, the
+    # ~0.5 s window closed before a loaded machine's router had refused four and held two).
+    long_body = {**body, "max_tokens": 300}
+    async with httpx.AsyncClient(timeout=60) as c:
+        first = [asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body)) for _ in range(4)]
+        async with asyncio.timeout(30):  # the engine runs one, queues three: wait until a scrape shows it
             while ((await c.get(f"{url}/admin/backends")).json()["backends"][0]["queue"] or 0) < 3:
                 await asyncio.sleep(0.02)
         later = [asyncio.create_task(c.post(f"{url}/v1/completions", json=body)) for _ in range(6)]
-        async with asyncio.timeout(10):  # two wait in the router's queue, four are refused
+        async with asyncio.timeout(30):  # two wait in the router's queue, four are refused
             while True:
                 depth = [
                     ln
