@@ -197,18 +197,12 @@ def routers(
             print(f"({name} not installed: skipped)")
             continue
         port = free_port()
-        head = [exe, "launch"] if name == "sglang-router" else [exe, "--prometheus-port", str(free_port())]
-        argv = [
-            *head,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--policy",
-            "cache_aware",
-            "--worker-urls",
-            *engines,
-        ]
+        # Both export metrics on 29000 by default and exit at start when it is taken (by another peer
+        # router, e.g. the peers test stage's): a free port each, as test_peer_routers.py does.
+        common = ["--host", "127.0.0.1", "--port", str(port), "--policy", "cache_aware",
+                  "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+                  "--worker-urls", *engines]  # fmt: skip
+        argv = [exe, "launch", *common] if name == "sglang-router" else [exe, *common]
         out.append(Router(f"{name} cache_aware", argv, port))
         if name == "vllm-router" and kv_events:
             out.append(_vllm_kv_aware(exe, engines, kv_events))
@@ -218,7 +212,8 @@ def routers(
 def _vllm_kv_aware(exe: str, engines: Sequence[str], kv_events: Sequence[str]) -> Router:
     port, metrics = free_port(), free_port()
     sources = [a for u, e in zip(engines, kv_events, strict=True) for a in ("--kv-event-source", f"{u}={e}")]
-    argv = [exe, "--host", "127.0.0.1", "--port", str(port), "--prometheus-port", str(metrics),
+    argv = [exe, "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
             "--policy", "kv_aware", "--worker-urls", *engines, *sources,
             "--kv-event-block-size", "16", "--kv-event-model", MODEL]  # fmt: skip
     return Router("vllm-router kv_aware", argv, port, diagnose=lambda: kv_aware_note(metrics))
