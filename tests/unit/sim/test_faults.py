@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import httpx
@@ -161,11 +160,15 @@ async def test_admin_rejects_bad_bodies(sim_url: str) -> None:
 
 async def test_serve_ends_with_an_error_when_every_instance_crashed() -> None:
     from infctl.errors import EngineError
-    from infctl.sim.server import serve
+    from infctl.sim.server import SimCluster, serve
     from infctl.sim.settings import SimSettings
 
-    cfg = SimSettings(port=0, time_scale=0.01, faults=parse_faults(["crash-after=50ms"]))
-    started = time.perf_counter()
+    # Two instances and a stop event never set: serve can only end because the fault crashed both of them,
+    # once they were up (crash-after counts from start), and it ends by itself rather than waiting for a stop.
+    cfg = SimSettings(port=0, instances=2, time_scale=0.01, faults=parse_faults(["crash-after=50ms"]))
+    ready, stop = asyncio.Event(), asyncio.Event()
+    started: list[SimCluster] = []
     with pytest.raises(EngineError, match="crashed"):
-        await asyncio.wait_for(serve(cfg), 10)
-    assert time.perf_counter() - started < 5
+        await asyncio.wait_for(serve(cfg, ready=ready, stop=stop, on_ready=started.append), 60)
+    crashed = [inst.crashed.is_set() for inst in started[0].instances]
+    assert ready.is_set() and not stop.is_set() and crashed == [True, True], crashed
