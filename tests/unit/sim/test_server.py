@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -197,7 +198,7 @@ def _free_consecutive_ports(n: int) -> int:
     for _ in range(50):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
+            base = int(probe.getsockname()[1])
         if base + n > 65535:
             continue
         socks = []
@@ -229,7 +230,9 @@ async def test_instances_listen_on_consecutive_ports_and_keep_separate_state(
     assert prompt_tokens == [0.0, 20.0, 0.0]
 
 
-async def aborted_and_idle(scrape: Any, url: str, deadline_s: float = 30) -> dict[str, float]:
+async def aborted_and_idle(
+    scrape: Callable[[str], Awaitable[dict[str, float]]], url: str, deadline_s: float = 30
+) -> dict[str, float]:
     """The engine's metrics once they count one aborted request and none running, polled until
     ``deadline_s`` (a loaded machine may take seconds to notice the disconnect); fails with what the last
     scrape saw. A request that ran to its end counts as finished for length, never as aborted."""
