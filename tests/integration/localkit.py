@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from infctl.config import DeploymentProfile
-from infctl.local import LocalPlan, RunState, SupervisorSettings, serve
+from infctl.local import LocalPlan, ProcessSpec, RunState, SupervisorSettings, serve
 from infctl.local.admin_token import token_path
 
 FAST = SupervisorSettings(
@@ -31,6 +31,10 @@ FAST = SupervisorSettings(
     drain_timeout=20,
 )
 """Quick probes, restarts, reconciles and drains; generous health and drain deadlines for a loaded machine."""
+
+HOLDING = replace(FAST, drain_timeout=120)
+"""FAST, with a drain deadline beyond any wait of a test that holds streams open (:func:`hang`): its drain
+must see them end, not give up on them and cut them."""
 
 
 def local_profile(
@@ -87,11 +91,18 @@ def admin_headers(plan: LocalPlan) -> dict[str, str]:
     return {"authorization": f"Bearer {token_path(plan).read_text().strip()}"}
 
 
-async def until(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
-    """Poll ``check`` every 50 ms until it is true; ``TimeoutError`` after ``within`` seconds."""
-    async with asyncio.timeout(within):
-        while not await check():
-            await asyncio.sleep(0.05)
+async def until(
+    check: Callable[[], Awaitable[bool]], within: float = 20.0, seen: Mapping[str, object] | None = None
+) -> None:
+    """Poll ``check`` every 50 ms until it is true; after ``within`` seconds fail (``AssertionError``) with
+    its name and ``seen``: what the check last observed, when it records that there."""
+    try:
+        async with asyncio.timeout(within):
+            while not await check():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        name = getattr(check, "__name__", repr(check))
+        raise AssertionError(f"{name} still false after {within} s; last seen: {seen}") from None
 
 
 async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
@@ -103,3 +114,19 @@ async def stream(client: httpx.AsyncClient, url: str, tokens: int) -> int:
         async for line in resp.aiter_lines():
             chunks += line.startswith("data: {")
     return chunks
+
+
+async def hang(client: httpx.AsyncClient, specs: Iterable[ProcessSpec], on: bool) -> None:
+    """Hang (``on``) or resume every simulated engine among ``specs`` (``/admin/faults``): a hung engine
+    accepts requests and answers its health probes but runs no step, so the streams it holds stay open,
+    however slow the machine, until it resumes and serves them whole."""
+    for spec in specs:
+        if spec.kind == "engine":
+            resp = await client.post(f"{spec.url}/admin/faults", json={"hang": on})
+            assert resp.status_code == 200, (spec.name, resp.status_code, resp.text)
+
+
+async def inflight(client: httpx.AsyncClient, router: str) -> dict[str, int]:
+    """Requests in flight on each of the router's backends, by backend id."""
+    listed = (await client.get(f"{router}/admin/backends")).json()["backends"]
+    return {b["id"]: int(b["inflight"]) for b in listed}

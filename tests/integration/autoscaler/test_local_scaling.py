@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from localkit import admin_headers, local_profile, stream, supervised, until
+from localkit import HOLDING, admin_headers, hang, inflight, local_profile, stream, supervised, until
 
 from infctl.config import DeploymentProfile
 from infctl.local import LocalPlan, build_plan, port_is_free
@@ -69,36 +69,47 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
     assert len(plan.reserve) == members and plan.control_port is not None
     router = plan.entrypoint.url
     async with (
-        supervised(plan) as run,
-        httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c,
+        supervised(plan, HOLDING) as run,
+        # Streams stay silent while the engines hang: a read timeout longer than any wait of the test.
+        httpx.AsyncClient(timeout=120, trust_env=False, headers=admin_headers(plan)) as c,
     ):
         assert (await scale_status(c, plan))["units"][unit]["ready"] == 1
         r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 2})
         assert r.status_code == 202
 
         async def two_ready() -> bool:
-            return (await scale_status(c, plan))["units"][unit]["ready"] == 2
+            return bool((await scale_status(c, plan))["units"][unit]["ready"] == 2)
 
         await until(two_ready)
         assert len(await backends(c, router)) == 2 * members
-        # Long streams on both groups, then scale in to one group while they run.
+        # Streams on both groups, held open (the engines hang) while the test scales in to one group.
         # Eight, so that some land on the group being removed whatever the tie-breaks (1 in 256 otherwise
-        # would put all on the kept one); long enough to outlast a slow drain on a loaded machine.
+        # would put all on the kept one).
+        engines = [*plan.specs, *plan.reserve]
+        await hang(c, engines, on=True)
         streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
-        await asyncio.sleep(0.3)
+        seen: dict[str, Any] = {}
+
+        async def all_routed() -> bool:
+            seen["inflight"] = counts = await inflight(c, router)
+            return sum(counts.values()) >= 8
+
+        await until(all_routed, within=60, seen=seen)
         r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
         assert r.status_code == 202
 
         async def draining_with_streams() -> bool:
-            listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
-            return any(b["draining"] and b["inflight"] > 0 for b in listed)
+            seen["listed"] = (await c.get(f"{router}/admin/backends")).json()["backends"]
+            return any(b["draining"] and b["inflight"] > 0 for b in seen["listed"])
 
-        await until(draining_with_streams, within=5)  # the removed group still holds streams
+        # The removed group still holds streams: it drains, and stays listed, rather than being stopped.
+        await until(draining_with_streams, within=60, seen=seen)
+        await hang(c, engines, on=False)
         assert await asyncio.gather(*streams) == [4000] * 8
 
         async def one_left() -> bool:
             s = (await scale_status(c, plan))["units"][unit]
-            return s["ready"] == 1 and s["stopping"] == 0
+            return bool(s["ready"] == 1 and s["stopping"] == 0)
 
         await until(one_left)
         assert await backends(c, router) == {s.url for s in plan.specs[:members]}
