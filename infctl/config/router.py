@@ -130,6 +130,10 @@ class RouterFile(ProfileModel):
     """How prefill and decode pair. Default group."""
     pd_min_uncached_tokens: Annotated[int, Field(ge=0)] = 512
     """Disaggregate only above this many uncached prompt tokens. Default 512."""
+    pd_cross_group_cost: Annotated[float, Field(ge=0)] = 0.108
+    """Pool mode: prefill-token equivalents per KV token a decode backend outside the prefill backend's
+    group must receive over the slower link between groups (0 ignores the link). Default 0.108
+    (DeepSeek-V3 on H200: kv_bytes_per_token x (1/cross_bw - 1/group_bw) / prefill seconds per token)."""
     admin_token_env: str | None = None
     """Name of the environment variable holding the admin bearer token (never the token itself); required
     to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API."""

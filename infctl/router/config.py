@@ -68,6 +68,8 @@ class RouterConfig:
     """How prefill and decode backends pair when both roles are present."""
     pd_min_uncached_tokens: int = 512
     """Disaggregate only when more prompt tokens than this are uncached on the decode side."""
+    pd_cross_group_cost: float = 0.108
+    """Pool mode: what a decode backend outside the prefill's group pays (``PDSettings.cross_group_cost``)."""
     admin_token: str | None = None
     """Bearer token required by /admin/*; None leaves the admin API open (local use only)."""
     drain_timeout_s: float = 30.0

@@ -195,7 +195,11 @@ def build_state(
         session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
         scraper=EngineGet(lean, make_client(transport, timeout=timeout_s), timeout_s),
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
-        pd_settings=PDSettings(mode=cfg.pd_mode, min_uncached_tokens=cfg.pd_min_uncached_tokens),
+        pd_settings=PDSettings(
+            mode=cfg.pd_mode,
+            min_uncached_tokens=cfg.pd_min_uncached_tokens,
+            cross_group_cost=cfg.pd_cross_group_cost,
+        ),
     )
 
 

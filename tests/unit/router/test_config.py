@@ -9,6 +9,7 @@ from infctl.router.config import RouterConfig, from_file
 from infctl.router.discovery import DiscoverySettings
 from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
+from infctl.router.server import build_state
 
 ROUTER_YAML = """\
 port: 9000
@@ -88,6 +89,8 @@ server: lean
 header_timeout_s: 5
 body_timeout_s: 12
 max_connections: 256
+pd_mode: pool
+pd_cross_group_cost: 0.25
 health: {failures_to_eject: 2, base_backoff_s: 0.5, max_backoff_s: 8, stable_after_s: 20}
 discovery: {namespace: ns, selector: app=e, watch_timeout_s: 60, retry_max_s: 5}
 """
@@ -100,12 +103,26 @@ def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
     assert (cfg.probe_timeout_s, cfg.admission_queue, cfg.admission_deadline_s) == (0.5, 16, 4.0)
     assert (cfg.short_prompt_tokens, cfg.max_prompt_chars, cfg.max_body_bytes) == (512, 1000, 4096)
     assert (cfg.server, cfg.header_timeout_s, cfg.body_timeout_s, cfg.max_connections) == ("lean", 5, 12, 256)
+    assert (cfg.pd_mode, cfg.pd_cross_group_cost) == ("pool", 0.25)
     assert cfg.health == HealthPolicy(
         failures_to_eject=2, base_backoff_s=0.5, max_backoff_s=8.0, stable_after_s=20.0
     )
     assert cfg.discovery == DiscoverySettings(
         "ns", "app=e", 8000, "vllm", watch_timeout_s=60, retry_max_s=5.0
     )
+
+
+async def test_the_pd_settings_reach_the_state_the_proxy_routes_with(tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text('backends: [{url: "http://e:8000"}]\npd_mode: pool\npd_cross_group_cost: 0.25\n')
+    state = build_state(from_file(load_router(path)))
+    try:
+        pd = state.pd_settings  # what the proxy hands pick_pd
+        assert (pd.mode, pd.min_uncached_tokens, pd.cross_group_cost) == ("pool", 512, 0.25)
+    finally:
+        if state.http1 is not None:
+            state.http1.close()
+        await state.session.close()
 
 
 @pytest.mark.parametrize(
@@ -118,6 +135,7 @@ def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
         "server: nginx",
         "header_timeout_s: 0",
         "max_connections: 0",
+        "pd_cross_group_cost: -0.1",
     ],
 )
 def test_bad_runtime_settings_are_refused(tmp_path: Path, line: str) -> None:
