@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from localkit import admin_headers, local_profile, stream, supervised, until
+from localkit import HOLDING, admin_headers, hang, inflight, local_profile, stream, supervised, until
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
@@ -60,7 +60,8 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
             assert sorted(b["id"] for b in listed) == [f"{engine.url}#dp0", f"{engine.url}#dp1"]
             kv = (await c.get(f"{router}/admin/policy")).json()["kv_sources"]
             assert sorted(s["endpoint"] for s in kv) == [
-                f"tcp://127.0.0.1:{engine.ports['kv_events']}", f"tcp://127.0.0.1:{engine.ports['kv_events.dp1']}"
+                f"tcp://127.0.0.1:{engine.ports['kv_events']}",
+                f"tcp://127.0.0.1:{engine.ports['kv_events.dp1']}",
             ]
             await asyncio.sleep(0.3)  # ZMQ slow joiner: let the router's SUB sockets connect
             prefixes = [tokens.synth_words(40 * BLOCK, salt=10 + i) for i in range(PREFIXES)]
@@ -89,7 +90,6 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
 async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_path: Path) -> None:
     scaled = profile(
         tmp_path,
-        speedup=10,  # 4000-token streams last ~3 s: long enough to outlast a slow drain on a loaded machine
         router={"enabled": True, "policy": "round_robin"},
         autoscaler={"enabled": True, "both": {"min": 1, "max": 2}},
     )
@@ -97,8 +97,9 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
     kept, spare = plan.specs[0], plan.reserve[0]
     router, control = plan.entrypoint.url, f"http://127.0.0.1:{plan.control_port}"
     async with (
-        supervised(plan) as run,
-        httpx.AsyncClient(timeout=30, trust_env=False, headers=admin_headers(plan)) as c,
+        supervised(plan, HOLDING) as run,
+        # Streams stay silent while the engines hang: a read timeout longer than any wait of the test.
+        httpx.AsyncClient(timeout=120, trust_env=False, headers=admin_headers(plan)) as c,
     ):
 
         async def ids() -> set[str]:
@@ -117,21 +118,31 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
         await until(two_ready)
         assert await ids() == {*kept.backend_ids, *spare.backend_ids}
         assert [r["backends"] for r in (await units())["replicas"]] == [
-            list(kept.backend_ids), list(spare.backend_ids)
+            list(kept.backend_ids),
+            list(spare.backend_ids),
         ]
-        # Round robin over four ranks: two of the eight streams run on each rank of the spare engine.
+        # Round robin over four ranks: two of the eight streams on each rank of the spare engine, held open
+        # (the engines hang) until the test has seen both its ranks draining with them.
+        await hang(c, [kept, spare], on=True)
         streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
-        await asyncio.sleep(0.3)
+        seen: dict[str, Any] = {}
+
+        async def all_routed() -> bool:
+            seen["inflight"] = counts = await inflight(c, router)
+            return sum(counts.values()) >= 8
+
+        await until(all_routed, within=60, seen=seen)
         assert (await c.put(f"{control}/scale/both", json={"replicas": 1})).status_code == 202
         drained: set[str] = set()
 
         async def both_ranks_drained_with_streams() -> bool:
-            listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
+            seen["listed"] = listed = (await c.get(f"{router}/admin/backends")).json()["backends"]
             drained.update(b["id"] for b in listed if b["draining"] and b["inflight"] > 0)
-            assert not drained - set(spare.backend_ids)  # the kept engine's ranks keep serving
+            assert not drained - set(spare.backend_ids), seen  # the kept engine's ranks keep serving
             return drained == set(spare.backend_ids)
 
-        await until(both_ranks_drained_with_streams, within=10)
+        await until(both_ranks_drained_with_streams, within=60, seen=seen)
+        await hang(c, [kept, spare], on=False)
         assert await asyncio.gather(*streams) == [4000] * 8  # no stream cut by the scale-in
 
         async def one_left() -> bool:
