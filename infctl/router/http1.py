@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Protocol, cast
+
+from infctl.router.http1_parse import ProtocolError, ResponseHead, chunk_size, parse_head_cached
+
+__all__ = ["Http1Connection", "Http1Pool", "Http1Settings", "ProtocolError", "ResponseHead", "Sink"]
 
 # How a message's body is delimited (RFC 9112 section 6.3).
 _CHUNKED, _LENGTH, _CLOSE = 1, 2, 3
@@ -40,21 +43,6 @@ class Http1Settings:
     """Idle connections kept per upstream; more are closed when released."""
     max_head_bytes: int = 65_536
     """Largest response head accepted; a larger one is a protocol error."""
-
-
-class ProtocolError(Exception):
-    """The upstream's answer is not HTTP/1.1 the client can read."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResponseHead:
-    status: int
-    reason: str
-    headers: dict[str, str]
-    """Header names in lower case; a repeated header keeps its last value."""
-    chunked: bool
-    length: int | None
-    """Content-Length when the body is length-delimited, else None (chunked, or read until close)."""
 
 
 class Sink(Protocol):
@@ -193,7 +181,7 @@ class Http1Connection(asyncio.Protocol):
                     raise ProtocolError("response head too large")
                 self._buf = buf
                 return None
-            head = _parse_head_cached(buf[:end])
+            head = parse_head_cached(buf[:end])
             buf = buf[end + 4 :]
             if head.status >= 200:  # 1xx: informational, the real head follows
                 break
@@ -268,7 +256,7 @@ class Http1Connection(asyncio.Protocol):
                 if not line:
                     return i
                 continue
-            self._left = _chunk_size(line) + 2
+            self._left = chunk_size(line) + 2
             if self._left == 2:
                 self._left, self._trailer = 0, True
         return -1
@@ -277,45 +265,6 @@ class Http1Connection(asyncio.Protocol):
         if self._held and self._sink is not None:
             held, self._held = self._held, b""
             self._sink.body(held)
-
-
-def _chunk_size(line: bytes) -> int:
-    digits = line.split(b";", 1)[0].strip()
-    if not digits or digits.strip(b"0123456789abcdefABCDEF"):
-        raise ProtocolError(f"bad chunk size line {line[:40]!r}")
-    return int(digits, 16)
-
-
-@lru_cache(maxsize=64)
-def _parse_head_cached(raw: bytes) -> ResponseHead:
-    """:func:`_parse_head`, remembered: an engine sends the same head for every stream of the same second
-    (it differs by its Date), and parsing one is ~4 us in front of each first token. Shared results: the
-    heads (and their header dicts) are read, never changed."""
-    return _parse_head(raw)
-
-
-def _parse_head(raw: bytes) -> ResponseHead:
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
-        raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        headers[name.strip().lower()] = value.strip()
-    if version == "HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
-        headers["connection"] = "close"
-    chunked = headers.get("transfer-encoding", "").lower().endswith("chunked")
-    length: int | None = None
-    if not chunked and "content-length" in headers:
-        value = headers["content-length"]
-        if not value.isdigit():
-            raise ProtocolError(f"bad content-length {value[:40]!r}")
-        length = int(value)
-    return ResponseHead(int(code), reason, headers, chunked, length)
 
 
 @dataclass

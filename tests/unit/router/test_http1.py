@@ -15,9 +15,8 @@ from infctl.router.http1 import (
     Http1Settings,
     ProtocolError,
     ResponseHead,
-    _parse_head,
-    _parse_head_cached,
 )
+from infctl.router.http1_parse import parse_head, parse_head_cached
 
 CHUNKS = [b"data: one\n\n", b"data: two\n\n", b"data: [DONE]\n\n"]
 
@@ -332,7 +331,7 @@ async def test_bytes_beyond_the_answer_retire_the_connection() -> None:
 def test_a_repeated_response_head_is_parsed_once_and_still_parsed_right() -> None:
     sse = b"HTTP/1.1 200 OK\r\ndate: Mon, 30 Nov 2026 08:00:00 GMT\r\ntransfer-encoding: chunked"
     other = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nretry-after: 2"
-    assert _parse_head_cached(sse) is _parse_head_cached(sse)
+    assert parse_head_cached(sse) is parse_head_cached(sse)
     for raw in (sse, other):
-        assert _parse_head_cached(raw) == _parse_head(raw)
-    assert (_parse_head_cached(other).status, _parse_head_cached(other).length) == (503, 0)
+        assert parse_head_cached(raw) == parse_head(raw)
+    assert (parse_head_cached(other).status, parse_head_cached(other).length) == (503, 0)
