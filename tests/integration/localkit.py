@@ -130,3 +130,20 @@ async def inflight(client: httpx.AsyncClient, router: str) -> dict[str, int]:
     """Requests in flight on each of the router's backends, by backend id."""
     listed = (await client.get(f"{router}/admin/backends")).json()["backends"]
     return {b["id"]: int(b["inflight"]) for b in listed}
+
+
+async def held_streams(
+    client: httpx.AsyncClient, router: str, specs: Iterable[ProcessSpec], n: int, tokens: int = 4000
+) -> list[asyncio.Task[int]]:
+    """Hang ``specs``, open ``n`` streams through ``router`` and wait (60 s) until the router counts them all
+    in flight: they stay open until the caller unhangs the engines."""
+    await hang(client, specs, on=True)
+    streams = [asyncio.create_task(stream(client, router, tokens)) for _ in range(n)]
+    seen: dict[str, Any] = {}
+
+    async def all_routed() -> bool:
+        seen["inflight"] = counts = await inflight(client, router)
+        return sum(counts.values()) >= n
+
+    await until(all_routed, within=60, seen=seen)
+    return streams

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from localkit import HOLDING, admin_headers, hang, inflight, local_profile, stream, supervised, until
+from localkit import HOLDING, admin_headers, hang, held_streams, local_profile, supervised, until
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
@@ -123,15 +123,8 @@ async def test_scaling_registers_drains_and_removes_every_rank_of_an_engine(tmp_
         ]
         # Round robin over four ranks: two of the eight streams on each rank of the spare engine, held open
         # (the engines hang) until the test has seen both its ranks draining with them.
-        await hang(c, [kept, spare], on=True)
-        streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
+        streams = await held_streams(c, router, [kept, spare], 8)
         seen: dict[str, Any] = {}
-
-        async def all_routed() -> bool:
-            seen["inflight"] = counts = await inflight(c, router)
-            return sum(counts.values()) >= 8
-
-        await until(all_routed, within=60, seen=seen)
         assert (await c.put(f"{control}/scale/both", json={"replicas": 1})).status_code == 202
         drained: set[str] = set()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from localkit import HOLDING, admin_headers, hang, inflight, local_profile, stream, supervised, until
+from localkit import HOLDING, admin_headers, hang, held_streams, local_profile, supervised, until
 
 from infctl.config import DeploymentProfile
 from infctl.local import LocalPlan, build_plan, port_is_free
@@ -86,15 +86,8 @@ async def test_scale_out_registers_and_scale_in_drains_without_cutting_streams(
         # Eight, so that some land on the group being removed whatever the tie-breaks (1 in 256 otherwise
         # would put all on the kept one).
         engines = [*plan.specs, *plan.reserve]
-        await hang(c, engines, on=True)
-        streams = [asyncio.create_task(stream(c, router, 4000)) for _ in range(8)]
+        streams = await held_streams(c, router, engines, 8)
         seen: dict[str, Any] = {}
-
-        async def all_routed() -> bool:
-            seen["inflight"] = counts = await inflight(c, router)
-            return sum(counts.values()) >= 8
-
-        await until(all_routed, within=60, seen=seen)
         r = await c.put(f"http://127.0.0.1:{plan.control_port}/scale/{unit}", json={"replicas": 1})
         assert r.status_code == 202
 
