@@ -21,6 +21,13 @@ match over 30% of the prompt goes to the worker that first cached the matched no
 otherwise the least loaded worker, not the smallest tree). Mooncake 36.9% vs 37.2% live (rounds 37.5,
 37.0); shared 81.0% vs 80.8%. Neither peer model reads engine signals, so its variants do not differ.
 
+Above each table, the ceilings of the same requests on these engines (``infctl.router.ceiling``): every
+block some earlier request sent (an unbounded cache), one cache of the 4 engines' total size under MIN
+eviction (optimal and offline: no router over these engines can beat it) and under LRU (the engines' own
+eviction, not a bound); "/LRU" and "/MIN" are each row's hit rate over the last two. Mooncake: 64.8%,
+60.9%, 39.0%, and cache_aware's 37.2% is 0.95 of the pooled LRU cache and 0.61 of MIN: the four caches
+already act nearly as one LRU cache, and what is left is what LRU keeps that never comes back.
+
 Policies are chaotic on a trace: one different early decision reshuffles every cache after it, so the
 live run's timing noise moves its hit rate by tenths of a point. ``--variants N`` reruns with the router's
 scrape interval at 100 ms x (1, 0.93, 1.07, 0.86, 1.14, ...), which shifts what each decision sees as live
@@ -48,6 +55,7 @@ from infctl.bench import LoadPlan, Stage, TraceSpec
 from infctl.bench.scenarios import prefix_scenario
 from infctl.bench.workloads import build_workload
 from infctl.bench.workloads.mooncake import sample_trace
+from infctl.router.ceiling import Ceilings, ceilings
 from infctl.router.prefix_index import ApproxPrefixIndex
 from infctl.router.replay import Fleet, FluidModel, TraceRequest
 from infctl.router.snapshot import Backend, RequestInfo
@@ -189,14 +197,50 @@ def run(workload: str, policy: str, variant: int = 0) -> Outcome:
     return Outcome(res.hit_rate or 0.0, ttft["p50"] * 1e3, ttft["p99"] * 1e3, share, dict(sim.router.reasons))
 
 
+def requests_of(workload: str) -> tuple[list[RequestInfo], int]:
+    """The requests ``workload`` sends, in arrival order (they do not depend on routing), and the blocks
+    each engine holds."""
+    sim = simulation(workload, "round_robin")
+    seen: list[RequestInfo] = []
+    route: Callable[[RequestInfo, int, float], str] = sim.router.route
+
+    def recorded(info: RequestInfo, expected: int, now: float) -> str:
+        seen.append(info)
+        return route(info, expected, now)
+
+    sim.router.route = recorded  # type: ignore[method-assign,assignment]
+    sim.run()
+    return seen, sim.cfg.profile.num_gpu_blocks
+
+
+def ceiling_of(workload: str) -> Ceilings:
+    """``infctl.router.ceiling``'s three ceilings for ``workload`` on these engines."""
+    requests, blocks = requests_of(workload)
+    return ceilings(requests, ENGINES, blocks)
+
+
+def ceiling_lines(c: Ceilings) -> str:
+    r = c.rates()
+    return (
+        f"ceilings, same requests, {ENGINES} x {c.capacity_blocks // ENGINES} blocks: every block sent "
+        f"before {r['reuse'] * 100:.1f}%; one pooled cache of {c.capacity_blocks} blocks: MIN eviction "
+        f"{r['pooled_min'] * 100:.1f}% (no router can beat it), LRU {r['pooled_lru'] * 100:.1f}% "
+        "(the engines' eviction; not a bound)"
+    )
+
+
 def _med(xs: Sequence[float]) -> str:
     return f"{statistics.median(xs):.1f}"
 
 
 def table(workload: str, policies: Sequence[str], variants: int) -> None:
     print(f"\n== {workload}: {ENGINES} engines on the virtual clock, {variants} variant(s) ==")
+    ceiling = ceiling_of(workload)
+    lru, best = ceiling.rates()["pooled_lru"], ceiling.rates()["pooled_min"]
+    print(ceiling_lines(ceiling))
     print(
-        f"{'router':34s} {'hit %':>7s} {'TTFT p50':>9s} {'p99 ms':>8s} {'max/fair':>8s}  decisions (1st run)"
+        f"{'router':34s} {'hit %':>7s} {'/LRU':>5s} {'/MIN':>5s} {'TTFT p50':>9s} {'p99 ms':>8s} "
+        f"{'max/fair':>8s}  decisions (1st run)"
     )
     for k, policy in enumerate(policies, 1):
         runs = [run(workload, policy, v) for v in range(variants)]
@@ -204,10 +248,12 @@ def table(workload: str, policies: Sequence[str], variants: int) -> None:
         p50s, p99s = [r.p50_ms for r in runs], [r.p99_ms for r in runs]
         label = policy if len(policy) <= 34 else f"#{k} (below)"
         reasons = ", ".join(f"{a} {b}" for a, b in sorted(runs[0].decisions.items()))
-        print(f"{label:34s} {_med(hits):>7s} {_med(p50s):>9s} {_med(p99s):>8s} "
-              f"{statistics.median(r.balance for r in runs):8.2f}  {reasons}", flush=True)  # fmt: skip
+        hit = statistics.median(hits) / 100
+        print(f"{label:34s} {_med(hits):>7s} {hit / lru:5.2f} {hit / best:5.2f} {_med(p50s):>9s} "
+              f"{_med(p99s):>8s} {statistics.median(r.balance for r in runs):8.2f}  {reasons}",
+              flush=True)  # fmt: skip
         if variants > 1:
-            print(f"{'':34s} {min(hits):.1f}..{max(hits):.1f} {min(p50s):.0f}..{max(p50s):.0f} "
+            print(f"{'':34s} {min(hits):.1f}..{max(hits):.1f} {'':11s} {min(p50s):.0f}..{max(p50s):.0f} "
                   f"{min(p99s):.0f}..{max(p99s):.0f}")  # fmt: skip
         if label != policy:
             print(f"  #{k} = {policy}")
