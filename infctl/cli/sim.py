@@ -103,6 +103,16 @@ def sim(
         ),
     ] = None,
     kv_events_topic: Annotated[str, typer.Option(help="Topic frame of the KV event messages.")] = "",
+    bootstrap_port: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="SGLang PD: prefill instance i reports bootstrap port+i (SGLang's "
+            "--disaggregation-bootstrap-port; not bound) and a decode request naming that port in its "
+            "bootstrap_port meets that instance's prefill of its bootstrap_room.",
+        ),
+    ] = SimSettings.bootstrap_port,
     kv_events_encoding: Annotated[
         str,
         typer.Option(
@@ -179,6 +189,7 @@ def sim(
             stream_interval=stream_interval,
             kv_events_port=kv_events_port,
             kv_events_topic=kv_events_topic,
+            bootstrap_port=bootstrap_port,
             kv_events_encoding=cast(
                 KVEventEncoding, _choice("--kv-events-encoding", kv_events_encoding, KV_EVENT_ENCODINGS)
             ),

@@ -41,6 +41,9 @@ class BackendEntry(ProfileModel):
     """Models served; empty means any."""
     kv_events: str | None = None
     """ZMQ endpoint of the engine's KV-cache events (e.g. ``tcp://10.0.0.7:5557``), for precise routing."""
+    bootstrap_port: Port | None = None
+    """SGLang PD prefill: its ``--disaggregation-bootstrap-port``, sent in each request's ``bootstrap_port``.
+    Default: the engine's default (8998), what a profile's ``pd.bootstrap_port`` is unless changed."""
 
 
 class DiscoveryEntry(ProfileModel):

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
 
 DIST_INIT_FLAG = "--dist-init-addr"
+BOOTSTRAP_FLAG = "--disaggregation-bootstrap-port"
 ZMQ_PORTS_AFTER_DIST_INIT = 6
 """SGLang's ``PortArgs`` with DP attention: tokenizer, detokenizer, RPC, metrics, scheduler input and load
 collector listen on the dist-init port + 1 .. + 6 (+ one per rank more under ``SGLANG_RUST_SERVER``)."""
@@ -61,10 +62,14 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     return args + list(model.extra_args)
 
 
-def host_port_runs(model: ModelProfile) -> dict[str, int]:
-    """The ports an engine of ``model`` binds at a fixed default or at an offset from ``--port``, which
-    engines side by side on one machine must each get their own of: name -> how many consecutive ports.
+def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
+    """The ports an engine of ``model`` in ``role`` binds at a fixed default or at an offset from ``--port``,
+    which engines side by side on one machine must each get their own of: name -> how many consecutive ports.
 
+    A PD prefill engine listens on its ``--disaggregation-bootstrap-port`` (the profile's
+    ``pd.bootstrap_port``, one value for every prefill engine: fine when each is a pod with its own IP, a
+    collision when all are 127.0.0.1), so ``bootstrap`` gets one port; the router names it in each
+    request's ``bootstrap_port``.
     With DP attention every internal socket is TCP at ``--dist-init-addr``'s port + 0..6 and + 13, and with
     no address SGLang derives that port from ``--port`` + 233, so two engines whose HTTP ports differ by
     less than 14 overlap: ``dist_init`` gets its own run of 14 (more with many ranks, see
@@ -73,14 +78,20 @@ def host_port_runs(model: ModelProfile) -> dict[str, int]:
     A flag already in ``extra_args`` is the user's choice.
     """
     given = {word.split("=", 1)[0] for word in model.extra_args}
+    runs: dict[str, int] = {}
+    if role == "prefill" and model.pd is not None and BOOTSTRAP_FLAG not in given:
+        runs["bootstrap"] = 1
     dp = model.data_parallel_size
-    if dp == 1 or not model.dp_attention or DIST_INIT_FLAG in given:
-        return {}
-    return {"dist_init": max(HANDSHAKE_DELTA + 1, ZMQ_PORTS_AFTER_DIST_INIT + 1 + dp)}
+    if dp > 1 and model.dp_attention and DIST_INIT_FLAG not in given:
+        runs["dist_init"] = max(HANDSHAKE_DELTA + 1, ZMQ_PORTS_AFTER_DIST_INIT + 1 + dp)
+    return runs
 
 
 def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
-    """The flags passing the ports :func:`host_port_runs` asked for (each run's first port under its name)."""
+    """The flags passing the ports :func:`host_port_runs` asked for (each run's first port under its name).
+
+    ``bootstrap`` has none here: it travels as the model's ``pd.bootstrap_port``, which :func:`launch_command`
+    already passes (the local planner gives each prefill engine a model with its own)."""
     return [DIST_INIT_FLAG, f"{host}:{ports['dist_init']}"] if "dist_init" in ports else []
 
 
@@ -90,7 +101,7 @@ def _pd_args(model: ModelProfile, role: Role) -> list[str]:
     pd = pd_section(model, role, "{transfer_backend: mooncake}")
     args = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
     if role == "prefill":
-        args += ["--disaggregation-bootstrap-port", str(pd.bootstrap_port)]
+        args += [BOOTSTRAP_FLAG, str(pd.bootstrap_port)]
     if pd.ib_device:
         args += ["--disaggregation-ib-device", pd.ib_device]
     return args

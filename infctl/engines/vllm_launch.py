@@ -65,9 +65,10 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     return args + list(model.extra_args)
 
 
-def host_port_runs(model: ModelProfile) -> dict[str, int]:
+def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     """The ports an engine of ``model`` binds at a fixed default, which engines side by side on one machine
-    must each get their own of: name -> how many consecutive ports. Empty for one rank.
+    must each get their own of: name -> how many consecutive ports. Empty for one rank (``role`` does not
+    change it).
 
     A data-parallel engine's ``--data-parallel-rpc-port`` (29550 for every engine): bound for the ZMQ
     handshake whenever it goes over TCP (hybrid or external load balancing, elastic EP, ranks on other

@@ -34,6 +34,14 @@ SGLang (``srt/server_args.py`` ``PortArgs.init_new``, ``srt/managers/data_parall
 node) + 0..6 and + 13, so two engines on HTTP ports less than 14 apart collide; each gets its own run
 (``dist_init``), passed as ``--dist-init-addr 127.0.0.1:PORT``.
 
+SGLang PD (``srt/disaggregation``): a prefill engine serves its bootstrap server (where decode engines
+meet it, ``bootstrap_room`` by ``bootstrap_room``) on ``--disaggregation-bootstrap-port``, default 8998 and
+one value per profile; two local prefill engines would both bind it. Each gets its own (``bootstrap``),
+which the planner writes into that engine's model (``pd.bootstrap_port``) and names in its router backend
+(``bootstrap_port=``), so the router sends each request's ``bootstrap_port`` to the right prefill. A
+simulated prefill engine gets one too: it reports it (``/server_info``) and meets its decode by it, as the
+real one does, so the router's requests are the same on both.
+
 The engine modules know the flags (``host_port_runs``/``host_port_args`` in
 :mod:`infctl.engines.vllm_launch` and :mod:`infctl.engines.sglang_launch`); this module takes the ports.
 """
@@ -42,11 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from infctl.config import ModelProfile
+from infctl.config import ModelProfile, Role
 from infctl.engines import sglang_launch, vllm_launch
 from infctl.local.spec import PortAllocator
 
-Runs = Callable[[ModelProfile], dict[str, int]]
+Runs = Callable[[ModelProfile, Role], dict[str, int]]
 Args = Callable[[Mapping[str, int], str], list[str]]
 
 ENGINES: dict[str, tuple[Runs, Args]] = {
@@ -55,13 +63,21 @@ ENGINES: dict[str, tuple[Runs, Args]] = {
 }
 """Engine name -> (the runs of ports it needs, the flags passing them)."""
 
+SIMULATED = frozenset({"bootstrap"})
+"""The runs a simulated engine takes too: those whose port its clients name (the others it never binds)."""
 
-def take_host_ports(model: ModelProfile, ports: PortAllocator) -> dict[str, int]:
-    """Every port of each run the model's engine needs, from the allocator: ``{name: first, name.1: first
-    + 1, ...}`` (all listed, so the pre-flight check and ``infctl doctor`` see each port the engine binds)."""
+
+def take_host_ports(
+    model: ModelProfile, ports: PortAllocator, role: Role = "both", *, simulated: bool = False
+) -> dict[str, int]:
+    """Every port of each run the model's engine in ``role`` needs, from the allocator: ``{name: first,
+    name.1: first + 1, ...}`` (all listed, so the pre-flight check and ``infctl doctor`` see each port the
+    engine binds). ``simulated``: only the runs in :data:`SIMULATED`."""
     runs, _ = _engine(model)
     taken: dict[str, int] = {}
-    for name, count in runs(model).items():
+    for name, count in runs(model, role).items():
+        if simulated and name not in SIMULATED:
+            continue
         first = ports.take_run(count)
         taken.update({name if i == 0 else f"{name}.{i}": first + i for i in range(count)})
     return taken
@@ -73,17 +89,18 @@ def host_port_args(model: ModelProfile, ports: Mapping[str, int], host: str) -> 
     return args(ports, host)
 
 
-def placeholders(model: ModelProfile, ports: Mapping[str, int]) -> dict[str, int]:
-    """``{dp_rpc_port}``-style values for ``local.engine_command``: a run's first port as ``<name>_port``."""
+def placeholders(model: ModelProfile, ports: Mapping[str, int], role: Role = "both") -> dict[str, int]:
+    """``{dp_rpc_port}``-style values for ``local.engine_command``: a run's first port as ``<name>_port``
+    (``{bootstrap_port}`` on an SGLang prefill engine)."""
     runs, _ = _engine(model)
-    return {f"{name}_port": ports[name] for name in runs(model) if name in ports}
+    return {f"{name}_port": ports[name] for name in runs(model, role) if name in ports}
 
 
 def _engine(model: ModelProfile) -> tuple[Runs, Args]:
     return ENGINES.get(model.engine, (_none, _no_args))
 
 
-def _none(model: ModelProfile) -> dict[str, int]:
+def _none(model: ModelProfile, role: Role) -> dict[str, int]:
     return {}
 
 

@@ -47,8 +47,9 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     """``infctl router`` in front of the engines, when ``router.enabled``.
 
     Every engine becomes a ``--backend URL,role=..,group=..`` (with its KV-events endpoint when it publishes
-    one), a data-parallel engine one per rank (``dp_rank=r``, each naming the engine's base KV-events
-    endpoint: the router subscribes rank r at base + r). The profile's policy and settings pass through as
+    one, its own ``bootstrap_port`` when it is a parallel-style PD prefill), a data-parallel engine one per
+    rank (``dp_rank=r``, each naming the engine's base KV-events endpoint: the router subscribes rank r at
+    base + r). The profile's policy and settings pass through as
     a policy mapping. The supervisor starts it after the engines, stops it first, and clients
     (``infctl demo``, ``LocalPlan.entrypoint``) use it.
     """
@@ -73,6 +74,8 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
                        if v is not None]
             if e.kv_events is not None:
                 fields.append(f"kv_events={e.kv_events}")  # the base: the router adds the rank
+            if "bootstrap" in e.ports:
+                fields.append(f"bootstrap_port={e.ports['bootstrap']}")  # this prefill's own rendezvous
             argv += ["--backend", ",".join(fields)]
     return [ProcessSpec(name="router", kind="router", argv=tuple(argv), port=port, health_path="/health")]
 
@@ -149,12 +152,14 @@ def _engine_specs(
     profile: DeploymentProfile, replicas: Sequence[ReplicaSpec], ports: PortAllocator, python: str
 ) -> tuple[ProcessSpec, ...]:
     """The replicas' engines: HTTP ports first, then each engine's run of KV-events ports (one per
-    data-parallel rank) when the model publishes KV events, then a real engine's host ports."""
+    data-parallel rank) when the model publishes KV events, then each engine's host ports (a simulated
+    engine's: only those its clients name, :data:`~infctl.local.engine_ports.SIMULATED`)."""
     http = [ports.take() for _ in replicas]
     model = profile.model
     kv, dp = model.kv_events, model.data_parallel_size
     kv_ports = [ports.take_run(dp) if kv is not None and kv.enabled else None for _ in replicas]
-    host = [{} if profile.local.simulate else take_host_ports(model, ports) for _ in replicas]
+    simulated = profile.local.simulate
+    host = [take_host_ports(model, ports, r.role, simulated=simulated) for r in replicas]
     return tuple(
         engine_spec(profile, r, port, kv_port, python, host_ports=h)
         for r, port, kv_port, h in zip(replicas, http, kv_ports, host, strict=True)
@@ -188,13 +193,17 @@ def engine_spec(
     if kv_port is not None and model.kv_events is not None:
         # Engines on one machine cannot share the profile's single KV-events port (nor its ranks' next ones).
         model = model.model_copy(update={"kv_events": model.kv_events.model_copy(update={"port": kv_port})})
+    if "bootstrap" in host_ports and model.pd is not None:
+        # Nor its single PD bootstrap port: each prefill engine has its own (its router backend names it).
+        pd = model.pd.model_copy(update={"bootstrap_port": host_ports["bootstrap"]})
+        model = model.model_copy(update={"pd": pd})
     dp = model.data_parallel_size
     bound = {} if kv_port is None else {"kv_events": kv_port}
     bound.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
     bound.update(host_ports)
     hint = None
     if profile.local.simulate:
-        argv, env, health = sim_command(model, replica.role, port, kv_port, python), {}, "/health"
+        argv, env, health = sim_command(model, replica.role, port, kv_port, python, host_ports), {}, "/health"
     else:
         adapter = get_adapter(model.engine)
         argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)
@@ -217,8 +226,11 @@ def engine_spec(
     )
 
 
-def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None, python: str) -> list[str]:
-    """``python -m infctl sim ...`` standing in for the model's engine."""
+def sim_command(
+    model: ModelProfile, role: Role, port: int, kv_port: int | None, python: str,
+    host_ports: Mapping[str, int] | None = None,
+) -> list[str]:
+    """``python -m infctl sim ...`` standing in for the model's engine (``host_ports``: those it reports)."""
     sim = model.sim
     assert sim is not None, "the profile validator requires model.sim when local.simulate is true"
     # The profile counts simulated seconds per wall second (10 = ten times faster); the simulator's flag
@@ -230,6 +242,8 @@ def sim_command(model: ModelProfile, role: Role, port: int, kv_port: int | None,
         argv += ["--kv-events-port", str(kv_port)]  # rank r publishes on kv_port + r
     if model.data_parallel_size > 1:
         argv += ["--data-parallel-size", str(model.data_parallel_size)]
+    if host_ports and "bootstrap" in host_ports:
+        argv += ["--bootstrap-port", str(host_ports["bootstrap"])]
     for flag, value in (("--num-gpu-blocks", sim.num_gpu_blocks), ("--block-size", sim.block_size),
                         ("--max-num-seqs", sim.max_num_seqs), ("--max-model-len", model.max_model_len)):
         if value is not None:
@@ -252,12 +266,12 @@ def real_command(
 ) -> list[str]:
     """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name),
     ``{host}`` and each host port (``{dp_rpc_port}`` for vLLM's ``--data-parallel-rpc-port``,
-    ``{dist_init_port}``) filled in; else the engine adapter's command, run by this machine's ``python``,
-    followed by the host ports' flags."""
+    ``{dist_init_port}``, ``{bootstrap_port}``) filled in; else the engine adapter's command, run by this
+    machine's ``python``, followed by the host ports' flags."""
     host_ports = host_ports or {}
     if custom is not None:
         values: dict[str, object] = {"port": port, "role": role, "model": model.served_model_name,
-                                     "host": LOCALHOST, **placeholders(model, host_ports)}
+                                     "host": LOCALHOST, **placeholders(model, host_ports, role)}
         return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
     argv += host_port_args(model, host_ports, LOCALHOST)

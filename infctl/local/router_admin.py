@@ -41,6 +41,8 @@ class RouterAdmin:
             # The router subscribes to it, so the precise prefix index covers engines added at run time;
             # a rank's entry names the engine's base endpoint, as in the router file.
             entry["kv_events"] = spec.kv_events
+        if "bootstrap" in spec.ports:
+            entry["bootstrap_port"] = spec.ports["bootstrap"]  # where its decodes meet it (SGLang PD)
         for bid, rank in zip(spec.backend_ids, spec.dp_ranks, strict=True):
             body = entry if rank is None else {**entry, "dp_rank": rank}
             # PUT: registers it, or brings the router's definition up to date if it already has one.

@@ -48,7 +48,9 @@ class ProcessSpec:
     pool: str | None = None
     ports: Mapping[str, int] = field(default_factory=dict)
     """Further ports the process binds, by purpose: ``kv_events`` (rank 0's, the engine's base KV-events
-    port), ``kv_events.dp1``... for the further ranks of a data-parallel engine."""
+    port), ``kv_events.dp1``... for the further ranks of a data-parallel engine, and the engine's own
+    (:mod:`infctl.local.engine_ports`): ``bootstrap`` for a parallel-style PD prefill (a simulated one
+    reports it without binding it), ``dp_rpc``, ``dist_init``..."""
     install_hint: str | None = None
     """What to do when the program is not installed (shown by the pre-flight check)."""
     data_parallel_size: int = 1

@@ -132,6 +132,7 @@ def backend_from_json(body: Any) -> tuple[Backend, str | None]:
         dp_rank=entry.dp_rank,
         weight=entry.weight,
         models=tuple(entry.models),
+        bootstrap_port=entry.bootstrap_port,
     )
     return backend, kv
 

@@ -115,6 +115,7 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
             dp_rank=b.dp_rank,
             weight=b.weight,
             models=tuple(b.models),
+            bootstrap_port=b.bootstrap_port,
         )
         for b, bid in zip(rf.backends, ids, strict=True)
     )

@@ -17,6 +17,11 @@ A pod describes itself with these keys, each read from its labels, then from its
                                       (a bind address such as ``tcp://*:5557`` means the pod's IP); default:
                                       the container port named ``kv-events`` (*rendered* when the model
                                       profile enables ``kv_events``)
+``infctl.io/bootstrap-port``          a parallel-style PD prefill's bootstrap port (SGLang's
+                                      ``--disaggregation-bootstrap-port``), sent in each request's
+                                      ``bootstrap_port``; default: the container port named ``bootstrap``
+                                      (*rendered* on SGLang prefill pods, the profile's
+                                      ``pd.bootstrap_port``), else the engine's default
 container port ``http``               the engine's HTTP port (*rendered*; default ``DiscoverySettings.port``)
 ====================================  ==============================================================
 
@@ -55,6 +60,10 @@ KV_EVENTS = "infctl.io/kv-events"
 """Label or annotation: KV-events port or endpoint (overrides the ``kv-events`` container port)."""
 KV_EVENTS_PORT = "kv-events"
 """Name of the container port the engine publishes KV events on (as ``infctl render`` names it)."""
+BOOTSTRAP = "infctl.io/bootstrap-port"
+"""Label or annotation: a PD prefill's bootstrap port (overrides the ``bootstrap`` container port)."""
+BOOTSTRAP_PORT = "bootstrap"
+"""Name of the container port a PD prefill's bootstrap server listens on (as ``infctl render`` names it)."""
 STOP_GRACE_S = 2.0
 """Longest the router waits for the watch thread on shutdown, seconds (it ends at once unless it is still
 connecting; it is a daemon thread, so it never holds the process)."""
@@ -106,6 +115,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
         )
         engine = s.engine
     ranks = _count(keys.get(labels.DP_SIZE), labels.DP_SIZE, problems)
+    bootstrap = _bootstrap_port(pod, keys.get(BOOTSTRAP), problems)
     url = f"http://{_host(ip)}:{_named_port(pod, 'http') or s.port}"
     backends = tuple(
         Backend(
@@ -117,6 +127,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
             upstream=keys.get(labels.UPSTREAM, "default"),
             engine=engine,
             dp_rank=None if ranks == 1 else rank,
+            bootstrap_port=bootstrap,
         )
         for rank in range(ranks)
     )
@@ -137,6 +148,15 @@ def _count(value: str | None, key: str, problems: list[str]) -> int:
         return int(value)
     problems.append(f"{key}={value!r} is not a count of ranks (1..1024)")
     return 1
+
+
+def _bootstrap_port(pod: Mapping[str, Any], value: str | None, problems: list[str]) -> int | None:
+    if value is None:
+        return _named_port(pod, BOOTSTRAP_PORT)
+    if value.isdigit() and 1 <= int(value) <= 65535:
+        return int(value)
+    problems.append(f"{BOOTSTRAP}={value!r} is not a port (1..65535)")
+    return _named_port(pod, BOOTSTRAP_PORT)
 
 
 def _kv_endpoint(pod: Mapping[str, Any], ip: str, value: str | None, problems: list[str]) -> str | None:

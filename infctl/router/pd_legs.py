@@ -158,10 +158,12 @@ def _log_late(leg: Leg, prefill_id: str) -> None:
         log.debug("prefill leg on %s ended with %s after its decode leg", prefill_id, exc)
 
 
-def pd_endpoint(url: str) -> PDEndpoint:
+def pd_endpoint(url: str, bootstrap_port: int | None = None) -> PDEndpoint:
     """The prefill engine's host and port from its backend URL, for the decode leg: the host bare (an IPv6
-    address without its brackets), the port the URL's or its scheme's default (80, 443 for https)."""
+    address without its brackets), the port the URL's or its scheme's default (80, 443 for https), and the
+    backend's own ``bootstrap_port`` (``Backend.bootstrap_port``; None: the engine's default)."""
     parts = urlsplit(url)
     if not parts.hostname:
         raise ValueError(f"{url!r} is not a backend URL such as http://10.0.0.5:8000")
-    return PDEndpoint(host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 80))
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return PDEndpoint(host=parts.hostname, port=port, bootstrap_port=bootstrap_port)

@@ -208,6 +208,7 @@ class BackendPool:
                     "pool": b.pool,
                     "upstream": b.upstream,
                     "dp_rank": b.dp_rank,
+                    "bootstrap_port": b.bootstrap_port,
                     "weight": b.weight,
                     "draining": b.draining,
                     "ejected": h.ejected,

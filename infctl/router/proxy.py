@@ -344,7 +344,7 @@ async def _pd_payload(
     adapter = get_adapter(prefill.engine or state.cfg.engine)
     pin = rank_pin(prefill, state.cfg.engine)
     headers = {**headers, **pin.headers} if pin.headers else headers
-    endpoint = pd_endpoint(prefill.url)
+    endpoint = pd_endpoint(prefill.url, prefill.bootstrap_port)
     path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
     if adapter.pd_style == "sequential":
         leg = {**adapter.prefill_body(body, endpoint), **pin.body}

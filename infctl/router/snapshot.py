@@ -47,6 +47,9 @@ class Backend:
     """Finishing its in-flight requests; receives no new ones."""
     models: tuple[str, ...] = ()
     """Model names served; empty means any."""
+    bootstrap_port: int | None = None
+    """A parallel-style PD prefill (SGLang): the port its bootstrap server listens on; None: the engine's
+    default."""
     decode_can_prefill: bool = True
     """For role ``decode``: whether the engine can also run a short prefill itself (skip disaggregation)."""
     key: int = field(init=False, repr=False, compare=False)

@@ -141,8 +141,8 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
         status = inst.faults.injected_error()
         if status is not None:
             raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
-        if plan.wait_local and plan.room is not None:
-            await _wait_for_prefill(inst, plan.room)
+        if plan.wait_local and plan.room is not None and plan.bootstrap_port is not None:
+            await _wait_for_prefill(inst, plan.bootstrap_port, plan.room)
         req = SimRequest(
             request_id=inst.next_request_id(rid), prompt_ids=gen.prompt_ids, max_tokens=gen.max_tokens,
             arrival=inst.now(), remote_prefill=plan.remote_prefill, seed=gen.seed,
@@ -164,14 +164,15 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
         inst.personality.pd_finished(plan, ok)
 
 
-async def _wait_for_prefill(inst: SimInstance, room: int) -> None:
+async def _wait_for_prefill(inst: SimInstance, port: int, room: int) -> None:
     inst.pd_waiting += 1
     try:
-        ok = await inst.registry.wait(room, inst.settings.pd_wait_timeout)
+        ok = await inst.registry.wait(port, room, inst.settings.pd_wait_timeout)
     finally:
         inst.pd_waiting -= 1
     if not ok:
-        raise SimHTTPError(500, f"KV transfer failed: no prefill completed for bootstrap_room {room}.")
+        where = f"bootstrap_room {room} at bootstrap port {port}"
+        raise SimHTTPError(500, f"KV transfer failed: no prefill completed for {where}.")
 
 
 def _cut(request: web.Request) -> None:

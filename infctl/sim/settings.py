@@ -64,7 +64,8 @@ class SimSettings:
     """Cap on the tokens a chat request generates when it gives no max_tokens (vLLM would use all of
     the remaining context)."""
     bootstrap_port: int = 8998
-    """SGLang PD: instance i's bootstrap port is bootstrap_port + i (reported, never bound)."""
+    """SGLang PD: instance i's bootstrap port is bootstrap_port + i (reported, never bound); a decode meets
+    the prefill of its room at the ``bootstrap_port`` its request names (``BootstrapRegistry``)."""
     pd_wait_timeout: float = 30.0
     """SGLang PD: wall seconds a decode request waits for its in-process prefill before failing."""
     num_gpu_blocks: int | None = None

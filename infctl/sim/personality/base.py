@@ -119,33 +119,39 @@ class EngineMetrics:
 
 
 class BootstrapRegistry:
-    """SGLang PD rendezvous between instances of one process, keyed by ``bootstrap_room``.
+    """SGLang PD rendezvous between instances of one process, keyed by bootstrap port and ``bootstrap_room``.
 
     A prefill instance registers its bootstrap port; a decode request whose ``bootstrap_port`` is one of
-    them waits until the prefill of its room completes here, instead of charging a modelled transfer.
+    them waits until the prefill of its room completes at *that* port (as SGLang's decode meets the prefill
+    behind the bootstrap server the port names), instead of charging a modelled transfer. A room sent to
+    another local prefill's port never completes there: the decode fails after ``pd_wait_timeout``.
     """
 
     def __init__(self) -> None:
         self.local_ports: set[int] = set()
-        self._rooms: dict[int, asyncio.Future[bool]] = {}
+        self._rooms: dict[tuple[int, int], asyncio.Future[bool]] = {}
         self.waiting = 0
 
-    def _future(self, room: int) -> asyncio.Future[bool]:
-        fut = self._rooms.get(room)
+    def _future(self, key: tuple[int, int]) -> asyncio.Future[bool]:
+        fut = self._rooms.get(key)
         if fut is None:
-            fut = self._rooms[room] = asyncio.get_running_loop().create_future()
+            fut = self._rooms[key] = asyncio.get_running_loop().create_future()
         return fut
 
-    def complete(self, room: int, ok: bool) -> None:
-        fut = self._future(room)
+    def complete(self, port: int, room: int, ok: bool) -> None:
+        """The prefill of ``room`` behind bootstrap ``port`` ended (``ok``: its KV is ready)."""
+        key = (port, room)
+        fut = self._future(key)
         if not fut.done():
             fut.set_result(ok)
         # Nobody may ever wait for it (decode went elsewhere): forget it after a while.
-        asyncio.get_running_loop().call_later(60.0, self._rooms.pop, room, None)
+        asyncio.get_running_loop().call_later(60.0, self._rooms.pop, key, None)
 
-    async def wait(self, room: int, limit: float) -> bool:
-        """True when the room's prefill succeeded; False on failure or after ``limit`` wall seconds."""
-        fut = self._future(room)
+    async def wait(self, port: int, room: int, limit: float) -> bool:
+        """True when the room's prefill behind bootstrap ``port`` succeeded; False on failure or after
+        ``limit`` wall seconds."""
+        key = (port, room)
+        fut = self._future(key)
         self.waiting += 1
         try:
             async with asyncio.timeout(limit):
@@ -155,7 +161,7 @@ class BootstrapRegistry:
         finally:
             self.waiting -= 1
             if fut.done():
-                self._rooms.pop(room, None)
+                self._rooms.pop(key, None)
 
 
 class EngineView(Protocol):
@@ -209,6 +215,8 @@ class PDPlan:
     """The prompt's KV comes from another engine (the core charges transfer time)."""
     room: int | None = None
     """SGLang bootstrap room."""
+    bootstrap_port: int | None = None
+    """SGLang: the bootstrap port the room meets at (a prefill leg's own, a decode's ``bootstrap_port``)."""
     prefill_leg: bool = False
     wait_local: bool = False
     """SGLang decode: wait for the room's prefill on an instance of this process first."""

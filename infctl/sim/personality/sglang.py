@@ -6,9 +6,10 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
 * ``--role prefill``: the request runs its prefill and answers with one token (max_tokens is ignored);
   its room is then marked complete in the process's :class:`BootstrapRegistry`.
 * ``--role decode``: when ``bootstrap_port`` is the bootstrap port of a prefill instance in this process
-  (``--bootstrap-port`` + index), the request waits for that room's prefill, then decodes with the prompt's
-  KV transferred; otherwise (the prefill runs in another process) it decodes at once and the core charges
-  the modelled transfer time.
+  (``--bootstrap-port`` + index), the request waits for that room's prefill on that instance (a room whose
+  prefill ran behind another port never arrives: the decode fails, as SGLang's would), then decodes with
+  the prompt's KV transferred; otherwise (the prefill runs in another process) it decodes at once and the
+  core charges the modelled transfer time.
 * ``--role both``: bootstrap fields are ignored, as SGLang does without ``--disaggregation-mode``.
 
 Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
@@ -140,9 +141,17 @@ class SglangPersonality(Personality):
         if not isinstance(room, int) or isinstance(room, bool):
             raise SimHTTPError(400, "bootstrap_room must be an integer", param="bootstrap_room")
         if role == "prefill":
-            return PDPlan(max_tokens=1, prefill_leg=True, room=room)
+            return PDPlan(max_tokens=1, prefill_leg=True, room=room, bootstrap_port=self.bootstrap_port)
         port = body.get("bootstrap_port") or names.DEFAULT_BOOTSTRAP_PORT
-        return PDPlan(remote_prefill=True, room=room, wait_local=port in self.engine.registry.local_ports)
+        return PDPlan(
+            remote_prefill=True, room=room, bootstrap_port=port,
+            wait_local=port in self.engine.registry.local_ports,
+        )  # fmt: skip
+
+    @property
+    def bootstrap_port(self) -> int:
+        """This instance's bootstrap port (``--bootstrap-port`` + index; reported, never bound)."""
+        return self.engine.settings.bootstrap_port + self.engine.index
 
     def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
         rank = body.get(names.DP_RANK_FIELD)
@@ -165,8 +174,8 @@ class SglangPersonality(Personality):
         return [web.get("/v1/loads", v1_loads), web.get("/get_load", get_load)]
 
     def pd_finished(self, plan: PDPlan, ok: bool) -> None:
-        if plan.prefill_leg and plan.room is not None:
-            self.engine.registry.complete(plan.room, ok)
+        if plan.prefill_leg and plan.room is not None and plan.bootstrap_port is not None:
+            self.engine.registry.complete(plan.bootstrap_port, plan.room, ok)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -212,7 +221,7 @@ class SglangPersonality(Personality):
             "max_running_requests": cap.max_num_seqs, "chunked_prefill_size": cap.max_num_batched_tokens,
             "max_prefill_tokens": cap.max_num_batched_tokens,
             "disable_radix_cache": not cap.enable_prefix_caching,
-            "disaggregation_mode": mode, "disaggregation_bootstrap_port": e.settings.bootstrap_port + e.index,
+            "disaggregation_mode": mode, "disaggregation_bootstrap_port": self.bootstrap_port,
             "enable_metrics": True, "enable_cache_report": True, "tp_size": 1,
             "dp_size": e.settings.data_parallel_size,
             "max_total_num_tokens": self._capacity_tokens,

@@ -296,3 +296,18 @@ def test_sglang_needs_a_dist_init_run_only_with_dp_attention() -> None:
     assert sglang_launch.host_port_args({"dist_init": 18020}, "127.0.0.1") == [
         "--dist-init-addr", "127.0.0.1:18020",
     ]
+
+
+def test_an_sglang_pd_prefill_needs_its_own_bootstrap_port() -> None:
+    from infctl.engines import sglang_launch, vllm_launch
+
+    pd = profile("sglang", pd={"transfer_backend": "mooncake"})
+    assert sglang_launch.host_port_runs(pd, "prefill") == {"bootstrap": 1}
+    assert sglang_launch.host_port_runs(pd, "decode") == sglang_launch.host_port_runs(pd) == {}
+    assert sglang_launch.host_port_runs(profile("sglang"), "prefill") == {}  # no PD section: no bootstrap
+    given = profile("sglang", pd={"transfer_backend": "mooncake"},
+                    extra_args=["--disaggregation-bootstrap-port=9"])  # fmt: skip
+    assert sglang_launch.host_port_runs(given, "prefill") == {}
+    # Its flag comes from the model's pd.bootstrap_port (the planner gives each prefill its own).
+    assert sglang_launch.host_port_args({"bootstrap": 18030}, "127.0.0.1") == []
+    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "nixl"}), "prefill") == {}

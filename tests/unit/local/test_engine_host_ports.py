@@ -83,3 +83,59 @@ def test_the_port_helpers_ignore_engines_without_host_ports() -> None:
     assert taken == {"dp_rpc": 101}
     assert placeholders(vllm, {**taken, "kv_events": 5}) == {"dp_rpc_port": 101}
     assert host_port_args(vllm, taken, "h") == ["--data-parallel-rpc-port", "101"]
+
+
+SGLANG_PD = {"engine": "sglang", "model": "org/m", "served_model_name": "m",
+             "pd": {"transfer_backend": "mooncake", "bootstrap_port": 8998},
+             "sim": {"profile": "llama3-8b-h100", "num_gpu_blocks": 512, "speedup": 10}}  # fmt: skip
+
+
+def sglang_pd(**changes: Any) -> Any:
+    return profile(**{"mode": "group", "replicas": None, "groups": 2, "group": {"prefill": 1, "decode": 1},
+                      "model": SGLANG_PD, "router.enabled": True, **changes})  # fmt: skip
+
+
+def router_backends(plan: Any) -> dict[str, str]:
+    (router,) = [s for s in plan.specs if s.kind == "router"]
+    specs = [router.argv[i + 1] for i, word in enumerate(router.argv) if word == "--backend"]
+    return {spec.split(",")[0]: spec for spec in specs}
+
+
+def test_each_local_sglang_prefill_gets_its_own_bootstrap_port_and_its_router_backend_names_it() -> None:
+    for simulate, bootstrap_flag in ((False, "--disaggregation-bootstrap-port"), (True, "--bootstrap-port")):
+        plan = plan_of(sglang_pd(**{"local.simulate": simulate}))
+        engines = [s for s in plan.specs if s.kind == "engine"]
+        prefills = [s for s in engines if s.role == "prefill"]
+        ports = [s.ports["bootstrap"] for s in prefills]
+        # The profile's single 8998 on both would make the second prefill's bootstrap server fail to bind.
+        assert len(prefills) == 2 and len(set(ports)) == 2 and 8998 not in ports
+        assert [flag(s, bootstrap_flag) for s in prefills] == [str(p) for p in ports]
+        assert all(s.argv.count(bootstrap_flag) == 1 for s in prefills)
+        assert all("bootstrap" not in s.ports and bootstrap_flag not in s.argv
+                   for s in engines if s.role == "decode")  # fmt: skip
+        backends = router_backends(plan)
+        for s, port in zip(prefills, ports, strict=True):
+            assert backends[s.url].endswith(f",bootstrap_port={port}")
+        assert not any("bootstrap_port" in b for b in backends.values() if "role=decode" in b)
+        assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_a_reserve_prefill_engine_has_its_own_bootstrap_port_too() -> None:
+    bounds = {"min": 1, "max": 3}
+    p = sglang_pd(**{"local.simulate": False, "autoscaler.enabled": True, "autoscaler.prefill": bounds,
+                     "autoscaler.decode": bounds})  # fmt: skip
+    plan = plan_of(p)
+    spare = [s for s in plan.reserve if s.role == "prefill"]
+    assert spare
+    assert all(flag(s, "--disaggregation-bootstrap-port") == str(s.ports["bootstrap"]) for s in spare)
+    assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_the_users_own_bootstrap_flag_and_a_custom_command_placeholder() -> None:
+    given = {**SGLANG_PD, "extra_args": ["--disaggregation-bootstrap-port", "9100"]}
+    plan = plan_of(sglang_pd(model=given, **{"local.simulate": False}))
+    assert not any("bootstrap" in s.ports for s in plan.specs)
+    command = ["sglang-serve", "--port", "{port}", "--bootstrap", "{bootstrap_port}"]
+    custom = plan_of(sglang_pd(**{"local.simulate": False, "local.engine_command": command}))
+    prefill = next(s for s in custom.specs if s.role == "prefill")
+    assert flag(prefill, "--bootstrap") == str(prefill.ports["bootstrap"])

@@ -71,3 +71,18 @@ async def test_rank_ids_are_escaped_so_the_rank_is_not_a_fragment() -> None:
         await admin.remove("http://127.0.0.1:8001#dp1")
     assert seen == ["/admin/backends/http://127.0.0.1:8001%23dp1/drain",
                     "/admin/backends/http://127.0.0.1:8001%23dp1"]
+
+
+async def test_a_prefill_engine_is_registered_with_its_own_bootstrap_port() -> None:
+    from infctl.router.admin_validate import backend_from_json
+
+    prefill = ProcessSpec(name="engine-g1-prefill-0", kind="engine", argv=("sim",), port=8002, role="prefill",
+                          group="g1", ports={"bootstrap": 18030})  # fmt: skip
+
+    async def add(admin: RouterAdmin) -> None:
+        await admin.add(prefill, engine="sglang")
+
+    ((method, _, body),) = await calls(add)
+    assert method == "PUT" and body["bootstrap_port"] == 18030
+    backend, _ = backend_from_json(body)  # what the router makes of it
+    assert (backend.role, backend.group, backend.bootstrap_port) == ("prefill", "g1", 18030)

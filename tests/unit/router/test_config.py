@@ -72,6 +72,14 @@ def test_whole_engines_sharing_an_endpoint_share_one_subscription() -> None:
     assert [s.endpoint for s in from_file(rf).kv_sources] == ["tcp://a:5557"]
 
 
+def test_each_backend_carries_its_own_bootstrap_port() -> None:
+    rf = RouterFile(backends=[BackendEntry(url="http://a:1", role="prefill", bootstrap_port=9001),
+                              BackendEntry(url="http://b:1", role="prefill")])  # fmt: skip
+    assert [b.bootstrap_port for b in from_file(rf).backends] == [9001, None]
+    with pytest.raises(ValueError, match="bootstrap_port"):
+        BackendEntry(url="http://a:1", bootstrap_port=0)
+
+
 def test_a_dp_rank_needs_a_kv_events_port() -> None:
     rf = RouterFile(backends=[BackendEntry(url="http://a:1", dp_rank=1, kv_events="tcp://a")])
     with pytest.raises(ConfigError, match="kv_events"):

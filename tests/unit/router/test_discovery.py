@@ -115,6 +115,20 @@ def test_values_that_cannot_be_used_are_reported_and_ignored_not_fatal() -> None
     assert len(t.problems) == 3 and any("data-parallel-size" in p for p in t.problems)
 
 
+def test_a_prefills_bootstrap_port_from_the_named_port_or_a_label_that_overrides_it() -> None:
+    p = pod("p", **{"infctl.io/role": "prefill", "infctl.io/engine": "sglang"})
+    assert targets(p).backends[0].bootstrap_port is None  # the engine's default
+    p["spec"]["containers"][0]["ports"].append({"name": "bootstrap", "containerPort": 8998})  # as rendered
+    assert targets(p).backends[0].bootstrap_port == 8998
+    p["metadata"]["annotations"]["infctl.io/bootstrap-port"] = "9001"
+    assert targets(p).backends[0].bootstrap_port == 9001
+    dp = {"infctl.io/data-parallel-size": "2"}
+    ranks = pod("p", annotations=dp, **{"infctl.io/bootstrap-port": "9002"})
+    assert [b.bootstrap_port for b in targets(ranks).backends] == [9002, 9002]
+    bad = targets(pod("p", **{"infctl.io/bootstrap-port": "70000"}))
+    assert bad.backends[0].bootstrap_port is None and "bootstrap-port" in bad.problems[0]
+
+
 def test_changes_take_out_what_left_or_changed_and_put_in_what_is_new_or_changed() -> None:
     a, b, c = (
         targets(pod("a", ip="10.0.0.1")),

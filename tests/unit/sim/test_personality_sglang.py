@@ -128,6 +128,20 @@ async def test_pd_decode_waits_for_the_prefill_of_its_room(start_sim: Any, scrap
     assert (await scrape(prefill))[f"sglang:prompt_tokens_total{{{LABELS}}}"] == 300
 
 
+async def test_pd_decode_meets_its_rooms_prefill_at_the_bootstrap_port_it_names(start_sim: Any) -> None:
+    cluster = await start_sim(personality="sglang", instances=3, roles=("prefill", "prefill", "decode"),
+                              pd_wait_timeout=0.5)  # fmt: skip
+    _, second, decode = cluster.urls
+    for room, port, ok in ((11, DEFAULT_BOOTSTRAP_PORT + 1, True), (12, DEFAULT_BOOTSTRAP_PORT, False)):
+        body = {"prompt": "a b c", "max_tokens": 3, "bootstrap_port": port, "bootstrap_room": room}
+        decode_task = asyncio.create_task(post(decode, "/v1/completions", body))
+        assert (await post(second, "/v1/completions", body)).status_code == 200  # prefilled on instance 1
+        answer = await decode_task
+        # Instance 1's room, sent to instance 0's bootstrap port: never there, as with SGLang.
+        assert (answer.status_code == 200) is ok, answer.text
+    assert f"at bootstrap port {DEFAULT_BOOTSTRAP_PORT}" in answer.json()["message"]
+
+
 async def test_pd_decode_with_a_remote_prefill_charges_the_transfer(start_sim: Any) -> None:
     _, decode = await _pd_pair(start_sim)
     body = {
