@@ -42,6 +42,7 @@ from typing import Any
 from infctl.bench.workloads import build_workload
 from infctl.router.policies.pd import PDDecision, PDSettings
 from infctl.router.snapshot import RequestInfo
+from infctl.sim.cluster import variant_scrape_interval
 from infctl.sim.cluster.engine_loop import Simulation
 from infctl.sim.cluster.prompts import prompt_source
 from infctl.sim.cluster.result import build_result
@@ -136,8 +137,7 @@ def run(
 ) -> Run:
     scenario = SCENARIOS["pd"](ScenarioSize(engines=engines, requests=requests))
     arm = next(a for a in scenario.arms if "pd" in a.changes and a.changes["pd"].mode == mode)
-    cfg = arm.config(scenario.base)
-    cfg = dataclasses.replace(cfg, scrape_interval_s=cfg.scrape_interval_s * _scale(variant))
+    cfg = dataclasses.replace(arm.config(scenario.base), scrape_interval_s=variant_scrape_interval(variant))
     sim = Simulation(cfg, prompt_source(build_workload(cfg.workload, cfg.api, cfg.seed)))
     watched = sim.router = router(cfg.policy, cfg.pools)
     watched.cross_group_cost = cross_group_cost
@@ -154,11 +154,6 @@ def run(
                watched.local_beside_due / watched.local if watched.local else 0.0,
                watched.cross / watched.pairs if watched.pairs else 0.0)  # fmt: skip
 
-
-def _scale(variant: int) -> float:
-    """1, 0.93, 1.07, 0.86, 1.14, ...: the scrape interval's factor in ``variant``."""
-    step = (variant + 1) // 2
-    return 1.0 + (0.07 * step if variant % 2 == 0 else -0.07 * step)
 
 
 def _spread(xs: Sequence[float]) -> str:

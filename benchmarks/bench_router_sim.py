@@ -59,7 +59,7 @@ from infctl.router.ceiling import Ceilings, ceilings
 from infctl.router.prefix_index import ApproxPrefixIndex
 from infctl.router.replay import Fleet, FluidModel, TraceRequest
 from infctl.router.snapshot import Backend, RequestInfo
-from infctl.sim.cluster import SimConfig
+from infctl.sim.cluster import SimConfig, variant_scrape_interval
 from infctl.sim.cluster.engine_loop import Simulation
 from infctl.sim.cluster.prompts import prompt_source
 from infctl.sim.cluster.result import build_result
@@ -71,15 +71,9 @@ SGLANG = "sglang-router (model)"
 VLLM = "vllm-router (model)"
 
 
-def scrape_interval(variant: int) -> float:
-    """Variant 0: 100 ms (the live default); then 93, 107, 86, 114 ms..."""
-    step = (variant + 1) // 2
-    return 0.1 * (1 + 0.07 * (step if variant % 2 == 0 else -step))
-
-
 def config(workload: str, policy: str | Mapping[str, Any], variant: int = 0) -> SimConfig:
     """bench_router's run of ``workload`` ("shared" or "mooncake") under ``policy`` (seed 1, as there)."""
-    scrape = scrape_interval(variant)
+    scrape = variant_scrape_interval(variant)  # 100 ms, then 93, 107, 86, 114 ms...
     if workload == "mooncake":
         spec = TraceSpec(path=sample_trace(), time_compression=8.0, input_scale=0.25, max_input_tokens=16000)
         return SimConfig(workload=spec, load=LoadPlan(stages=[Stage()]), engines=ENGINES, policy=policy,

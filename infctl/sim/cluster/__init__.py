@@ -12,7 +12,7 @@ request from send to answer), ``pd`` (PD layouts and KV links), ``admission`` (t
 ``result``.
 """
 
-from infctl.sim.cluster.config import AutoscaleSettings, SimConfig
+from infctl.sim.cluster.config import AutoscaleSettings, SimConfig, variant_scrape_interval
 from infctl.sim.cluster.engine_loop import SimProgress
 from infctl.sim.cluster.result import SimResult
 from infctl.sim.cluster.run import simulate
@@ -26,4 +26,5 @@ __all__ = [
     "SimProgress",
     "SimResult",
     "simulate",
+    "variant_scrape_interval",
 ]

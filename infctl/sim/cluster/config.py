@@ -30,6 +30,28 @@ from infctl.sim.cluster.admission import AdmissionSettings
 from infctl.sim.cluster.pd import PDLayout
 from infctl.sim.profiles import LLAMA3_8B_H100, SimProfile
 
+SCRAPE_INTERVAL_S = 0.1
+"""The live router's default scrape interval, seconds (``RouterConfig.scrape_interval_s``)."""
+VARIANT_STEP = 0.07
+"""Each variant moves the scrape interval by this share of the default, alternately shorter and longer."""
+VARIANTS = 13
+"""Distinct variants (intervals 58..142 ms); variant v and v + 13 are the same."""
+
+
+def variant_scrape_interval(variant: int) -> float:
+    """The router's scrape interval for one run of a replay: variant 0 is the live default (100 ms), then
+    93, 107, 86, 114 ... 58, 142 ms, repeating after :data:`VARIANTS`.
+
+    A trace replayed at its own timestamps sends the same requests at the same times whatever the seed,
+    and policies are chaotic on it: one early decision that sees a different load reshuffles every cache
+    after it, as a live run's timing noise does. Shifting when the router reads the engines' signals is
+    that noise, so a few variants give the spread within which two policies do not differ
+    (``benchmarks/bench_router_sim.py --variants``, ``infctl simulate compare --seed``). Arms whose
+    decisions read no engine signals (random, round robin) replay identically."""
+    v = variant % VARIANTS
+    step = (v + 1) // 2
+    return SCRAPE_INTERVAL_S * (1 + VARIANT_STEP * (step if v % 2 == 0 else -step))
+
 
 @dataclass(frozen=True)
 class AutoscaleSettings:
@@ -73,7 +95,7 @@ class SimConfig:
     """Routing policy: a preset name or a policy config dict (``infctl.router.policies.build_policy``)."""
     autoscale: AutoscaleSettings | None = None
     """None: a static fleet of ``engines``."""
-    scrape_interval_s: float = 0.1
+    scrape_interval_s: float = SCRAPE_INTERVAL_S
     """Seconds between the router's scrapes of engine signals (queue, running, KV usage); the router's own
     in-flight counts are always current, as in the live router."""
     pools: tuple[str | None, ...] = ()

@@ -28,6 +28,7 @@ from infctl.sim.cluster.scenarios.catalog import (
     base_config,
     on_trace,
     paced_rate,
+    seed_note,
     trace_spec,
 )
 from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level, shape
@@ -129,5 +130,5 @@ def kv_tier(size: ScenarioSize) -> SimScenario:
         ],
         headline="hit rate (HBM + tier)",
         notes=f"{TIER_GIB:g} GiB tier per engine, write-through; first {n} trace requests, half paced, "
-        f"half in a closed loop of {16 * engines}",
+        f"half in a closed loop of {16 * engines}{seed_note(size)}",
     )

@@ -21,7 +21,7 @@ from infctl.bench.scenarios import SHORT_MAX_TOKENS
 from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec, TraceSpec
 from infctl.bench.workloads.mooncake import sample_trace
 from infctl.errors import ConfigError
-from infctl.sim.cluster.config import SimConfig
+from infctl.sim.cluster.config import SimConfig, variant_scrape_interval
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
 from infctl.sim.profiles import DEEPSEEK_V3_H200_DECODE, KIMI_K2_H200, SimProfile
@@ -58,6 +58,10 @@ class ScenarioSize:
     requests: int = 2000
     """Requests per arm (a trace: its first ones, at most 3,993; the diurnal day is sized to send these)."""
     seed: int = 0
+    """Seeds the generated workloads and their arrivals. A trace replayed at its own timestamps (pd,
+    prefix-mooncake, kv-tier) has neither: there it picks the router's scrape interval
+    (:func:`~infctl.sim.cluster.config.variant_scrape_interval`, 100 ms at seed 0), the timing noise that
+    moves a live run's decisions."""
     profile: SimProfile | None = None
     """None: the scenarios' own (DeepSeek-V3, an 8xH200 node per engine); e.g. Kimi K2 (16 GPUs each)."""
     trace: Path | None = None
@@ -224,10 +228,20 @@ def on_trace(
 ) -> tuple[SimConfig, float, int]:
     """``base`` replaying the Mooncake trace, its timestamps compressed so that ``prefill_engines`` run at
     ``UTIL`` of their prefill capacity when a ``computed`` share of each prompt is prefilled (the rest
-    cached); half paced, half in a closed loop of 16 per engine. Also the compression and the requests."""
+    cached); half paced, half in a closed loop of 16 per engine; the router scraping at the seed's
+    interval (``ScenarioSize.seed``). Also the compression and the requests."""
     compression = paced_rate(prefill_engines, base.profile, computed * TRACE_PROMPT_TOKENS_PER_S)
     trace, n = trace_spec(size, compression)
-    return replace(base, workload=trace, load=half_paced(n, 16 * base.engines)), compression, n
+    load = half_paced(n, 16 * base.engines)
+    scrape = variant_scrape_interval(size.seed)
+    return replace(base, workload=trace, load=load, scrape_interval_s=scrape), compression, n
+
+
+def seed_note(size: ScenarioSize) -> str:
+    """What the seed changed in a trace replay, for a scenario's notes."""
+    ms = variant_scrape_interval(size.seed) * 1000
+    return (f"; the trace replays exactly, seed {size.seed} sets the router's scrape interval to {ms:.0f} ms "
+            "(arms reading no engine signals replay the same)")
 
 
 def prefix_mooncake(size: ScenarioSize) -> SimScenario:
@@ -246,5 +260,5 @@ def prefix_mooncake(size: ScenarioSize) -> SimScenario:
         headline="prefix-cache hit rate",
         seed_says=PREFIX_SEED,
         notes=f"first {n} trace requests: half at the trace's timestamps compressed x{compression:.1f}, "
-        f"half in a closed loop of {16 * size.engines}",
+        f"half in a closed loop of {16 * size.engines}{seed_note(size)}",
     )

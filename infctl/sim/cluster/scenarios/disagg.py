@@ -19,6 +19,7 @@ from infctl.sim.cluster.scenarios.catalog import (
     ScenarioSize,
     base_config,
     on_trace,
+    seed_note,
 )
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
 
@@ -55,5 +56,5 @@ def pd_scenario(size: ScenarioSize) -> SimScenario:
         headline="TPOT p99",
         notes=f"first {n} trace requests: half at the trace's timestamps compressed x{compression:.1f} "
         f"(latencies, goodput), half in a closed loop of {16 * engines} (throughput); PD links: the "
-        "profile's NIC in a group, half of it across groups",
+        f"profile's NIC in a group, half of it across groups{seed_note(size)}",
     )

@@ -107,3 +107,22 @@ def test_bad_names_and_sizes_are_config_errors(size: ScenarioSize, tmp_path: Pat
         ScenarioSize(engines=1)
     with pytest.raises(ConfigError, match=r"trace .* is missing"):
         build_scenarios(["kv-tier"], ScenarioSize(trace=tmp_path / "nope.jsonl"))
+
+
+def test_on_a_trace_the_seed_moves_the_routers_timing_reproducibly(size: ScenarioSize) -> None:
+    from infctl.sim.cluster import variant_scrape_interval
+
+    def cache_aware(seed: int) -> tuple[object, ...]:
+        scenario = SCENARIOS["prefix-mooncake"](replace(size, seed=seed, requests=60))
+        assert scenario.base.scrape_interval_s == variant_scrape_interval(seed)
+        assert f"seed {seed} sets the router's scrape interval" in scenario.notes
+        outcome = run_scenario(replace(scenario, arms=[a for a in scenario.arms if "cache_aware" in a.label]))
+        (result,) = outcome.results
+        return tuple((r.end_s, r.cached_tokens) for r in result.bench.requests)
+
+    assert [round(variant_scrape_interval(s), 4) for s in (0, 1, 2, 3, 12, 13)] == [
+        0.1, 0.093, 0.107, 0.086, 0.142, 0.1,
+    ]
+    first = cache_aware(1)
+    assert cache_aware(1) == first  # reproducible
+    assert cache_aware(2) != first  # and the seed matters
