@@ -147,7 +147,7 @@ class FrontProtocol(asyncio.Protocol):
                 if self.read_by is None:
                     self.read_by = self.loop.time() + self.state.cfg.header_timeout_s
                 return None
-            if head is None or not self._lean_ok():
+            if head is None or not self.listener.lean_ok():
                 self._hand_over(tr)
                 return None
             if head.content_length > self.state.cfg.max_body_bytes:
@@ -172,13 +172,6 @@ class FrontProtocol(asyncio.Protocol):
         del self.buf[:end]
         self.head, self.read_by = None, None
         return FrontRequest(head, body, tr)
-
-    def _lean_ok(self) -> bool:
-        """Generation goes lean only on the lean upstream client, to plain-HTTP backends."""
-        pool = self.state.pool
-        return self.state.http1 is not None and all(
-            pool.backend(b).url.startswith("http://") for b in pool.ids()
-        )
 
     async def _serve(self, request: FrontRequest) -> None:
         try:
@@ -254,6 +247,8 @@ class LeanListener:
         self.connections: set[FrontProtocol] = set()
         self.server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._lean: tuple[int, bool] = (-1, False)
+        """(``BackendPool.version``, the answer of :meth:`lean_ok` for it)."""
 
     @classmethod
     async def start(cls, state: RouterState, fallback: web.Server, host: str, port: int) -> LeanListener:
@@ -262,6 +257,18 @@ class LeanListener:
         self.server = await loop.create_server(lambda: FrontProtocol(state, fallback, self), host, port)
         self._sweeper = asyncio.create_task(self._sweep())
         return self
+
+    def lean_ok(self) -> bool:
+        """Whether generation can go lean: the lean upstream client is on and every backend is plain HTTP
+        (asked per request, so the answer is kept until the backend registry changes)."""
+        pool = self.state.pool
+        version, ok = self._lean
+        if version != pool.version:
+            ok = self.state.http1 is not None and all(
+                pool.backend(b).url.startswith("http://") for b in pool.ids()
+            )
+            self._lean = (pool.version, ok)
+        return ok
 
     async def _sweep(self) -> None:
         """Run :meth:`sweep` every quarter of the shortest timeout it enforces."""

@@ -43,6 +43,9 @@ class BackendPool:
         them, and each one's ``finish`` will be counted against the id)."""
         self.has_prefill = False
         """Whether any backend has the prefill role (the router then pairs prefill and decode)."""
+        self.version = 0
+        """Bumped whenever a backend is added, redefined or removed: what per-request readers of the
+        registry (the lean front's URL check) key their caches on."""
         for b in backends:
             self.add(b)
 
@@ -70,6 +73,7 @@ class BackendPool:
 
     def _roles_changed(self) -> None:
         # Read on every request (PD or not), so kept up to date here rather than recomputed there.
+        self.version += 1
         self.has_prefill = any(live.backend.role == "prefill" for live in self._live.values())
 
     def set_draining(self, backend_id: str, draining: bool = True) -> None:

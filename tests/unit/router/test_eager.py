@@ -25,6 +25,16 @@ async def waits_for(fut: asyncio.Future[int], log: list[str]) -> int:
     return value * 2
 
 
+def start_waiting() -> tuple[asyncio.Future[int], list[str], asyncio.Task[int]]:
+    """``waits_for`` started eagerly: (the future it waits on, its log, the task that took it over)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    log: list[str] = []
+    task = start_eagerly(waits_for(fut, log), loop)
+    assert isinstance(task, asyncio.Task)
+    return fut, log, task
+
+
 async def test_runs_in_the_caller_until_its_first_wait_then_in_a_task() -> None:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[int] = loop.create_future()
@@ -53,11 +63,7 @@ async def test_an_error_before_the_first_wait_reaches_the_caller() -> None:
 
 
 async def test_cancelled_before_the_task_first_ran_the_coroutine_sees_the_cancellation() -> None:
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[int] = loop.create_future()
-    log: list[str] = []
-    task = start_eagerly(waits_for(fut, log), loop)
-    assert isinstance(task, asyncio.Task)
+    _, log, task = start_waiting()
     task.cancel()  # at once: the task has not taken a step yet
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -83,11 +89,7 @@ async def test_cancelled_before_the_task_first_ran_cancels_what_it_waits_for() -
 
 
 async def test_cancelled_while_waiting_cancels_what_it_waits_for() -> None:
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[int] = loop.create_future()
-    log: list[str] = []
-    task = start_eagerly(waits_for(fut, log), loop)
-    assert isinstance(task, asyncio.Task)
+    fut, log, task = start_waiting()
     await asyncio.sleep(0)  # the task now waits on fut
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -13,7 +13,9 @@ from aiohttp import web
 
 from infctl.router import front
 from infctl.router.front import FrontProtocol, LeanListener
+from infctl.router.pool import BackendPool
 from infctl.router.relay import RelayedResponse
+from infctl.router.snapshot import Backend
 
 BODY = b'{"prompt": "a"}'
 POST = b"POST /v1/completions HTTP/1.1\r\nhost: r\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY)
@@ -83,7 +85,7 @@ def make(
         return web.json_response({"ok": len(seen)})
 
     monkeypatch.setattr(front, "generate", generate)
-    pool = SimpleNamespace(ids=lambda: ["b"], backend=lambda _: SimpleNamespace(url="http://e:1"))
+    pool = BackendPool([Backend("b", url="http://e:1")])
     state: Any = SimpleNamespace(
         cfg=SimpleNamespace(
             max_body_bytes=max_body,
@@ -107,6 +109,17 @@ def make(
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+def held_answer() -> tuple[asyncio.Event, Any]:
+    """A stand-in for ``generate``'s answer that waits until the event is set."""
+    release = asyncio.Event()
+
+    async def held(request: Any) -> web.StreamResponse:
+        await release.wait()
+        return web.json_response({})
+
+    return release, held
 
 
 async def test_a_request_fed_one_byte_at_a_time_is_served_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,12 +158,7 @@ async def test_a_complete_request_is_routed_in_the_callback_that_completed_it(
 async def test_a_request_that_waits_continues_in_a_task_and_the_next_one_follows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    release = asyncio.Event()
-
-    async def held(request: Any) -> web.StreamResponse:
-        await release.wait()
-        return web.json_response({})
-
+    release, held = held_answer()
     proto, tr, _, seen = make(monkeypatch, held)
     proto.data_received(POST + POST)
     assert len(seen) == 1 and proto.task is not None and not tr.out  # routed at once, then waiting
@@ -208,6 +216,19 @@ async def test_connection_close_is_honoured(monkeypatch: pytest.MonkeyPatch) -> 
     proto.data_received(POST.replace(b"host: r", b"connection: close"))
     await settle()
     assert b"connection: close\r\n" in tr.out and tr.closed
+
+
+async def test_generation_is_handed_to_aiohttp_once_a_backend_turns_https(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The front's plain-HTTP check is kept between requests, but not across a change of the backends."""
+    proto, _, fallback, seen = make(monkeypatch)
+    proto.data_received(POST)
+    await settle()
+    assert len(seen) == 1 and not fallback.made
+    proto.state.pool.add(Backend("b", url="https://e:1"))  # redefined in place (the admin API, discovery)
+    proto.data_received(POST)
+    assert len(seen) == 1 and fallback.made and bytes(fallback.made[0].data) == POST
 
 
 async def test_client_gone_mid_request_cancels_the_handler(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,12 +343,7 @@ async def test_a_body_slower_than_the_body_timeout_is_408_with_its_request_id(
 async def test_served_and_pipelined_requests_are_never_timed_out_only_idled(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    release = asyncio.Event()
-
-    async def held(request: Any) -> web.StreamResponse:
-        await release.wait()
-        return web.json_response({})
-
+    release, held = held_answer()
     proto, tr, _, seen = make(monkeypatch, held)
     proto.data_received(POST + POST[:10])  # the next request's first bytes wait behind a busy one
     await settle()
