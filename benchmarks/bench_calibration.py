@@ -17,7 +17,10 @@
 Each point is judged at ``--quantile`` of its repeats (default the lower quartile, which the fit uses too:
 other work on this machine only ever adds latency; the medians' verdict is printed beside it). ITL is the
 engine's own mean step time over steps where the whole batch decoded (``vllm:inter_token_latency_seconds``
-read during the run, in both engines; see ``infctl.sim.calib_counters``); the mixed loop's time per output
+read during the run, in both engines; see ``infctl.sim.calib_counters``), the median of its means over the
+intervals between two reads, so a stall of this machine (which the simulator, like a descheduled vLLM, books
+into the next token's gap) moves it only once it hits half the intervals; how far the stalls moved the plain
+mean is printed under the table ("host stalls"); the mixed loop's time per output
 token is the engine's ``request_time_per_output_token_seconds`` mean per round; TTFTs are the client's.
 
     python benchmarks/bench_calibration.py [--url http://127.0.0.1:8000] [--out tiny-cpu.yaml]
@@ -181,6 +184,17 @@ class HeldOut:
         rows.append(("mixed, 4 clients: time per output token", *self.mixed_tpot))
         return rows
 
+    def stalls(self) -> list[str]:
+        """Per ITL point and column, the largest share by which stalls moved a run's plain mean gap above
+        the median interval the figures use (0% on a quiet machine)."""
+        lines = []
+        for (batch, context), runs in self.itl.items():
+            shares = [[s.stall_share for s in col if s.stall_share is not None] for col in runs]
+            cells = [f"{max(col):+.0%}" if col else "n/a" for col in shares]
+            vllm, sim, again = cells
+            lines.append(f"  ITL, {batch} x {context}: vLLM {vllm}, sim {sim}, vLLM again {again}")
+        return lines
+
 
 async def mixed(client: EngineClient, salt: int, requests: int = 16) -> tuple[list[float], list[float]]:
     """4 closed-loop clients, ``requests`` requests, prompts of 64-1500 tokens, 32 output tokens each.
@@ -305,6 +319,8 @@ async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: flo
         await sim.stream(prompt_words(32, 1), 8)
         await held.sim_rounds(sim)
     report(held.rows(), q)
+    print("host stalls: the most any run's plain mean gap exceeded its median interval (not in the figures)")
+    print("\n".join(held.stalls()))
     print(load_average())
 
 

@@ -14,6 +14,13 @@ that off ``b``. :func:`decode_window` keeps only the pure intervals of a run scr
 milliseconds, so no client-side timing decides where the window lies (a loaded API server delivers tokens
 late and in bursts, and a window placed by the client's view would straddle prefills or finishes).
 
+The window's figure is the median of those intervals' mean step times (weighted by their steps), not the
+pooled mean: a stall of the host lands in one token gap of each stream, in the real engine (a descheduled
+process) and in ``infctl sim`` alike (its driver restarts its step clock after falling more than
+``RESYNC_SECONDS`` behind, so the lag becomes part of the next gap). Pooled, one 200 ms stall among 100
+steps of 5 ms moves the figure by 40%; the median interval ignores stalls until they hit half the
+intervals. The pooled mean is kept beside it (:class:`DecodeWindow`), with the intervals it came from.
+
 ``request_prefill_time_seconds`` is the same kind of figure for a lone request: the engine's time from
 scheduling it to its first token (:func:`prefill_seconds`), which leaves out what the API server spends on it
 before the engine core sees it (tokenizing, setup) and what the client spends after.
@@ -90,31 +97,55 @@ class DecodeWindow:
     steps: int
     """Engine steps counted."""
     seconds_per_step: float
-    """Mean inter-token latency over those steps: the mean step time, seconds."""
+    """The step time, seconds: the median over the intervals between scrapes of each one's mean
+    inter-token latency, weighted by its steps (robust to a stalled step, see the module docstring)."""
+    pooled_seconds: float = 0.0
+    """The mean inter-token latency over all those steps, stalls included, seconds."""
+    intervals: int = 0
+    """Intervals between scrapes the window is made of."""
 
 
 def decode_window(
     snapshots: Sequence[Mapping[str, float]], batch: int, *, min_steps: int = 4
 ) -> DecodeWindow | None:
-    """The mean step time over the intervals between consecutive ``snapshots`` in which every step decoded
+    """The step time over the intervals between consecutive ``snapshots`` in which every step decoded
     ``batch`` sequences (tokens = ``batch`` x steps exactly: no prefill chunk, no sequence finished or
-    missing); None when those intervals hold fewer than ``min_steps`` steps.
+    missing): their step-weighted median interval mean (see the module docstring); None when those
+    intervals hold fewer than ``min_steps`` steps.
 
     A step's tokens and inter-token latencies are recorded together (one call in vLLM's API server, one
     in the simulator's), so a scrape never splits a step between two intervals."""
-    steps = 0.0
-    itl = HistogramDelta(0.0, 0.0)
+    parts: list[tuple[float, float]] = []
+    """(mean inter-token latency, steps) of each pure interval."""
+    pooled = HistogramDelta(0.0, 0.0)
     for before, after in pairwise(snapshots):
         part = delta(before, after, ITERATION_TOKENS)
         if part.count < 1 or abs(part.total - batch * part.count) > 1e-6:
             continue
         gaps = delta(before, after, INTER_TOKEN_LATENCY)
-        steps += part.count
-        itl = HistogramDelta(itl.total + gaps.total, itl.count + gaps.count)
-    mean = itl.mean
-    if steps < min_steps or mean is None or mean <= 0:
+        if gaps.mean is None:
+            continue
+        parts.append((gaps.mean, part.count))
+        pooled = HistogramDelta(pooled.total + gaps.total, pooled.count + gaps.count)
+    steps = sum(n for _, n in parts)
+    if steps < min_steps or pooled.mean is None or pooled.mean <= 0:
         return None
-    return DecodeWindow(steps=round(steps), seconds_per_step=mean)
+    return DecodeWindow(round(steps), weighted_median(parts), pooled.mean, len(parts))
+
+
+def weighted_median(values: Sequence[tuple[float, float]]) -> float:
+    """The median of ``(value, weight)`` pairs: the value at half the total weight (the mean of the two
+    values beside it when half falls exactly between them)."""
+    ordered = sorted(values)
+    half = sum(w for _, w in ordered) / 2
+    seen = 0.0
+    for i, (v, w) in enumerate(ordered):
+        seen += w
+        if seen > half + 1e-9:
+            return v
+        if abs(seen - half) <= 1e-9:
+            return (v + ordered[i + 1][0]) / 2 if i + 1 < len(ordered) else v
+    return ordered[-1][0]
 
 
 def prefill_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:

@@ -81,9 +81,17 @@ class ItlSample:
     context_tokens: float
     """Mean context (prompt + generated) of one sequence over the window, tokens."""
     seconds: float
-    """Typical gap between two tokens of one stream in that window (a median or the engine's mean)."""
+    """Typical gap between two tokens of one stream in that window (a median: the client's over streams, or
+    the engine's over the window's intervals, ``calib_counters.decode_window``)."""
     source: str = "client"
     """``engine``: the engine's own step timestamps (its ITL histogram); ``client``: arrival times."""
+    pooled_seconds: float | None = None
+    """``engine``: the window's plain mean gap, the host's stalls included (see ``stall_share``)."""
+
+    @property
+    def stall_share(self) -> float | None:
+        """How far the host's stalls moved the engine's mean gap above ``seconds`` (0.4: +40%)."""
+        return None if self.pooled_seconds is None else self.pooled_seconds / self.seconds - 1
 
 
 @dataclass(frozen=True)

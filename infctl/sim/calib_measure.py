@@ -245,7 +245,8 @@ async def measure_itl(
         found = decode_window(snapshots, batch)
         if found is None:
             return None
-        return ItlSample(batch, prompt + output_tokens / 2, found.seconds_per_step, source="engine")
+        return ItlSample(batch, prompt + output_tokens / 2, found.seconds_per_step, source="engine",
+                         pooled_seconds=found.pooled_seconds)  # fmt: skip
     start = max(r.token_times[0] for r in results)
     end = min(r.token_times[-1] for r in results)
     per_stream = [t for r in results if (t := r.time_per_token(start, end)) is not None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from infctl.errors import ConfigError
-from infctl.sim.calib_counters import decode_window, delta, prefill_seconds
+from infctl.sim.calib_counters import decode_window, delta, prefill_seconds, weighted_median
 from infctl.sim.calib_fit import ItlSample, TtftSample
 from infctl.sim.calibrate import CalibrationSettings, median_itl, median_ttft, quantile
 
@@ -47,6 +47,37 @@ def test_only_intervals_of_pure_decode_steps_count() -> None:
     assert window is not None
     assert window.steps == 5
     assert window.seconds_per_step == pytest.approx(0.003)
+
+
+def test_a_stalled_step_moves_the_pooled_mean_not_the_window() -> None:
+    # 10 intervals of 10 decode steps of 5 ms; a 200 ms stall of the host lands in one token gap (the
+    # simulator books event-loop lag over 50 ms into the next gap; a descheduled vLLM does the same).
+    e = Engine()
+    snaps = [e.snap()]
+    for i in range(10):
+        for k in range(10):
+            e.step(tokens=2, seconds=0.205 if (i, k) == (3, 4) else 0.005, decoding=2)
+        snaps.append(e.snap())
+    window = decode_window(snaps, batch=2)
+    assert window is not None and (window.steps, window.intervals) == (100, 10)
+    assert window.seconds_per_step == pytest.approx(0.005)
+    assert window.pooled_seconds == pytest.approx(0.007)  # +40%: what calibration used to read
+    sample = ItlSample(2, 100, window.seconds_per_step, "engine", window.pooled_seconds)
+    assert sample.stall_share == pytest.approx(0.4)
+
+
+def test_the_window_is_the_step_weighted_median_interval() -> None:
+    assert weighted_median([(3.0, 1), (1.0, 1), (2.0, 1)]) == 2.0
+    assert weighted_median([(1.0, 1), (2.0, 1)]) == 1.5  # half falls between them
+    assert weighted_median([(1.0, 1), (9.0, 5)]) == 9.0  # the interval with most steps outweighs
+    e = Engine()
+    snaps = [e.snap()]
+    for seconds in (0.004, 0.006, 0.050):  # one slow interval of three: the middle one stands
+        for _ in range(4):
+            e.step(tokens=3, seconds=seconds, decoding=3)
+        snaps.append(e.snap())
+    window = decode_window(snaps, batch=3)
+    assert window is not None and window.seconds_per_step == pytest.approx(0.006)
 
 
 def test_too_few_pure_steps_give_no_window() -> None:
