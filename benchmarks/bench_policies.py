@@ -8,11 +8,13 @@
 2. The hot-prefix replay (``infctl.router.replay``): 1000 requests, 90% sharing a 2k-token system prompt, half
    of those multi-turn conversations, 8 engines, at three arrival rates. Reports the expected hit rate (prompt
    blocks already cached on the chosen engine, the capacity-limited LRU model as ground truth), the largest
-   engine's prefill work over its fair share, and the model's TTFT p50/p99, beside the full-knowledge
-   baseline (``infctl.router.oracle``: true caches and queues, no future) and each policy's hit rate over
-   the baseline's (issue 3's goal: 0.90 or more, with max/fair at most 1.5). "held anywhere" is the hit rate
-   had each request gone to the engine holding most of its prompt at that moment: its gap to the hit rate
-   is what load-balancing cost (in blocks), given that policy's placements so far.
+   engine's prefill work over its fair share, and the model's TTFT p50/p99, under the trace's ceilings
+   (``infctl.router.ceiling``: every block sent before; one pooled cache of the engines' total size under
+   MIN, a bound no router can beat, which "/MIN" divides by; under LRU) and beside the greedy
+   full-knowledge baseline ("greedy": ``infctl.router.oracle``, true caches and queues, no future; it
+   minimises each request's TTFT and gives up hits for it, so it is no ceiling). "held anywhere" is the
+   hit rate had each request gone to the engine holding most of its prompt at that moment: its gap to the
+   hit rate is what load-balancing cost (in blocks), given that policy's placements so far.
 3. The same replay over the Mooncake trace (time-compressed 2x, 512-token blocks as the trace defines them).
 4. bench_router's two quality workloads replayed as bench_router sends them (same requests, prompts tokenised
    and hashed in 16-token blocks as the live router does, 4 engines with the sim's prefill speed and cache
@@ -44,6 +46,7 @@ from infctl.bench.workloads import build_workload
 from infctl.bench.workloads.mooncake import sample_trace
 from infctl.bench.workloads.specs import WorkloadSpec
 from infctl.router import Backend, BackendState, RequestInfo, RouterCore, Snapshot, build_policy
+from infctl.router.ceiling import ceilings
 from infctl.router.oracle import oracle_replay
 from infctl.router.replay import FluidModel, ReplayResult, TraceRequest, hot_prefix_trace, replay
 from infctl.sim.types import BlockStored
@@ -127,8 +130,8 @@ def decision_us(
     return best[0], best[1]
 
 
-def _row(name: str, r: ReplayResult, n: int, oracle: ReplayResult) -> str:
-    ratio = r.hit_rate / oracle.hit_rate if oracle.hit_rate else float("nan")
+def _row(name: str, r: ReplayResult, n: int, bound: float) -> str:
+    ratio = r.hit_rate / bound if bound else float("nan")
     return (
         f"  {name:<12} {r.hit_rate:8.3f} {r.best_rate:8.3f} {ratio:8.2f} {r.max_share(n):10.2f} "
         f"{r.ttft_quantile(0.5) * 1e3:10.0f} {r.ttft_quantile(0.99) * 1e3:10.0f} "
@@ -141,20 +144,25 @@ def quality(
 ) -> None:
     backends = [Backend(f"e{i}") for i in range(n)]
     print(f"\n{title}")
+    block = trace[0].request.block_size if trace else 16
+    c = ceilings([t.request for t in trace], n, model.cache_tokens // block)
+    r = c.rates()
+    bound = r["pooled_min"]
+    print(f"  ceilings: every block sent before {r['reuse']:.3f}; one pooled cache of {c.capacity_blocks} "
+          f"blocks under MIN {bound:.3f} (a bound: /MIN), under LRU {r['pooled_lru']:.3f}")  # fmt: skip
     print(
-        f"  {'policy':<12} {'hit rate':>8} {'held':>8} {'/oracle':>8} {'max/fair':>10} {'TTFT p50':>10} "
+        f"  {'policy':<12} {'hit rate':>8} {'held':>8} {'/MIN':>8} {'max/fair':>10} {'TTFT p50':>10} "
         f"{'TTFT p99':>10} {'prefill':>11}"
     )
     print(f"  {'':<12} {'':>8} {'anywhere':>8} {'':>8} {'prefill':>10} {'ms':>10} {'ms':>10} {'tokens':>11}")
-    oracle = oracle_replay(backends, trace, model)
-    print(_row("oracle", oracle, n, oracle))
+    print(_row("greedy", oracle_replay(backends, trace, model), n, bound))
     legend = []
     for k, name in enumerate(policies, 1):
         config = json.loads(name) if name.lstrip().startswith("{") else name
         label = name if len(name) <= 12 else f"#{k}"
         if label != name:
             legend.append(f"  {label} = {name}")
-        print(_row(label, replay(RouterCore(build_policy(config)), backends, trace, model), n, oracle))
+        print(_row(label, replay(RouterCore(build_policy(config)), backends, trace, model), n, bound))
     print("\n".join(legend) if legend else "", end="\n" if legend else "")
 
 
@@ -166,7 +174,7 @@ SIM_MODEL = FluidModel(prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, engine_ca
 def workload_trace(workload: WorkloadSpec, rate: float, limit: int | None) -> list[TraceRequest]:
     """The requests a bench run sends (seed 1), each with the block hashes the live router computes for it;
     Poisson arrivals at ``rate`` unless the workload is a timed trace. Same draw and request ids as
-    bench_router's oracle row (ids seed the tie-breaks), so the oracle figures match that row's."""
+    bench_router's greedy row (ids seed the tie-breaks), so the greedy figures match that row's."""
     rng = random.Random(1)
     specs = build_workload(workload, "completions", seed=1).requests()
     trace, now = [], 0.0

@@ -9,8 +9,12 @@ same line. Rows: infctl round_robin (the baseline of the "vs RR" columns; "vs 1s
 policy first), infctl cache_aware (approximate index), the same with the engines' KV events too (index
 auto: events plus speculative entries, merged with the approximate index), sglang-router and vllm-router
 cache_aware, and vllm-router kv_aware fed the same KV events (when the peers are installed:
---peers-bin or PATH), under the full-knowledge baseline's hit rate (``infctl.router.oracle`` replayed on the
-same requests in the fluid model of these engines: true caches and queues, no future).
+--peers-bin or PATH). Above them, the requests' hit-rate ceilings on these engines (``infctl.router.ceiling``:
+every block sent before; one pooled cache of the 4 engines' size under MIN eviction, a bound no router can
+beat, which the "/MIN" column divides by; under LRU, the engines' own eviction, not a bound), then the greedy
+full-knowledge baseline (``infctl.router.oracle`` replayed in the fluid model of these engines: true caches
+and queues, no future; it minimises each request's TTFT, so it gives up hits and is no ceiling: Mooncake
+35.8% where cache_aware reaches 37.2%).
 
 vllm-router kv_aware (0.1.17) needs three things, all met here: ``--kv-event-source URL=tcp://...`` per
 engine; events encoded as maps tagged under "type" (vLLM's form today, the sim's default; an array-encoded
@@ -70,6 +74,7 @@ from infctl.bench.workloads import build_workload
 from infctl.bench.workloads.mooncake import sample_trace
 from infctl.bench.workloads.specs import WorkloadSpec
 from infctl.router import Backend, RequestInfo, build_policy
+from infctl.router.ceiling import Ceilings, ceilings
 from infctl.router.oracle import oracle_replay
 from infctl.router.replay import FluidModel, ReplayResult, TraceRequest
 from infctl.tokens import token_ids
@@ -338,8 +343,9 @@ def balance(r: BenchResult) -> float:
     return max(work) * len(work) / total if total else float("nan")
 
 
-def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayResult:
-    """The full-knowledge baseline on the same requests (fluid model of the sim's engines and caches)."""
+def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> tuple[ReplayResult, Ceilings]:
+    """The greedy full-knowledge baseline on the same requests (fluid model of the sim's engines and
+    caches), and the requests' hit-rate ceilings on these engines (``infctl.router.ceiling``)."""
     stage = plan.stages[0]
     rng = random.Random(1)
     specs = build_workload(workload, "completions", seed=1).requests()
@@ -351,13 +357,23 @@ def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> ReplayRes
     model = FluidModel(
         prefill_tokens_per_s=1e6 / 17.25, tpot_s=0.006, cache_tokens=blocks * 16, engine_cache=True
     )
-    return oracle_replay([Backend(f"e{i}") for i in range(ENGINES)], trace, model)
+    greedy = oracle_replay([Backend(f"e{i}") for i in range(ENGINES)], trace, model)
+    return greedy, ceilings([t.request for t in trace], ENGINES, blocks)
+
+
+def ceiling_line(c: Ceilings) -> str:
+    r = c.rates()
+    return (
+        f"ceilings of these requests: every block sent before {r['reuse'] * 100:.1f}%; one pooled cache of "
+        f"{c.capacity_blocks} blocks under MIN {r['pooled_min'] * 100:.1f}% (no router can beat it: "
+        f"/MIN), under LRU {r['pooled_lru'] * 100:.1f}% (the engines' eviction, not a bound)"
+    )
 
 
 def header(base: str = "RR") -> str:
     """The column titles; ``base`` names the first row, which the "vs" columns compare against."""
     return (
-        f"{'router':27s} {'hit':>6s} {'/oracle':>7s} {'TTFT p50':>8s} {'vs ' + base:>6s} {'p99 ms':>7s} "
+        f"{'router':27s} {'hit':>6s} {'/MIN':>7s} {'TTFT p50':>8s} {'vs ' + base:>6s} {'p99 ms':>7s} "
         f"{'vs ' + base:>6s} {'out tok/s':>9s} {'max/fair':>8s} {'failed':>6s} {'CPU s':>6s}"
     )
 
@@ -448,9 +464,10 @@ def _vs(x: float, base: float | None) -> str:
     return f"{(x - base) / base * 100:+5.0f}%" if base else "     -"
 
 
-def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) -> str:
+def quality_row(name: str, r: Run, bound: float | None, rr: Run | None) -> str:
+    """One router's figures; ``bound`` is the pooled-MIN hit rate the "/MIN" column divides by."""
     hit = r.hit
-    ratio = f"{hit / oracle.hit_rate:7.2f}" if hit is not None and oracle and oracle.hit_rate else "    n/a"
+    ratio = f"{hit / bound:7.2f}" if hit is not None and bound else "    n/a"
     return (
         f"{name:27s} {('%.1f%%' % (hit * 100)) if hit is not None else 'n/a':>6s} {ratio} "
         f"{r.p50_s * 1e3:8.0f} {_vs(r.p50_s, rr.p50_s if rr else None)} {r.p99_s * 1e3:7.0f} "
@@ -459,9 +476,10 @@ def quality_row(name: str, r: Run, oracle: ReplayResult | None, rr: Run | None) 
     )
 
 
-def oracle_row(o: ReplayResult) -> str:
-    name, model, share = "oracle (full knowledge)", "(fluid model)", o.max_share(ENGINES)
-    return f"{name:27s} {o.hit_rate * 100:5.1f}% {1.0:7.2f} {model:>34s} {share:18.2f}"
+def oracle_row(o: ReplayResult, bound: float) -> str:
+    """The greedy full-knowledge baseline: true caches and queues, no future, TTFT-first (not a ceiling)."""
+    name, model, share = "greedy, true caches", "(fluid model)", o.max_share(ENGINES)
+    return f"{name:27s} {o.hit_rate * 100:5.1f}% {o.hit_rate / bound:7.2f} {model:>34s} {share:18.2f}"
 
 
 async def quality(
@@ -469,11 +487,13 @@ async def quality(
 ) -> None:
     """Every router over the workload, ``repeat`` rounds with the routers interleaved in each round; with
     several rounds each column is the median and each round's figures are printed under the row."""
-    oracle = oracle_run(workload, plan, sim.blocks)
+    greedy, ceiling = oracle_run(workload, plan, sim.blocks)
+    bound = ceiling.rate(ceiling.pooled_min)
     rounds = f", median of {repeat} interleaved rounds" if repeat > 1 else ""
     base = "RR" if rs and "round_robin" in rs[0].name else "1st"
-    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==\n{header(base)}")
-    print(oracle_row(oracle), flush=True)
+    print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==")
+    print(f"{ceiling_line(ceiling)}\n{header(base)}")
+    print(oracle_row(greedy, bound), flush=True)
     runs: dict[str, list[Run]] = {r.name: [] for r in rs}
     notes: dict[str, str] = {}
     for k in range(repeat):
@@ -494,27 +514,27 @@ async def quality(
             if note and repeat == 1:
                 notes[r.name] = note
             if repeat > 1:
-                print(f"  (round {k + 1}/{repeat}) {quality_row(r.name, runs[r.name][-1], oracle, None)}",
+                print(f"  (round {k + 1}/{repeat}) {quality_row(r.name, runs[r.name][-1], bound, None)}",
                       flush=True)  # fmt: skip
                 if note:
                     print(f"  {note}", flush=True)
             else:
-                _print_row(r.name, runs, oracle, rs, notes)
+                _print_row(r.name, runs, bound, rs, notes)
     if repeat > 1:
         print("medians:")
         for r in rs:
-            _print_row(r.name, runs, oracle, rs, notes)
+            _print_row(r.name, runs, bound, rs, notes)
     print(verdict(runs), flush=True)
 
 
 def _print_row(
-    name: str, runs: dict[str, list[Run]], oracle: ReplayResult, rs: Sequence[Router], notes: dict[str, str]
+    name: str, runs: dict[str, list[Run]], bound: float, rs: Sequence[Router], notes: dict[str, str]
 ) -> None:
     got = runs[name]
     if not got:
         return
     base = next((median_run(runs[r.name]) for r in rs if runs[r.name]), None)
-    print(quality_row(name, median_run(got), oracle, base), flush=True)
+    print(quality_row(name, median_run(got), bound, base), flush=True)
     if len(got) > 1:
         print(spread(got), flush=True)
     if name in notes:
