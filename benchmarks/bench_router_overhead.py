@@ -21,7 +21,12 @@
 ``--repeat N`` measures sections 1 and 2 N times (each time ``--rounds`` interleaved rounds; the order of
 the targets alternates) and prints each figure as the median over the N with its [min, max], then, for
 every pair of rows with the same policy, in how many of the N the first one's added TTFT p50 (p99) was
-no higher than the other's: a verdict that one run's noise cannot give.
+no higher than the other's: a verdict that one run's noise cannot give. Every measurement of section 1
+is also compared round by round (``--repeat`` x ``--rounds`` rounds; the targets of one round share its
+minute of noise): for each infctl row and every other row of its policy, the per-round differences of added
+TTFT p50 (p99) get their median and a sign-test confidence interval (``infctl.bench.paired``), and a
+verdict: ahead or behind when the interval excludes 0, tie when it holds 0 (fewer than 6 rounds: always
+tie). The last lines say, over every rate, whether each infctl row is no worse (never behind) than each peer.
 
 ``--baseline DIR`` measures a change against the code it replaces in the same run: every infctl row is
 started a second time with ``PYTHONPATH=DIR``, so that it imports the ``infctl`` package found there, e.g.
@@ -39,12 +44,14 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_router import Router, free_port, routers, wait_http
 
 from infctl.bench import BenchConfig, LengthDist, LoadPlan, RandomSpec, Stage, run_benchmark
+from infctl.bench.paired import Paired, paired
 from infctl.bench.records import RequestRecord
 
 MODEL = "m"
@@ -196,31 +204,43 @@ def latencies(records: list[RequestRecord]) -> Figures:
     }  # fmt: skip
 
 
+def added_to_direct(records: dict[str, list[RequestRecord]]) -> dict[str, Figures]:
+    """Per target, the direct run's own figures, or every router's added to them (its percentile minus
+    the direct run's, from the same records' time)."""
+    stats = {name: latencies(recs) for name, recs in records.items()}
+    d = stats["direct"]
+    return {
+        name: st if name == "direct" else {k: st[k] - d[k] for k in CELLS} | {"failed": st["failed"]}
+        for name, st in stats.items()
+    }
+
+
 async def fixed_rates(
     targets: list[tuple[str, str]], rates: list[float], seconds: float, rounds: int, repeat: int = 1
-) -> dict[float, dict[str, list[Figures]]]:
-    """Per rate, per target, one :data:`Figures` per repeat: the direct run's own, every router's added
-    to it (its percentile minus the direct run's, from the same repeat)."""
-    out: dict[float, dict[str, list[Figures]]] = {}
+) -> dict[float, tuple[dict[str, list[Figures]], dict[str, list[Figures]]]]:
+    """Per rate, per target: one :data:`Figures` per repeat (each over its ``rounds`` rounds' requests)
+    and one per round (for the paired comparisons: the targets of one round share its noise)."""
+    out: dict[float, tuple[dict[str, list[Figures]], dict[str, list[Figures]]]] = {}
     for rate in rates:
         stage = Stage(rate=rate, num_requests=int(rate * seconds))
         per_target: dict[str, list[Figures]] = {name: [] for name, _ in targets}
+        per_round: dict[str, list[Figures]] = {name: [] for name, _ in targets}
         for rep in range(repeat):
             pooled: dict[str, list[RequestRecord]] = {name: [] for name, _ in targets}
             for rnd in range(rounds):
                 turn = rep * rounds + rnd
                 order = targets if turn % 2 == 0 else targets[::-1]  # no target always goes first
+                this_round: dict[str, list[RequestRecord]] = {}
                 for name, url in order:
-                    pooled[name] += await load(url, stage, name)
-            stats = {name: latencies(recs) for name, recs in pooled.items()}
-            d = stats["direct"]
-            for name, st in stats.items():
-                added = (
-                    st if name == "direct" else {k: st[k] - d[k] for k in CELLS} | {"failed": st["failed"]}
-                )
-                per_target[name].append(added)
-        out[rate] = per_target
+                    this_round[name] = await load(url, stage, name)
+                    pooled[name] += this_round[name]
+                for name, figs in added_to_direct(this_round).items():
+                    per_round[name].append(figs)
+            for name, figs in added_to_direct(pooled).items():
+                per_target[name].append(figs)
+        out[rate] = per_target, per_round
         print_fixed(rate, per_target, rounds, seconds)
+        print_paired(per_round)
     return out
 
 
@@ -252,19 +272,25 @@ def print_fixed(rate: float, per_target: dict[str, list[Figures]], rounds: int, 
         print_head_to_head(per_target)
 
 
+def same_policy_pairs(per_target: dict[str, list[Figures]]) -> list[tuple[str, str]]:
+    """(infctl row, other row) for every other row of the same policy."""
+    names = [n for n in per_target if n != "direct"]
+    return [
+        (a, b)
+        for a in names
+        if a.startswith("infctl")
+        for b in names
+        if b != a and b.split()[1] == a.split()[1]
+    ]
+
+
 def head_to_head(per_target: dict[str, list[Figures]]) -> list[tuple[str, str, dict[str, int]]]:
     """(row, other row, cell -> repeats where row's figure was no higher than other's) for each infctl row
     against every other row of the same policy."""
-    names = [n for n in per_target if n != "direct"]
     out = []
-    for a in names:
-        if not a.startswith("infctl"):
-            continue
-        policy = a.split()[1]
-        for b in names:
-            if b != a and b.split()[1] == policy:
-                pairs = list(zip(per_target[a], per_target[b], strict=True))
-                out.append((a, b, {c: sum(x[c] <= y[c] for x, y in pairs) for c in ("ttft50", "ttft99")}))
+    for a, b in same_policy_pairs(per_target):
+        pairs = list(zip(per_target[a], per_target[b], strict=True))
+        out.append((a, b, {c: sum(x[c] <= y[c] for x, y in pairs) for c in ("ttft50", "ttft99")}))
     return out
 
 
@@ -273,6 +299,71 @@ def print_head_to_head(per_target: dict[str, list[Figures]]) -> None:
     print(f"head to head (repeats out of {n} where the first row's added TTFT was no higher):")
     for a, b, wins in head_to_head(per_target):
         print(f"  {a} vs {b}: p50 {wins['ttft50']}/{n}, p99 {wins['ttft99']}/{n}")
+
+
+def paired_rows(per_round: dict[str, list[Figures]]) -> list[tuple[str, str, dict[str, Paired]]]:
+    """(infctl row, other row, cell -> the per-round differences row minus other, summarised) for every
+    other row of the same policy."""
+    out = []
+    for a, b in same_policy_pairs(per_round):
+        rounds = list(zip(per_round[a], per_round[b], strict=True))
+        out.append((a, b, {c: paired([x[c] - y[c] for x, y in rounds]) for c in ("ttft50", "ttft99")}))
+    return out
+
+
+def print_paired(per_round: dict[str, list[Figures]]) -> None:
+    n = len(per_round["direct"])
+    if n < 2:
+        return
+    print(
+        f"paired over {n} rounds (first row minus second, added TTFT in ms: median [CI] rounds lower of {n}, "
+        "verdict from the sign-test interval; tie = the interval holds 0):"
+    )
+    for a, b, cells in paired_rows(per_round):
+        print(f"  {a} vs {b}: " + "; ".join(f"p{c[4:]} {_paired_text(p)}" for c, p in cells.items()))
+
+
+def _paired_text(p: Paired) -> str:
+    ci = f"[{p.low * 1e3:+.2f}, {p.high * 1e3:+.2f}] ({p.coverage:.0%})" if p.coverage else "[no 95% CI]"
+    return f"{p.median * 1e3:+.2f} {ci} {p.lower}/{p.n} {p.verdict}"
+
+
+def print_verdicts(fixed: dict[float, tuple[dict[str, list[Figures]], dict[str, list[Figures]]]]) -> None:
+    """Over every rate: is each infctl row no worse than each peer (not ``behind``, paired per round)?"""
+    tally: dict[tuple[str, str, str], list[str]] = {}
+    for _, per_round in fixed.values():
+        if len(per_round["direct"]) < 2:
+            return
+        for a, b, cells in paired_rows(per_round):
+            if b.startswith("infctl"):
+                continue
+            for c, p in cells.items():
+                tally.setdefault((a, b, c), []).append(p.verdict)
+    if not tally:
+        return
+    print("\nverdict, added TTFT (paired per round, every rate): no worse = never behind")
+    for (a, b, c), verdicts in tally.items():
+        worse = "behind" in verdicts
+        counts = ", ".join(f"{v} {verdicts.count(v)}" for v in ("ahead", "tie", "behind") if v in verdicts)
+        print(f"  p{c[4:]:>2s} {a} vs {b}: {'WORSE' if worse else 'no worse'} ({counts})")
+
+
+def paired_report(
+    fixed: dict[float, tuple[dict[str, list[Figures]], dict[str, list[Figures]]]],
+) -> dict[str, list[dict[str, object]]]:
+    """The paired comparisons as JSON-ready data, per rate (an interval's open end is null)."""
+
+    def cell(p: Paired) -> dict[str, object]:
+        raw = asdict(p) | {"verdict": p.verdict}
+        return {k: None if isinstance(v, float) and math.isinf(v) else v for k, v in raw.items()}
+
+    return {
+        str(rate): [
+            {"row": a, "other": b, **{c: cell(p) for c, p in cells.items()}}
+            for a, b, cells in paired_rows(per_round)
+        ]
+        for rate, (_, per_round) in fixed.items()
+    }
 
 
 async def saturation(
@@ -417,7 +508,9 @@ async def main(args: argparse.Namespace) -> None:
             if section == "fixed":
                 targets = [("direct", engine), *((r.name, r.url) for r in rs)]
                 fixed = await fixed_rates(targets, rates, args.seconds, args.rounds, args.repeat)
-                report["fixed"] = {str(rate): figs for rate, figs in fixed.items()}
+                print_verdicts(fixed)
+                report["fixed"] = {str(rate): figs for rate, (figs, _) in fixed.items()}
+                report["paired"] = paired_report(fixed)
             else:
                 report["saturation"] = await saturation(
                     rs, {r.name: r.url for r in rs}, args.concurrency, args.saturation_seconds, args.repeat
