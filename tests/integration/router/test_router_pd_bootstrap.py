@@ -5,6 +5,7 @@ naming the wrong prefill's port waits for KV that never comes."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,15 +38,31 @@ class Seen:
     retries: float | None
 
 
+async def scraped(c: httpx.AsyncClient, url: str, deadline_s: float = 60.0) -> None:
+    """Until the router has read every backend's signals: before that a backend counts as saturated and
+    would be passed over (a loaded machine delays the first scrapes)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while True:
+        listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
+        if all(b["signals_age_s"] is not None for b in listed):
+            return
+        assert loop.time() < end, f"not every backend scraped after {deadline_s} s: {listed}"
+        await asyncio.sleep(0.05)
+
+
 async def run(start_sim: Any, start_router: Any, ports: tuple[int | None, int | None], wait: float) -> Seen:
     sim = await start_sim(personality="sglang", instances=3, roles=("prefill", "prefill", "decode"),
                           pd_wait_timeout=wait)  # fmt: skip
-    # Round robin over the prefills: both are used, whatever their load.
-    url = await start_router(fleet(sim.urls, ports), engine="sglang", policy="round_robin",
-                             pd_min_uncached_tokens=16)  # fmt: skip
+    url = await start_router(fleet(sim.urls, ports), engine="sglang", pd_min_uncached_tokens=16)
     answers = []
     async with httpx.AsyncClient(timeout=30) as c:
-        for i in range(4):
+        await scraped(c, url)
+        # Two requests on each prefill (the other one drained meanwhile), whatever the policy would pick.
+        for i, (use, spare) in enumerate((("p0", "p1"), ("p0", "p1"), ("p1", "p0"), ("p1", "p0"))):
+            for bid, draining in ((spare, True), (use, False)):
+                r = await c.post(f"{url}/admin/backends/{bid}/drain", json={"draining": draining})
+                assert r.status_code == 200, r.text
             prompt = " ".join(f"r{i}w{j}" for j in range(400))
             answers.append(await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt,
                                                                         "max_tokens": 4}))  # fmt: skip
