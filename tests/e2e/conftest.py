@@ -16,25 +16,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from e2e_support import (
-    DEFAULT_VENV,
-    ENGINE_ENV,
-    MODEL_NAME,
-    REPO,
-    START_TIMEOUT_S,
-    Release,
-    engine_command,
-    free_port_block,
-    infctl_json,
-)
+from e2e_support import DEFAULT_VENV, ENGINE_ENV, MODEL_NAME, REPO, Release, deployed, engine_command
 
 
 @pytest.fixture(scope="session")
@@ -64,10 +51,6 @@ def tiny_model(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="session")
 def vllm_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
     """Two real vLLM engines and the router (round robin to start with), deployed detached."""
-    # Outside pytest's temporary directories, which keep only the last three runs: the engines' and router's
-    # logs stay readable after a failure (the path is printed).
-    work = Path(tempfile.mkdtemp(prefix="infctl-e2e-"))
-    print(f"\ne2e release files in {work}")
     model: dict[str, Any] = {
         "engine": "vllm",
         "model": str(tiny_model),
@@ -83,33 +66,7 @@ def vllm_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
         "replicas": 2,
         "model": model,
         "router": {"enabled": True, "policy": "round_robin"},
-        "local": {
-            "base_port": free_port_block(),
-            "run_dir": str(work / "run"),
-            "simulate": False,
-            "engine_command": engine_command(vllm_python, model),
-        },
+        "local": {"simulate": False, "engine_command": engine_command(vllm_python, model)},
     }
-    path = work / "profile.yaml"
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    run_dir = work / "run"
-    summary = infctl_json(
-        "deploy", "--target", "local", "-f", str(path), "--detach", "--timeout", str(START_TIMEOUT_S),
-        timeout=START_TIMEOUT_S * 3 + 60,
-    )  # fmt: skip
-    release = Release(
-        name=summary["release"],
-        run_dir=run_dir,
-        router_url=summary["url"],
-        engine_urls=tuple(p["url"] for p in summary["processes"] if p["kind"] == "engine"),
-        summary=summary,
-    )
-    try:
+    with deployed(profile) as release:
         yield release
-    finally:
-        subprocess.run(
-            [sys.executable, "-m", "infctl", "delete", "--release", release.name, "--run-dir", str(run_dir)],
-            cwd=REPO,
-            timeout=120,
-            check=False,
-        )

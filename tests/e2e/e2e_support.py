@@ -6,9 +6,14 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from infctl.config import ModelProfile
 from infctl.engines.vllm import ADAPTER
@@ -77,6 +82,38 @@ class Release:
             return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         except OSError as exc:
             return f"({path}: {exc})"
+
+
+@contextmanager
+def deployed(profile: Mapping[str, Any]) -> Iterator[Release]:
+    """``profile`` deployed by ``infctl deploy --target local --detach``, then deleted (``infctl delete``),
+    whatever happens in between (a failed deploy included). Its ``local.base_port`` (a free block) and
+    ``local.run_dir`` are filled in.
+
+    The profile, the run directory and every process's log live in a fresh directory outside pytest's
+    temporary ones (which keep only the last three runs), so they stay readable after a failure; its path
+    is printed."""
+    work = Path(tempfile.mkdtemp(prefix=f"infctl-{profile['name']}-"))
+    print(f"\n{profile['name']}: release files in {work}")
+    run_dir = work / "run"
+    local = {**profile.get("local", {}), "base_port": free_port_block(), "run_dir": str(run_dir)}
+    path = work / "profile.yaml"
+    path.write_text(yaml.safe_dump({**profile, "local": local}, sort_keys=False))
+    try:  # a deploy that fails half way (one engine up, the other not) is deleted too
+        summary = infctl_json(
+            "deploy", "--target", "local", "-f", str(path), "--detach", "--timeout", str(START_TIMEOUT_S),
+            timeout=START_TIMEOUT_S * 3 + 60,
+        )  # fmt: skip
+        yield Release(
+            name=summary["release"],
+            run_dir=run_dir,
+            router_url=summary["url"],
+            engine_urls=tuple(p["url"] for p in summary["processes"] if p["kind"] == "engine"),
+            summary=summary,
+        )
+    finally:
+        delete = ["delete", "--release", profile["name"], "--run-dir", str(run_dir)]
+        subprocess.run([sys.executable, "-m", "infctl", *delete], cwd=REPO, timeout=120, check=False)
 
 
 def infctl_json(*args: str, timeout: float) -> dict[str, Any]:

@@ -9,9 +9,6 @@ tests/e2e/test_vllm_dp.py``. Uses conftest.py's ``vllm_python`` and ``tiny_model
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,17 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
-from e2e_support import (
-    ENGINE_ENV,
-    MODEL_NAME,
-    REPO,
-    START_TIMEOUT_S,
-    Release,
-    engine_command,
-    free_port_block,
-    infctl_json,
-)
+from e2e_support import ENGINE_ENV, MODEL_NAME, Release, deployed, engine_command
 
 from infctl.engines import vllm as v
 from infctl.local.deploy import read_plan
@@ -47,8 +34,6 @@ POLL_S = 120.0
 
 @pytest.fixture(scope="module")
 def dp_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
-    work = Path(tempfile.mkdtemp(prefix="infctl-e2e-dp-"))
-    print(f"\ne2e data-parallel release files in {work}")
     model: dict[str, Any] = {
         "engine": "vllm",
         "model": str(tiny_model),
@@ -70,36 +55,10 @@ def dp_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
         "replicas": 2,
         "model": model,
         "router": {"enabled": True, "policy": "round_robin"},
-        "local": {
-            "base_port": free_port_block(),
-            "run_dir": str(work / "run"),
-            "simulate": False,
-            "engine_command": command,
-        },
+        "local": {"simulate": False, "engine_command": command},
     }
-    path = work / "profile.yaml"
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    summary = infctl_json(
-        "deploy", "--target", "local", "-f", str(path), "--detach", "--timeout", str(START_TIMEOUT_S),
-        timeout=START_TIMEOUT_S * 3 + 60,
-    )  # fmt: skip
-    release = Release(
-        name=summary["release"],
-        run_dir=work / "run",
-        router_url=summary["url"],
-        engine_urls=tuple(p["url"] for p in summary["processes"] if p["kind"] == "engine"),
-        summary=summary,
-    )
-    try:
+    with deployed(profile) as release:
         yield release
-    finally:
-        delete = ["delete", "--release", release.name, "--run-dir", str(release.run_dir)]
-        subprocess.run(
-            [sys.executable, "-m", "infctl", *delete],
-            cwd=REPO,
-            timeout=120,
-            check=False,
-        )
 
 
 def completion(url: str, seed: int, headers: dict[str, str] | None = None) -> None:
