@@ -1,4 +1,4 @@
-"""The full-knowledge baseline: true caches and queues, no future; the yardstick for hit rates."""
+"""The greedy full-knowledge baseline: true caches and queues, no future (not a ceiling: see ceiling.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infctl.router import Backend, RequestInfo, RouterCore, build_policy
+from infctl.router.ceiling import ceilings
 from infctl.router.oracle import OracleSettings, oracle_choice, oracle_replay
 from infctl.router.replay import Fleet, FluidModel, TraceRequest, hot_prefix_trace, replay
 
@@ -66,3 +67,15 @@ def test_cache_aware_reaches_ninety_percent_of_the_oracle_hit_rate(rate: float) 
         "oracle_hit",
         "oracle_miss",
     }
+
+
+def test_neither_the_greedy_baseline_nor_cache_aware_passes_the_pooled_min_ceiling() -> None:
+    trace = hot_prefix_trace(400, rate=40.0, seed=5)
+    four = [Backend(f"e{i}") for i in range(4)]
+    model = FluidModel(cache_tokens=16 * 300)  # small caches, so capacity binds
+    bound = ceilings([t.request for t in trace], engines=4, blocks=300)
+    for result in (
+        oracle_replay(four, trace, model),
+        replay(RouterCore(build_policy("cache_aware")), four, trace, model),
+    ):
+        assert 0 < result.hit_blocks <= bound.pooled_min < bound.reuse
