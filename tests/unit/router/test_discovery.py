@@ -1,6 +1,7 @@
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -127,6 +128,20 @@ def test_a_prefills_bootstrap_port_from_the_named_port_or_a_label_that_overrides
     assert [b.bootstrap_port for b in targets(ranks).backends] == [9002, 9002]
     bad = targets(pod("p", **{"infctl.io/bootstrap-port": "70000"}))
     assert bad.backends[0].bootstrap_port is None and "bootstrap-port" in bad.problems[0]
+
+
+def test_a_rendered_sglang_prefill_pod_names_the_profiles_bootstrap_port() -> None:
+    import yaml
+
+    rendered = Path(__file__).parents[2] / "golden/deepseek-v3-group"
+    golden = rendered / "07-leaderworkerset-deepseek-v3-g0-prefill.yaml"
+    leader = yaml.safe_load(golden.read_text())["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    running = {"phase": "Running", "podIP": "10.0.0.8", "conditions": [{"type": "Ready", "status": "True"}]}
+    pod = {"metadata": {**leader["metadata"], "name": "p", "namespace": "ns"}, "spec": leader["spec"],
+           "status": running}  # fmt: skip
+    backends = targets(pod).backends
+    # deepseek-v3-sglang.yaml's pd.bootstrap_port, for each of the pod's two data-parallel ranks.
+    assert [(b.role, b.engine, b.bootstrap_port) for b in backends] == [("prefill", "sglang", 8998)] * 2
 
 
 def test_changes_take_out_what_left_or_changed_and_put_in_what_is_new_or_changed() -> None:
