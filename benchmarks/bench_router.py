@@ -254,7 +254,20 @@ def decisions_note(port: int) -> str:
     except httpx.HTTPError as exc:
         return f"  (no /metrics: {exc})"
     reasons = _counter(text, "infctl_router_decisions_total", "reason")
-    return "  decisions: " + (", ".join(f"{k} {v:.0f}" for k, v in sorted(reasons.items())) or "none")
+    note = "  decisions: " + (", ".join(f"{k} {v:.0f}" for k, v in sorted(reasons.items())) or "none")
+    batches = _plain(text, "infctl_router_kv_event_batches_total")
+    if batches is not None:  # 0 unless the index is precise/auto: whether the engines' events arrived
+        missed = _plain(text, "infctl_router_kv_event_batches_missed_total") or 0.0
+        note += f"; KV event batches applied {batches:.0f}, missed {missed:.0f}"
+    return note
+
+
+def _plain(text: str, name: str) -> float | None:
+    """The value of an unlabelled Prometheus sample, None when the router does not export it."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 def _counter(text: str, name: str, label: str) -> dict[str, float]:
