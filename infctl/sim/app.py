@@ -213,8 +213,7 @@ class SimInstance:
         if publishers:
             self.publisher = publishers[0]
         self._runner, self.port = await listen(self._build_app(), self.host, self.port)
-        if self.role == "prefill":
-            self.registry.local_ports.add(s.bootstrap_port + self.index)
+        self.personality.on_start()
         self.driver.start()
         self.faults.on_crash = self.crash
         self.faults.arm_crash()

@@ -66,6 +66,11 @@ class SimSettings:
     bootstrap_port: int = 8998
     """SGLang PD: instance i's bootstrap port is bootstrap_port + i (reported, never bound); a decode meets
     the prefill of its room at the ``bootstrap_port`` its request names (``BootstrapRegistry``)."""
+    nixl_side_channel_port: int = 5600
+    """vLLM PD: instance i's NIXL side-channel port is nixl_side_channel_port + i (vLLM's
+    ``VLLM_NIXL_SIDE_CHANNEL_PORT``, default 5600; reported as ``remote_port``, never bound); a decode whose
+    ``remote_port`` is a prefill instance's of this process checks ``remote_engine_id`` against it, as
+    vLLM's NIXL handshake does."""
     pd_wait_timeout: float = 30.0
     """SGLang PD: wall seconds a decode request waits for its in-process prefill before failing."""
     num_gpu_blocks: int | None = None

@@ -119,16 +119,23 @@ class EngineMetrics:
 
 
 class BootstrapRegistry:
-    """SGLang PD rendezvous between instances of one process, keyed by bootstrap port and ``bootstrap_room``.
+    """PD rendezvous between instances of one process: SGLang's by bootstrap port and ``bootstrap_room``,
+    vLLM's NIXL side channels by port.
 
     A prefill instance registers its bootstrap port; a decode request whose ``bootstrap_port`` is one of
     them waits until the prefill of its room completes at *that* port (as SGLang's decode meets the prefill
     behind the bootstrap server the port names), instead of charging a modelled transfer. A room sent to
     another local prefill's port never completes there: the decode fails after ``pd_wait_timeout``.
+
+    A vLLM prefill instance registers its NIXL side-channel port with its engine id (:attr:`side_channels`);
+    a decode whose ``remote_port`` names one of them must name that engine (``remote_engine_id``), as vLLM's
+    handshake requires.
     """
 
     def __init__(self) -> None:
         self.local_ports: set[int] = set()
+        self.side_channels: dict[int, str] = {}
+        """vLLM NIXL: side-channel port -> engine id of the instance of this process listening there."""
         self._rooms: dict[tuple[int, int], asyncio.Future[bool]] = {}
         self.waiting = 0
 
@@ -288,6 +295,9 @@ class Personality(ABC):
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the "
             "completion). Please reduce the length of the messages or completion."
         )
+
+    def on_start(self) -> None:  # noqa: B027 - optional hook
+        """Called when the instance starts serving: join the process's PD rendezvous (``engine.registry``)."""
 
     def pd_finished(self, plan: PDPlan, ok: bool) -> None:  # noqa: B027 - optional hook
         """Called when a request's prefill completed (ok) or failed."""

@@ -148,6 +148,10 @@ class SglangPersonality(Personality):
             wait_local=port in self.engine.registry.local_ports,
         )  # fmt: skip
 
+    def on_start(self) -> None:
+        if self.engine.role == "prefill":
+            self.engine.registry.local_ports.add(self.bootstrap_port)
+
     @property
     def bootstrap_port(self) -> int:
         """This instance's bootstrap port (``--bootstrap-port`` + index; reported, never bound)."""

@@ -3,9 +3,13 @@
 PD follows vLLM's two-step connector protocol: a prefill leg carries ``kv_transfer_params`` with
 ``do_remote_decode: true`` and generates one token; its response returns filled-in params
 (``do_remote_prefill: true``, ``remote_engine_id``, ``remote_block_ids``, ``remote_host``,
-``remote_port`` = NIXL side-channel port 5600 + instance index), which the decode leg sends back
+``remote_port`` = the NIXL side-channel port, ``--nixl-side-channel-port`` (vLLM's
+``VLLM_NIXL_SIDE_CHANNEL_PORT``, default 5600) + instance index), which the decode leg sends back
 unchanged; a request with ``do_remote_prefill: true`` is decoded with the prompt's KV "transferred"
-(the core charges transfer time instead of prefill).
+(the core charges transfer time instead of prefill). When ``remote_host:remote_port`` is the side channel
+of a prefill instance of this process, the decode first checks it is ``remote_engine_id``'s, as vLLM's NIXL
+handshake does: a decode sent another engine's port fails (HTTP 500, vLLM's default
+``kv_load_failure_policy`` ``fail``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from infctl.sim.types import TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.11.0"
-NIXL_SIDE_CHANNEL_PORT = 5600
 
 # KV offloading (``--kv-offloading-size``): the connector's prefix cache and the offloading connector's
 # transfer counters, exposed only when the engine has a tier (vLLM 0.11.0 had neither).
@@ -165,8 +168,35 @@ class VllmPersonality(Personality):
         if params.get("do_remote_decode"):
             return PDPlan(max_tokens=1, prefill_leg=True)
         if params.get("do_remote_prefill"):
+            self._handshake(params)
             return PDPlan(remote_prefill=True)
         return PDPlan()
+
+    def _handshake(self, params: Mapping[str, Any]) -> None:
+        """vLLM's decode handshakes with the NIXL listener at ``remote_host:remote_port`` and requires the
+        engine there to be ``remote_engine_id``; the simulator knows the listeners of this process only."""
+        e = self.engine
+        host, port = params.get("remote_host"), params.get("remote_port")
+        wanted = params.get("remote_engine_id")
+        if host != e.host or not isinstance(port, int):
+            return
+        found = e.registry.side_channels.get(port)
+        if found is not None and found != wanted:
+            raise SimHTTPError(
+                500, f"KV transfer failed: remote NIXL agent engine ID mismatch at {host}:{port}: expected "
+                f"{wanted}, received {found}."
+            )
+
+    def on_start(self) -> None:
+        # A decode binds its own listener too, but only a prefill's is ever named in a remote_port.
+        if self.engine.role == "prefill":
+            self.engine.registry.side_channels[self.side_channel_port] = self.engine.engine_id
+
+    @property
+    def side_channel_port(self) -> int:
+        """This instance's NIXL side-channel port (``--nixl-side-channel-port`` + index; reported, never
+        bound)."""
+        return self.engine.settings.nixl_side_channel_port + self.engine.index
 
     def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
         """The ``x-data-parallel-rank`` header; a value that is not an integer is ignored, as vLLM does."""
@@ -191,7 +221,7 @@ class VllmPersonality(Personality):
             "kv_transfer_params": {
                 "do_remote_prefill": True, "do_remote_decode": False,
                 "remote_block_ids": list(range(n_blocks)), "remote_engine_id": e.engine_id,
-                "remote_host": e.host, "remote_port": NIXL_SIDE_CHANNEL_PORT + e.index, "tp_size": 1,
+                "remote_host": e.host, "remote_port": self.side_channel_port, "tp_size": 1,
             }
         }  # fmt: skip
 

@@ -310,4 +310,27 @@ def test_an_sglang_pd_prefill_needs_its_own_bootstrap_port() -> None:
     assert sglang_launch.host_port_runs(given, "prefill") == {}
     # Its flag comes from the model's pd.bootstrap_port (the planner gives each prefill its own).
     assert sglang_launch.host_port_args({"bootstrap": 18030}, "127.0.0.1") == []
-    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "nixl"}), "prefill") == {}
+    # vLLM has no bootstrap server; its NIXL side channel is another run (below).
+    nixl = profile("vllm", pd={"kv_connector": "nixl"})
+    assert "bootstrap" not in vllm_launch.host_port_runs(nixl, "prefill")
+
+
+def test_a_vllm_nixl_pd_engine_needs_a_side_channel_port_per_rank() -> None:
+    from infctl.engines import vllm_launch
+
+    nixl = profile("vllm", pd={"kv_connector": "nixl"})
+    # Prefill and decode both bind VLLM_NIXL_SIDE_CHANNEL_PORT + rank (5600 by default, every engine's).
+    assert vllm_launch.host_port_runs(nixl, "prefill") == vllm_launch.host_port_runs(nixl, "decode") == {
+        "nixl_side_channel": 1
+    }
+    assert vllm_launch.host_port_runs(nixl, "both") == {}  # no --kv-transfer-config, no connector
+    wide = profile("vllm", pd={"kv_connector": "nixl"}, data_parallel_size=3)
+    assert vllm_launch.host_port_runs(wide, "decode") == {"dp_rpc": 1, "nixl_side_channel": 3}
+    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "mooncake"}), "prefill") == {}
+    given = profile("vllm", pd={"kv_connector": "nixl"}, env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "7000"})
+    assert vllm_launch.host_port_runs(given, "prefill") == {}
+    assert vllm_launch.host_port_env({"nixl_side_channel": 18040, "nixl_side_channel.1": 18041}, "h") == {
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": "18040", "VLLM_NIXL_SIDE_CHANNEL_HOST": "h",
+    }
+    assert vllm_launch.host_port_env({"dp_rpc": 1}, "h") == {}
+    assert vllm_launch.host_port_args({"nixl_side_channel": 18040}, "h") == []  # a variable, not a flag

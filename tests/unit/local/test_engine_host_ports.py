@@ -139,3 +139,54 @@ def test_the_users_own_bootstrap_flag_and_a_custom_command_placeholder() -> None
     custom = plan_of(sglang_pd(**{"local.simulate": False, "local.engine_command": command}))
     prefill = next(s for s in custom.specs if s.role == "prefill")
     assert flag(prefill, "--bootstrap") == str(prefill.ports["bootstrap"])
+
+
+def vllm_pd(**changes: Any) -> Any:
+    return profile(**{"mode": "group", "replicas": None, "groups": 2, "group": {"prefill": 1, "decode": 1},
+                      "router.enabled": True, **changes})  # fmt: skip
+
+
+NIXL_PORT, NIXL_HOST = "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST"
+
+
+def test_each_local_vllm_nixl_engine_gets_its_own_side_channel_port_by_variable() -> None:
+    for simulate in (False, True):
+        plan = plan_of(vllm_pd(**{"local.simulate": simulate}))
+        engines = [s for s in plan.specs if s.kind == "engine"]
+        # vLLM's default 5600 for all four: the second engine's handshake listener would fail to bind.
+        ports = [s.ports["nixl_side_channel"] for s in engines]
+        assert len(engines) == 4 and len(set(ports)) == 4 and 5600 not in ports
+        assert [s.env[NIXL_PORT] for s in engines] == [str(p) for p in ports]
+        assert all(s.env[NIXL_HOST] == "127.0.0.1" for s in engines)
+        assert not any(NIXL_PORT in s.env or "--nixl-side-channel-port" in s.argv for s in plan.specs
+                       if s.kind == "router")  # fmt: skip
+        # The router needs none of it: the prefill names its port in its answer's kv_transfer_params.
+        assert "nixl" not in " ".join(next(s for s in plan.specs if s.kind == "router").argv)
+        assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_a_data_parallel_nixl_engine_takes_a_side_channel_port_per_rank() -> None:
+    plan = plan_of(vllm_pd(**{"local.simulate": False, "model.data_parallel_size": 2}))
+    prefill = next(s for s in plan.specs if s.role == "prefill")
+    first = prefill.ports["nixl_side_channel"]
+    # Rank r binds the variable's port + r: both are the engine's, listed for the pre-flight check.
+    assert prefill.ports["nixl_side_channel.1"] == first + 1 and prefill.env[NIXL_PORT] == str(first)
+    assert len(set(every_port(plan))) == len(every_port(plan))
+
+
+def test_the_users_own_side_channel_port_a_custom_command_and_a_reserve_engine() -> None:
+    given = plan_of(vllm_pd(**{"local.simulate": False, "model.env": {NIXL_PORT: "7000"}}))
+    assert all(s.env.get(NIXL_PORT) == "7000" and "nixl_side_channel" not in s.ports
+               for s in given.specs if s.kind == "engine")  # fmt: skip
+    command = ["vllm-serve", "--port", "{port}", "--side", "{nixl_side_channel_port}"]
+    custom = plan_of(vllm_pd(**{"local.simulate": False, "local.engine_command": command}))
+    prefill = next(s for s in custom.specs if s.role == "prefill")
+    assert flag(prefill, "--side") == str(prefill.ports["nixl_side_channel"]) == prefill.env[NIXL_PORT]
+    bounds = {"min": 1, "max": 3}
+    scaled = plan_of(vllm_pd(**{"local.simulate": False, "autoscaler.enabled": True,
+                                "autoscaler.prefill": bounds, "autoscaler.decode": bounds}))  # fmt: skip
+    assert scaled.reserve
+    assert all(s.env[NIXL_PORT] == str(s.ports["nixl_side_channel"]) for s in scaled.reserve)
+    assert len(set(every_port(scaled))) == len(every_port(scaled))
+    mooncake = plan_of(vllm_pd(**{"local.simulate": False, "model.pd": {"kv_connector": "mooncake"}}))
+    assert not any(NIXL_PORT in s.env for s in mooncake.specs)  # it binds a random port

@@ -178,3 +178,32 @@ async def test_pd_two_step_protocol(start_sim: Any, scrape: Any) -> None:
     s = await scrape(decode.url)
     assert s[f"vllm:prefix_cache_hits_total{{{LABELS}}}"] == 0  # nothing was computed or cached locally
     assert s[f"vllm:generation_tokens_total{{{LABELS}}}"] == 50
+
+
+async def test_a_decode_handshakes_with_the_prefill_its_remote_port_names(start_sim: Any) -> None:
+    # Two prefills and a decode in one process, side channels from 18040 (vLLM's variable, not bound).
+    sim = await start_sim(instances=3, roles=("prefill", "prefill", "decode"), nixl_side_channel_port=18040)
+    p0, p1, decode = sim.instances
+    prompt = tokens.synth_words(64, salt=3)
+    ask = {"do_remote_decode": True, "do_remote_prefill": False}
+    answers = [(await complete(p.url, {"prompt": prompt, "max_tokens": 8, "kv_transfer_params": ask}))
+               for p in (p0, p1)]  # fmt: skip
+    params = [a["kv_transfer_params"] for a in answers]
+    assert [(p["remote_port"], p["remote_engine_id"]) for p in params] == [
+        (18040, p0.engine_id), (18041, p1.engine_id)
+    ]
+    async with httpx.AsyncClient(timeout=30) as client:
+
+        async def decode_with(kv: dict[str, Any]) -> httpx.Response:
+            body = {"prompt": prompt, "max_tokens": 4, "kv_transfer_params": kv}
+            return await client.post(f"{decode.url}/v1/completions", json=body)
+
+        own = [await decode_with(p) for p in params]
+        # p0's blocks at p1's side channel: vLLM's handshake finds another engine there and fails.
+        crossed = await decode_with({**params[0], "remote_port": 18041})
+        # A port no instance of this process listens on (another process's engine): modelled transfer.
+        elsewhere = await decode_with({**params[0], "remote_port": 19000})
+    assert [r.status_code for r in own] == [200, 200], [r.text for r in own]
+    assert crossed.status_code == 500
+    assert "engine ID mismatch" in crossed.text and p1.engine_id in crossed.text
+    assert elsewhere.status_code == 200
