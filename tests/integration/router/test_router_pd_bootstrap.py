@@ -51,21 +51,27 @@ async def scraped(c: httpx.AsyncClient, url: str, deadline_s: float = 60.0) -> N
         await asyncio.sleep(0.05)
 
 
+async def twice_on_each_prefill(c: httpx.AsyncClient, url: str) -> list[httpx.Response]:
+    """Two requests through the router on prefill ``p0``, then two on ``p1`` (the other one drained
+    meanwhile), whatever the policy would pick, once the router has scraped every backend."""
+    await scraped(c, url)
+    answers = []
+    for i, (use, spare) in enumerate((("p0", "p1"), ("p0", "p1"), ("p1", "p0"), ("p1", "p0"))):
+        for bid, draining in ((spare, True), (use, False)):
+            r = await c.post(f"{url}/admin/backends/{bid}/drain", json={"draining": draining})
+            assert r.status_code == 200, r.text
+        prompt = " ".join(f"r{i}w{j}" for j in range(400))
+        body = {"model": MODEL, "prompt": prompt, "max_tokens": 4}
+        answers.append(await c.post(f"{url}/v1/completions", json=body))
+    return answers
+
+
 async def run(start_sim: Any, start_router: Any, ports: tuple[int | None, int | None], wait: float) -> Seen:
     sim = await start_sim(personality="sglang", instances=3, roles=("prefill", "prefill", "decode"),
                           pd_wait_timeout=wait)  # fmt: skip
     url = await start_router(fleet(sim.urls, ports), engine="sglang", pd_min_uncached_tokens=16)
-    answers = []
     async with httpx.AsyncClient(timeout=30) as c:
-        await scraped(c, url)
-        # Two requests on each prefill (the other one drained meanwhile), whatever the policy would pick.
-        for i, (use, spare) in enumerate((("p0", "p1"), ("p0", "p1"), ("p1", "p0"), ("p1", "p0"))):
-            for bid, draining in ((spare, True), (use, False)):
-                r = await c.post(f"{url}/admin/backends/{bid}/drain", json={"draining": draining})
-                assert r.status_code == 200, r.text
-            prompt = " ".join(f"r{i}w{j}" for j in range(400))
-            answers.append(await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt,
-                                                                        "max_tokens": 4}))  # fmt: skip
+        answers = await twice_on_each_prefill(c, url)
         prefilled = [
             value(parse_metrics((await c.get(f"{p}/metrics")).text), "sglang:prompt_tokens_total")
             for p in sim.urls[:2]

@@ -14,12 +14,11 @@ import aiohttp
 import httpx
 import pytest
 from aiohttp import web
-from test_router_pd_bootstrap import scraped
+from test_router_pd_bootstrap import twice_on_each_prefill
 
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
 
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SIDE = 18040
 """The simulated engines' first side-channel port: prefill i reports SIDE + i (reported, never bound)."""
 
@@ -72,17 +71,8 @@ async def test_each_decode_leg_carries_its_prefills_own_side_channel_port(
         Backend(id="d", url=decode_url, role="decode", group="g0"),
     ]
     url = await start_router(fleet, engine="vllm", pd_min_uncached_tokens=16)
-    answers = []
     async with httpx.AsyncClient(timeout=30) as c:
-        await scraped(c, url)
-        # Two requests on each prefill (the other one drained meanwhile), whatever the policy would pick.
-        for i, (use, spare) in enumerate((("p0", "p1"), ("p0", "p1"), ("p1", "p0"), ("p1", "p0"))):
-            for bid, draining in ((spare, True), (use, False)):
-                r = await c.post(f"{url}/admin/backends/{bid}/drain", json={"draining": draining})
-                assert r.status_code == 200, r.text
-            prompt = " ".join(f"r{i}w{j}" for j in range(400))
-            answers.append(await c.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": prompt,
-                                                                        "max_tokens": 4}))  # fmt: skip
+        answers = await twice_on_each_prefill(c, url)
         metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
     assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
     assert value(metrics, "infctl_router_retries_total") == 0

@@ -18,7 +18,14 @@ from typing import Any
 
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.scenarios import SHORT_MAX_TOKENS
-from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec, TraceSpec
+from infctl.bench.workloads import (
+    LengthDist,
+    MixComponent,
+    MixtureSpec,
+    SharedPrefixSpec,
+    TraceSpec,
+    WorkloadSpec,
+)
 from infctl.bench.workloads.mooncake import sample_trace
 from infctl.errors import ConfigError
 from infctl.sim.cluster.config import SimConfig, variant_scrape_interval
@@ -107,6 +114,17 @@ def half_paced(requests: int, concurrency: int, rate: float | None = None) -> Lo
     )
 
 
+def half_paced_on(
+    base: SimConfig, size: ScenarioSize, workload: WorkloadSpec, tokens: float, *, per_engine: int
+) -> tuple[SimConfig, float]:
+    """``base`` sending ``workload`` :func:`half_paced`: paced at the rate that keeps ``size.engines`` at
+    ``UTIL`` of their prefill capacity when each request brings ``tokens`` uncached prompt tokens, then in
+    a closed loop of ``per_engine`` requests per engine. Returns the config and that rate (requests/s)."""
+    rate = paced_rate(size.engines, base.profile, tokens)
+    load = half_paced(size.requests, per_engine * size.engines, rate)
+    return replace(base, workload=workload, load=load), rate
+
+
 SAT_TPUT = Measure("output tok/s at saturation", m.output_throughput(m.SATURATED), "tok/s", "higher")
 
 
@@ -125,17 +143,14 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
         {"name": "long", "pools": ["long"]},
     ]
-    base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
-    rate = paced_rate(size.engines, base.profile, mean_prompt)
     workload = MixtureSpec(
         components=[
             MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=128)),
             MixComponent(name="long", weight=0.1, input=long_, output=LengthDist(mean=64)),
         ]
     )
-    base = replace(
-        base, workload=workload, load=half_paced(size.requests, 32 * size.engines, rate)
-    )
+    base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
+    base, rate = half_paced_on(base, size, workload, mean_prompt, per_engine=32)
     return SimScenario(
         name="bucketing",
         title=f"length buckets vs one pool: {size.engines} x {base.profile.name}, 90% short / 10% long "
@@ -188,10 +203,7 @@ def prefix_shared(size: ScenarioSize) -> SimScenario:
         groups=groups, prefix_tokens=prefix, zipf=0.6, input=LengthDist(mean=256), output=LengthDist(mean=128)
     )
     # Random routing finds about a third of each prompt cached: size the paced rate on that.
-    rate = paced_rate(size.engines, p, 0.67 * (prefix + 256))
-    base = replace(
-        base, workload=workload, load=half_paced(size.requests, 16 * size.engines, rate)
-    )
+    base, rate = half_paced_on(base, size, workload, 0.67 * (prefix + 256), per_engine=16)
     return SimScenario(
         name="prefix",
         title=f"prefix-aware vs random routing: {size.engines} x {p.name}, {groups} shared {prefix // 1024}k "
