@@ -183,8 +183,9 @@ class VllmPersonality(Personality):
         found = e.registry.side_channels.get(port)
         if found is not None and found != wanted:
             raise SimHTTPError(
-                500, f"KV transfer failed: remote NIXL agent engine ID mismatch at {host}:{port}: expected "
-                f"{wanted}, received {found}."
+                500,
+                f"KV transfer failed: remote NIXL agent engine ID mismatch at {host}:{port}: expected "
+                f"{wanted}, received {found}.",
             )
 
     def on_start(self) -> None:

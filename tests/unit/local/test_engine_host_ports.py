@@ -1,5 +1,6 @@
 """Real engines side by side on one machine: each gets its own ports for what its engine would otherwise bind
-at a fixed default (vLLM's data-parallel RPC port, SGLang's DP-attention sockets)."""
+at a fixed default (vLLM's data-parallel RPC port and NIXL side channel, SGLang's DP-attention sockets and PD
+bootstrap server); a simulated engine takes those its clients name."""
 
 from __future__ import annotations
 
