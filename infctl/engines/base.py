@@ -248,6 +248,12 @@ class EngineAdapter(Protocol):
         """Environment variables the engine needs for ``model`` (the profile's own ``env`` included)."""
         ...
 
+    def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
+        """Environment variables that must hold the address of the engine's own pod on Kubernetes (an
+        address the engine advertises to its peers; rendered from the downward API's ``status.podIP``).
+        Locally the runner sets them to the loopback address it binds."""
+        ...
+
 
 __all__ = [
     "Body",

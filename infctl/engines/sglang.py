@@ -237,6 +237,10 @@ class SGLangAdapter:
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
         return dict(model.env)
 
+    def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
+        # SGLang's PD engines find their own address (the bootstrap server learns it from the prefill).
+        return ()
+
 
 def per_rank(families: MetricFamilies, name: str) -> list[float]:
     """One value of scheduler gauge ``name`` per data-parallel rank (NaN samples ignored).

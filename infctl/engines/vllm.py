@@ -310,6 +310,9 @@ class VLLMAdapter:
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
         return vllm_launch.launch_env(model, role)
 
+    def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
+        return vllm_launch.pod_ip_env(model, role)
+
 
 def _cache_config(families: MetricFamilies) -> tuple[int | None, int | None, bool | None]:
     """(capacity in tokens, block size, prefix caching) from ``vllm:cache_config_info`` labels."""

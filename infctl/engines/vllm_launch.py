@@ -108,6 +108,18 @@ def host_port_env(ports: Mapping[str, int], host: str) -> dict[str, str]:
     return {NIXL_PORT_ENV: str(ports["nixl_side_channel"]), NIXL_HOST_ENV: host}
 
 
+def pod_ip_env(model: ModelProfile, role: Role) -> tuple[str, ...]:
+    """The variables that must hold the engine's own address when its peers are elsewhere (Kubernetes: the
+    pod's IP): a NIXL PD engine's :data:`NIXL_HOST_ENV`. Its scheduler binds the side channel there and names
+    it in every prefill answer (``remote_host``), so at vLLM's default ``localhost`` a decode in another pod
+    would handshake with itself. Every NIXL pod carries it (prefill and decode, LWS workers too: a worker
+    running data-parallel ranks serves their side channels; a tensor-parallel worker never binds it, its
+    leader's listener serves every rank's metadata). The side-channel port stays vLLM's default (5600 + the
+    data-parallel rank): each pod has its own IP. The variable already in the profile's ``env`` wins."""
+    nixl = role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"
+    return (NIXL_HOST_ENV,) if nixl and NIXL_HOST_ENV not in model.env else ()
+
+
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
     """The LMCache and UCX/NCCL variables the offload and PD settings need, then the profile's ``env``."""
     env: dict[str, str] = {}

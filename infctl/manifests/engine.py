@@ -39,7 +39,9 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
         if shell_suffix
         else argv
     )
-    env = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    pod_ip = {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    # POD_IP for $(POD_IP) in argv, then the variables the engine advertises its own address in.
+    env = [{"name": name, **pod_ip} for name in ("POD_IP", *adapter.pod_ip_env(model, plan.role))]
     cluster = profile.cluster
     storage = cluster.storage if cluster is not None else None
     if storage is not None and (storage.host_path or storage.pvc):
