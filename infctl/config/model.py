@@ -16,12 +16,23 @@ from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, 
 Engine = Literal["vllm", "sglang"]
 
 
+REFUSED_KV_CONNECTORS: dict[str, tuple[str, str]] = {
+    "p2pnccl": (
+        "vLLM (0.32) no longer registers P2pNcclConnector (its KV connector factory has no such class), "
+        "so the engine would fail at start",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
+        "vLLM has no NCCL-based PD connector left",
+    ),
+}
+"""``pd.kv_connector`` values a vLLM profile may not use: value -> (why, the fix)."""
+
+
 class PDConfig(ProfileModel):
     """How a prefill engine hands the KV cache to a decode engine (used in group and pool modes)."""
 
     kv_connector: Literal["nixl", "mooncake", "p2pnccl", "lmcache"] = "nixl"
-    """vLLM only: the KV connector (NixlConnector, MooncakeConnector, P2pNcclConnector, LMCacheConnectorV1).
-    Default nixl."""
+    """vLLM only: the KV connector (NixlConnector, MooncakeConnector, LMCacheConnectorV1). Default nixl.
+    ``p2pnccl`` is refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
     transfer_backend: Literal["mooncake", "nixl"] = "mooncake"
     """SGLang only: ``--disaggregation-transfer-backend``. Default mooncake."""
     bootstrap_port: Port = 8998
@@ -151,7 +162,7 @@ class ModelProfile(ProfileModel):
         if pd is None:
             return []
         if self.engine == "vllm":
-            return [
+            problems = [
                 Problem(
                     ("pd", key),
                     f"only meaningful for sglang, found it set with engine {self.engine!r}",
@@ -160,6 +171,10 @@ class ModelProfile(ProfileModel):
                 for key in ("transfer_backend", "bootstrap_port")
                 if key in pd.model_fields_set
             ]
+            if pd.kv_connector in REFUSED_KV_CONNECTORS:
+                why, fix = REFUSED_KV_CONNECTORS[pd.kv_connector]
+                problems.append(Problem(("pd", "kv_connector"), f"{pd.kv_connector!r}: {why}", hint=fix))
+            return problems
         if "kv_connector" in pd.model_fields_set:
             return [
                 Problem(

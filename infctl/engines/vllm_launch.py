@@ -17,10 +17,10 @@ if TYPE_CHECKING:
 KV_CONNECTORS = {
     "nixl": "NixlConnector",
     "mooncake": "MooncakeConnector",
-    "p2pnccl": "P2pNcclConnector",
     "lmcache": "LMCacheConnectorV1",
 }
-"""Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name."""
+"""Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name (the profile refuses the others,
+:data:`infctl.config.model.REFUSED_KV_CONNECTORS`)."""
 KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
 LMCACHE_CHUNK_SIZE = 256
 """Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
@@ -133,8 +133,6 @@ def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
         env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
     if role != "both" and model.pd is not None and model.pd.ib_device:
         env["UCX_NET_DEVICES"] = model.pd.ib_device
-        if model.pd.kv_connector == "p2pnccl":
-            env["NCCL_IB_HCA"] = model.pd.ib_device
     env.update(model.env)
     return env
 

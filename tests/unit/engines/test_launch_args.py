@@ -63,7 +63,6 @@ def test_vllm_wide_expert_parallel_without_prefix_caching() -> None:
     [
         ("nixl", "NixlConnector"),
         ("mooncake", "MooncakeConnector"),
-        ("p2pnccl", "P2pNcclConnector"),
         ("lmcache", "LMCacheConnectorV1"),
     ],
 )
@@ -144,7 +143,7 @@ def test_vllm_env_for_lmcache_offload_rdma_and_the_profile_env() -> None:
     model = profile(
         "vllm",
         kv_offload={"backend": "lmcache", "size_gib": 20.5},
-        pd={"kv_connector": "p2pnccl", "ib_device": "mlx5_0,mlx5_1"},
+        pd={"kv_connector": "nixl", "ib_device": "mlx5_0,mlx5_1"},
         env={"LMCACHE_CHUNK_SIZE": "512", "X": "1"},
     )
     assert adapter.launch_env(model, "prefill") == {
@@ -152,7 +151,6 @@ def test_vllm_env_for_lmcache_offload_rdma_and_the_profile_env() -> None:
         "LMCACHE_LOCAL_CPU": "True",
         "LMCACHE_MAX_LOCAL_CPU_SIZE": "20.5",
         "UCX_NET_DEVICES": "mlx5_0,mlx5_1",
-        "NCCL_IB_HCA": "mlx5_0,mlx5_1",
         "X": "1",
     }
     assert adapter.launch_env(profile("vllm"), "both") == {}

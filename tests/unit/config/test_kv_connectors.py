@@ -1,0 +1,51 @@
+"""vLLM KV connectors: the profile refuses the ones vLLM no longer registers, with the reason and the fix."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from infctl.config import load_model
+from infctl.config.model import REFUSED_KV_CONNECTORS
+from infctl.engines.vllm_launch import KV_CONNECTORS
+from infctl.errors import ConfigError
+
+VLLM_FACTORY = sorted(
+    Path.home().glob(
+        ".cache/infctl/vllm-venv/lib/python3*/site-packages/vllm/distributed/kv_transfer/kv_connector/factory.py"
+    )
+)
+"""The installed vLLM's connector factory (the CI's slow stage and dev machines have it)."""
+
+
+def write_model(tmp_path: Path, connector: str) -> Path:
+    path = tmp_path / "model.yaml"
+    path.write_text(f"engine: vllm\nmodel: m\npd:\n  ib_device: mlx5_0\n  kv_connector: {connector}\n")
+    return path
+
+
+def test_p2pnccl_is_refused_at_its_line_with_the_fix(tmp_path: Path) -> None:
+    path = write_model(tmp_path, "p2pnccl")
+    with pytest.raises(ConfigError) as caught:
+        load_model(path)
+    err = caught.value
+    assert f"{path}:5: pd.kv_connector: 'p2pnccl'" in err.message
+    assert "P2pNcclConnector" in err.message and "fail at start" in err.message
+    assert err.hint is not None and "kv_connector: nixl" in err.hint
+
+
+def test_every_other_connector_loads_and_maps_to_a_class(tmp_path: Path) -> None:
+    for connector in ("nixl", "lmcache"):
+        pd = load_model(write_model(tmp_path, connector)).pd
+        assert pd is not None and pd.kv_connector in KV_CONNECTORS
+    assert not set(REFUSED_KV_CONNECTORS) & set(KV_CONNECTORS)
+
+
+@pytest.mark.skipif(not VLLM_FACTORY, reason="no vLLM installed at ~/.cache/infctl/vllm-venv")
+def test_emitted_connectors_are_registered_and_refused_ones_are_not() -> None:
+    registered = set(re.findall(r'register_connector\(\s*"(\w+)"', VLLM_FACTORY[0].read_text()))
+    assert "NixlConnector" in registered  # the pattern still reads the factory
+    assert set(KV_CONNECTORS.values()) <= registered
+    assert "P2pNcclConnector" not in registered
