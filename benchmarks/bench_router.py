@@ -379,7 +379,8 @@ def ceiling_line(c: Ceilings) -> str:
     return (
         f"ceilings of these requests: every block sent before {r['reuse'] * 100:.1f}%; one pooled cache of "
         f"{c.capacity_blocks} blocks under MIN {r['pooled_min'] * 100:.1f}% (no router can beat it: "
-        f"/MIN), under LRU {r['pooled_lru'] * 100:.1f}% (the engines' eviction, not a bound)"
+        f"/MIN), under LRU {r['pooled_lru'] * 100:.1f}% (the engines' eviction, not a bound; storing no "
+        f"one-off block {r['pooled_lru_skip'] * 100:.1f}%)"
     )
 
 

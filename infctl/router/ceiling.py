@@ -13,6 +13,9 @@ Three figures for the same requests (in arrival order) and a fleet of ``engines`
   bound (a router can beat it by keeping blocks that will not come back out of the caches that matter), but
   what "the four caches acting as one" means for LRU engines: the gap to it is what duplicates and routing
   away from the holder cost; the gap from it to ``pooled_min`` is what LRU eviction costs.
+- ``pooled_lru_skip``: that LRU cache never storing a block no later request sends (an admission filter
+  with hindsight). Not a bound either: how much of LRU's loss is one-off blocks pushing out ones that
+  come back, a loss only the engine's cache policy can recover (every routing stores them somewhere).
 
 A hit counts only inside the prompt's leading run of held blocks, as an engine's prefix cache counts it.
 Rates are cached prompt tokens over prompt tokens (the engines' own counter), blocks x ``block_size``.
@@ -43,14 +46,16 @@ class Ceilings:
     reuse: int
     pooled_min: int
     pooled_lru: int
+    pooled_lru_skip: int
 
     def rate(self, hit_blocks: int) -> float:
         """Cached prompt tokens over prompt tokens for ``hit_blocks`` hits."""
         return hit_blocks * self.block_size / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def rates(self) -> dict[str, float]:
-        """Each ceiling's hit rate, by name: reuse, pooled_min, pooled_lru."""
-        return {k: self.rate(getattr(self, k)) for k in ("reuse", "pooled_min", "pooled_lru")}
+        """Each ceiling's hit rate, by name: reuse, pooled_min, pooled_lru, pooled_lru_skip."""
+        names = ("reuse", "pooled_min", "pooled_lru", "pooled_lru_skip")
+        return {k: self.rate(getattr(self, k)) for k in names}
 
 
 def ceilings(requests: Sequence[RequestInfo], engines: int, blocks: int) -> Ceilings:
@@ -63,6 +68,7 @@ def ceilings(requests: Sequence[RequestInfo], engines: int, blocks: int) -> Ceil
         reuse=reuse_hits(requests),
         pooled_min=min_hits(requests, capacity),
         pooled_lru=lru_hits(requests, capacity),
+        pooled_lru_skip=lru_hits(requests, capacity, skip_one_offs=True),
     )
 
 
@@ -85,14 +91,20 @@ def reuse_hits(requests: Sequence[RequestInfo]) -> int:
     return hits
 
 
-def lru_hits(requests: Sequence[RequestInfo], capacity: int) -> int:
+def lru_hits(requests: Sequence[RequestInfo], capacity: int, *, skip_one_offs: bool = False) -> int:
     """Leading prompt blocks a single LRU cache of ``capacity`` blocks holds (a request's blocks become the
-    most recent, its first block last so a prefix's tail is evicted before its head)."""
+    most recent, its first block last so a prefix's tail is evicted before its head). ``skip_one_offs``:
+    a block no later request sends is not stored (and dropped if held)."""
+    nxt = _next_uses(requests) if skip_one_offs else None
     cache: OrderedDict[int, None] = OrderedDict()
-    hits = 0
+    hits = k = 0
     for r in requests:
         hits += _leading(r.block_hashes, cache)
-        for h in reversed(r.block_hashes):
+        k += len(r.block_hashes)
+        for j, h in enumerate(reversed(r.block_hashes), 1):
+            if nxt is not None and nxt[k - j] == _NEVER:
+                cache.pop(h, None)
+                continue
             cache[h] = None
             cache.move_to_end(h)
         while len(cache) > capacity:

@@ -53,6 +53,7 @@ def test_lru_evicts_the_least_recent_and_the_tail_of_a_prefix_first() -> None:
     # 3 blocks of room: b pushes out a's last block, so a again finds its first two.
     assert lru_hits([a, b, chain(2, [1, 2, 3])], 3) == 2
     assert min_hits([a, b, chain(2, [1, 2, 3])], 3) == 3  # MIN does not store b: a comes back first
+    assert lru_hits([a, b, chain(2, [1, 2, 3])], 3, skip_one_offs=True) == 3  # nor does the filter
 
 
 @settings(max_examples=60, deadline=None)
@@ -73,6 +74,6 @@ def test_no_routing_over_two_lru_engines_beats_the_pooled_min(
         fleet.dispatch(TraceRequest(float(i), r), f"e{route[i]}", "t")
     got = ceilings(requests, engines=2, blocks=blocks)
     assert fleet.result.hit_blocks <= got.pooled_min <= got.reuse
-    assert got.pooled_lru <= got.pooled_min
+    assert got.pooled_lru <= got.pooled_lru_skip <= got.pooled_min
     if blocks * 2 >= len({h for r in requests for h in r.block_hashes}):
-        assert got.pooled_lru == got.pooled_min == got.reuse
+        assert got.pooled_lru == got.pooled_lru_skip == got.pooled_min == got.reuse
