@@ -23,6 +23,14 @@ REFUSED_KV_CONNECTORS: dict[str, tuple[str, str]] = {
         "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
         "vLLM has no NCCL-based PD connector left",
     ),
+    "mooncake": (
+        "infctl's router does not speak vLLM's MooncakeConnector protocol (both legs sent at once with one "
+        "transfer_id, the decode naming the prefill's remote_engine_id, read from its bootstrap server's "
+        "/query, and remote_bootstrap_addr); it runs NIXL's two-step protocol, so every decode leg would "
+        "fail",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs), or "
+        "engine: sglang with pd.transfer_backend: mooncake",
+    ),
 }
 """``pd.kv_connector`` values a vLLM profile may not use: value -> (why, the fix)."""
 
@@ -31,8 +39,8 @@ class PDConfig(ProfileModel):
     """How a prefill engine hands the KV cache to a decode engine (used in group and pool modes)."""
 
     kv_connector: Literal["nixl", "mooncake", "p2pnccl", "lmcache"] = "nixl"
-    """vLLM only: the KV connector (NixlConnector, MooncakeConnector, LMCacheConnectorV1). Default nixl.
-    ``p2pnccl`` is refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
+    """vLLM only: the KV connector (NixlConnector, LMCacheConnectorV1). Default nixl. ``p2pnccl`` and
+    ``mooncake`` are refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
     transfer_backend: Literal["mooncake", "nixl"] = "mooncake"
     """SGLang only: ``--disaggregation-transfer-backend``. Default mooncake."""
     bootstrap_port: Port = 8998

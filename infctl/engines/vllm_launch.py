@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 KV_CONNECTORS = {
     "nixl": "NixlConnector",
-    "mooncake": "MooncakeConnector",
     "lmcache": "LMCacheConnectorV1",
 }
 """Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name (the profile refuses the others,

@@ -1,4 +1,5 @@
-"""vLLM KV connectors: the profile refuses the ones vLLM no longer registers, with the reason and the fix."""
+"""vLLM KV connectors: the profile refuses those vLLM no longer registers or the router cannot drive, with
+the reason and the fix."""
 
 from __future__ import annotations
 
@@ -26,14 +27,30 @@ def write_model(tmp_path: Path, connector: str) -> Path:
     return path
 
 
-def test_p2pnccl_is_refused_at_its_line_with_the_fix(tmp_path: Path) -> None:
-    path = write_model(tmp_path, "p2pnccl")
+@pytest.mark.parametrize(
+    ("connector", "why"),
+    [
+        ("p2pnccl", "no longer registers P2pNcclConnector"),
+        ("mooncake", "does not speak vLLM's MooncakeConnector"),
+    ],
+)
+def test_refused_connectors_are_refused_at_their_line_with_the_fix(
+    tmp_path: Path, connector: str, why: str
+) -> None:
+    path = write_model(tmp_path, connector)
     with pytest.raises(ConfigError) as caught:
         load_model(path)
     err = caught.value
-    assert f"{path}:5: pd.kv_connector: 'p2pnccl'" in err.message
-    assert "P2pNcclConnector" in err.message and "fail at start" in err.message
+    assert f"{path}:5: pd.kv_connector: '{connector}'" in err.message
+    assert why in err.message
     assert err.hint is not None and "kv_connector: nixl" in err.hint
+
+
+def test_sglang_keeps_its_mooncake_transfer(tmp_path: Path) -> None:
+    path = tmp_path / "sglang.yaml"
+    path.write_text("engine: sglang\nmodel: m\npd:\n  transfer_backend: mooncake\n")
+    pd = load_model(path).pd
+    assert pd is not None and pd.transfer_backend == "mooncake"
 
 
 def test_every_other_connector_loads_and_maps_to_a_class(tmp_path: Path) -> None:
@@ -49,3 +66,4 @@ def test_emitted_connectors_are_registered_and_refused_ones_are_not() -> None:
     assert "NixlConnector" in registered  # the pattern still reads the factory
     assert set(KV_CONNECTORS.values()) <= registered
     assert "P2pNcclConnector" not in registered
+    assert "MooncakeConnector" in registered  # refused for the router's sake, not vLLM's

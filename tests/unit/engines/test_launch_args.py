@@ -62,7 +62,6 @@ def test_vllm_wide_expert_parallel_without_prefix_caching() -> None:
     ("connector", "name"),
     [
         ("nixl", "NixlConnector"),
-        ("mooncake", "MooncakeConnector"),
         ("lmcache", "LMCacheConnectorV1"),
     ],
 )
@@ -324,7 +323,7 @@ def test_a_vllm_nixl_pd_engine_needs_a_side_channel_port_per_rank() -> None:
     assert vllm_launch.host_port_runs(nixl, "both") == {}  # no --kv-transfer-config, no connector
     wide = profile("vllm", pd={"kv_connector": "nixl"}, data_parallel_size=3)
     assert vllm_launch.host_port_runs(wide, "decode") == {"dp_rpc": 1, "nixl_side_channel": 3}
-    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "mooncake"}), "prefill") == {}
+    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "lmcache"}), "prefill") == {}
     given = profile("vllm", pd={"kv_connector": "nixl"}, env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "7000"})
     assert vllm_launch.host_port_runs(given, "prefill") == {}
     assert vllm_launch.host_port_env({"nixl_side_channel": 18040, "nixl_side_channel.1": 18041}, "h") == {

@@ -189,5 +189,5 @@ def test_the_users_own_side_channel_port_a_custom_command_and_a_reserve_engine()
     assert scaled.reserve
     assert all(s.env[NIXL_PORT] == str(s.ports["nixl_side_channel"]) for s in scaled.reserve)
     assert len(set(every_port(scaled))) == len(every_port(scaled))
-    mooncake = plan_of(vllm_pd(**{"local.simulate": False, "model.pd": {"kv_connector": "mooncake"}}))
-    assert not any(NIXL_PORT in s.env for s in mooncake.specs)  # it binds a random port
+    lmcache = plan_of(vllm_pd(**{"local.simulate": False, "model.pd": {"kv_connector": "lmcache"}}))
+    assert not any(NIXL_PORT in s.env for s in lmcache.specs)
