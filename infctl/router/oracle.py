@@ -9,11 +9,13 @@ which, with ``load_weight`` 1, is the backend that returns this request's first 
 of hit is worth exactly one token of queue, so it leaves a prefix's holder as soon as the holder's queue
 is longer than the prefix. That is a TTFT-first objective, not a hit-rate one, and greedy: it is **not a
 ceiling**. On bench_router's Mooncake run (4 engines, fluid model) it reaches 35.8% where cache_aware
-reaches 37.2% (0.59 and 0.61 of the pooled-MIN bound); on the virtual clock (the sim's engines, true
-caches) load weight 1 gives 30.3%, 0.3 gives 35.6%, and cache_aware's own cost on the true caches 37.05%,
-no better than on its approximate index. Adding a cost for the blocks a placement would evict that some
-later request sends (knowledge of the future) did not beat cache_aware either (<= 37.0%): on these LRU
-engines the four caches already act nearly as one LRU cache (cache_aware is at 0.95 of it).
+reaches 37.2% (0.59 and 0.61 of the pooled-MIN bound). cache_aware itself deciding on the engines' true
+caches does no better than on its approximate index (benchmarks/bench_router_sim.py ``--policy
+"cache_aware (true caches)"``: 37.1%, 36.9..37.1 over 5 variants). One-off throwaway routers over the
+same simulation (not kept) gave this greedy cost 30.3% at load weight 1 and 35.6% at 0.3, and no better
+than 37.0% with a cost for the blocks a placement would evict that a later request sends (knowledge of
+the future): on these LRU engines the four caches already act nearly as one LRU cache (cache_aware is at
+0.95 of it, with no block cached on two engines).
 
 The ceilings a hit rate should be read against are ``infctl.router.ceiling``'s: every block sent before,
 and one pooled cache of the fleet's size under MIN (a bound no router can beat) and under LRU.
