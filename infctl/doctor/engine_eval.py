@@ -1,4 +1,5 @@
-"""Pure verdicts on what an engine answered: health, models, metrics, prefix caching, a tiny completion.
+"""Pure verdicts on what an engine answered: health, models, metrics, prefix caching, a tiny completion,
+the KV side channel a sequential-style PD prefill names.
 
 Every function takes what was fetched (statuses, parsed bodies, parsed /metrics) and returns findings;
 ``engine_probe`` does the fetching. Tests feed these functions text fixtures.
@@ -6,7 +7,9 @@ Every function takes what was fetched (statuses, parsed bodies, parsed /metrics)
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
 from infctl.engines import ENGINES, EngineAdapter
@@ -163,3 +166,38 @@ def evaluate_completion(status: int | None, body: object, elapsed_s: float, *, e
                       "is this an OpenAI-compatible server?", target=target)
     return passed(G, "completion", f"answered a 1-token completion in {elapsed_s * 1000:.0f} ms",
                   target=target)
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def _loopback(host: str) -> bool:
+    """A name or address only this machine reaches: loopback, or the unspecified 0.0.0.0 / ::."""
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def evaluate_side_channel(body: object, *, target: str) -> CheckResult:
+    """A sequential-style PD prefill (vLLM NIXL) answered its prefill leg naming a KV side channel
+    (``kv_transfer_params.remote_host``/``remote_port``) its decodes can reach: a loopback address on an
+    engine reached at another address sends every remote decode's handshake to the decode itself."""
+    name = "kv side channel"
+    params = body.get("kv_transfer_params") if isinstance(body, dict) else None
+    host = params.get("remote_host") if isinstance(params, dict) else None
+    if not isinstance(host, str) or not host:
+        return skipped(G, name, "the prefill leg's answer names no remote_host", target=target)
+    where = f"{host}:{params.get('remote_port')}" if isinstance(params, dict) else host
+    engine_host = urlsplit(target).hostname or ""
+    if _loopback(host) and not _loopback(engine_host):
+        return failed(
+            G, name, f"the prefill names its KV side channel at {where}: a decode on another host would "
+            "handshake with itself",
+            "set VLLM_NIXL_SIDE_CHANNEL_HOST to the engine's own address (infctl render sets it from the "
+            "pod's status.podIP; re-render and re-apply)", target=target,
+        )  # fmt: skip
+    return passed(G, name, f"the prefill names its KV side channel at {where}", target=target)

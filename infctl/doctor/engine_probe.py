@@ -13,6 +13,7 @@ from infctl.doctor.result import CheckResult, failed, skipped, warned
 from infctl.doctor.targets import EngineTarget
 from infctl.engines import ENGINES, EngineAdapter, get_adapter
 from infctl.errors import MetricsError
+from infctl.router.pd_legs import pd_endpoint
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.telemetry import MetricFamilies, parse_metrics
 
@@ -48,7 +49,7 @@ async def check_engine(client: httpx.AsyncClient, target: EngineTarget, *, kv_wa
     model = target.model if target.model in served else (served[0] if served else target.model)
     completion, kv = await asyncio.gather(_completion(client, url, adapter, target, model),
                                           _kv_events(client, url, adapter, target, model, kv_wait_s))
-    return [*results, completion, *kv]
+    return [*results, *completion, *kv]
 
 
 def _families(metrics: Answer) -> tuple[MetricFamilies, str | None]:
@@ -117,14 +118,22 @@ def _pairs_only(adapter: EngineAdapter, target: EngineTarget) -> bool:
 
 
 async def _completion(client: httpx.AsyncClient, url: str, adapter: EngineAdapter, target: EngineTarget,
-                      model: str | None) -> CheckResult:
+                      model: str | None) -> list[CheckResult]:
+    """A one-token completion; a sequential-style PD prefill (vLLM) gets it as the router's prefill leg,
+    and the KV side channel its answer names is checked too."""
     if _pairs_only(adapter, target):
-        return skipped("engines", "completion", f"a {target.role} engine answers paired requests only",
-                       target=target.url)
+        return [skipped("engines", "completion", f"a {target.role} engine answers paired requests only",
+                        target=target.url)]
     body = {"model": model, "prompt": "ping", "max_tokens": 1, "temperature": 0}
+    prefill_leg = target.role == "prefill" and adapter.pd_style == "sequential"
+    if prefill_leg:
+        body = adapter.prefill_body(body, pd_endpoint(url))
     answer = await fetch(client, "POST", url + "/v1/completions", body)
-    return ev.evaluate_completion(answer.status, answer.body, answer.elapsed_s, error=answer.error,
-                                  target=target.url)
+    found = [ev.evaluate_completion(answer.status, answer.body, answer.elapsed_s, error=answer.error,
+                                    target=target.url)]
+    if prefill_leg and answer.status == 200:
+        found.append(ev.evaluate_side_channel(answer.body, target=target.url))
+    return found
 
 
 async def _kv_events(client: httpx.AsyncClient, url: str, adapter: EngineAdapter, target: EngineTarget,

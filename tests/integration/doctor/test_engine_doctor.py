@@ -118,3 +118,13 @@ async def test_precise_routing_without_kv_events_fails(start_sim) -> None:
     cluster = await start_sim()
     found = await doctor(EngineTarget(cluster.urls[0], precise=True))
     assert found["kv events"].status == "fail"
+
+
+async def test_vllm_prefill_gets_a_prefill_leg_and_its_side_channel_is_checked(start_sim) -> None:
+    cluster = await start_sim(model="m1", roles=("prefill",), nixl_side_channel_port=17100)
+    found = await doctor(EngineTarget(cluster.urls[0], model="m1", role="prefill"))
+    assert found["completion"].status == "pass"
+    channel = found["kv side channel"]
+    assert channel.status == "pass" and "127.0.0.1:17100" in channel.summary
+    both = await doctor(EngineTarget(cluster.urls[0], model="m1"))
+    assert "kv side channel" not in both  # a plain completion names none
