@@ -79,13 +79,15 @@ async def test_each_rank_gets_its_own_signals_and_requests_avoid_the_busy_rank(
     backends = [
         Backend(id=f"{dp_engine.url}#dp{r}", url=dp_engine.url, dp_rank=r, engine="vllm") for r in (0, 1)
     ]
-    url = await start_router(backends, policy="least_load")
+    # Signals usable for 30 s: a late scrape on a loaded machine must not make both ranks look saturated.
+    url = await start_router(backends, policy={"preset": "least_load", "settings": {"stale_after_s": 30.0}})
     async with httpx.AsyncClient(timeout=10) as c:
 
         async def listed() -> dict[str, dict[str, object]]:
             return {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
 
-        for _ in range(100):  # until the first scrape has landed for both ranks
+        deadline = asyncio.get_running_loop().time() + 60.0
+        while asyncio.get_running_loop().time() < deadline:  # until a scrape has landed for both ranks
             view = await listed()
             if all(b["queue"] is not None for b in view.values()):
                 break

@@ -59,9 +59,13 @@ async def test_router_sees_each_ranks_load_and_pins_to_the_idle_rank(personality
                 Backend(id=f"{engine.url}#dp{r}", url=engine.url, dp_rank=r, engine=personality)
                 for r in (0, 1)
             ]
-            url = await start_router(backends, policy="least_load")
+            # Signals stay usable for 30 s: on a loaded machine a scrape can come later than the default
+            # 0.2 s, and stale signals make both ranks look saturated, so the pick would be a coin toss.
+            policy = {"preset": "least_load", "settings": {"stale_after_s": 30.0}}
+            url = await start_router(backends, policy=policy)
             view: dict[str, dict[str, object]] = {}
-            for _ in range(200):  # until a scrape shows rank 0's streams
+            deadline = asyncio.get_running_loop().time() + 60.0
+            while asyncio.get_running_loop().time() < deadline:  # until a scrape shows rank 0's streams
                 listed = (await client.get(f"{url}/admin/backends")).json()["backends"]
                 view = {b["id"]: b for b in listed}
                 if view[f"{engine.url}#dp0"]["running"] == BUSY_STREAMS:
