@@ -168,11 +168,14 @@ async def test_ctrl_c_keeps_partial_results(start_sim, scrape, tmp_path: Path) -
         stderr=asyncio.subprocess.PIPE,
     )
     saved = tmp_path / "partial.json"
-    for _ in range(300):  # until the run is under way (the CLI's imports take a while on a busy host)
-        samples = await scrape(url)
-        if sum(v for k, v in samples.items() if k.startswith("vllm:request_success_total")) >= 3:
-            break
-        await asyncio.sleep(0.05)
+    # Until the run is under way (the CLI's imports take a while on a busy host): a SIGINT before that
+    # would interrupt the imports, not the run.
+    async with asyncio.timeout(60):
+        while True:
+            samples = await scrape(url)
+            if sum(v for k, v in samples.items() if k.startswith("vllm:request_success_total")) >= 3:
+                break
+            await asyncio.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()

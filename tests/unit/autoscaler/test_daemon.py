@@ -94,11 +94,11 @@ async def test_metrics_and_health_are_served(unused_tcp_port: int) -> None:
     task = asyncio.create_task(serve(cfg, actuator, ready=ready, stop=stop, transport=engines(20)))
     await asyncio.wait_for(ready.wait(), 5)
     async with httpx.AsyncClient(trust_env=False) as c:
-        for _ in range(100):
-            text = (await c.get(f"http://127.0.0.1:{unused_tcp_port}/metrics")).text
-            if "scale_events_total{" in text:
-                break
-            await asyncio.sleep(0.02)
+        async with asyncio.timeout(30):  # until a tick has scaled (a loaded machine ticks late)
+            while "scale_events_total{" not in (
+                text := (await c.get(f"http://127.0.0.1:{unused_tcp_port}/metrics")).text
+            ):
+                await asyncio.sleep(0.02)
         health = (await c.get(f"http://127.0.0.1:{unused_tcp_port}/health")).json()
     stop.set()
     await task
