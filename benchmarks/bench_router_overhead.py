@@ -420,7 +420,7 @@ def all_routers(
     """infctl (once per event loop in ``loops``, upstream client in ``clients`` and front in ``servers``,
     and each of those once more on the package in ``baseline``) and the peers, each with every policy in
     ``policies``."""
-    servers = servers or ["aiohttp"]
+    servers = servers or ["lean"]
     trees: list[Path | None] = [None, baseline] if baseline else [None]
     out: list[Router] = []
     for policy in policies:
@@ -464,7 +464,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--upstream-clients", default="lean", help="infctl upstream clients, a row each: lean, aiohttp"
     )
-    ap.add_argument("--servers", default="aiohttp", help="infctl fronts, a row each: aiohttp, lean")
+    ap.add_argument("--servers", default="lean", help="infctl fronts, a row each: lean, aiohttp")
     ap.add_argument(
         "--baseline",
         type=Path,

@@ -31,10 +31,11 @@ Examples:
   # Everything else (buckets, weights, settings) from a file; flags given here win
   infctl router -f router.yaml --port 9000
 
-  # The lean front; router.yaml can say so (server: lean) with its limits on slow or many clients:
-  # header_timeout_s (10), body_timeout_s (30): a request not whole in time gets a 408 and is cut;
-  # max_connections (10000): at the limit the longest-idle connection is closed, else a 503
-  infctl router -f router.yaml --server lean
+  # The front is lean by default (the generation POSTs parsed by infctl, the rest by aiohttp), with limits
+  # on slow or many clients in router.yaml: header_timeout_s (10), body_timeout_s (30): a request not whole
+  # in time gets a 408 and is cut; max_connections (10000): at the limit the longest-idle connection is
+  # closed, else a 503. aiohttp's front for everything instead (router.yaml: server: aiohttp):
+  infctl router -f router.yaml --server aiohttp
 
   # Engines found in Kubernetes (router.yaml: discovery: {namespace: llm, selector: infctl.io/release=ds3}):
   # ready pods are watched (one list, then long watches resumed from the last resourceVersion), never polled
@@ -182,7 +183,7 @@ def router(
             "--server",
             help="aiohttp or lean: lean parses the two generation POSTs itself, a shorter path to the first "
             "token, and hands every other request to aiohttp on the same connection. Default: the file's "
-            "server, else aiohttp.",
+            "server, else lean.",
         ),
     ] = None,
 ) -> None:

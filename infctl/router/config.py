@@ -26,7 +26,7 @@ class RouterConfig:
     """A preset name or a policy dict (see ``infctl.router.policies.pipeline``)."""
     host: str = "127.0.0.1"
     port: int = 8000
-    server: Literal["aiohttp", "lean"] = "aiohttp"
+    server: Literal["aiohttp", "lean"] = "lean"
     """The HTTP front: aiohttp, or the lean front (``infctl.router.front``) for the generation POSTs."""
     engine: str = "vllm"
     """Engine adapter for backends that do not name one (metric names, health, PD protocol)."""

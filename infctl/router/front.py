@@ -1,5 +1,6 @@
-"""The lean front (``infctl router --server lean``): an asyncio protocol on the listening socket that serves
-the two generation POSTs itself and hands every other request to the aiohttp app, on the same connection.
+"""The lean front (``infctl router``'s default; ``--server aiohttp`` serves everything with aiohttp): an
+asyncio protocol on the listening socket that serves the two generation POSTs itself and hands every other
+request to the aiohttp app, on the same connection.
 
 Why: aiohttp's server spends ~120 us of each request's TTFT before the handler starts (on Python 3.11 it
 waits two event-loop turns per request). Here a complete request starts its handler task in the turn its
@@ -240,7 +241,7 @@ def _serialize(resp: web.StreamResponse, *, keep_alive: bool) -> bytes:
 
 
 class LeanListener:
-    """The listening socket of ``--server lean`` and the connections it still serves itself."""
+    """The lean front's listening socket and the connections it still serves itself."""
 
     def __init__(self, state: RouterState, fallback: web.Server) -> None:
         self.state, self.fallback = state, fallback

@@ -312,7 +312,7 @@ def run(
     *,
     loop: LoopKind = "auto",
     upstream_client: UpstreamClient = "lean",
-    server: ServerKind = "aiohttp",
+    server: ServerKind = "lean",
 ) -> None:
     """The one sync entry point (the CLI's). ``loop``: ``auto`` runs on uvloop when it is installed
     (``pip install 'infctl[fast]'``) and on asyncio's own loop otherwise; ``uvloop`` requires it;

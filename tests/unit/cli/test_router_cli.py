@@ -30,10 +30,10 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("file_line", "flags", "front"),
     [
-        ("", [], "aiohttp"),
-        ("server: lean\n", [], "lean"),
-        ("server: lean\n", ["--server", "aiohttp"], "aiohttp"),
-        ("", ["--server", "lean"], "lean"),
+        ("", [], "lean"),
+        ("server: aiohttp\n", [], "aiohttp"),
+        ("server: aiohttp\n", ["--server", "lean"], "lean"),
+        ("", ["--server", "aiohttp"], "aiohttp"),
     ],
 )
 def test_the_front_comes_from_the_file_and_the_flag_wins(
