@@ -31,6 +31,16 @@ REFUSED_KV_CONNECTORS: dict[str, tuple[str, str]] = {
         "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs), or "
         "engine: sglang with pd.transfer_backend: mooncake",
     ),
+    "lmcache": (
+        "infctl's router does not drive LMCacheConnectorV1's PD mode: it needs LMCache's own PD config "
+        "(LMCACHE_CONFIG_FILE with enable_pd, pd_role sender/receiver, the decode's receiver host and "
+        "init/alloc ports, the proxy's notification port), which infctl does not render, and a proxy that "
+        "sends the prefill leg kv_transfer_params {ret_first_tok, disagg_spec naming the decode's "
+        "receiver} and waits for the prefill's done message; the router runs NIXL's two-step protocol, "
+        "the prefill answers without kv_transfer_params, so every decode leg would fail",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
+        "LMCache stays available as a CPU tier behind each engine's KV cache: kv_offload.backend: lmcache",
+    ),
 }
 """``pd.kv_connector`` values a vLLM profile may not use: value -> (why, the fix)."""
 
@@ -39,8 +49,8 @@ class PDConfig(ProfileModel):
     """How a prefill engine hands the KV cache to a decode engine (used in group and pool modes)."""
 
     kv_connector: Literal["nixl", "mooncake", "p2pnccl", "lmcache"] = "nixl"
-    """vLLM only: the KV connector (NixlConnector, LMCacheConnectorV1). Default nixl. ``p2pnccl`` and
-    ``mooncake`` are refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
+    """vLLM only: the KV connector, NixlConnector (the default and the one the router drives). ``p2pnccl``,
+    ``mooncake`` and ``lmcache`` are refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
     transfer_backend: Literal["mooncake", "nixl"] = "mooncake"
     """SGLang only: ``--disaggregation-transfer-backend``. Default mooncake."""
     bootstrap_port: Port = 8998

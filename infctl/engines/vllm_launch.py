@@ -14,10 +14,7 @@ from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg,
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
 
-KV_CONNECTORS = {
-    "nixl": "NixlConnector",
-    "lmcache": "LMCacheConnectorV1",
-}
+KV_CONNECTORS = {"nixl": "NixlConnector"}
 """Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name (the profile refuses the others,
 :data:`infctl.config.model.REFUSED_KV_CONNECTORS`)."""
 KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
@@ -120,14 +117,10 @@ def pod_ip_env(model: ModelProfile, role: Role) -> tuple[str, ...]:
 
 
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
-    """The LMCache and UCX/NCCL variables the offload and PD settings need, then the profile's ``env``."""
+    """The LMCache variables the offload needs and the UCX one PD's RDMA needs, then the profile's ``env``."""
     env: dict[str, str] = {}
-    uses_lmcache = (model.kv_offload is not None and model.kv_offload.backend == "lmcache") or (
-        role != "both" and model.pd is not None and model.pd.kv_connector == "lmcache"
-    )
-    if uses_lmcache:
-        env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
     if model.kv_offload is not None and model.kv_offload.backend == "lmcache":
+        env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
         env["LMCACHE_LOCAL_CPU"] = "True"
         env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
     if role != "both" and model.pd is not None and model.pd.ib_device:

@@ -67,7 +67,7 @@ def test_engine_specific_settings_pass_with_their_engine() -> None:
         "kv_offload": {"backend": "hicache", "size_gib": 8, "storage_backend": "mooncake"},
     }
     assert ModelProfile.model_validate(sglang).pd is not None
-    vllm = {**MODEL, "pd": {"kv_connector": "lmcache"}, "kv_offload": {"backend": "native", "size_gib": 8}}
+    vllm = {**MODEL, "pd": {"kv_connector": "nixl"}, "kv_offload": {"backend": "native", "size_gib": 8}}
     assert ModelProfile.model_validate(vllm).kv_offload is not None
 
 

@@ -32,6 +32,7 @@ def write_model(tmp_path: Path, connector: str) -> Path:
     [
         ("p2pnccl", "no longer registers P2pNcclConnector"),
         ("mooncake", "does not speak vLLM's MooncakeConnector"),
+        ("lmcache", "does not drive LMCacheConnectorV1's PD mode"),
     ],
 )
 def test_refused_connectors_are_refused_at_their_line_with_the_fix(
@@ -53,10 +54,28 @@ def test_sglang_keeps_its_mooncake_transfer(tmp_path: Path) -> None:
     assert pd is not None and pd.transfer_backend == "mooncake"
 
 
+def test_lmcache_pd_is_refused_with_offload_as_its_alternative(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_model(write_model(tmp_path, "lmcache"))
+    err = caught.value
+    assert "ret_first_tok" in err.message and "disagg_spec" in err.message
+    assert "without kv_transfer_params" in err.message
+    assert err.hint is not None and "kv_offload.backend: lmcache" in err.hint
+
+
+def test_lmcache_offload_keeps_loading_behind_a_nixl_pd(tmp_path: Path) -> None:
+    path = tmp_path / "offload.yaml"
+    path.write_text(
+        "engine: vllm\nmodel: m\npd:\n  kv_connector: nixl\nkv_offload:\n  backend: lmcache\n  size_gib: 4\n"
+    )
+    model = load_model(path)
+    assert model.kv_offload is not None and model.kv_offload.backend == "lmcache"
+    assert model.pd is not None and KV_CONNECTORS[model.pd.kv_connector] == "NixlConnector"
+
+
 def test_every_other_connector_loads_and_maps_to_a_class(tmp_path: Path) -> None:
-    for connector in ("nixl", "lmcache"):
-        pd = load_model(write_model(tmp_path, connector)).pd
-        assert pd is not None and pd.kv_connector in KV_CONNECTORS
+    pd = load_model(write_model(tmp_path, "nixl")).pd
+    assert pd is not None and pd.kv_connector in KV_CONNECTORS
     assert not set(REFUSED_KV_CONNECTORS) & set(KV_CONNECTORS)
 
 
@@ -66,4 +85,4 @@ def test_emitted_connectors_are_registered_and_refused_ones_are_not() -> None:
     assert "NixlConnector" in registered  # the pattern still reads the factory
     assert set(KV_CONNECTORS.values()) <= registered
     assert "P2pNcclConnector" not in registered
-    assert "MooncakeConnector" in registered  # refused for the router's sake, not vLLM's
+    assert {"MooncakeConnector", "LMCacheConnectorV1"} <= registered  # refused for the router's sake

@@ -60,10 +60,7 @@ def test_vllm_wide_expert_parallel_without_prefix_caching() -> None:
 
 @pytest.mark.parametrize(
     ("connector", "name"),
-    [
-        ("nixl", "NixlConnector"),
-        ("lmcache", "LMCacheConnectorV1"),
-    ],
+    [("nixl", "NixlConnector")],
 )
 @pytest.mark.parametrize(("role", "kv_role"), [("prefill", "kv_producer"), ("decode", "kv_consumer")])
 def test_vllm_pd_roles_and_connectors(connector: str, name: str, role: str, kv_role: str) -> None:
@@ -153,9 +150,13 @@ def test_vllm_env_for_lmcache_offload_rdma_and_the_profile_env() -> None:
         "X": "1",
     }
     assert adapter.launch_env(profile("vllm"), "both") == {}
-    assert adapter.launch_env(profile("vllm", pd={"kv_connector": "lmcache"}), "decode") == {
-        "LMCACHE_CHUNK_SIZE": "256"
+    # LMCache offload on an aggregated engine (no PD): its chunk size is set, no UCX device.
+    assert adapter.launch_env(profile("vllm", kv_offload={"backend": "lmcache", "size_gib": 4}), "both") == {
+        "LMCACHE_CHUNK_SIZE": "256",
+        "LMCACHE_LOCAL_CPU": "True",
+        "LMCACHE_MAX_LOCAL_CPU_SIZE": "4",
     }
+    assert adapter.launch_env(profile("vllm", kv_offload={"backend": "native", "size_gib": 4}), "both") == {}
 
 
 # --- SGLang -----------------------------------------------------------------------------------------
@@ -323,7 +324,7 @@ def test_a_vllm_nixl_pd_engine_needs_a_side_channel_port_per_rank() -> None:
     assert vllm_launch.host_port_runs(nixl, "both") == {}  # no --kv-transfer-config, no connector
     wide = profile("vllm", pd={"kv_connector": "nixl"}, data_parallel_size=3)
     assert vllm_launch.host_port_runs(wide, "decode") == {"dp_rpc": 1, "nixl_side_channel": 3}
-    assert vllm_launch.host_port_runs(profile("vllm", pd={"kv_connector": "lmcache"}), "prefill") == {}
+    assert vllm_launch.host_port_runs(profile("vllm"), "prefill") == {}  # no PD section: no connector
     given = profile("vllm", pd={"kv_connector": "nixl"}, env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "7000"})
     assert vllm_launch.host_port_runs(given, "prefill") == {}
     assert vllm_launch.host_port_env({"nixl_side_channel": 18040, "nixl_side_channel.1": 18041}, "h") == {

@@ -189,5 +189,8 @@ def test_the_users_own_side_channel_port_a_custom_command_and_a_reserve_engine()
     assert scaled.reserve
     assert all(s.env[NIXL_PORT] == str(s.ports["nixl_side_channel"]) for s in scaled.reserve)
     assert len(set(every_port(scaled))) == len(every_port(scaled))
-    lmcache = plan_of(vllm_pd(**{"local.simulate": False, "model.pd": {"kv_connector": "lmcache"}}))
-    assert not any(NIXL_PORT in s.env for s in lmcache.specs)
+    # SGLang's NIXL transfer is not vLLM's connector: its engines get no vLLM side channel.
+    sglang = plan_of(sglang_pd(**{"local.simulate": False, "model.pd.transfer_backend": "nixl"}))
+    engines = [s for s in sglang.specs if s.kind == "engine"]
+    assert {s.role for s in engines} == {"prefill", "decode"} and all("nixl" in s.argv for s in engines)
+    assert not any(NIXL_PORT in s.env or "nixl_side_channel" in s.ports for s in sglang.specs)

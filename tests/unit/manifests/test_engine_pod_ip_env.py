@@ -14,6 +14,7 @@ from infctl.manifests import render
 ROOT = Path(__file__).resolve().parents[3]
 KIMI = ROOT / "profiles" / "kimi-k2-pool.yaml"
 QWEN = ROOT / "profiles" / "qwen3-8b-aggregated.yaml"
+DEEPSEEK = ROOT / "profiles" / "deepseek-v3-group.yaml"
 HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
 GROUP = (
@@ -71,8 +72,9 @@ def test_the_profiles_own_side_channel_host_is_kept_alone() -> None:
 
 
 def test_engines_without_nixl_pd_do_not_get_it() -> None:
-    lmcache = engine_pods("model.pd.kv_connector=lmcache")
+    # SGLang PD, even on its own NIXL transfer, is not vLLM's NIXL connector.
+    sglang = engine_pods("model.pd.transfer_backend=nixl", path=DEEPSEEK)
     aggregated = engine_pods(path=QWEN)
-    assert lmcache and aggregated
-    for _, _, container in [*lmcache, *aggregated]:
+    assert {role for role, _, _ in sglang} == {"prefill", "decode"} and aggregated
+    for _, _, container in [*sglang, *aggregated]:
         assert env_of(container, HOST) == []
