@@ -68,7 +68,15 @@ async def test_local_release_engines_and_router_are_checked(runner: CliRunner, s
     me = os.getpid()
     write_state(tmp_path, RunState(release="rel", supervisor_pid=me, started_at=0.0, status="running",
                                    processes=procs, supervisor_started=start_time(me)))
-    await asyncio.sleep(0.5)  # the router's probes eject the failing engine
+
+    async def ejected() -> bool:
+        async with httpx.AsyncClient() as client:
+            listed = (await client.get(f"{router}/admin/backends")).json()["backends"]
+        return any(b["id"] == sims.urls[1] and b["ejected"] for b in listed)
+
+    async with asyncio.timeout(30):  # the router's probes eject the failing engine (late on a loaded machine)
+        while not await ejected():
+            await asyncio.sleep(0.05)
     result = await invoke(runner, "doctor", "--local", "rel", "--run-dir", str(tmp_path), "-o", "json")
     assert result.exit_code == 1, result.output
     found = [(r["group"], r["name"], r["target"], r["status"]) for r in json.loads(result.stdout)["results"]]

@@ -36,10 +36,8 @@ async def _router(url: str, server: str, drain_s: float) -> tuple[str, asyncio.E
         if task.done():
             task.result()
         await asyncio.sleep(0.005)
-    async with httpx.AsyncClient() as c:
-        for _ in range(200):
-            if (await c.get(f"{urls[0]}/ready")).status_code == 200:
-                break
+    async with httpx.AsyncClient() as c, asyncio.timeout(60):  # until ready (late on a loaded machine)
+        while (await c.get(f"{urls[0]}/ready")).status_code != 200:
             await asyncio.sleep(0.02)
     return urls[0], stop, task
 

@@ -43,8 +43,10 @@ async def router_process() -> AsyncIterator[Callable[[str], Awaitable[Started]]]
         )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}"
+        # A deadline, not a count of tries: a new interpreter's imports take seconds on a loaded machine.
+        deadline = asyncio.get_running_loop().time() + 60.0
         async with httpx.AsyncClient() as c:
-            for _ in range(400):
+            while asyncio.get_running_loop().time() < deadline:
                 assert proc.returncode is None, "the router exited during start-up"
                 try:
                     if (await c.get(f"{url}/ready")).status_code == 200:
