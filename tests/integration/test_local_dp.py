@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from kvkit import kv_batches, until_batches, until_subscribed
 from localkit import HOLDING, admin_headers, hang, held_streams, local_profile, supervised, until
 
 from infctl import tokens
 from infctl.config import DeploymentProfile
 from infctl.local import build_plan, port_is_free
 from infctl.local.plan import router_specs
+from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics
 
 BLOCK = 16
@@ -63,18 +65,24 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
                 f"tcp://127.0.0.1:{engine.ports['kv_events']}",
                 f"tcp://127.0.0.1:{engine.ports['kv_events.dp1']}",
             ]
-            await asyncio.sleep(0.3)  # ZMQ slow joiner: let the router's SUB sockets connect
+            # ZMQ slow joiner: each rank's events reach the router before the test's first request.
+            ranks = [Backend(id=f"{engine.url}#dp{r}", url=engine.url, dp_rank=r) for r in (0, 1)]
+            await until_subscribed(c, router, ranks, model="m")
+            warm = await per_rank(c, engine.url, "vllm:request_success_total")
             prefixes = [tokens.synth_words(40 * BLOCK, salt=10 + i) for i in range(PREFIXES)]
 
             async def ask(prefix: str, j: int) -> None:
                 body = {"model": "m", "prompt": f"{prefix} question {j}", "max_tokens": 2}
                 assert (await c.post(f"{router}/v1/completions", json=body)).status_code == 200
 
+            batches = await kv_batches(c, router)
             for p in prefixes:
                 await ask(p, 0)
-            first = await per_rank(c, engine.url, "vllm:request_success_total")
+            served = await per_rank(c, engine.url, "vllm:request_success_total")
+            first = {r: n - warm.get(r, 0.0) for r, n in served.items()}
             assert sorted(first) == ["0", "1"] and all(first.values()), first  # both ranks served
-            await asyncio.sleep(0.5)  # the ranks' BlockStored batches reach the router's index
+            # Each first request published at least one BlockStored batch: all of them are in the index.
+            await until_batches(c, router, batches + PREFIXES)
             hits_before = sum((await per_rank(c, engine.url, "vllm:prefix_cache_hits_total")).values())
             for p in prefixes:
                 await ask(p, 1)
@@ -82,7 +90,7 @@ async def test_each_rank_is_a_backend_gets_traffic_and_keeps_its_cached_prefixes
             hits = sum((await per_rank(c, engine.url, "vllm:prefix_cache_hits_total")).values())
         # Each follower ran where its prefix was cached: each rank served twice its first round, and every
         # follower hit at least its prefix's full blocks (a follower on the other rank would hit nothing).
-        assert {r: done[r] - first[r] for r in done} == first
+        assert {r: done[r] - served[r] for r in done} == first
         assert hits - hits_before >= PREFIXES * (40 * BLOCK // BLOCK - 1) * BLOCK
     assert run.final.status == "stopped"
 

@@ -1,16 +1,23 @@
 """Every live router test here runs on both fronts: aiohttp's server and the lean one (``--server lean``).
 
 ``start_router`` wraps the root one (tests/conftest.py): same defaults and calling convention, with the front
-of this test's ``server`` parameter unless the test names one."""
+of this test's ``server`` parameter unless the test names one. Puts tests/integration on sys.path so this
+folder's tests import the shared helpers there (``from kvkit import ...``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infctl.router.snapshot import Backend
+
+_INTEGRATION = str(Path(__file__).resolve().parent.parent)
+if _INTEGRATION not in sys.path:
+    sys.path.insert(0, _INTEGRATION)
 
 StartRouter = Callable[..., Awaitable[str]]
 

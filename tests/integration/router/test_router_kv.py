@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kvkit import until_subscribed
 
 from infctl.router.kv_events import KVSource
 from infctl.router.snapshot import Backend
@@ -38,9 +39,9 @@ async def served_per_engine(
     # Signals count as fresh for 5 s: on a loaded machine a late scrape must not take the holder out.
     policy = {"preset": "prefix_precise", "settings": {"speculative_ttl_s": ttl, "stale_after_s": 5.0}}
     url = await start_router(backends, policy=policy, kv_sources=sources)
-    await asyncio.sleep(0.3)  # ZMQ slow joiner: let the SUB sockets connect
     system = " ".join(f"burst{i}" for i in range(4000))
     async with httpx.AsyncClient(timeout=20) as c:
+        await until_subscribed(c, url, backends, model=MODEL)  # ZMQ slow joiner: both SUB sockets connected
 
         async def ask(j: int) -> httpx.Response:
             await asyncio.sleep(gap * j)
