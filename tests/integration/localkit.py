@@ -37,19 +37,32 @@ HOLDING = replace(FAST, drain_timeout=120)
 must see them end, not give up on them and cut them."""
 
 
+PORTS_LOW, PORTS_HIGH = 10_000, 32_000
+"""Where the releases' fixed ports go: below the kernel's ephemeral range (Linux's default starts at 32768).
+A port probed free up there can be taken by any process's outgoing connection before the engine or router
+planned on it binds it (a router failed with EADDRINUSE on 39148 that way while other tests ran)."""
+
+
+def fixed_ports(base_port: int) -> int:
+    """``base_port`` plus a per-process offset (concurrent runs keep apart), kept within [PORTS_LOW,
+    PORTS_HIGH) with room for a release's ports above it."""
+    span = PORTS_HIGH - PORTS_LOW - 200
+    return PORTS_LOW + (base_port - PORTS_LOW + (os.getpid() * 13) % 20000) % span
+
+
 def local_profile(
     tmp_path: Path, name: str, *, base_port: int, model: dict[str, Any], **fields: Any
 ) -> DeploymentProfile:
     """An aggregated local release of one simulated vLLM engine serving model ``m`` (``model`` adds to its
     model section: ``sim`` and the rest; ``fields`` to the top level, ``mode`` included: a PD layout drops
-    ``replicas``). Ports from ``base_port`` plus a per-process offset, the run directory in ``tmp_path``."""
+    ``replicas``). Ports from :func:`fixed_ports`, the run directory in ``tmp_path``."""
     data: dict[str, Any] = {
         "name": name,
         "target": "local",
         "mode": "aggregated",
         "replicas": 1,
         "model": {"engine": "vllm", "model": "m", "served_model_name": "m", **model},
-        "local": {"base_port": base_port + (os.getpid() * 13) % 20000, "run_dir": str(tmp_path)},
+        "local": {"base_port": fixed_ports(base_port), "run_dir": str(tmp_path)},
         **fields,
     }
     if data["mode"] != "aggregated":

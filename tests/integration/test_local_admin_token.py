@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import stat
 from pathlib import Path
 
 import httpx
+from localkit import fixed_ports
 
 from infctl.config import load_deployment
 from infctl.local import SupervisorSettings, build_plan, port_is_free, serve
@@ -36,7 +36,7 @@ FAST = SupervisorSettings(health_timeout=20, health_interval=0.05, grace_period=
 
 async def test_the_local_router_answers_its_admin_api_only_with_the_saved_token(tmp_path: Path) -> None:
     path = tmp_path / "guarded.yaml"
-    path.write_text(PROFILE.format(port=26000 + (os.getpid() * 11) % 20000, run_dir=tmp_path / "run"))
+    path.write_text(PROFILE.format(port=fixed_ports(26000), run_dir=tmp_path / "run"))
     plan = build_plan(load_deployment(path), is_free=port_is_free)
     assert all("INFCTL_ROUTER_ADMIN_TOKEN" not in s.env for s in plan.specs)  # never in plan.json
     ready, stop = asyncio.Event(), asyncio.Event()

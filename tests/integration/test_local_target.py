@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from localkit import fixed_ports
 from typer.testing import CliRunner, Result
 
 from infctl.cli.main import _register, app
@@ -47,7 +48,7 @@ FAST = SupervisorSettings(health_timeout=90, health_interval=0.05, grace_period=
 
 def write_profile(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.yaml"
-    base_port = 24000 + (os.getpid() * 7) % 20000
+    base_port = fixed_ports(24000)
     path.write_text(PROFILE.format(name=name, port=base_port, run_dir=tmp_path / "run"))
     return path
 
