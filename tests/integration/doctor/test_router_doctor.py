@@ -23,11 +23,13 @@ async def doctor(url: str, token: str | None = None) -> dict[str, list[CheckResu
     return out
 
 
-async def settle(url: str, until: str, seconds: float = 3.0, token: str | None = None) -> None:
-    """Poll the admin API until ``until`` holds ('ejected' or 'scraped') for some/all backends."""
+async def settle(url: str, until: str, seconds: float = 30.0, token: str | None = None) -> None:
+    """Poll the admin API until ``until`` holds ('ejected' or 'scraped') for some/all backends, for at most
+    ``seconds`` (generous: a loaded 2-core machine probes and scrapes late)."""
     headers = {"authorization": f"Bearer {token}"} if token else None
+    deadline = asyncio.get_running_loop().time() + seconds
     async with httpx.AsyncClient(headers=headers) as client:
-        for _ in range(int(seconds / 0.05)):
+        while asyncio.get_running_loop().time() < deadline:
             rows = (await client.get(f"{url}/admin/backends")).json()["backends"]
             if until == "ejected" and any(b["ejected"] for b in rows):
                 return
@@ -40,7 +42,10 @@ async def settle(url: str, until: str, seconds: float = 3.0, token: str | None =
 async def test_healthy_router_passes(start_sim, start_router) -> None:
     sims = await start_sim(instances=2)
     backends = [Backend(id=u, url=u, engine="vllm") for u in sims.urls]
-    url = await start_router(backends, policy="cache_aware", admin_token="s3cret")
+    # Signals fresh for 30 s: with the default 0.2 s a scrape late on a loaded machine makes the freshness
+    # check warn, and this test asserts every check passes.
+    policy = {"preset": "cache_aware", "settings": {"stale_after_s": 30.0}}
+    url = await start_router(backends, policy=policy, admin_token="s3cret")
     await settle(url, "scraped", token="s3cret")
     found = await doctor(url, "s3cret")
     assert {r.status for rs in found.values() for r in rs} == {"pass"}, found

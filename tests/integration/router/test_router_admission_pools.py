@@ -17,7 +17,9 @@ StartRouter = Callable[..., Awaitable[str]]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 POLICY = {
     "preset": "least_load",
-    "settings": {"saturation_queue": 1},
+    # Signals usable for 30 s: a scrape later than the default 0.2 s would make the idle short engine look
+    # saturated too, and the short request would wait like a long one.
+    "settings": {"saturation_queue": 1, "stale_after_s": 30.0},
     "buckets": [
         {"name": "short", "max_tokens": 64, "pools": ["short"], "spill_to": []},
         {"name": "long", "pools": ["long"]},
