@@ -112,7 +112,7 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(
     task = asyncio.create_task(serve(plan_of(tmp_path, spec), settings, ready=ready, stop=stop))
     await asyncio.wait_for(ready.wait(), 60)
     stop.set()
-    final = await asyncio.wait_for(task, 10)
+    final = await asyncio.wait_for(task, 60)
     assert final.process("engine-0").last_exit == -signal.SIGKILL
 
 

@@ -79,7 +79,7 @@ async def test_dead_engine_fails_health_and_skips_the_rest(start_sim) -> None:
     url = cluster.urls[0]
     async with httpx.AsyncClient() as client:
         await client.post(f"{url}/admin/faults", json={"specs": ["crash-after=0"]})
-    await asyncio.wait_for(cluster.instances[0].crashed.wait(), 5)
+    await asyncio.wait_for(cluster.instances[0].crashed.wait(), 30)
     await asyncio.sleep(0.05)
     found = await doctor(EngineTarget(url))
     assert found["health"].status == "fail"

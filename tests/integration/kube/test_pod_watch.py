@@ -64,7 +64,7 @@ async def start_watch(cluster: FakeCluster) -> AsyncIterator[Callable[[WatchSett
 
 
 async def until(check: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(30):  # generous: a loaded 2-core machine watches late
         while not check():
             await asyncio.sleep(0.02)
 

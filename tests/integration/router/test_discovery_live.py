@@ -181,7 +181,7 @@ async def test_router_stops_at_once_while_its_watch_is_held_open(kube: Any, star
     cfg = RouterConfig(backends=(), port=0, discovery=held, drain_timeout_s=0.1)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(cfg, stop=stop, kube_connect=connect_kube))
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(30):
         while not server.watches:
             await asyncio.sleep(0.02)
     stop.set()

@@ -92,7 +92,7 @@ async def test_metrics_and_health_are_served(unused_tcp_port: int) -> None:
     cfg = AutoscalerConfig(policy=aggregated(), interval_s=0.01, port=unused_tcp_port)
     actuator, stop, ready = FakeActuator(2), asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(serve(cfg, actuator, ready=ready, stop=stop, transport=engines(20)))
-    await asyncio.wait_for(ready.wait(), 5)
+    await asyncio.wait_for(ready.wait(), 30)
     async with httpx.AsyncClient(trust_env=False) as c:
         async with asyncio.timeout(30):  # until a tick has scaled (a loaded machine ticks late)
             while "scale_events_total{" not in (

@@ -23,7 +23,7 @@ def probe() -> RequestInfo:
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):
         while not condition():
             await asyncio.sleep(0.01)
 
@@ -38,7 +38,7 @@ async def test_the_subscriber_indexes_either_encoding(encoding: KVEventEncoding)
     )
     try:
         # ZMQ's slow joiner: publish until the subscription has reached the publisher.
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(30):
             while stats.batches == 0:
                 publisher.publish([BlockStored(list(PREFIX[:1]), None, [], 16)])
                 await asyncio.sleep(0.02)
@@ -62,7 +62,7 @@ async def test_a_batch_that_is_not_kv_events_is_counted_and_skipped() -> None:
     stop, stats = asyncio.Event(), KVStats()
     task = asyncio.create_task(subscribe(core, KVSource(endpoint, {None: "e0"}), stop, stats))
     try:
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(30):
             while stats.undecodable == 0:
                 await pub.send_multipart([b"", (0).to_bytes(8, "big"), msgpack.packb([1.0, [["Nope"]], 0])])
                 await asyncio.sleep(0.02)
