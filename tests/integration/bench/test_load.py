@@ -128,9 +128,11 @@ async def test_trace_replay_follows_timestamps_across_stages(start_fake: StartFa
     trace.write_text("\n".join(rows) + "\n")
     spec = TraceSpec(path=trace, block_size=8, time_compression=2)
     cfg = BenchConfig(url=fake.url, workload=spec, load=LoadPlan(stages=[Stage(duration_s=0.3), Stage()]))
-    result = await run_benchmark(cfg)
+    async with loop_lag() as lags:
+        result = await run_benchmark(cfg)
     sends = [r.scheduled_s - result.requests[0].scheduled_s for r in result.requests]
     assert [r.stage for r in result.requests] == [0, 0, 0, 0, 1, 1]  # 150 ms < 0.3 s; 500 ms is not
     assert sends[:4] == pytest.approx([0.0, 0.05, 0.1, 0.15], abs=0.005)
     assert sends[5] - sends[4] == pytest.approx(0.05, abs=0.005)  # the next stage keeps the trace's pace
-    assert result.client.send_lag["p50"] < 0.005
+    # Under 5 ms beyond how late this loop's timers woke meanwhile (the host's load), as in the ramp test.
+    assert result.client.send_lag["p50"] < 0.005 + statistics.median(lags), statistics.median(lags)
