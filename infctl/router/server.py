@@ -323,24 +323,17 @@ def run(
         )
 
 
-GC_THRESHOLDS = (50_000, 10, 10)
-"""The garbage collector's thresholds once the router listens (CPython's default: 700, 10, 10)."""
-
-
 def _freeze_startup_objects(_url: str) -> None:
     """Move everything alive once the router listens (modules, config, the app: ~80k objects that live as
     long as the process) out of the garbage collector's reach. Each full collection scanned them all
     (30-90 ms on a loaded 2-core machine: a latency spike for whatever request was in flight), and so did
     the interpreter's final collections at exit, which made a SIGTERM with nothing in flight take 0.4-2 s.
 
-    Then collect young objects 70x less often (``GC_THRESHOLDS``): the request path leaves no cyclic
-    garbage (refcounting frees it all), yet at 80 req/s the default thresholds ran a young collection
-    every ~7 requests (~120 us, with the caches it evicts) and a middle one every ~75 (~1.4 ms), in front
-    of whichever request's bytes were waiting: ~0.1 ms of the added TTFT p50 and most of the p99 spikes
-    (``bench_router_overhead.py``)."""
+    The young-generation threshold stays CPython's (700): raising it to 50,000 (at 80 req/s the default
+    runs a young collection every ~7 requests) did not help, measured paired per round
+    (``bench_router_overhead.py --baseline``: added TTFT p50 tie at 40 req/s, 0.11 ms worse at 80)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def loop_factory(kind: LoopKind) -> Callable[[], asyncio.AbstractEventLoop] | None:
