@@ -374,16 +374,6 @@ def oracle_run(workload: WorkloadSpec, plan: LoadPlan, blocks: int) -> tuple[Rep
     return greedy, ceilings([t.request for t in trace], ENGINES, blocks)
 
 
-def ceiling_line(c: Ceilings) -> str:
-    r = c.rates()
-    return (
-        f"ceilings of these requests: every block sent before {r['reuse'] * 100:.1f}%; one pooled cache of "
-        f"{c.capacity_blocks} blocks under MIN {r['pooled_min'] * 100:.1f}% (no router can beat it: "
-        f"/MIN), under LRU {r['pooled_lru'] * 100:.1f}% (the engines' eviction, not a bound; storing no "
-        f"one-off block {r['pooled_lru_skip'] * 100:.1f}%)"
-    )
-
-
 def header(base: str = "RR") -> str:
     """The column titles; ``base`` names the first row, which the "vs" columns compare against."""
     return (
@@ -506,7 +496,7 @@ async def quality(
     rounds = f", median of {repeat} interleaved rounds" if repeat > 1 else ""
     base = "RR" if rs and "round_robin" in rs[0].name else "1st"
     print(f"\n== {title}: {ENGINES} engines, {sim.blocks * 16} tokens of KV each{rounds} ==")
-    print(f"{ceiling_line(ceiling)}\n{header(base)}")
+    print(f"{ceiling.describe()}\n{header(base)}")
     print(oracle_row(greedy, bound), flush=True)
     runs: dict[str, list[Run]] = {r.name: [] for r in rs}
     notes: dict[str, str] = {}

@@ -254,17 +254,6 @@ def ceiling_of(workload: str) -> Ceilings:
     return ceilings(requests, ENGINES, blocks)
 
 
-def ceiling_lines(c: Ceilings) -> str:
-    r = c.rates()
-    return (
-        f"ceilings, same requests, {ENGINES} x {c.capacity_blocks // ENGINES} blocks: every block sent "
-        f"before {r['reuse'] * 100:.1f}%; one pooled cache of {c.capacity_blocks} blocks: MIN eviction "
-        f"{r['pooled_min'] * 100:.1f}% (no router can beat it), LRU {r['pooled_lru'] * 100:.1f}% "
-        f"(the engines' eviction; not a bound), LRU storing no one-off block "
-        f"{r['pooled_lru_skip'] * 100:.1f}%"
-    )
-
-
 def _med(xs: Sequence[float]) -> str:
     return f"{statistics.median(xs):.1f}"
 
@@ -273,7 +262,7 @@ def table(workload: str, policies: Sequence[str], variants: int) -> None:
     print(f"\n== {workload}: {ENGINES} engines on the virtual clock, {variants} variant(s) ==")
     ceiling = ceiling_of(workload)
     lru, best = ceiling.rates()["pooled_lru"], ceiling.rates()["pooled_min"]
-    print(ceiling_lines(ceiling))
+    print(ceiling.describe())
     print(
         f"{'router':34s} {'hit %':>7s} {'/LRU':>5s} {'/MIN':>5s} {'TTFT p50':>9s} {'p99 ms':>8s} "
         f"{'max/fair':>8s}  decisions (1st run)"

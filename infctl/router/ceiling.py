@@ -57,6 +57,16 @@ class Ceilings:
         names = ("reuse", "pooled_min", "pooled_lru", "pooled_lru_skip")
         return {k: self.rate(getattr(self, k)) for k in names}
 
+    def describe(self) -> str:
+        """One line for a benchmark's header: each ceiling's hit rate and whether it bounds a router."""
+        r = {k: v * 100 for k, v in self.rates().items()}
+        return (
+            f"ceilings of these requests: every block sent before {r['reuse']:.1f}%; one pooled cache of "
+            f"{self.capacity_blocks} blocks under MIN {r['pooled_min']:.1f}% (no router can beat it: "
+            f"/MIN), under LRU {r['pooled_lru']:.1f}% (the engines' eviction, not a bound; storing no "
+            f"one-off block {r['pooled_lru_skip']:.1f}%)"
+        )
+
 
 def ceilings(requests: Sequence[RequestInfo], engines: int, blocks: int) -> Ceilings:
     """The three ceilings of ``requests`` (arrival order) on ``engines`` caches of ``blocks`` blocks."""

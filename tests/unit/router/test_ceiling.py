@@ -46,6 +46,9 @@ def test_reuse_counts_the_leading_blocks_some_earlier_request_sent() -> None:
     got = ceilings([a, b, c], engines=2, blocks=1)
     assert got.capacity_blocks == 2 and got.prompt_tokens == 16 * 9
     assert got.rates()["reuse"] == 2 * 16 / (16 * 9)
+    line = got.describe()  # the benchmarks' header: every ceiling's rate, and which one bounds a router
+    assert "every block sent before 22.2%" in line and "2 blocks under MIN" in line
+    assert "no router can beat it" in line
 
 
 def test_lru_evicts_the_least_recent_and_the_tail_of_a_prefix_first() -> None:
