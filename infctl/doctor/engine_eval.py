@@ -7,12 +7,12 @@ Every function takes what was fetched (statuses, parsed bodies, parsed /metrics)
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
 from infctl.engines import ENGINES, EngineAdapter
+from infctl.hosts import is_loopback
 from infctl.telemetry import MetricFamilies
 
 G: Group = "engines"
@@ -168,20 +168,6 @@ def evaluate_completion(status: int | None, body: object, elapsed_s: float, *, e
                   target=target)
 
 
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-
-
-def _loopback(host: str) -> bool:
-    """A name or address only this machine reaches: loopback, or the unspecified 0.0.0.0 / ::."""
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_unspecified
-
-
 def evaluate_side_channel(body: object, *, target: str) -> CheckResult:
     """A sequential-style PD prefill (vLLM NIXL) answered its prefill leg naming a KV side channel
     (``kv_transfer_params.remote_host``/``remote_port``) its decodes can reach: a loopback address on an
@@ -193,7 +179,7 @@ def evaluate_side_channel(body: object, *, target: str) -> CheckResult:
         return skipped(G, name, "the prefill leg's answer names no remote_host", target=target)
     where = f"{host}:{params.get('remote_port')}" if isinstance(params, dict) else host
     engine_host = urlsplit(target).hostname or ""
-    if _loopback(host) and not _loopback(engine_host):
+    if is_loopback(host, unspecified=True) and not is_loopback(engine_host, unspecified=True):
         return failed(
             G, name, f"the prefill names its KV side channel at {where}: a decode on another host would "
             "handshake with itself",

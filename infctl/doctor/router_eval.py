@@ -6,7 +6,6 @@ policy is rebuilt with the router's ``build_policy`` so doctor reads it exactly 
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 from infctl.config import DeploymentProfile
 from infctl.doctor.result import CheckResult, Group, failed, passed, warned
 from infctl.errors import ConfigError
+from infctl.hosts import is_loopback
 from infctl.router.policies import Policy, build_policy
 from infctl.router.settings import PolicySettings
 
@@ -39,18 +39,11 @@ def evaluate_admin_auth(status: int | None, url: str, *, target: str = "") -> Ch
     if status != 200:
         return None
     host = urlsplit(url).hostname or ""
-    loopback = host == "localhost" or _is_loopback(host)
+    loopback = is_loopback(host)
     fix = ("set admin_token_env in the router file and that variable to a token (infctl deploy does: "
            "Secret <release>-router-admin), or INFCTL_ROUTER_ADMIN_TOKEN for infctl router")
     summary = "the admin API answers without a token: whoever reaches it can add backends and move traffic"
     return (warned if loopback else failed)(G, "admin", summary, fix, target=target)
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def evaluate_backends(backends: Backends, *, target: str = "") -> CheckResult:

@@ -32,7 +32,6 @@ in ``/drain`` and ``/weight`` are matched first.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -42,6 +41,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from infctl.errors import ConfigError
+from infctl.hosts import is_loopback
 from infctl.router.admin_validate import (
     active_config,
     authorized,
@@ -117,21 +117,12 @@ def add_routes(app: web.Application, state: RouterState) -> None:
 def open_api_warning(host: str, port: int) -> str:
     """The startup warning of a router without an admin token (louder when it listens beyond loopback)."""
     where = f"{host}:{port}"
-    if _loopback(host):
+    if is_loopback(host):
         return f"admin API on {where} has no bearer token: set INFCTL_ROUTER_ADMIN_TOKEN to require one"
     return (
         f"admin API on {where} is OPEN to anyone who can reach it (add/remove backends, change weights): "
         "set INFCTL_ROUTER_ADMIN_TOKEN, or admin_token_env in the router file"
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def _list(state: RouterState, request: web.Request) -> web.Response:
