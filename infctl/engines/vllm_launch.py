@@ -85,8 +85,7 @@ def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     runs: dict[str, int] = {}
     if model.data_parallel_size > 1 and not given.intersection(DP_RPC_PORT_FLAGS):
         runs["dp_rpc"] = 1
-    nixl = role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"
-    if nixl and NIXL_PORT_ENV not in model.env:
+    if _nixl_pd(model, role) and NIXL_PORT_ENV not in model.env:
         runs["nixl_side_channel"] = model.data_parallel_size
     return runs
 
@@ -112,8 +111,13 @@ def pod_ip_env(model: ModelProfile, role: Role) -> tuple[str, ...]:
     running data-parallel ranks serves their side channels; a tensor-parallel worker never binds it, its
     leader's listener serves every rank's metadata). The side-channel port stays vLLM's default (5600 + the
     data-parallel rank): each pod has its own IP. The variable already in the profile's ``env`` wins."""
-    nixl = role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"
-    return (NIXL_HOST_ENV,) if nixl and NIXL_HOST_ENV not in model.env else ()
+    return (NIXL_HOST_ENV,) if _nixl_pd(model, role) and NIXL_HOST_ENV not in model.env else ()
+
+
+
+def _nixl_pd(model: ModelProfile, role: Role) -> bool:
+    """A prefill or decode engine moving KV over the NIXL connector (it serves a side channel)."""
+    return role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"
 
 
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:

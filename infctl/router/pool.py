@@ -61,18 +61,19 @@ class BackendPool:
             if gone is not None:
                 live.inflight, live.queued_tokens = gone.inflight, gone.queued_tokens
                 live.inflight_tokens = gone.inflight_tokens
-        self._roles_changed()
+        self._registry_changed()
 
     def remove(self, backend_id: str) -> Backend | None:
         """Stop routing to ``backend_id`` at once; its requests in flight still finish (and are counted)."""
         live = self._live.pop(backend_id, None)
         if live is not None and live.inflight > 0:
             self._departed[backend_id] = live
-        self._roles_changed()
+        self._registry_changed()
         return live.backend if live else None
 
-    def _roles_changed(self) -> None:
-        # Read on every request (PD or not), so kept up to date here rather than recomputed there.
+    def _registry_changed(self) -> None:
+        # has_prefill and version are read on every request (PD or not), so kept up to date here rather
+        # than recomputed there.
         self.version += 1
         self.has_prefill = any(live.backend.role == "prefill" for live in self._live.values())
 
