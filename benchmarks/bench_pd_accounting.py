@@ -155,7 +155,6 @@ def run(
                watched.cross / watched.pairs if watched.pairs else 0.0)  # fmt: skip
 
 
-
 def _spread(xs: Sequence[float]) -> str:
     return f"{statistics.median(xs):7.1f} ({min(xs):.0f}..{max(xs):.0f})"
 

@@ -71,15 +71,23 @@ class _Daemon:
             return None
         replicas = await self._signals(fleet)
         queue, ttft = await self._router(self.cfg.router_url or fleet.router_url)
-        snap = ScalingSnapshot(now=now, replicas=replicas, router_queue=queue, ttft_p99_s=ttft,
-                               time_of_day_s=time_of_day)
+        snap = ScalingSnapshot(
+            now=now, replicas=replicas, router_queue=queue, ttft_p99_s=ttft, time_of_day_s=time_of_day
+        )
         decision = desired_replicas(snap, fleet.units, self.cfg.policy, self.state)
         self.state = decision.state
         self.metrics.record(decision, time.time(), queue, ttft)
         for rec in decision.recommendations:
             inputs = " ".join(f"{k}={v:.3g}" for k, v in rec.inputs)
-            log.info("%s %s: %d -> %d (%s) %s", "recommend" if self.cfg.dry_run else "decide", rec.role,
-                     rec.current, rec.desired, rec.reason, inputs)
+            log.info(
+                "%s %s: %d -> %d (%s) %s",
+                "recommend" if self.cfg.dry_run else "decide",
+                rec.role,
+                rec.current,
+                rec.desired,
+                rec.reason,
+                inputs,
+            )
         if on_decision is not None:
             on_decision(decision, snap)
         if not self.cfg.dry_run:

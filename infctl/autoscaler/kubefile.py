@@ -72,8 +72,12 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
     if not targets:
         raise ConfigError(f"{source}: no targets", hint="render it: `infctl render`, autoscaler bounds set")
     queue, kv = data.get("queue_per_replica") or {}, data.get("kv_usage") or {}
-    pairs = (("queue_up", queue.get("up")), ("queue_down", queue.get("down")),
-             ("kv_up", kv.get("up")), ("kv_down", kv.get("down")))
+    pairs = (
+        ("queue_up", queue.get("up")),
+        ("queue_down", queue.get("down")),
+        ("kv_up", kv.get("up")),
+        ("kv_down", kv.get("down")),
+    )
     thresholds = {k: float(v) for k, v in pairs if v is not None}
     return KubeFile(
         release=str(data.get("release", "")),

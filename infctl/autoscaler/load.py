@@ -64,7 +64,8 @@ def unit_load(
     roles = []
     for role, per_unit in unit.members:
         seen = [
-            r for r in snapshot.replicas
+            r
+            for r in snapshot.replicas
             if r.role == role and r.ready and (unit.group is None or r.group == unit.group)
         ]
         if not seen:

@@ -25,7 +25,8 @@ class LocalActuator:
         units = {u: UnitStatus(desired=s["desired"], ready=s["ready"]) for u, s in body["units"].items()}
         replicas = tuple(
             ReplicaInfo(r["name"], r["url"], r["role"] or "both", r.get("group"), bool(r["ready"]))
-            for s in body["units"].values() for r in s["replicas"]
+            for s in body["units"].values()
+            for r in s["replicas"]
         )
         return Fleet(units=units, replicas=replicas, router_url=body.get("router"))
 

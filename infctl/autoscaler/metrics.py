@@ -58,18 +58,27 @@ class AutoscalerMetrics:
             for rec in recs:
                 v = dict(rec.inputs).get(key, math.nan)
                 w.sample(PREFIX + name, label_pairs({"unit": rec.role}), v)
-        w.gauge(f"{PREFIX}router_queue", "Requests held by the router's admission control.", "",
-                self.router_queue)
+        w.gauge(
+            f"{PREFIX}router_queue", "Requests held by the router's admission control.", "", self.router_queue
+        )
         ttft = math.nan if self.ttft_p99 is None else self.ttft_p99
         w.gauge(f"{PREFIX}ttft_p99_seconds", "Router TTFT p99 over the last interval.", "", ttft)
-        w.counters(f"{PREFIX}decisions_total", "Decisions by unit and direction (up, down, hold).",
-                   _by_unit(self.decisions))
-        w.counters(f"{PREFIX}scale_events_total", "Scale calls made, by unit and direction.",
-                   _by_unit(self.scaled))
-        w.counters(f"{PREFIX}errors_total", "Failed steps by stage (observe, signals, router, scale).",
-                   ((label_pairs({"stage": s}), n) for s, n in sorted(self.errors.items())))
-        w.gauge(f"{PREFIX}last_decision_timestamp_seconds", "Unix time of the last decision.", "",
-                self.last_at)
+        w.counters(
+            f"{PREFIX}decisions_total",
+            "Decisions by unit and direction (up, down, hold).",
+            _by_unit(self.decisions),
+        )
+        w.counters(
+            f"{PREFIX}scale_events_total", "Scale calls made, by unit and direction.", _by_unit(self.scaled)
+        )
+        w.counters(
+            f"{PREFIX}errors_total",
+            "Failed steps by stage (observe, signals, router, scale).",
+            ((label_pairs({"stage": s}), n) for s, n in sorted(self.errors.items())),
+        )
+        w.gauge(
+            f"{PREFIX}last_decision_timestamp_seconds", "Unix time of the last decision.", "", self.last_at
+        )
         w.gauge(f"{PREFIX}dry_run", "1 when recommendations are not applied.", "", float(self.dry_run))
         return w.text()
 

@@ -113,8 +113,10 @@ def _propose(
             target = min(base + config.max_step_up, max(base + 1, wanted))
             reason = f"{why}: the load needs {wanted}"
     elif low:
-        why = (f"queue/replica {load.queue_per_replica(n):.2f} < {config.queue_down:g} and "
-               f"KV {load.kv_usage(n):.0%} < {config.kv_down:.0%}")
+        why = (
+            f"queue/replica {load.queue_per_replica(n):.2f} < {config.queue_down:g} and "
+            f"KV {load.kv_usage(n):.0%} < {config.kv_down:.0%}"
+        )
         assert memory.low_since is not None
         held = now - memory.low_since
         if status.pending:
@@ -130,9 +132,15 @@ def _propose(
             reason = f"{why} for {held:.0f}s"
     elif not ttft_ok and load.known and n > 0 and load.is_low(n, config):
         reason = f"queue and KV are low, but TTFT p99 {ttft:.2f}s is over {config.ttft_down:g} x the SLO"
-    inputs = (("ready", float(n)), ("pending", float(status.pending)), ("needed", float(needed)),
-              ("queue_per_replica", load.queue_per_replica(n)), ("kv_usage", load.kv_usage(n)),
-              ("router_queue", snap.router_queue), ("ttft_p99_s", ttft if ttft is not None else math.nan))
+    inputs = (
+        ("ready", float(n)),
+        ("pending", float(status.pending)),
+        ("needed", float(needed)),
+        ("queue_per_replica", load.queue_per_replica(n)),
+        ("kv_usage", load.kv_usage(n)),
+        ("router_queue", snap.router_queue),
+        ("ttft_p99_s", ttft if ttft is not None else math.nan),
+    )
     return _Proposal(unit, status, target, reason, 0, memory, inputs)
 
 

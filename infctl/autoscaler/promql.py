@@ -78,8 +78,10 @@ def _json(resp: httpx.Response, url: str) -> dict[str, Any]:
     try:
         body = resp.json()
     except ValueError:
-        raise MetricsError(f"GET {url} answered non-JSON (HTTP {resp.status_code}): {resp.text[:200]!r}",
-                           hint="is this the Prometheus base URL?") from None
+        raise MetricsError(
+            f"GET {url} answered non-JSON (HTTP {resp.status_code}): {resp.text[:200]!r}",
+            hint="is this the Prometheus base URL?",
+        ) from None
     return body if isinstance(body, dict) else {}
 
 

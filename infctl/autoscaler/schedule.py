@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from infctl.errors import ConfigError
 
 _DAY_S = 24 * 3600
-_WINDOW = re.compile(
-    r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})((?:\s+[a-z]+=[A-Za-z0-9_.-]+)+)\s*$"
-)
+_WINDOW = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})((?:\s+[a-z]+=[A-Za-z0-9_.-]+)+)\s*$")
 _KEYS = frozenset({"min", "unit"})
 
 
@@ -63,8 +61,9 @@ def parse_window(text: str) -> ScheduleWindow:
     fields = dict(pair.split("=", 1) for pair in m.group(5).split())
     unknown = set(fields) - _KEYS
     if unknown or "min" not in fields or not fields["min"].isdigit():
-        raise ConfigError(f"schedule {text!r}: expected min=N (an integer) and optionally unit=NAME",
-                          hint=example)
+        raise ConfigError(
+            f"schedule {text!r}: expected min=N (an integer) and optionally unit=NAME", hint=example
+        )
     start, end = (h1 * 3600 + m1 * 60) % _DAY_S, (h2 * 3600 + m2 * 60) % _DAY_S
     if start == end:
         raise ConfigError(f"schedule {text!r}: the window is empty", hint=example)

@@ -30,8 +30,9 @@ class MetricsServer:
             await site.start()
         except OSError as err:
             await runner.cleanup()
-            raise ConfigError(f"cannot listen on {host}:{port}: {err.strerror}",
-                              hint="choose another --port") from None
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {err.strerror}", hint="choose another --port"
+            ) from None
         bound = runner.addresses[0][1] if runner.addresses else port
         return cls(runner, f"http://{host}:{bound}")
 

@@ -118,7 +118,8 @@ def _ratio_feasible(p: UnitConfig, d: UnitConfig, band: tuple[float, float] | No
     assert band is not None
     return any(
         in_band(np * p.per_unit("prefill"), nd * d.per_unit("decode"), band)
-        for np in range(p.min, p.max + 1) for nd in range(d.min, d.max + 1)
+        for np in range(p.min, p.max + 1)
+        for nd in range(d.min, d.max + 1)
     )
 
 

@@ -66,8 +66,13 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         if opts.local is None:
             raise ConfigError("--layout needs --local URL (the supervisor's control endpoint)")
         layout = Layout.from_json(opts.layout)
-        return _config(opts, policy_config(layout, **extra), layout.engine, layout.settings.interval_s,
-                       layout.settings.dry_run), LocalActuator(_client(), opts.local)
+        return _config(
+            opts,
+            policy_config(layout, **extra),
+            layout.engine,
+            layout.settings.interval_s,
+            layout.settings.dry_run,
+        ), LocalActuator(_client(), opts.local)
     if opts.file is None:
         raise ConfigError("no deployment given", hint="pass -f PROFILE (or the rendered autoscaler.yaml)")
     data = _read_yaml(opts.file)
@@ -77,8 +82,14 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
 
         namespace = opts.kube.get("namespace") or kf.namespace
         client = connect(ClientSettings(**{**opts.kube, "namespace": namespace}))
-        cfg = _config(opts, kf.policy(**extra), kf.engine, kf.interval_s, kf.dry_run,
-                      prometheus=opts.prometheus or kf.prometheus)
+        cfg = _config(
+            opts,
+            kf.policy(**extra),
+            kf.engine,
+            kf.interval_s,
+            kf.dry_run,
+            prometheus=opts.prometheus or kf.prometheus,
+        )
         return cfg, KubeActuator(kf.targets, KubeScaleAPI(client), opts.router or kf.router_url)
     profile = load_deployment(opts.file, opts.overrides)
     if profile.target != "local" and opts.local is None:
@@ -88,13 +99,24 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         )
     layout = Layout.from_profile(profile)
     url = opts.local or control_url((opts.run_dir or profile.local.run_dir).absolute(), profile.name)
-    cfg = _config(opts, policy_config(layout, **extra), layout.engine, layout.settings.interval_s,
-                  layout.settings.dry_run)
+    cfg = _config(
+        opts,
+        policy_config(layout, **extra),
+        layout.engine,
+        layout.settings.interval_s,
+        layout.settings.dry_run,
+    )
     return cfg, LocalActuator(_client(), url)
 
 
-def _config(opts: Options, policy: PolicyConfig, engine: str, interval: float, dry_run: bool,
-            prometheus: str | None = None) -> AutoscalerConfig:
+def _config(
+    opts: Options,
+    policy: PolicyConfig,
+    engine: str,
+    interval: float,
+    dry_run: bool,
+    prometheus: str | None = None,
+) -> AutoscalerConfig:
     selector = dict(s.split("=", 1) for s in opts.selector if "=" in s)
     source = opts.prometheus or prometheus
     return AutoscalerConfig(

@@ -66,14 +66,24 @@ async def router_backends(
     except httpx.HTTPError as err:
         raise MetricsError(f"GET {url}: {type(err).__name__}", hint="is the router running?") from None
     if resp.status_code != 200:
-        raise MetricsError(f"GET {url} answered HTTP {resp.status_code}",
-                           hint="set INFCTL_ROUTER_ADMIN_TOKEN to the router's admin token")
+        raise MetricsError(
+            f"GET {url} answered HTTP {resp.status_code}",
+            hint="set INFCTL_ROUTER_ADMIN_TOKEN to the router's admin token",
+        )
     out = []
     for b in resp.json().get("backends", []):
         ready = not b.get("ejected") and not b.get("draining") and b.get("queue") is not None
-        out.append(ReplicaSignals(str(b["id"]), str(b.get("role") or "both"), b.get("group"), ready,
-                                  float(b.get("queue") or 0), float(b.get("running") or 0),
-                                  float(b.get("kv_usage") or 0)))
+        out.append(
+            ReplicaSignals(
+                str(b["id"]),
+                str(b.get("role") or "both"),
+                b.get("group"),
+                ready,
+                float(b.get("queue") or 0),
+                float(b.get("running") or 0),
+                float(b.get("kv_usage") or 0),
+            )
+        )
     return tuple(out)
 
 

@@ -108,7 +108,7 @@ def autoscaler(
         cfg, actuator = build(
             Options(
                 file=file,
-            overrides=tuple(overrides or ()),
+                overrides=tuple(overrides or ()),
                 layout=layout,
                 local=local,
                 run_dir=run_dir,

@@ -86,11 +86,18 @@ def doctor_cmd(
     with errors_as_exit():
         profile = load_deployment(file, overrides or []) if file is not None else None
         request = build_request(
-            profile=profile, engines=engines or [], router=router, cluster=cluster, local=local,
-            run_dir=run_dir, namespace=opts.namespace, admin_token=os.environ.get(ADMIN_TOKEN_ENV),
+            profile=profile,
+            engines=engines or [],
+            router=router,
+            cluster=cluster,
+            local=local,
+            run_dir=run_dir,
+            namespace=opts.namespace,
+            admin_token=os.environ.get(ADMIN_TOKEN_ENV),
         )
-        settings = ClientSettings(kubeconfig=opts.kubeconfig, context=opts.context, namespace=opts.namespace,
-                                  timeout_s=timeout)
+        settings = ClientSettings(
+            kubeconfig=opts.kubeconfig, context=opts.context, namespace=opts.namespace, timeout_s=timeout
+        )
         report = doctor(request, DoctorDeps(kube=lambda: connect(settings)), timeout_s=timeout)
     emit(opts, report.to_dict(), table=report_table)
     raise typer.Exit(report.exit_code)
@@ -100,8 +107,14 @@ def report_table(data: dict[str, Any]) -> Table:
     counts = data["counts"]
     verdict = "[green]healthy[/]" if data["ok"] else "[bold red]problems found[/]"
     table = Table(title=f"infctl doctor: {verdict}", title_justify="left", show_lines=False)
-    for name, kwargs in (("group", {}), ("check", {}), ("target", {"overflow": "fold"}),
-                         ("status", {"no_wrap": True}), ("finding", {"ratio": 3}), ("fix", {"ratio": 2})):
+    for name, kwargs in (
+        ("group", {}),
+        ("check", {}),
+        ("target", {"overflow": "fold"}),
+        ("status", {"no_wrap": True}),
+        ("finding", {"ratio": 3}),
+        ("fix", {"ratio": 2}),
+    ):
         table.add_column(name, **kwargs)
     previous = None
     for r in sorted(data["results"], key=lambda r: GROUPS.index(r["group"])):
@@ -109,8 +122,14 @@ def report_table(data: dict[str, Any]) -> Table:
             table.add_section()
         previous = r["group"]
         style = STYLES[r["status"]]
-        table.add_row(r["group"], r["name"], escape(r["target"]), f"[{style}]{r['status']}[/]",
-                      escape(r["summary"]), escape(r["fix"] or ""))
+        table.add_row(
+            r["group"],
+            r["name"],
+            escape(r["target"]),
+            f"[{style}]{r['status']}[/]",
+            escape(r["summary"]),
+            escape(r["fix"] or ""),
+        )
     table.caption = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     return table
 

@@ -59,8 +59,18 @@ to whoever reaches --host:--port (a warning says so at startup): keep --host 127
 
 _LOOPS: dict[str, LoopKind] = {"auto": "auto", "uvloop": "uvloop", "asyncio": "asyncio"}
 _CLIENTS: dict[str, UpstreamClient] = {"lean": "lean", "aiohttp": "aiohttp"}
-_BACKEND_KEYS = ("role", "group", "pool", "upstream", "engine", "dp_rank", "weight", "id", "kv_events",
-                "bootstrap_port")
+_BACKEND_KEYS = (
+    "role",
+    "group",
+    "pool",
+    "upstream",
+    "engine",
+    "dp_rank",
+    "weight",
+    "id",
+    "kv_events",
+    "bootstrap_port",
+)
 
 
 def parse_backend(spec: str) -> dict[str, Any]:

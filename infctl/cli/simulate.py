@@ -64,6 +64,7 @@ and both results compare with [bold]infctl bench compare[/]. Times are virtual: 
 takes minutes.
 """
 
+
 @app.callback()
 def simulate_group() -> None:
     """Cluster-scale simulation that reuses the live routing and scaling code."""

@@ -26,11 +26,21 @@ def evaluate_version(version: Mapping[str, Any], *, target: str = "") -> CheckRe
     text = str(version.get("gitVersion") or f"v{version.get('major')}.{version.get('minor')}")
     found = tuple(int(re.sub(r"\D", "", str(version.get(k, "0"))) or 0) for k in ("major", "minor"))
     if found < MIN_VERSION:
-        return failed(G, "api", f"reachable, Kubernetes {text}: older than {'.'.join(map(str, MIN_VERSION))}",
-                      "upgrade the cluster: deploy relies on server-side apply", target=target)
+        return failed(
+            G,
+            "api",
+            f"reachable, Kubernetes {text}: older than {'.'.join(map(str, MIN_VERSION))}",
+            "upgrade the cluster: deploy relies on server-side apply",
+            target=target,
+        )
     if found < GOOD_VERSION:
-        return warned(G, "api", f"reachable, Kubernetes {text}: LeaderWorkerSet needs 1.26+",
-                      "upgrade the cluster before running engines that span nodes", target=target)
+        return warned(
+            G,
+            "api",
+            f"reachable, Kubernetes {text}: LeaderWorkerSet needs 1.26+",
+            "upgrade the cluster before running engines that span nodes",
+            target=target,
+        )
     return passed(G, "api", f"reachable, Kubernetes {text}", target=target)
 
 
@@ -39,17 +49,26 @@ def evaluate_permissions(access: Mapping[Access, bool], namespace: str, *, targe
     if not access:
         return skipped(G, "permissions", "nothing to review", target=target)
     if not denied:
-        return passed(G, "permissions", f"all {len(access)} verbs deploy needs are allowed in {namespace}",
-                      target=target)
+        return passed(
+            G,
+            "permissions",
+            f"all {len(access)} verbs deploy needs are allowed in {namespace}",
+            target=target,
+        )
     by_resource: dict[str, list[str]] = {}
     for verb, group, plural in denied:
         by_resource.setdefault(f"{plural}.{group}" if group else plural, []).append(verb)
     listed = "; ".join(f"{res}: {', '.join(verbs)}" for res, verbs in sorted(by_resource.items()))
     verb, group, plural = denied[0]
     resource = f"{plural}.{group}" if group else plural
-    return failed(G, "permissions", f"denied in {namespace}: {listed}",
-                  f"ask for a Role granting these verbs in {namespace} (check one with: kubectl auth can-i "
-                  f"{verb} {resource} -n {namespace})", target=target)
+    return failed(
+        G,
+        "permissions",
+        f"denied in {namespace}: {listed}",
+        f"ask for a Role granting these verbs in {namespace} (check one with: kubectl auth can-i "
+        f"{verb} {resource} -n {namespace})",
+        target=target,
+    )
 
 
 def _resource(profile: DeploymentProfile | None) -> tuple[str, Mapping[str, str], ClusterProfile | None]:
@@ -59,16 +78,20 @@ def _resource(profile: DeploymentProfile | None) -> tuple[str, Mapping[str, str]
     return cluster.gpu_resource, cluster.node_selector, cluster
 
 
-def evaluate_gpu_nodes(nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
-                       ) -> CheckResult:
+def evaluate_gpu_nodes(
+    nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
+) -> CheckResult:
     """Schedulable nodes advertise the GPU resource, as many per node as the profile says, enough in all."""
     resource, selector, cluster = _resource(profile)
     gpus = gpu_nodes(nodes, resource, selector)
     if not gpus:
         others = gpu_like_resources(nodes)
         where = f" with labels {dict(selector)}" if selector else ""
-        fix = (f"set cluster.gpu_resource to one of: {', '.join(others)}" if others else
-               "install the NVIDIA GPU Operator (or device plugin) so nodes advertise GPUs")
+        fix = (
+            f"set cluster.gpu_resource to one of: {', '.join(others)}"
+            if others
+            else "install the NVIDIA GPU Operator (or device plugin) so nodes advertise GPUs"
+        )
         return failed(G, "gpu nodes", f"no schedulable node{where} advertises {resource}", fix, target=target)
     total = sum(n.count(resource) for n in gpus)
     summary = f"{len(gpus)} nodes, {total} allocatable {resource}"
@@ -77,16 +100,27 @@ def evaluate_gpu_nodes(nodes: Sequence[NodeView], profile: DeploymentProfile | N
     short = [n for n in gpus if n.count(resource) < cluster.gpus_per_node]
     needed = len(profile.engine_replicas()) * profile.model.gpus_per_replica
     if total < needed:
-        return failed(G, "gpu nodes", f"{summary}; {profile.name} needs {needed}",
-                      "add GPU nodes, or fewer replicas or groups", target=target)
+        return failed(
+            G,
+            "gpu nodes",
+            f"{summary}; {profile.name} needs {needed}",
+            "add GPU nodes, or fewer replicas or groups",
+            target=target,
+        )
     if short:
-        return warned(G, "gpu nodes", f"{summary}; fewer than {cluster.gpus_per_node} on {names(short)}",
-                      "free or repair those nodes' GPUs, or correct cluster.gpus_per_node", target=target)
+        return warned(
+            G,
+            "gpu nodes",
+            f"{summary}; fewer than {cluster.gpus_per_node} on {names(short)}",
+            "free or repair those nodes' GPUs, or correct cluster.gpus_per_node",
+            target=target,
+        )
     return passed(G, "gpu nodes", f"{summary} ({profile.name} needs {needed})", target=target)
 
 
-def evaluate_switch_label(nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
-                          ) -> CheckResult:
+def evaluate_switch_label(
+    nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
+) -> CheckResult:
     """Every GPU node carries the profile's switch label (a group's pods need it to land together)."""
     resource, selector, cluster = _resource(profile)
     if cluster is None:
@@ -98,19 +132,27 @@ def evaluate_switch_label(nodes: Sequence[NodeView], profile: DeploymentProfile 
         return skipped(G, "switch label", "no GPU nodes to check", target=target)
     if not lacking:
         values = sorted({n.labels[label] for n in gpus})
-        return passed(G, "switch label", f"{label} on all {len(gpus)} GPU nodes ({len(values)} switches)",
-                      target=target)
+        return passed(
+            G, "switch label", f"{label} on all {len(gpus)} GPU nodes ({len(values)} switches)", target=target
+        )
     fix = f"label them: kubectl label node {lacking[0].name} {label}=<switch>"
     alternatives = [k for k in COMMON_SWITCH_LABELS if k != label and all(k in n.labels for n in gpus)]
     if alternatives:
         fix += f", or set cluster.switch_label: {alternatives[0]} (all GPU nodes carry it)"
     make = failed if len(lacking) == len(gpus) else warned
-    return make(G, "switch label", f"{label} missing on {len(lacking)} of {len(gpus)} GPU nodes: "
-                f"{names(lacking)}", fix, target=target)
+    return make(
+        G,
+        "switch label",
+        f"{label} missing on {len(lacking)} of {len(gpus)} GPU nodes: {names(lacking)}",
+        fix,
+        target=target,
+    )
 
 
-METRICS_SERVER_FIX = ("install metrics-server: kubectl apply -f https://github.com/kubernetes-sigs/metrics-server/"
-                      "releases/latest/download/components.yaml")
+METRICS_SERVER_FIX = (
+    "install metrics-server: kubectl apply -f https://github.com/kubernetes-sigs/metrics-server/"
+    "releases/latest/download/components.yaml"
+)
 
 
 def evaluate_metrics_apis(groups: Collection[str], *, target: str = "") -> CheckResult:
@@ -118,6 +160,11 @@ def evaluate_metrics_apis(groups: Collection[str], *, target: str = "") -> Check
     extra = [g for g in ("custom.metrics.k8s.io", "external.metrics.k8s.io") if g in groups]
     also = f"; also {', '.join(extra)}" if extra else ""
     if "metrics.k8s.io" not in groups:
-        return warned(G, "metrics apis", f"metrics.k8s.io not served: no kubectl top, no CPU-based HPA{also}",
-                      METRICS_SERVER_FIX, target=target)
+        return warned(
+            G,
+            "metrics apis",
+            f"metrics.k8s.io not served: no kubectl top, no CPU-based HPA{also}",
+            METRICS_SERVER_FIX,
+            target=target,
+        )
     return passed(G, "metrics apis", f"metrics.k8s.io served{also}", target=target)

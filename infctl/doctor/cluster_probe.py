@@ -45,8 +45,13 @@ class KubeRequester(Protocol):
 KubeFactory = Callable[[], KubeRequester]
 
 
-async def check_cluster(factory: KubeFactory, profile: DeploymentProfile | None, namespace: str | None = None,
-                        *, concurrency: int = 8) -> list[CheckResult]:
+async def check_cluster(
+    factory: KubeFactory,
+    profile: DeploymentProfile | None,
+    namespace: str | None = None,
+    *,
+    concurrency: int = 8,
+) -> list[CheckResult]:
     """Every cluster finding; when the API server cannot be reached, that one failure alone."""
     client = await asyncio.to_thread(factory)
     try:
@@ -55,11 +60,13 @@ async def check_cluster(factory: KubeFactory, profile: DeploymentProfile | None,
         client.close()
 
 
-async def _check(client: KubeRequester, profile: DeploymentProfile | None, namespace: str | None,
-                 gate: asyncio.Semaphore) -> list[CheckResult]:
+async def _check(
+    client: KubeRequester, profile: DeploymentProfile | None, namespace: str | None, gate: asyncio.Semaphore
+) -> list[CheckResult]:
 
-    async def call(method: str, path: str, body: Any = None, query: dict[str, str] | None = None
-                   ) -> dict[str, Any]:
+    async def call(
+        method: str, path: str, body: Any = None, query: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         async with gate:
             return await asyncio.to_thread(partial(client.request, method, path, query=query, body=body))
 
@@ -71,20 +78,33 @@ async def _check(client: KubeRequester, profile: DeploymentProfile | None, names
     ns = namespace or (profile.namespace if profile is not None else None) or client.namespace
     kinds, needed, render_error = _rendered(profile, ns)
     nodes, served, groups, access = await asyncio.gather(
-        _nodes(call), _discover(call), _groups(call), _access(call, kinds, ns))
-    results = [ev.evaluate_version(version, target=t), *render_error,
-               ev.evaluate_permissions(access, ns, target=t), *evaluate_crds(served, needed, target=t)]
+        _nodes(call), _discover(call), _groups(call), _access(call, kinds, ns)
+    )
+    results = [
+        ev.evaluate_version(version, target=t),
+        *render_error,
+        ev.evaluate_permissions(access, ns, target=t),
+        *evaluate_crds(served, needed, target=t),
+    ]
     if isinstance(nodes, KubeError):
-        results.append(warned("cluster", "gpu nodes", f"cannot list nodes: {nodes.message}",
-                              "use a context allowed to list nodes (a ClusterRole with get, list on nodes)",
-                              target=t))
+        results.append(
+            warned(
+                "cluster",
+                "gpu nodes",
+                f"cannot list nodes: {nodes.message}",
+                "use a context allowed to list nodes (a ClusterRole with get, list on nodes)",
+                target=t,
+            )
+        )
         results += [skipped("cluster", name, "nodes not readable", target=t) for name in NODE_CHECKS[1:]]
     else:
         views = node_views(nodes)
-        results += [ev.evaluate_gpu_nodes(views, profile, target=t),
-                    ev.evaluate_switch_label(views, profile, target=t),
-                    evaluate_switch_capacity(views, profile, target=t),
-                    evaluate_rdma(views, profile, target=t)]
+        results += [
+            ev.evaluate_gpu_nodes(views, profile, target=t),
+            ev.evaluate_switch_label(views, profile, target=t),
+            evaluate_switch_capacity(views, profile, target=t),
+            evaluate_rdma(views, profile, target=t),
+        ]
     results.append(ev.evaluate_metrics_apis(groups, target=t))
     if profile is not None:
         results.append(await _engine_pods(call, profile.name, ns, t))
@@ -107,8 +127,9 @@ async def _engine_pods(call: Call, release: str, namespace: str, target: str) ->
 Call = Callable[..., Any]
 
 
-def _rendered(profile: DeploymentProfile | None, namespace: str
-              ) -> tuple[list[Kind], set[tuple[str, str]] | None, list[CheckResult]]:
+def _rendered(
+    profile: DeploymentProfile | None, namespace: str
+) -> tuple[list[Kind], set[tuple[str, str]] | None, list[CheckResult]]:
     """Kinds to review access for, (apiVersion, plural) the release needs, a finding if it won't render."""
     core = [k for k in KINDS if k.crd is None]
     if profile is None:
@@ -174,8 +195,11 @@ async def _access(call: Call, kinds: Iterable[Kind], namespace: str) -> dict[ev.
         attrs = {"verb": verb, "group": kind.group, "resource": kind.plural}
         if kind.namespaced:
             attrs["namespace"] = namespace
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attrs}}
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
         answer = await call("POST", SSAR, body)
         return bool((answer.get("status") or {}).get("allowed", False))
 

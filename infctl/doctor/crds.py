@@ -34,20 +34,38 @@ def _rendered(api_version: str) -> tuple[tuple[str, str], ...]:
 
 
 FAMILIES: tuple[CRDFamily, ...] = (
-    CRDFamily("Gateway API", _rendered("gateway.networking.k8s.io/v1"),
-              _install("gateway.networking.k8s.io/v1", "install the Gateway API CRDs")),
-    CRDFamily("InferencePool", _rendered("inference.networking.k8s.io/v1"),
-              _install("inference.networking.k8s.io/v1", "install the Gateway API Inference Extension CRDs")),
-    CRDFamily("LeaderWorkerSet", _rendered("leaderworkerset.x-k8s.io/v1"),
-              _install("leaderworkerset.x-k8s.io/v1", "install LeaderWorkerSet")),
-    CRDFamily("RoleBasedGroup (RBG)", (("workloads.x-k8s.io", "rolebasedgroups"),),
-              "install RBG: kubectl apply --server-side -f the manifests of a release of "
-              "https://github.com/sgl-project/rbg"),
-    CRDFamily("Prometheus Operator", _rendered("monitoring.coreos.com/v1"),
-              _install("monitoring.coreos.com/v1", "install the Prometheus Operator CRDs")),
-    CRDFamily("KEDA", (("keda.sh", "scaledobjects"),),
-              "install KEDA: helm repo add kedacore https://kedacore.github.io/charts && "
-              "helm install keda kedacore/keda -n keda --create-namespace"),
+    CRDFamily(
+        "Gateway API",
+        _rendered("gateway.networking.k8s.io/v1"),
+        _install("gateway.networking.k8s.io/v1", "install the Gateway API CRDs"),
+    ),
+    CRDFamily(
+        "InferencePool",
+        _rendered("inference.networking.k8s.io/v1"),
+        _install("inference.networking.k8s.io/v1", "install the Gateway API Inference Extension CRDs"),
+    ),
+    CRDFamily(
+        "LeaderWorkerSet",
+        _rendered("leaderworkerset.x-k8s.io/v1"),
+        _install("leaderworkerset.x-k8s.io/v1", "install LeaderWorkerSet"),
+    ),
+    CRDFamily(
+        "RoleBasedGroup (RBG)",
+        (("workloads.x-k8s.io", "rolebasedgroups"),),
+        "install RBG: kubectl apply --server-side -f the manifests of a release of "
+        "https://github.com/sgl-project/rbg",
+    ),
+    CRDFamily(
+        "Prometheus Operator",
+        _rendered("monitoring.coreos.com/v1"),
+        _install("monitoring.coreos.com/v1", "install the Prometheus Operator CRDs"),
+    ),
+    CRDFamily(
+        "KEDA",
+        (("keda.sh", "scaledobjects"),),
+        "install KEDA: helm repo add kedacore https://kedacore.github.io/charts && "
+        "helm install keda kedacore/keda -n keda --create-namespace",
+    ),
 )
 
 DISCOVERED = sorted({api for f in FAMILIES for api, _ in f.kinds})
@@ -57,8 +75,9 @@ Served = Mapping[str, Collection[str]]
 """apiVersion or bare group -> plurals the server lists for it (absent: not served)."""
 
 
-def evaluate_crds(served: Served, needed: Collection[tuple[str, str]] | None, *, target: str = ""
-                  ) -> list[CheckResult]:
+def evaluate_crds(
+    served: Served, needed: Collection[tuple[str, str]] | None, *, target: str = ""
+) -> list[CheckResult]:
     """One finding per family. ``needed`` is what the profile renders; None without a profile, when a
     missing family only warns."""
     out = []
@@ -71,11 +90,15 @@ def evaluate_crds(served: Served, needed: Collection[tuple[str, str]] | None, *,
         lacking = ", ".join(f"{plural}.{api.split('/')[0]}" for api, plural in missing)
         wanted = [k for k in missing if needed is not None and k in needed]
         if wanted:
-            out.append(failed(G, name, f"missing, and the profile renders them: {lacking}", fam.install,
-                              target=target))
+            out.append(
+                failed(
+                    G, name, f"missing, and the profile renders them: {lacking}", fam.install, target=target
+                )
+            )
         elif needed is None:
             out.append(warned(G, name, f"missing: {lacking}", fam.install, target=target))
         else:
-            out.append(skipped(G, name, f"not installed ({lacking}); the profile does not need it",
-                               target=target))
+            out.append(
+                skipped(G, name, f"not installed ({lacking}); the profile does not need it", target=target)
+            )
     return out

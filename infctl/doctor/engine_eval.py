@@ -27,7 +27,11 @@ def detect_engine(families: MetricFamilies) -> str | None:
 
 
 def evaluate_health(
-    adapter: EngineAdapter, status: int | None, *, deep_status: int | None = None, error: str | None = None,
+    adapter: EngineAdapter,
+    status: int | None,
+    *,
+    deep_status: int | None = None,
+    error: str | None = None,
     target: str = "",
 ) -> CheckResult:
     """What the health status means for this engine (``HealthSpec.state``), with the deep probe's word."""
@@ -39,36 +43,53 @@ def evaluate_health(
         return passed(G, "health", f"{adapter.name} ready (GET {path}: 200)", target=target)
     if state == "dead":
         return failed(
-            G, "health", f"GET {path}: HTTP {status}: the {adapter.name} engine died and will not recover",
-            "restart it; the end of its log says why the engine core died", target=target,
+            G,
+            "health",
+            f"GET {path}: HTTP {status}: the {adapter.name} engine died and will not recover",
+            "restart it; the end of its log says why the engine core died",
+            target=target,
         )
     deep = adapter.health.deep_path
     if state == "starting" and deep is not None and deep_status is not None and deep_status != 200:
         return failed(
-            G, "health", f"GET {path}: HTTP {status} and GET {deep}: HTTP {deep_status}: cannot generate",
-            "restart the engine if it has been up past its warm-up; its log says what failed", target=target,
+            G,
+            "health",
+            f"GET {path}: HTTP {status} and GET {deep}: HTTP {deep_status}: cannot generate",
+            "restart the engine if it has been up past its warm-up; its log says what failed",
+            target=target,
         )
     if state == "starting":
         return warned(
-            G, "health", f"GET {path}: HTTP {status}: {adapter.name} is still loading or warming up",
-            "wait for the model to load, then run doctor again", target=target,
+            G,
+            "health",
+            f"GET {path}: HTTP {status}: {adapter.name} is still loading or warming up",
+            "wait for the model to load, then run doctor again",
+            target=target,
         )
-    return failed(G, "health", f"GET {path}: HTTP {status}: unhealthy", "read the engine's log",
-                  target=target)
+    return failed(
+        G, "health", f"GET {path}: HTTP {status}: unhealthy", "read the engine's log", target=target
+    )
 
 
 def evaluate_models(body: object, expected: str | None, *, target: str = "") -> CheckResult:
     """``/v1/models`` lists the served name clients (and the router) put in ``model``."""
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
-        return failed(G, "models", f"GET /v1/models answered {str(body)[:80]!r}",
-                      "is this an OpenAI-compatible server?", target=target)
+        return failed(
+            G,
+            "models",
+            f"GET /v1/models answered {str(body)[:80]!r}",
+            "is this an OpenAI-compatible server?",
+            target=target,
+        )
     ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
     if not ids:
         return failed(G, "models", "GET /v1/models lists no model", "check the engine's log", target=target)
     if expected is not None and expected not in ids:
         return failed(
-            G, "models", f"serves {', '.join(ids)}, not {expected!r}",
+            G,
+            "models",
+            f"serves {', '.join(ids)}, not {expected!r}",
             f"start the engine with --served-model-name {expected}, or fix the profile's served_model_name",
             target=target,
         )
@@ -96,15 +117,25 @@ def evaluate_metrics(
     in_use = adapter.signals(families).deprecated
     exposed = [n for n in info.deprecated if _present(families, n) and n not in in_use]
     if in_use:
-        results.append(warned(
-            G, "deprecated metrics", f"signals read from deprecated names: {', '.join(in_use)}",
-            f"upgrade {adapter.name}: the current names are gone from this version", target=target,
-        ))
+        results.append(
+            warned(
+                G,
+                "deprecated metrics",
+                f"signals read from deprecated names: {', '.join(in_use)}",
+                f"upgrade {adapter.name}: the current names are gone from this version",
+                target=target,
+            )
+        )
     if exposed:
-        results.append(warned(
-            G, "deprecated metrics", f"exposes deprecated names: {', '.join(exposed)}", info.deprecated_fix,
-            target=target,
-        ))
+        results.append(
+            warned(
+                G,
+                "deprecated metrics",
+                f"exposes deprecated names: {', '.join(exposed)}",
+                info.deprecated_fix,
+                target=target,
+            )
+        )
     elif not in_use:
         results.append(passed(G, "deprecated metrics", "no deprecated metric names", target=target))
     return results
@@ -114,11 +145,21 @@ def _signals_result(
     adapter: EngineAdapter, missing: list[str], optional: list[str], total: int, target: str
 ) -> CheckResult:
     if missing:
-        return failed(G, "metrics", f"missing: {'; '.join(missing + optional)}",
-                      f"run a supported {adapter.name} version; {adapter.metrics_hint}", target=target)
+        return failed(
+            G,
+            "metrics",
+            f"missing: {'; '.join(missing + optional)}",
+            f"run a supported {adapter.name} version; {adapter.metrics_hint}",
+            target=target,
+        )
     if optional:
-        return warned(G, "metrics", f"missing: {'; '.join(optional)}",
-                      f"run a current {adapter.name} version", target=target)
+        return warned(
+            G,
+            "metrics",
+            f"missing: {'; '.join(optional)}",
+            f"run a current {adapter.name} version",
+            target=target,
+        )
     return passed(G, "metrics", f"all {total} signals router and autoscaler read are present", target=target)
 
 
@@ -132,11 +173,19 @@ def evaluate_prefix_caching(
     if enabled == expected:
         return passed(G, "prefix caching", f"{word}{source}", target=target)
     if enabled:
-        return warned(G, "prefix caching", f"on{source}, but the profile turns it off",
-                      "set enable_prefix_caching: true in the model profile", target=target)
+        return warned(
+            G,
+            "prefix caching",
+            f"on{source}, but the profile turns it off",
+            "set enable_prefix_caching: true in the model profile",
+            target=target,
+        )
     return failed(
-        G, "prefix caching", f"off{source}: cache-aware routing gains nothing and repeated prompts recompute",
-        adapter.diagnostics.prefix_caching_fix, target=target,
+        G,
+        "prefix caching",
+        f"off{source}: cache-aware routing gains nothing and repeated prompts recompute",
+        adapter.diagnostics.prefix_caching_fix,
+        target=target,
     )
 
 
@@ -150,22 +199,35 @@ def server_info_flags(adapter: EngineAdapter, body: object) -> tuple[bool | None
     return (None if not isinstance(off, bool) else not off), (on if isinstance(on, bool) else None)
 
 
-def evaluate_completion(status: int | None, body: object, elapsed_s: float, *, error: str | None = None,
-                        target: str = "") -> CheckResult:
+def evaluate_completion(
+    status: int | None, body: object, elapsed_s: float, *, error: str | None = None, target: str = ""
+) -> CheckResult:
     """A one-token completion came back with a choice."""
     if status is None:
-        return failed(G, "completion", f"POST /v1/completions: {error or 'no answer'}",
-                      _UNREACHABLE_FIX, target=target)
+        return failed(
+            G, "completion", f"POST /v1/completions: {error or 'no answer'}", _UNREACHABLE_FIX, target=target
+        )
     if status != 200:
         message = body.get("error", body) if isinstance(body, dict) else body
-        return failed(G, "completion", f"POST /v1/completions: HTTP {status}: {str(message)[:120]}",
-                      "read the engine's log; the request was 1 token of 'ping'", target=target)
+        return failed(
+            G,
+            "completion",
+            f"POST /v1/completions: HTTP {status}: {str(message)[:120]}",
+            "read the engine's log; the request was 1 token of 'ping'",
+            target=target,
+        )
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices:
-        return failed(G, "completion", f"POST /v1/completions answered without choices: {str(body)[:80]}",
-                      "is this an OpenAI-compatible server?", target=target)
-    return passed(G, "completion", f"answered a 1-token completion in {elapsed_s * 1000:.0f} ms",
-                  target=target)
+        return failed(
+            G,
+            "completion",
+            f"POST /v1/completions answered without choices: {str(body)[:80]}",
+            "is this an OpenAI-compatible server?",
+            target=target,
+        )
+    return passed(
+        G, "completion", f"answered a 1-token completion in {elapsed_s * 1000:.0f} ms", target=target
+    )
 
 
 def evaluate_side_channel(body: object, *, target: str) -> CheckResult:

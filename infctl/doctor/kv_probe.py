@@ -39,24 +39,40 @@ def provoking_prompt(words: int = 96) -> str:
 
 
 def evaluate_kv_message(
-    endpoint: str, message: KVEventMessage | None, *, error: str | None = None, waited_s: float = 0.0,
+    endpoint: str,
+    message: KVEventMessage | None,
+    *,
+    error: str | None = None,
+    waited_s: float = 0.0,
     target: str = "",
 ) -> CheckResult:
     """Pure verdict on what the subscription received."""
     if error is not None:
-        return failed(G, "kv events", f"{endpoint}: {error}",
-                      "the publisher must speak vLLM's format: [topic, 8-byte seq, msgpack batch]",
-                      target=target)
+        return failed(
+            G,
+            "kv events",
+            f"{endpoint}: {error}",
+            "the publisher must speak vLLM's format: [topic, 8-byte seq, msgpack batch]",
+            target=target,
+        )
     if message is None:
         return failed(
-            G, "kv events", f"no KV event batch from {endpoint} within {waited_s:g} s of a request",
+            G,
+            "kv events",
+            f"no KV event batch from {endpoint} within {waited_s:g} s of a request",
             "start the engine with --kv-events-config (publisher zmq, endpoint tcp://*:PORT) and open PORT "
-            "to the router", target=target,
+            "to the router",
+            target=target,
         )
     kinds = sorted({type(e).__name__ for e in message.batch.events})
     topic = f", topic {message.topic!r}" if message.topic else ""
-    return passed(G, "kv events", f"{endpoint}: batch #{message.seq} with {len(message.batch.events)} "
-                  f"events ({', '.join(kinds) or 'none'}){topic}", target=target)
+    return passed(
+        G,
+        "kv events",
+        f"{endpoint}: batch #{message.seq} with {len(message.batch.events)} "
+        f"events ({', '.join(kinds) or 'none'}){topic}",
+        target=target,
+    )
 
 
 async def check_kv_events(

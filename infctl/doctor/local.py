@@ -24,8 +24,9 @@ def delete_command(release: str, run_dir: Path) -> str:
     return f"infctl delete --release {release} --run-dir {run_dir}"
 
 
-def check_ports(profile: DeploymentProfile, run_dir: Path, *, is_free: Callable[[int], bool],
-                alive: Alive = pid_alive) -> CheckResult:
+def check_ports(
+    profile: DeploymentProfile, run_dir: Path, *, is_free: Callable[[int], bool], alive: Alive = pid_alive
+) -> CheckResult:
     """Every port the plan would take from ``local.base_port`` up is free (or held by this very release)."""
     target = f"release {profile.name}"
     state = read_state(run_dir, profile.name)
@@ -40,9 +41,14 @@ def check_ports(profile: DeploymentProfile, run_dir: Path, *, is_free: Callable[
         build_plan(profile, is_free=is_free, run_dir=run_dir)
     except LocalTargetError as err:
         return failed(G, "ports", err.message, err.hint, target=target)
-    return warned(G, "ports", f"in use: {', '.join(busy)}; deploy would take the next free ones",
-                  f"free them (ss -ltnp) or set local.base_port (--set local.base_port="
-                  f"{profile.local.base_port + 1000})", target=target)
+    return warned(
+        G,
+        "ports",
+        f"in use: {', '.join(busy)}; deploy would take the next free ones",
+        f"free them (ss -ltnp) or set local.base_port (--set local.base_port="
+        f"{profile.local.base_port + 1000})",
+        target=target,
+    )
 
 
 def check_executables(profile: DeploymentProfile, run_dir: Path) -> CheckResult:
@@ -68,8 +74,13 @@ def check_release(run_dir: Path, release: str, *, required: bool, alive: Alive =
     if state is None:
         if not required:
             return skipped(G, "release", f"not deployed (no state in {run_dir})", target=target)
-        return failed(G, "release", f"no local release {release!r} in {run_dir}",
-                      "deploy it: infctl deploy --target local -f PROFILE --detach", target=target)
+        return failed(
+            G,
+            "release",
+            f"no local release {release!r} in {run_dir}",
+            "deploy it: infctl deploy --target local -f PROFILE --detach",
+            target=target,
+        )
     if is_stale(state, alive=alive):
         gone = f"its supervisor (pid {state.supervisor_pid}) is gone; processes may linger"
         return failed(G, "release", gone, f"clean up: {delete_command(release, run_dir)}", target=target)
@@ -78,16 +89,26 @@ def check_release(run_dir: Path, release: str, *, required: bool, alive: Alive =
 
 def _release_verdict(state: RunState, run_dir: Path, required: bool, target: str) -> CheckResult:
     if state.status == "failed":
-        return failed(G, "release", f"failed: {state.error or 'no error recorded'}",
-                      state.hint or f"read the logs in {run_dir / state.release / 'logs'}", target=target)
+        return failed(
+            G,
+            "release",
+            f"failed: {state.error or 'no error recorded'}",
+            state.hint or f"read the logs in {run_dir / state.release / 'logs'}",
+            target=target,
+        )
     if state.status in ("stopped", "stopping"):
         if not required:
             return skipped(G, "release", state.status, target=target)
         return failed(G, "release", state.status, "deploy it again", target=target)
     unwell = [f"{p.name}: {p.status}" for p in state.processes if p.status != "healthy"]
     if unwell:
-        return failed(G, "release", f"{state.status}; not healthy: {', '.join(unwell)}",
-                      f"read their logs in {run_dir / state.release / 'logs'}", target=target)
+        return failed(
+            G,
+            "release",
+            f"{state.status}; not healthy: {', '.join(unwell)}",
+            f"read their logs in {run_dir / state.release / 'logs'}",
+            target=target,
+        )
     return passed(G, "release", f"{state.status}, {len(state.processes)} processes healthy", target=target)
 
 
@@ -99,6 +120,11 @@ def check_stale_releases(run_dir: Path, *, skip: str | None = None, alive: Alive
         if name != skip and state is not None and is_stale(state, alive=alive):
             stale.append(name)
     if stale:
-        return warned(G, "stale releases", f"supervisor gone, processes may linger: {', '.join(stale)}",
-                      "; ".join(delete_command(n, run_dir) for n in stale), target=str(run_dir))
+        return warned(
+            G,
+            "stale releases",
+            f"supervisor gone, processes may linger: {', '.join(stale)}",
+            "; ".join(delete_command(n, run_dir) for n in stale),
+            target=str(run_dir),
+        )
     return passed(G, "stale releases", f"none in {run_dir}", target=str(run_dir))

@@ -8,8 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 _QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
-_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2.0**10, "Mi": 2.0**20,
-           "Gi": 2.0**30, "Ti": 2.0**40}
+_SUFFIX = {
+    "": 1.0,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+}
 COMMON_SWITCH_LABELS = (
     "network.topology.nvidia.com/block",
     "cloud.google.com/gce-topology-block",
@@ -46,15 +56,24 @@ def node_views(items: Sequence[Mapping[str, Any]]) -> list[NodeView]:
     for item in items:
         meta, spec, status = item.get("metadata", {}), item.get("spec", {}), item.get("status", {})
         alloc = {str(k): quantity(v) for k, v in (status.get("allocatable") or {}).items()}
-        out.append(NodeView(str(meta.get("name", "?")), dict(meta.get("labels") or {}), alloc,
-                            not spec.get("unschedulable", False)))
+        out.append(
+            NodeView(
+                str(meta.get("name", "?")),
+                dict(meta.get("labels") or {}),
+                alloc,
+                not spec.get("unschedulable", False),
+            )
+        )
     return out
 
 
 def gpu_nodes(nodes: Sequence[NodeView], resource: str, selector: Mapping[str, str]) -> list[NodeView]:
     """Schedulable nodes advertising ``resource`` and carrying every ``selector`` label."""
-    return [n for n in nodes if n.schedulable and n.count(resource) > 0
-            and all(n.labels.get(k) == v for k, v in selector.items())]
+    return [
+        n
+        for n in nodes
+        if n.schedulable and n.count(resource) > 0 and all(n.labels.get(k) == v for k, v in selector.items())
+    ]
 
 
 def gpu_like_resources(nodes: Sequence[NodeView]) -> list[str]:

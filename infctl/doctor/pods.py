@@ -32,8 +32,9 @@ def _why(pod: Mapping[str, Any]) -> str | None:
     return str(status.get("phase", "not ready"))
 
 
-def evaluate_engine_pods(pods: Sequence[Mapping[str, Any]], release: str, namespace: str, *,
-                         target: str = "") -> CheckResult:
+def evaluate_engine_pods(
+    pods: Sequence[Mapping[str, Any]], release: str, namespace: str, *, target: str = ""
+) -> CheckResult:
     """Every engine pod of ``release`` is ready; the ones that are not are listed with the reason."""
     mine = [p for p in pods if (p.get("metadata") or {}).get("labels", {}).get(labels.RELEASE) == release]
     if not mine:

@@ -38,8 +38,11 @@ async def run_check(check: Check, timeout_s: float) -> list[CheckResult]:
     except TimeoutError:
         return [
             failed(
-                check.group, check.name, f"no answer within {timeout_s:g} s",
-                "check that it is reachable from here, or raise --timeout", target=check.target,
+                check.group,
+                check.name,
+                f"no answer within {timeout_s:g} s",
+                "check that it is reachable from here, or raise --timeout",
+                target=check.target,
             )
         ]
     except InfctlError as err:

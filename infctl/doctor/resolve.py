@@ -36,14 +36,18 @@ def parse_engine_spec(spec: str) -> dict[str, str]:
     """``URL[,key=value...]`` -> ``{"url": URL, key: value}``; ConfigError naming the bad part."""
     url, *pairs = [p.strip() for p in spec.split(",")]
     if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--engines {spec}: expected an http(s) URL first, found {url!r}",
-                          hint="e.g. --engines http://10.0.0.7:8000,engine=sglang")
+        raise ConfigError(
+            f"--engines {spec}: expected an http(s) URL first, found {url!r}",
+            hint="e.g. --engines http://10.0.0.7:8000,engine=sglang",
+        )
     out = {"url": url}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in SPEC_KEYS:
-            raise ConfigError(f"--engines {spec}: cannot read {pair!r}",
-                              hint=f"use URL[,key=value...] with keys {', '.join(SPEC_KEYS)}")
+            raise ConfigError(
+                f"--engines {spec}: cannot read {pair!r}",
+                hint=f"use URL[,key=value...] with keys {', '.join(SPEC_KEYS)}",
+            )
         out[key] = value
     if "engine" in out:
         get_adapter(out["engine"])  # ConfigError listing the known engines
@@ -83,8 +87,9 @@ def _flag(argv: Sequence[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
 
 
-def local_targets(plan: LocalPlan, profile: DeploymentProfile | None = None
-                  ) -> tuple[list[EngineTarget], RouterTarget | None]:
+def local_targets(
+    plan: LocalPlan, profile: DeploymentProfile | None = None
+) -> tuple[list[EngineTarget], RouterTarget | None]:
     """Engines and router of a local release's plan, with what the plan says about them."""
     routers = [s for s in plan.specs if s.kind == "router"]
     router_argv = routers[0].argv if routers else ()
@@ -100,8 +105,9 @@ def local_targets(plan: LocalPlan, profile: DeploymentProfile | None = None
         if "kv_events" in s.ports:
             spec["kv_events"] = f"tcp://{urlsplit(s.url).hostname}:{s.ports['kv_events']}"
         target = engine_target(spec, profile)
-        engines.append(replace(target, precise=precise or target.precise,
-                               data_parallel_size=s.data_parallel_size))
+        engines.append(
+            replace(target, precise=precise or target.precise, data_parallel_size=s.data_parallel_size)
+        )
     return engines, RouterTarget(routers[0].url) if routers else None
 
 
@@ -146,9 +152,12 @@ def build_request(
 ) -> DoctorRequest:
     """Everything to check, from the CLI's options; ConfigError (exit 2) for nothing to check or bad specs."""
     if profile is None and not (engines or router or cluster or local):
-        raise ConfigError("nothing to check", hint="give -f PROFILE, --engines URL, --router URL, --local "
-                          "RELEASE or --cluster (see infctl doctor --help)")
-    directory = (run_dir or (profile.local.run_dir if profile is not None else LocalSettings().run_dir))
+        raise ConfigError(
+            "nothing to check",
+            hint="give -f PROFILE, --engines URL, --router URL, --local "
+            "RELEASE or --cluster (see infctl doctor --help)",
+        )
+    directory = run_dir or (profile.local.run_dir if profile is not None else LocalSettings().run_dir)
     targets = [engine_target(parse_engine_spec(s), profile) for s in engines]
     router_target = RouterTarget(router, admin_token) if router else None
     release = local or (profile.name if profile is not None and profile.target == "local" else None)
@@ -159,5 +168,12 @@ def build_request(
         targets += [t for t in local_engines if t.url not in {e.url for e in targets}]
         token = admin_token or local_admin_token(directory, plan)
         router_target = router_target or (RouterTarget(local_router.url, token) if local_router else None)
-    return DoctorRequest(profile=profile, engines=tuple(targets), router=router_target, cluster=cluster,
-                         namespace=namespace, local_release=local, run_dir=directory.absolute())
+    return DoctorRequest(
+        profile=profile,
+        engines=tuple(targets),
+        router=router_target,
+        cluster=cluster,
+        namespace=namespace,
+        local_release=local,
+        run_dir=directory.absolute(),
+    )

@@ -27,8 +27,13 @@ def evaluate_ready(status: int | None, body: object, *, target: str = "") -> Che
     if status == 200:
         routable = body.get("routable") if isinstance(body, dict) else None
         return passed(G, "ready", f"ready, {routable} backends in rotation", target=target)
-    return failed(G, "ready", f"GET /ready: HTTP {status}: {str(body)[:80]}",
-                  "no backend is in rotation: fix the engines listed under backends", target=target)
+    return failed(
+        G,
+        "ready",
+        f"GET /ready: HTTP {status}: {str(body)[:80]}",
+        "no backend is in rotation: fix the engines listed under backends",
+        target=target,
+    )
 
 
 def evaluate_admin_auth(status: int | None, url: str, *, target: str = "") -> CheckResult | None:
@@ -40,8 +45,10 @@ def evaluate_admin_auth(status: int | None, url: str, *, target: str = "") -> Ch
         return None
     host = urlsplit(url).hostname or ""
     loopback = is_loopback(host)
-    fix = ("set admin_token_env in the router file and that variable to a token (infctl deploy does: "
-           "Secret <release>-router-admin), or INFCTL_ROUTER_ADMIN_TOKEN for infctl router")
+    fix = (
+        "set admin_token_env in the router file and that variable to a token (infctl deploy does: "
+        "Secret <release>-router-admin), or INFCTL_ROUTER_ADMIN_TOKEN for infctl router"
+    )
     summary = "the admin API answers without a token: whoever reaches it can add backends and move traffic"
     return (warned if loopback else failed)(G, "admin", summary, fix, target=target)
 
@@ -49,15 +56,24 @@ def evaluate_admin_auth(status: int | None, url: str, *, target: str = "") -> Ch
 def evaluate_backends(backends: Backends, *, target: str = "") -> CheckResult:
     """Every backend in rotation; ejected ones listed with the error that ejected them."""
     if not backends:
-        return failed(G, "backends", "the router has no backends",
-                      "add engines: --backend URL, or POST /admin/backends", target=target)
+        return failed(
+            G,
+            "backends",
+            "the router has no backends",
+            "add engines: --backend URL, or POST /admin/backends",
+            target=target,
+        )
     ejected = [b for b in backends if b.get("ejected")]
     draining = [str(b.get("id")) for b in backends if b.get("draining")]
     if ejected:
         listed = "; ".join(f"{b.get('id')}: {b.get('last_error') or 'no error recorded'}" for b in ejected)
-        return failed(G, "backends", f"{len(ejected)} of {len(backends)} ejected: {listed}",
-                      "check each with: infctl doctor --engines URL (a probe re-admits it once healthy)",
-                      target=target)
+        return failed(
+            G,
+            "backends",
+            f"{len(ejected)} of {len(backends)} ejected: {listed}",
+            "check each with: infctl doctor --engines URL (a probe re-admits it once healthy)",
+            target=target,
+        )
     note = f" ({len(draining)} draining: {', '.join(draining)})" if draining else ""
     return passed(G, "backends", f"{len(backends)} in rotation{note}", target=target)
 
@@ -72,13 +88,23 @@ def evaluate_freshness(backends: Backends, stale_after_s: float, *, target: str 
     late = {k: v for k, v in ages.items() if stale_after_s < v <= stale_after_s * STALE_FAIL_FACTOR}
     if never or old:
         listed = [f"{k}: never scraped" for k in never] + [f"{k}: {v * 1000:.0f} ms" for k, v in old.items()]
-        return failed(G, "signals", f"stale (limit {limit_ms:.0f} ms): {'; '.join(listed)}",
-                      "the router cannot read these engines' /metrics: check them with infctl doctor "
-                      "--engines URL (SGLang needs --enable-metrics)", target=target)
+        return failed(
+            G,
+            "signals",
+            f"stale (limit {limit_ms:.0f} ms): {'; '.join(listed)}",
+            "the router cannot read these engines' /metrics: check them with infctl doctor "
+            "--engines URL (SGLang needs --enable-metrics)",
+            target=target,
+        )
     if late:
         listed = [f"{k}: {v * 1000:.0f} ms" for k, v in late.items()]
-        return warned(G, "signals", f"late (limit {limit_ms:.0f} ms): {'; '.join(listed)}",
-                      "slow /metrics: lower the engines' load or raise stale_after_s", target=target)
+        return warned(
+            G,
+            "signals",
+            f"late (limit {limit_ms:.0f} ms): {'; '.join(listed)}",
+            "slow /metrics: lower the engines' load or raise stale_after_s",
+            target=target,
+        )
     newest = max(ages.values(), default=0.0) * 1000
     return passed(G, "signals", f"fresh: oldest {newest:.0f} ms (limit {limit_ms:.0f} ms)", target=target)
 
@@ -97,8 +123,9 @@ def stale_after(config: object) -> float:
         return PolicySettings().stale_after_s
 
 
-def evaluate_policy(config: object, backends: Backends, *, kv_batches: float | None = None,
-                    target: str = "") -> list[CheckResult]:
+def evaluate_policy(
+    config: object, backends: Backends, *, kv_batches: float | None = None, target: str = ""
+) -> list[CheckResult]:
     """Sanity of the policy against the backends it routes over."""
     try:
         policy = policy_of(config)
@@ -107,15 +134,30 @@ def evaluate_policy(config: object, backends: Backends, *, kv_batches: float | N
     findings = [*_pd_findings(backends, target)]
     routable = [b for b in backends if not b.get("ejected") and b.get("role", "both") != "prefill"]
     if policy.index != "none" and len(routable) == 1:
-        findings.append(warned(G, "policy", f"{policy.name}: prefix-aware routing over a single backend has "
-                               "nothing to choose between", "add backends, or use --policy least_load",
-                               target=target))
+        findings.append(
+            warned(
+                G,
+                "policy",
+                f"{policy.name}: prefix-aware routing over a single backend has nothing to choose between",
+                "add backends, or use --policy least_load",
+                target=target,
+            )
+        )
     if policy.index == "precise" and not kv_batches:
-        findings.append(warned(G, "policy", f"{policy.name}: the precise prefix index has received no KV "
-                               "events", "give each backend kv_events=tcp://HOST:PORT and start the engines "
-                               "with --kv-events-config", target=target))
-    return findings or [passed(G, "policy", f"{policy.name} (index {policy.index}) suits "
-                               f"{len(backends)} backends", target=target)]
+        findings.append(
+            warned(
+                G,
+                "policy",
+                f"{policy.name}: the precise prefix index has received no KV events",
+                "give each backend kv_events=tcp://HOST:PORT and start the engines with --kv-events-config",
+                target=target,
+            )
+        )
+    return findings or [
+        passed(
+            G, "policy", f"{policy.name} (index {policy.index}) suits {len(backends)} backends", target=target
+        )
+    ]
 
 
 def _pd_findings(backends: Backends, target: str) -> list[CheckResult]:
@@ -128,9 +170,16 @@ def _pd_findings(backends: Backends, target: str) -> list[CheckResult]:
         where = f"group {group}" if group else "the pool"
         for have, lack in (("prefill", "decode"), ("decode", "prefill")):
             if have in seen and lack not in seen:
-                out.append(failed(G, "policy", f"{where} has {have} backends and no {lack} backend",
-                                  f"add a {lack} engine to {where} (--backend URL,role={lack}"
-                                  f"{',group=' + group if group else ''})", target=target))
+                out.append(
+                    failed(
+                        G,
+                        "policy",
+                        f"{where} has {have} backends and no {lack} backend",
+                        f"add a {lack} engine to {where} (--backend URL,role={lack}"
+                        f"{',group=' + group if group else ''})",
+                        target=target,
+                    )
+                )
     return out
 
 
@@ -148,6 +197,13 @@ def evaluate_profile_policy(profile: DeploymentProfile) -> list[CheckResult]:
         return [failed(G, "policy", err.message, err.hint, target=target)]
     events = profile.model.kv_events
     if policy.index == "precise" and (events is None or not events.enabled):
-        return [failed(G, "policy", f"{policy.name} builds its index from KV events, but the model "
-                       "publishes none", "add kv_events: {port: 5557} to the model profile", target=target)]
+        return [
+            failed(
+                G,
+                "policy",
+                f"{policy.name} builds its index from KV events, but the model publishes none",
+                "add kv_events: {port: 5557} to the model profile",
+                target=target,
+            )
+        ]
     return [passed(G, "policy", f"{policy.name} (index {policy.index})", target=target)]

@@ -27,17 +27,26 @@ async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[
     health = await fetch(client, "GET", url + "/health")
     if health.status != 200:
         found = health.error if health.status is None else f"HTTP {health.status}"
-        return [failed("router", "health", f"GET /health: {found}",
-                       "check that the router runs (infctl status, kubectl get pods) and the URL", target=t),
-                *(skipped("router", name, "router unreachable", target=t) for name in LATER)]
+        return [
+            failed(
+                "router",
+                "health",
+                f"GET /health: {found}",
+                "check that the router runs (infctl status, kubectl get pods) and the URL",
+                target=t,
+            ),
+            *(skipped("router", name, "router unreachable", target=t) for name in LATER),
+        ]
     ready, backends, policy, metrics = await asyncio.gather(
         fetch(client, "GET", url + "/ready"),
         fetch(client, "GET", url + "/admin/backends", token=target.admin_token),
         fetch(client, "GET", url + "/admin/policy", token=target.admin_token),
         fetch(client, "GET", url + "/metrics"),
     )
-    results = [passed("router", "health", "up (GET /health: 200)", target=t),
-               ev.evaluate_ready(ready.status, ready.body, target=t)]
+    results = [
+        passed("router", "health", "up (GET /health: 200)", target=t),
+        ev.evaluate_ready(ready.status, ready.body, target=t),
+    ]
     # Whether the admin API is open: asked without a token (the answer above used ours, if we have one).
     bare = backends if target.admin_token is None else await fetch(client, "GET", url + "/admin/backends")
     admin = ev.evaluate_admin_auth(bare.status, url, target=t)
@@ -55,12 +64,22 @@ async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[
 
 def _admin_denied(answer: Answer, target: str) -> CheckResult | None:
     if answer.status == 401:
-        return warned("router", "backends", "the admin API wants a bearer token; backends, signals and "
-                      "policy not checked", f"export {ADMIN_TOKEN_ENV} as the router has it", target=target)
+        return warned(
+            "router",
+            "backends",
+            "the admin API wants a bearer token; backends, signals and policy not checked",
+            f"export {ADMIN_TOKEN_ENV} as the router has it",
+            target=target,
+        )
     if answer.status != 200:
         found = answer.error if answer.status is None else f"HTTP {answer.status}"
-        return failed("router", "backends", f"GET /admin/backends: {found}",
-                      "is this an infctl router? doctor reads its admin API", target=target)
+        return failed(
+            "router",
+            "backends",
+            f"GET /admin/backends: {found}",
+            "is this an infctl router? doctor reads its admin API",
+            target=target,
+        )
     return None
 
 

@@ -63,21 +63,37 @@ def local_checks(request: DoctorRequest, deps: DoctorDeps) -> list[Check]:
     checks = []
     if profile is not None and profile.target == "local":
         checks += [
-            Check("local", "ports", _sync(lambda: local.check_ports(profile, run_dir, is_free=deps.is_free,
-                                                                    alive=deps.alive))),
+            Check(
+                "local",
+                "ports",
+                _sync(lambda: local.check_ports(profile, run_dir, is_free=deps.is_free, alive=deps.alive)),
+            ),
             Check("local", "executables", _sync(lambda: local.check_executables(profile, run_dir))),
         ]
     name = release or (profile.name if profile is not None and profile.target == "local" else None)
     if name is not None:
-        checks.append(Check("local", "release", _sync(lambda: local.check_release(
-            run_dir, name, required=release is not None, alive=deps.alive))))
-    checks.append(Check("local", "stale releases", _sync(lambda: local.check_stale_releases(
-        run_dir, skip=name, alive=deps.alive))))
+        checks.append(
+            Check(
+                "local",
+                "release",
+                _sync(
+                    lambda: local.check_release(run_dir, name, required=release is not None, alive=deps.alive)
+                ),
+            )
+        )
+    checks.append(
+        Check(
+            "local",
+            "stale releases",
+            _sync(lambda: local.check_stale_releases(run_dir, skip=name, alive=deps.alive)),
+        )
+    )
     return checks
 
 
-def plan_checks(request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncClient, *,
-                kv_wait_s: float) -> list[Check]:
+def plan_checks(
+    request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncClient, *, kv_wait_s: float
+) -> list[Check]:
     """Every check the request asks for, in display order."""
     checks = local_checks(request, deps) if request.checks_local else []
     profile = request.profile
@@ -86,8 +102,10 @@ def plan_checks(request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncCli
         missing = failed("cluster", "api", "no Kubernetes client factory given", "pass DoctorDeps(kube=...)")
         run = partial(check_cluster, kube, profile, request.namespace) if kube else _sync(lambda: missing)
         checks.append(Check("cluster", "api", run, "kubeconfig"))
-    checks += [Check("engines", "engine", partial(check_engine, client, t, kv_wait_s=kv_wait_s), t.url)
-               for t in request.engines]
+    checks += [
+        Check("engines", "engine", partial(check_engine, client, t, kv_wait_s=kv_wait_s), t.url)
+        for t in request.engines
+    ]
     if profile is not None:
         checks.append(Check("router", "policy", _sync(lambda: evaluate_profile_policy(profile))))
     if request.router is not None:
@@ -96,8 +114,9 @@ def plan_checks(request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncCli
     return checks
 
 
-async def run_doctor(request: DoctorRequest, deps: DoctorDeps | None = None, *,
-                     timeout_s: float = DEFAULT_TIMEOUT_S) -> DoctorReport:
+async def run_doctor(
+    request: DoctorRequest, deps: DoctorDeps | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> DoctorReport:
     """Run every check of ``request`` at once, each within ``timeout_s``."""
     deps = deps or DoctorDeps()
     kv_wait = min(deps.kv_wait_s, timeout_s / 2)
@@ -105,7 +124,8 @@ async def run_doctor(request: DoctorRequest, deps: DoctorDeps | None = None, *,
         return await run_checks(plan_checks(request, deps, client, kv_wait_s=kv_wait), timeout_s=timeout_s)
 
 
-def doctor(request: DoctorRequest, deps: DoctorDeps | None = None, *,
-           timeout_s: float = DEFAULT_TIMEOUT_S) -> DoctorReport:
+def doctor(
+    request: DoctorRequest, deps: DoctorDeps | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> DoctorReport:
     """The one sync entry point (the CLI's)."""
     return asyncio.run(run_doctor(request, deps, timeout_s=timeout_s))

@@ -59,6 +59,4 @@ class DoctorRequest:
 
     @property
     def checks_local(self) -> bool:
-        return self.local_release is not None or (
-            self.profile is not None and self.profile.target == "local"
-        )
+        return self.local_release is not None or (self.profile is not None and self.profile.target == "local")

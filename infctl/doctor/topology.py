@@ -32,14 +32,17 @@ def groups_per_switch(nodes: Sequence[NodeView], profile: DeploymentProfile) -> 
             by_switch.setdefault(n.labels[cluster.switch_label], []).append(n)
     per_group = layout.prefill + layout.decode
     return {
-        switch: replicas_fitting(members, cluster.gpu_resource, profile.model.gpus_per_replica,
-                                 cluster.gpus_per_node) // per_group
+        switch: replicas_fitting(
+            members, cluster.gpu_resource, profile.model.gpus_per_replica, cluster.gpus_per_node
+        )
+        // per_group
         for switch, members in sorted(by_switch.items())
     }
 
 
-def evaluate_switch_capacity(nodes: Sequence[NodeView], profile: DeploymentProfile | None, *,
-                             target: str = "") -> CheckResult:
+def evaluate_switch_capacity(
+    nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
+) -> CheckResult:
     """Group mode: some switch holds a whole group, and the switches together hold every group."""
     if profile is None or profile.cluster is None or profile.mode != "group" or profile.group is None:
         mode = profile.mode if profile is not None else "no profile"
@@ -57,34 +60,57 @@ def evaluate_switch_capacity(nodes: Sequence[NodeView], profile: DeploymentProfi
         label, res = cluster.switch_label, cluster.gpu_resource
         size = {s: sum(n.count(res) for n in nodes if n.labels.get(label) == s) for s in fits}
         biggest = max(size, key=lambda s: size[s])
-        return failed(G, "switch capacity", f"no switch holds one group of {need} ({group_gpus} GPUs); the "
-                      f"largest, {biggest}, has {size[biggest]} GPUs", "shrink the group and add groups "
-                      "instead, add nodes under one switch, or use mode: pool", target=target)
+        return failed(
+            G,
+            "switch capacity",
+            f"no switch holds one group of {need} ({group_gpus} GPUs); the "
+            f"largest, {biggest}, has {size[biggest]} GPUs",
+            "shrink the group and add groups instead, add nodes under one switch, or use mode: pool",
+            target=target,
+        )
     total = sum(fits.values())
     if total < profile.groups:
-        return warned(G, "switch capacity", f"switches hold {total} of {profile.groups} groups ({shown})",
-                      "add GPU nodes under one switch, or lower groups", target=target)
+        return warned(
+            G,
+            "switch capacity",
+            f"switches hold {total} of {profile.groups} groups ({shown})",
+            "add GPU nodes under one switch, or lower groups",
+            target=target,
+        )
     return passed(G, "switch capacity", f"groups per switch: {shown} (need {profile.groups})", target=target)
 
 
-def evaluate_rdma(nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
-                  ) -> CheckResult:
+def evaluate_rdma(
+    nodes: Sequence[NodeView], profile: DeploymentProfile | None, *, target: str = ""
+) -> CheckResult:
     """GPU nodes advertise the RDMA resource engines request (PD KV transfer without it falls back to TCP)."""
     cluster = profile.cluster if profile is not None else None
     if profile is None or cluster is None:
         return skipped(G, "rdma", "no cluster profile: give -f PROFILE", target=target)
     if cluster.rdma_resource is None:
         if profile.disaggregated:
-            return warned(G, "rdma", "the cluster profile names no rdma_resource: PD KV transfer uses TCP",
-                          "set cluster.rdma_resource (e.g. rdma/ib, vpc.amazonaws.com/efa)", target=target)
+            return warned(
+                G,
+                "rdma",
+                "the cluster profile names no rdma_resource: PD KV transfer uses TCP",
+                "set cluster.rdma_resource (e.g. rdma/ib, vpc.amazonaws.com/efa)",
+                target=target,
+            )
         return skipped(G, "rdma", "aggregated mode and no rdma_resource", target=target)
     gpus = gpu_nodes(nodes, cluster.gpu_resource, cluster.node_selector)
     lacking = [n for n in gpus if n.count(cluster.rdma_resource) < cluster.rdma_per_pod]
-    fix = (f"install the RDMA device plugin (e.g. NVIDIA Network Operator, k8s-rdma-shared-dev-plugin, "
-           f"EFA plugin) so nodes advertise {cluster.rdma_resource}")
+    fix = (
+        f"install the RDMA device plugin (e.g. NVIDIA Network Operator, k8s-rdma-shared-dev-plugin, "
+        f"EFA plugin) so nodes advertise {cluster.rdma_resource}"
+    )
     if gpus and len(lacking) == len(gpus):
-        return failed(G, "rdma", f"no GPU node advertises {cluster.rdma_per_pod} {cluster.rdma_resource}",
-                      fix, target=target)
+        return failed(
+            G,
+            "rdma",
+            f"no GPU node advertises {cluster.rdma_per_pod} {cluster.rdma_resource}",
+            fix,
+            target=target,
+        )
     if lacking:
         return warned(G, "rdma", f"{cluster.rdma_resource} missing on {names(lacking)}", fix, target=target)
     return passed(G, "rdma", f"{cluster.rdma_resource} on all {len(gpus)} GPU nodes", target=target)

@@ -20,10 +20,12 @@ from infctl.engines.base import (
 )
 from infctl.errors import ConfigError
 
-ENGINES: MappingProxyType[str, EngineAdapter] = MappingProxyType({
-    vllm.NAME: vllm.ADAPTER,
-    sglang.NAME: sglang.ADAPTER,
-})
+ENGINES: MappingProxyType[str, EngineAdapter] = MappingProxyType(
+    {
+        vllm.NAME: vllm.ADAPTER,
+        sglang.NAME: sglang.ADAPTER,
+    }
+)
 """Engine name (as in ``ModelProfile.engine``) -> adapter."""
 
 
@@ -33,8 +35,9 @@ def get_adapter(name: str) -> EngineAdapter:
         return ENGINES[name]
     except KeyError:
         known = ", ".join(sorted(ENGINES))
-        raise ConfigError(f"unknown engine {name!r}; known engines: {known}",
-                          hint=f"set engine to one of: {known}") from None
+        raise ConfigError(
+            f"unknown engine {name!r}; known engines: {known}", hint=f"set engine to one of: {known}"
+        ) from None
 
 
 __all__ = [

@@ -110,12 +110,75 @@ PD_QUEUE_GAUGES = (
 )
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 
-TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-                400.0)
-ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
-               0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
-E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
-               400.0, 600.0, 1200.0, 1800.0, 2400.0)
+TTFT_BUCKETS = (
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+    10.0,
+    20.0,
+    40.0,
+    60.0,
+    80.0,
+    100.0,
+    200.0,
+    400.0,
+)
+ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+)
+E2E_BUCKETS = (
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+    4.0,
+    6.0,
+    8.0,
+    10.0,
+    20.0,
+    40.0,
+    60.0,
+    80.0,
+    100.0,
+    200.0,
+    400.0,
+    600.0,
+    1200.0,
+    1800.0,
+    2400.0,
+)
 TIME_BUCKETS = {
     TIME_TO_FIRST_TOKEN: TTFT_BUCKETS,
     INTER_TOKEN_LATENCY: ITL_BUCKETS,
@@ -124,8 +187,15 @@ TIME_BUCKETS = {
 
 DEFAULT_BOOTSTRAP_PORT = 8998
 
-_SIGNALS = (NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE, MAX_TOTAL_NUM_TOKENS, PROMPT_TOKENS,
-            GENERATION_TOKENS, CACHED_TOKENS)
+_SIGNALS = (
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    TOKEN_USAGE,
+    MAX_TOTAL_NUM_TOKENS,
+    PROMPT_TOKENS,
+    GENERATION_TOKENS,
+    CACHED_TOKENS,
+)
 
 DIAGNOSTICS = Diagnostics(
     signals=(
@@ -196,8 +266,10 @@ class SGLangAdapter:
         elif isinstance(body, list):
             ranks = tuple(_rank(r, legacy=True) for r in body)
         else:
-            raise EngineError(f"SGLang load endpoint answered {str(body)[:120]!r}",
-                              hint="expected /v1/loads {'loads': [...]} or /get_load [...]")
+            raise EngineError(
+                f"SGLang load endpoint answered {str(body)[:120]!r}",
+                hint="expected /v1/loads {'loads': [...]} or /get_load [...]",
+            )
         usages = [r.kv_usage for r in ranks if r.kv_usage is not None]
         running = sum(r.running for r in ranks)
         waiting = sum(r.waiting for r in ranks)
@@ -265,8 +337,12 @@ def _rank(raw: object, *, legacy: bool) -> RankLoad:
         waiting = float(raw.get("num_waiting_reqs", 0))
         running = float(raw["num_reqs"]) - waiting if legacy else float(raw["num_running_reqs"])
         usage = raw.get("token_usage")
-        return RankLoad(int(raw.get("dp_rank", 0)), max(running, 0.0), waiting,
-                        float(usage) if usage is not None else None)
+        return RankLoad(
+            int(raw.get("dp_rank", 0)),
+            max(running, 0.0),
+            waiting,
+            float(usage) if usage is not None else None,
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise EngineError(f"SGLang load entry {str(raw)[:80]!r} lacks {e}") from None
 

@@ -95,8 +95,14 @@ GAUGES = (
     CACHE_CONFIG_INFO,
     LORA_REQUESTS_INFO,
 )
-COUNTERS = (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, PROMPT_TOKENS, GENERATION_TOKENS, NUM_PREEMPTIONS,
-            REQUEST_SUCCESS)
+COUNTERS = (
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+    PROMPT_TOKENS,
+    GENERATION_TOKENS,
+    NUM_PREEMPTIONS,
+    REQUEST_SUCCESS,
+)
 HISTOGRAMS = (
     TIME_TO_FIRST_TOKEN,
     INTER_TOKEN_LATENCY,
@@ -116,16 +122,91 @@ DEPRECATED = (GPU_CACHE_USAGE_PERC, GPU_PREFIX_CACHE_QUERIES, GPU_PREFIX_CACHE_H
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 """Every current name vLLM emits that infctl knows (histograms as family names)."""
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-               40.0, 80.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 """Also the buckets of request_time_per_output_token_seconds."""
-REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-                           120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+REQUEST_LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 """Buckets of e2e, queue, inference, prefill and decode time."""
-ITERATION_TOKENS_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
-                            16384.0)
+ITERATION_TOKENS_BUCKETS = (
+    1.0,
+    8.0,
+    16.0,
+    32.0,
+    64.0,
+    128.0,
+    256.0,
+    512.0,
+    1024.0,
+    2048.0,
+    4096.0,
+    8192.0,
+    16384.0,
+)
 REQUEST_PARAMS_N_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0)
 TIME_BUCKETS = {
     TIME_TO_FIRST_TOKEN: TTFT_BUCKETS,
@@ -170,7 +251,11 @@ DP_RANK_HEADER = "x-data-parallel-rank"
 """Pins a request to one data-parallel engine core (read case-insensitively by the API server)."""
 _SIGNAL_GAUGES = (NUM_REQUESTS_WAITING, NUM_REQUESTS_RUNNING, KV_CACHE_USAGE_PERC)
 _SIGNAL_COUNTERS = (
-    PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, PROMPT_TOKENS, GENERATION_TOKENS, NUM_PREEMPTIONS
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+    PROMPT_TOKENS,
+    GENERATION_TOKENS,
+    NUM_PREEMPTIONS,
 )
 _DEPRECATED_PREFIX = (
     (GPU_PREFIX_CACHE_QUERIES, GPU_PREFIX_CACHE_HITS),
@@ -184,8 +269,12 @@ DIAGNOSTICS = Diagnostics(
         SignalCheck("running", (NUM_REQUESTS_RUNNING,), "router, autoscaler"),
         SignalCheck("KV usage", (KV_CACHE_USAGE_PERC, GPU_CACHE_USAGE_PERC), "router, autoscaler"),
         SignalCheck("cache config", (CACHE_CONFIG_INFO,), "router (prefix index size), doctor", False),
-        SignalCheck("prefix hits", (PREFIX_CACHE_HITS, *(hits for _, hits in _DEPRECATED_PREFIX)),
-                    "router, bench", False),
+        SignalCheck(
+            "prefix hits",
+            (PREFIX_CACHE_HITS, *(hits for _, hits in _DEPRECATED_PREFIX)),
+            "router, bench",
+            False,
+        ),
         SignalCheck("prompt tokens", (PROMPT_TOKENS,), "router, bench", False),
     ),
     deprecated=DEPRECATED,
@@ -204,8 +293,13 @@ class VLLMAdapter:
     metrics_path = "/metrics"
     metrics_hint = "check that vLLM is up on that port (its API server serves /metrics by default)"
     wanted_metrics = frozenset(
-        (*_SIGNAL_GAUGES, *_SIGNAL_COUNTERS, CACHE_CONFIG_INFO, GPU_CACHE_USAGE_PERC,
-         *(n for pair in _DEPRECATED_PREFIX for n in pair))
+        (
+            *_SIGNAL_GAUGES,
+            *_SIGNAL_COUNTERS,
+            CACHE_CONFIG_INFO,
+            GPU_CACHE_USAGE_PERC,
+            *(n for pair in _DEPRECATED_PREFIX for n in pair),
+        )
     )
     health = HealthSpec(path="/health", fatal_statuses=(503,))
     """vLLM listens only once the model is loaded (refused = starting); 503 means the engine died."""

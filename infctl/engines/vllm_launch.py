@@ -114,7 +114,6 @@ def pod_ip_env(model: ModelProfile, role: Role) -> tuple[str, ...]:
     return (NIXL_HOST_ENV,) if _nixl_pd(model, role) and NIXL_HOST_ENV not in model.env else ()
 
 
-
 def _nixl_pd(model: ModelProfile, role: Role) -> bool:
     """A prefill or decode engine moving KV over the NIXL connector (it serves a side channel)."""
     return role != "both" and model.pd is not None and model.pd.kv_connector == "nixl"

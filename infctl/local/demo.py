@@ -271,5 +271,3 @@ async def stream_chat(client: httpx.AsyncClient, url: str, model: str, question:
         completion_tokens=int(usage.get("completion_tokens", 0)),
         cached_tokens=int(details.get("cached_tokens") or 0),
     )
-
-

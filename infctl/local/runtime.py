@@ -66,21 +66,34 @@ class Scaler:
 
     def status(self) -> dict[str, Any]:
         router = next((s.url for s in self.sup.plan.specs if s.kind == "router"), None)
-        return {"release": self.sup.plan.release, "router": router, "units": {
-            unit: {
-                "desired": self.desired[unit],
-                "ready": sum(self.is_ready(s) for s in slots),
-                "starting": sum(s.name in self.active and not self.is_ready(s) for s in slots),
-                "stopping": sum(s.name in self.stopping for s in slots),
-                "max": len(slots),
-                "replicas": [
-                    {"name": m.name, "url": m.url, "role": m.role, "group": m.group, "pool": m.pool,
-                     "ready": self.is_ready(s), "backends": list(m.backend_ids)}
-                    for s in slots if s.name in self.active for m in s.members
-                ],
-            }
-            for unit, slots in self.slots.items()
-        }}
+        return {
+            "release": self.sup.plan.release,
+            "router": router,
+            "units": {
+                unit: {
+                    "desired": self.desired[unit],
+                    "ready": sum(self.is_ready(s) for s in slots),
+                    "starting": sum(s.name in self.active and not self.is_ready(s) for s in slots),
+                    "stopping": sum(s.name in self.stopping for s in slots),
+                    "max": len(slots),
+                    "replicas": [
+                        {
+                            "name": m.name,
+                            "url": m.url,
+                            "role": m.role,
+                            "group": m.group,
+                            "pool": m.pool,
+                            "ready": self.is_ready(s),
+                            "backends": list(m.backend_ids),
+                        }
+                        for s in slots
+                        if s.name in self.active
+                        for m in s.members
+                    ],
+                }
+                for unit, slots in self.slots.items()
+            },
+        }
 
     async def run(self) -> None:
         """Converge until the supervisor halts."""
@@ -111,8 +124,9 @@ class Scaler:
         for child in children:
             await self.sup.launch(child)
             self.sup.watch(child)
-        for child, reason in zip(children, await asyncio.gather(*map(self.sup.wait_healthy, children)),
-                                 strict=True):
+        for child, reason in zip(
+            children, await asyncio.gather(*map(self.sup.wait_healthy, children)), strict=True
+        ):
             if reason is not None and not self.sup.over(child) and child.proc is not None:
                 # Its watcher restarts it with backoff, and waits for its health again.
                 log.warning("%s %s; restarting it", child.spec.name, reason)

@@ -56,6 +56,7 @@ async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRun
         ) from None
     return runner, int(runner.addresses[0][1])
 
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

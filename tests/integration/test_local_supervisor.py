@@ -70,8 +70,11 @@ async def test_a_process_that_exits_at_start_fails_the_deploy_with_its_log(
     tmp_path: Path, ports: PortAllocator
 ) -> None:
     argv = (sys.executable, "-c", "import sys; print('boom: bad flag'); sys.exit(3)")
-    plan = plan_of(tmp_path, http_server("engine-0", ports.take()),
-                   ProcessSpec(name="engine-1", kind="engine", argv=argv, port=ports.take()))
+    plan = plan_of(
+        tmp_path,
+        http_server("engine-0", ports.take()),
+        ProcessSpec(name="engine-1", kind="engine", argv=argv, port=ports.take()),
+    )
     with pytest.raises(LocalTargetError, match="engine-1 exited with code 3") as err:
         await serve(plan, FAST)
     assert "boom: bad flag" in err.value.message

@@ -189,7 +189,9 @@ def test_ctrl_c_stops_a_foreground_deploy_and_its_engines(tmp_path: Path) -> Non
     profile = write_profile(tmp_path, "fg")
     proc = subprocess.Popen(
         [sys.executable, "-m", "infctl", "deploy", "-f", str(profile)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         state = _wait_for_state(tmp_path / "run", "fg", "running", timeout=180)  # the deploy's own default

@@ -88,8 +88,13 @@ def pick_pd(
     live = _FRESH.fn(ctx, live) or live
     by_id = snapshot.by_id
     if upstreams is not None and upstreams.weights:
-        _, live = split_upstream(request.request_id, snapshot, live, upstreams, usable=lambda kept: any(
-            by_id[c].role in ("decode", "both") for c in kept))
+        _, live = split_upstream(
+            request.request_id,
+            snapshot,
+            live,
+            upstreams,
+            usable=lambda kept: any(by_id[c].role in ("decode", "both") for c in kept),
+        )
     decoders = tuple(c for c in live if by_id[c].role in ("decode", "both"))
     prefillers = tuple(c for c in live if by_id[c].role in ("prefill", "both"))
     if not decoders:

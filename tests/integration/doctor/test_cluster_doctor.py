@@ -19,8 +19,12 @@ from infctl.kube import ClientSettings, connect
 
 PROFILE = Path(__file__).parents[3] / "profiles" / "deepseek-v3-group.yaml"
 BLOCK = "network.topology.nvidia.com/block"
-SERVED = ("gateway.networking.k8s.io/v1/httproutes", "monitoring.coreos.com/v1/servicemonitors",
-          "monitoring.coreos.com/v1/podmonitors", "monitoring.coreos.com/v1/prometheusrules")
+SERVED = (
+    "gateway.networking.k8s.io/v1/httproutes",
+    "monitoring.coreos.com/v1/servicemonitors",
+    "monitoring.coreos.com/v1/podmonitors",
+    "monitoring.coreos.com/v1/prometheusrules",
+)
 
 
 def kubeconfig(path: Path, server: str) -> Path:
@@ -35,18 +39,31 @@ def kubeconfig(path: Path, server: str) -> Path:
 
 def node(name: str, labels: dict[str, str], gpus: int = 8) -> dict[str, Any]:
     labels = {"nvidia.com/gpu.product": "NVIDIA-H200", **labels}
-    return {"metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "rdma/ib": "1k", "cpu": "96"}}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "rdma/ib": "1k", "cpu": "96"}},
+    }
 
 
 def pod(name: str, ready: bool) -> dict[str, Any]:
     labels = {"infctl.io/release": "deepseek-v3", "app.kubernetes.io/component": "engine"}
-    conditions = [{"type": "Ready", "status": "True"}] if ready else [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu."}]
+    conditions = (
+        [{"type": "Ready", "status": "True"}]
+        if ready
+        else [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/12 nodes are available: 12 Insufficient nvidia.com/gpu.",
+            }
+        ]
+    )
     phase = "Running" if ready else "Pending"
-    return {"metadata": {"name": name, "namespace": "inference", "labels": labels},
-            "status": {"phase": phase, "conditions": conditions}}
+    return {
+        "metadata": {"name": name, "namespace": "inference", "labels": labels},
+        "status": {"phase": phase, "conditions": conditions},
+    }
 
 
 @pytest.fixture

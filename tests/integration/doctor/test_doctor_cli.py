@@ -51,23 +51,56 @@ async def test_table_with_a_healthy_and_a_failing_engine_exits_1(runner: CliRunn
     assert {r["name"] for r in data["results"]} >= {"health", "models", "metrics", "prefix caching"}
 
 
-async def test_local_release_engines_and_router_are_checked(runner: CliRunner, start_sim, start_router,
-                                                            tmp_path: Path) -> None:
+async def test_local_release_engines_and_router_are_checked(
+    runner: CliRunner, start_sim, start_router, tmp_path: Path
+) -> None:
     sims = await start_sim(instances=2, model="m1")
     router = await start_router([Backend(id=u, url=u, engine="vllm") for u in sims.urls])
     async with httpx.AsyncClient() as client:
         await client.post(f"{sims.urls[1]}/admin/faults", json={"specs": ["health=fail"]})
-    specs = [ProcessSpec(name=f"engine-{i}", kind="engine", argv=("sim",), port=int(u.rsplit(":", 1)[1]),
-                         role="both") for i, u in enumerate(sims.urls)]
-    specs.append(ProcessSpec(name="router", kind="router", argv=("router", "--engine", "vllm"),
-                             port=int(router.rsplit(":", 1)[1])))
+    specs = [
+        ProcessSpec(
+            name=f"engine-{i}", kind="engine", argv=("sim",), port=int(u.rsplit(":", 1)[1]), role="both"
+        )
+        for i, u in enumerate(sims.urls)
+    ]
+    specs.append(
+        ProcessSpec(
+            name="router",
+            kind="router",
+            argv=("router", "--engine", "vllm"),
+            port=int(router.rsplit(":", 1)[1]),
+        )
+    )
     plan = LocalPlan(release="rel", run_dir=tmp_path, model="m1", specs=tuple(specs))
     write_json_atomic(tmp_path / "rel" / PLAN_FILE, {"plan": plan.to_dict(), "settings": {}})
-    procs = tuple(ProcessState(name=s.name, kind=s.kind, role=s.role, group=None, pool=None, port=s.port,
-                               url=s.url, health_url=s.health_url, log="x", status="healthy") for s in specs)
+    procs = tuple(
+        ProcessState(
+            name=s.name,
+            kind=s.kind,
+            role=s.role,
+            group=None,
+            pool=None,
+            port=s.port,
+            url=s.url,
+            health_url=s.health_url,
+            log="x",
+            status="healthy",
+        )
+        for s in specs
+    )
     me = os.getpid()
-    write_state(tmp_path, RunState(release="rel", supervisor_pid=me, started_at=0.0, status="running",
-                                   processes=procs, supervisor_started=start_time(me)))
+    write_state(
+        tmp_path,
+        RunState(
+            release="rel",
+            supervisor_pid=me,
+            started_at=0.0,
+            status="running",
+            processes=procs,
+            supervisor_started=start_time(me),
+        ),
+    )
 
     async def ejected() -> bool:
         async with httpx.AsyncClient() as client:

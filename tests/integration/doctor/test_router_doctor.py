@@ -83,8 +83,10 @@ async def test_policy_sanity_flags_pd_without_decode_and_prefix_over_one_backend
     start_sim, start_router
 ) -> None:
     sims = await start_sim(instances=2, roles=("prefill", "both"))
-    backends = [Backend(id=sims.urls[0], url=sims.urls[0], role="prefill", engine="vllm", group="g0"),
-                Backend(id=sims.urls[1], url=sims.urls[1], engine="vllm")]
+    backends = [
+        Backend(id=sims.urls[0], url=sims.urls[0], role="prefill", engine="vllm", group="g0"),
+        Backend(id=sims.urls[1], url=sims.urls[1], engine="vllm"),
+    ]
     url = await start_router(backends, policy="prefix_precise")
     policy = {r.summary: r for r in (await doctor(url))["policy"]}
     texts = " | ".join(policy)

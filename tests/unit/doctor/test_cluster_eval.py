@@ -29,8 +29,14 @@ def cluster_profile(**cluster: Any) -> DeploymentProfile:
 
 
 def nodes(*specs: tuple[str, dict[str, str], dict[str, str]], unschedulable: str = "") -> list[NodeView]:
-    items = [{"metadata": {"name": n, "labels": labels}, "spec": {"unschedulable": n == unschedulable},
-              "status": {"allocatable": alloc}} for n, labels, alloc in specs]
+    items = [
+        {
+            "metadata": {"name": n, "labels": labels},
+            "spec": {"unschedulable": n == unschedulable},
+            "status": {"allocatable": alloc},
+        }
+        for n, labels, alloc in specs
+    ]
     return node_views(items)
 
 
@@ -50,8 +56,11 @@ def test_version_thresholds() -> None:
 
 
 def test_permissions_name_every_denied_verb() -> None:
-    access = {("get", "apps", "deployments"): True, ("patch", "apps", "deployments"): False,
-              ("delete", "", "services"): False}
+    access = {
+        ("get", "apps", "deployments"): True,
+        ("patch", "apps", "deployments"): False,
+        ("delete", "", "services"): False,
+    }
     result = evaluate_permissions(access, "ns")
     assert result.status == "fail"
     assert result.summary == "denied in ns: deployments.apps: patch; services: delete"
@@ -155,8 +164,11 @@ def test_engine_pods() -> None:
         return {"metadata": {"name": name, "labels": {"infctl.io/release": release}}, "status": status}
 
     ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    crashing = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
-                "containerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+    crashing = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": [{"state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+    }
     assert evaluate_engine_pods([pod("a", ready)], "r", "ns").status == "pass"
     assert evaluate_engine_pods([pod("a", ready, release="other")], "r", "ns").status == "skip"
     result = evaluate_engine_pods([pod("a", crashing)], "r", "ns")

@@ -12,11 +12,27 @@ PROFILE = Path(__file__).parents[3] / "profiles" / "local-demo.yaml"
 
 
 def state(release: str, status: str = "running", proc_status: str = "healthy") -> RunState:
-    proc = ProcessState(name="engine-0", kind="engine", role="both", group=None, pool=None, port=8100,
-                        url="http://127.0.0.1:8100", health_url="http://127.0.0.1:8100/health", log="x.log",
-                        status=proc_status, pid=1)  # type: ignore[arg-type]
-    return RunState(release=release, supervisor_pid=99, started_at=0.0, status=status,  # type: ignore[arg-type]
-                    processes=(proc,), error="engine-0 exited" if status == "failed" else None)
+    proc = ProcessState(
+        name="engine-0",
+        kind="engine",
+        role="both",
+        group=None,
+        pool=None,
+        port=8100,
+        url="http://127.0.0.1:8100",
+        health_url="http://127.0.0.1:8100/health",
+        log="x.log",
+        status=proc_status,
+        pid=1,
+    )  # type: ignore[arg-type]
+    return RunState(
+        release=release,
+        supervisor_pid=99,
+        started_at=0.0,
+        status=status,  # type: ignore[arg-type]
+        processes=(proc,),
+        error="engine-0 exited" if status == "failed" else None,
+    )
 
 
 def alive(pid: int, started: int | None) -> bool:

@@ -29,9 +29,11 @@ async def test_checks_run_concurrently_in_group_order() -> None:
         await all_in.wait()
         return [passed("engines", "health", "ok")]
 
-    checks = [Check("router", "r", returning(passed("router", "health", "ok"))),
-              *(Check("engines", f"e{i}", slow) for i in range(5)),
-              Check("local", "l", returning(warned("local", "ports", "busy", "free them")))]
+    checks = [
+        Check("router", "r", returning(passed("router", "health", "ok"))),
+        *(Check("engines", f"e{i}", slow) for i in range(5)),
+        Check("local", "l", returning(warned("local", "ports", "busy", "free them"))),
+    ]
     report = await run_checks(checks, timeout_s=30)
     assert [r.group for r in report.results] == ["local"] + ["engines"] * 5 + ["router"]
     assert report.ok and report.exit_code == 0

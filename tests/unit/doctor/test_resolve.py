@@ -21,7 +21,12 @@ PROFILES = Path(__file__).parents[3] / "profiles"
 
 def test_engine_specs() -> None:
     assert parse_engine_spec("http://h:1,engine=sglang,model=m,role=prefill,kv_events=tcp://h:2") == {
-        "url": "http://h:1", "engine": "sglang", "model": "m", "role": "prefill", "kv_events": "tcp://h:2"}
+        "url": "http://h:1",
+        "engine": "sglang",
+        "model": "m",
+        "role": "prefill",
+        "kv_events": "tcp://h:2",
+    }
     with pytest.raises(ConfigError, match="cannot read 'colour=red'"):
         parse_engine_spec("http://h:1,colour=red")
     with pytest.raises(ConfigError, match="expected an http"):
@@ -48,15 +53,18 @@ def test_a_profile_fills_in_what_a_spec_leaves_out() -> None:
     assert target.kv_events == "tcp://10.0.0.7:5557" and not target.precise  # the model publishes on 5557
     explicit = engine_target({"url": "http://10.0.0.7:30000", "engine": "vllm", "model": "x"}, profile)
     assert (explicit.engine, explicit.model) == ("vllm", "x")
-    events = load_deployment(PROFILES / "local-demo.yaml", ["model.kv_events.port=6000",
-                                                             "router.policy=prefix_precise"])
+    events = load_deployment(
+        PROFILES / "local-demo.yaml", ["model.kv_events.port=6000", "router.policy=prefix_precise"]
+    )
     target = engine_target({"url": "http://127.0.0.1:8100"}, events)
     assert target.kv_events == "tcp://127.0.0.1:6000" and target.precise
 
 
 def test_local_release_targets_come_from_its_plan() -> None:
-    profile = load_deployment(PROFILES / "local-demo.yaml", ["model.kv_events.enabled=true",
-                                                             "router.policy=prefix_precise", "replicas=2"])
+    profile = load_deployment(
+        PROFILES / "local-demo.yaml",
+        ["model.kv_events.enabled=true", "router.policy=prefix_precise", "replicas=2"],
+    )
     plan = build_plan(profile, is_free=lambda _: True, run_dir=Path("/tmp/x"))
     engines, router = local_targets(plan)
     assert [e.url for e in engines] == ["http://127.0.0.1:8100", "http://127.0.0.1:8101"]

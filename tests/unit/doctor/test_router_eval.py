@@ -16,8 +16,17 @@ from infctl.doctor.router_eval import (
 
 
 def backend(bid: str, **fields: Any) -> dict[str, Any]:
-    return {"id": bid, "url": bid, "role": "both", "group": None, "ejected": False, "draining": False,
-            "last_error": None, "signals_age_s": 0.05, **fields}
+    return {
+        "id": bid,
+        "url": bid,
+        "role": "both",
+        "group": None,
+        "ejected": False,
+        "draining": False,
+        "last_error": None,
+        "signals_age_s": 0.05,
+        **fields,
+    }
 
 
 def test_ejected_backends_are_listed_with_their_last_error() -> None:
@@ -58,11 +67,14 @@ def test_policy_sanity() -> None:
     precise = evaluate_policy("prefix_precise", [backend("a"), backend("b")], kv_batches=0)
     assert any("no KV events" in r.summary for r in precise)
     assert evaluate_policy("prefix_precise", [backend("a"), backend("b")], kv_batches=12)[0].status == "pass"
-    pd = evaluate_policy("round_robin", [backend("p", role="prefill", group="g0"),
-                                         backend("d", role="decode", group="g1")])
+    pd = evaluate_policy(
+        "round_robin", [backend("p", role="prefill", group="g0"), backend("d", role="decode", group="g1")]
+    )
     summaries = sorted(r.summary for r in pd)
-    assert summaries == ["group g0 has prefill backends and no decode backend",
-                         "group g1 has decode backends and no prefill backend"]
+    assert summaries == [
+        "group g0 has prefill backends and no decode backend",
+        "group g1 has decode backends and no prefill backend",
+    ]
     assert all(r.status == "fail" for r in pd)
     assert evaluate_policy({"preset": "nope"}, [backend("a")])[0].status == "fail"
 
@@ -71,8 +83,9 @@ def profile(policy: str, kv_events: bool) -> DeploymentProfile:
     model: dict[str, Any] = {"engine": "vllm", "model": "m", "sim": {"profile": "llama3-8b-h100"}}
     if kv_events:
         model["kv_events"] = {"port": 5557}
-    return DeploymentProfile.model_validate({"name": "p", "target": "local", "mode": "aggregated",
-                                             "model": model, "router": {"policy": policy}})
+    return DeploymentProfile.model_validate(
+        {"name": "p", "target": "local", "mode": "aggregated", "model": model, "router": {"policy": policy}}
+    )
 
 
 def test_profile_precise_policy_needs_kv_events() -> None:

@@ -272,7 +272,8 @@ def test_vllm_data_parallel_engines_need_their_own_rpc_port() -> None:
     assert vllm_launch.host_port_runs(profile("vllm")) == {}
     assert vllm_launch.host_port_runs(profile("vllm", data_parallel_size=2)) == {"dp_rpc": 1}
     assert vllm_launch.host_port_args({"dp_rpc": 18010, "kv_events": 1}, "127.0.0.1") == [
-        "--data-parallel-rpc-port", "18010",
+        "--data-parallel-rpc-port",
+        "18010",
     ]
     assert vllm_launch.host_port_args({"kv_events": 1}, "127.0.0.1") == []
     # The user's own choice (either spelling) stands.
@@ -292,7 +293,8 @@ def test_sglang_needs_a_dist_init_run_only_with_dp_attention() -> None:
     given = profile("sglang", data_parallel_size=2, dp_attention=True, extra_args=["--dist-init-addr", "h:1"])
     assert sglang_launch.host_port_runs(given) == {}
     assert sglang_launch.host_port_args({"dist_init": 18020}, "127.0.0.1") == [
-        "--dist-init-addr", "127.0.0.1:18020",
+        "--dist-init-addr",
+        "127.0.0.1:18020",
     ]
 
 
@@ -318,9 +320,11 @@ def test_a_vllm_nixl_pd_engine_needs_a_side_channel_port_per_rank() -> None:
 
     nixl = profile("vllm", pd={"kv_connector": "nixl"})
     # Prefill and decode both bind VLLM_NIXL_SIDE_CHANNEL_PORT + rank (5600 by default, every engine's).
-    assert vllm_launch.host_port_runs(nixl, "prefill") == vllm_launch.host_port_runs(nixl, "decode") == {
-        "nixl_side_channel": 1
-    }
+    assert (
+        vllm_launch.host_port_runs(nixl, "prefill")
+        == vllm_launch.host_port_runs(nixl, "decode")
+        == {"nixl_side_channel": 1}
+    )
     assert vllm_launch.host_port_runs(nixl, "both") == {}  # no --kv-transfer-config, no connector
     wide = profile("vllm", pd={"kv_connector": "nixl"}, data_parallel_size=3)
     assert vllm_launch.host_port_runs(wide, "decode") == {"dp_rpc": 1, "nixl_side_channel": 3}
@@ -328,7 +332,8 @@ def test_a_vllm_nixl_pd_engine_needs_a_side_channel_port_per_rank() -> None:
     given = profile("vllm", pd={"kv_connector": "nixl"}, env={"VLLM_NIXL_SIDE_CHANNEL_PORT": "7000"})
     assert vllm_launch.host_port_runs(given, "prefill") == {}
     assert vllm_launch.host_port_env({"nixl_side_channel": 18040, "nixl_side_channel.1": 18041}, "h") == {
-        "VLLM_NIXL_SIDE_CHANNEL_PORT": "18040", "VLLM_NIXL_SIDE_CHANNEL_HOST": "h",
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": "18040",
+        "VLLM_NIXL_SIDE_CHANNEL_HOST": "h",
     }
     assert vllm_launch.host_port_env({"dp_rpc": 1}, "h") == {}
     assert vllm_launch.host_port_args({"nixl_side_channel": 18040}, "h") == []  # a variable, not a flag

@@ -18,14 +18,24 @@ DEAD_PID = 2**22 + 999
 def proc(name: str, port: int, pid: int | None = None) -> ProcessState:
     url = f"http://127.0.0.1:{port}"
     return ProcessState(
-        name=name, kind="engine", role="both", group=None, pool=None, port=port, url=url,
-        health_url=url + "/health", log=f"/tmp/{name}.log", status="healthy", pid=pid,
+        name=name,
+        kind="engine",
+        role="both",
+        group=None,
+        pool=None,
+        port=port,
+        url=url,
+        health_url=url + "/health",
+        log=f"/tmp/{name}.log",
+        status="healthy",
+        pid=pid,
     )
 
 
 def state(supervisor_pid: int, *procs: ProcessState) -> RunState:
-    return RunState(release="r", supervisor_pid=supervisor_pid, started_at=0.0, status="running",
-                    processes=procs)
+    return RunState(
+        release="r", supervisor_pid=supervisor_pid, started_at=0.0, status="running", processes=procs
+    )
 
 
 def health(request: httpx.Request) -> httpx.Response:

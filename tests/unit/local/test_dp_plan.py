@@ -84,7 +84,9 @@ def test_reserve_engines_get_their_rank_runs_after_the_daemons() -> None:
     assert flag(spare, "--data-parallel-size") == "2"
     # A data-parallel engine scales as one slot: its ranks start and stop together.
     assert [[m.name for m in s.members] for s in plan_slots(plan)["both"]] == [
-        ["engine-0"], ["engine-1"], ["engine-2"],
+        ["engine-0"],
+        ["engine-1"],
+        ["engine-2"],
     ]
     assert LocalPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
 
@@ -119,4 +121,3 @@ def test_plans_written_before_ranks_read_as_one_rank_engines() -> None:
     for spec in data["specs"]:
         del spec["data_parallel_size"]
     assert [s.data_parallel_size for s in LocalPlan.from_dict(data).specs] == [1, 1]
-

@@ -54,8 +54,14 @@ def test_a_custom_engine_command_takes_the_rpc_port_as_a_placeholder() -> None:
 
 
 def test_reserve_engines_hold_their_own_rpc_ports() -> None:
-    p = real(**{"model.data_parallel_size": 2, "router.enabled": True, "autoscaler.enabled": True,
-                "autoscaler.both": {"min": 1, "max": 3}})
+    p = real(
+        **{
+            "model.data_parallel_size": 2,
+            "router.enabled": True,
+            "autoscaler.enabled": True,
+            "autoscaler.both": {"min": 1, "max": 3},
+        }
+    )
     plan = plan_of(p)
     spare = plan.reserve[0]
     assert flag(spare, "--data-parallel-rpc-port") == str(spare.ports["dp_rpc"])
@@ -63,8 +69,13 @@ def test_reserve_engines_hold_their_own_rpc_ports() -> None:
 
 
 def test_sglang_dp_attention_engines_get_disjoint_dist_init_runs() -> None:
-    model = {"engine": "sglang", "model": "org/m", "served_model_name": "m", "data_parallel_size": 2,
-             "dp_attention": True}
+    model = {
+        "engine": "sglang",
+        "model": "org/m",
+        "served_model_name": "m",
+        "data_parallel_size": 2,
+        "dp_attention": True,
+    }
     plan = plan_of(real(model=model))
     a, b = plan.specs
     # Without the flag SGLang would derive both runs from --port + 233: 18233.. and 18234.., overlapping.

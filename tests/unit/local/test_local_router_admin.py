@@ -15,8 +15,15 @@ ROUTER = "http://127.0.0.1:9000"
 
 def engine(ranks: int, kv: int | None = 5557) -> ProcessSpec:
     ports = {} if kv is None else {"kv_events": kv, **{f"kv_events.dp{r}": kv + r for r in range(1, ranks)}}
-    return ProcessSpec(name="engine-0", kind="engine", argv=("sim",), port=8001, role="both", ports=ports,
-                       data_parallel_size=ranks)
+    return ProcessSpec(
+        name="engine-0",
+        kind="engine",
+        argv=("sim",),
+        port=8001,
+        role="both",
+        ports=ports,
+        data_parallel_size=ranks,
+    )
 
 
 class FakeRouter:
@@ -43,8 +50,16 @@ async def test_a_data_parallel_engine_is_registered_once_per_rank_with_the_base_
         await admin.add(engine(2))
 
     assert await calls(add) == [
-        ("PUT", f"/admin/backends/http://127.0.0.1:8001#dp{r}",
-         {"url": "http://127.0.0.1:8001", "role": "both", "kv_events": "tcp://127.0.0.1:5557", "dp_rank": r})
+        (
+            "PUT",
+            f"/admin/backends/http://127.0.0.1:8001#dp{r}",
+            {
+                "url": "http://127.0.0.1:8001",
+                "role": "both",
+                "kv_events": "tcp://127.0.0.1:5557",
+                "dp_rank": r,
+            },
+        )
         for r in (0, 1)
     ]
 
@@ -69,8 +84,10 @@ async def test_rank_ids_are_escaped_so_the_rank_is_not_a_fragment() -> None:
         admin = RouterAdmin(client, ROUTER)
         await admin.drain("http://127.0.0.1:8001#dp1")
         await admin.remove("http://127.0.0.1:8001#dp1")
-    assert seen == ["/admin/backends/http://127.0.0.1:8001%23dp1/drain",
-                    "/admin/backends/http://127.0.0.1:8001%23dp1"]
+    assert seen == [
+        "/admin/backends/http://127.0.0.1:8001%23dp1/drain",
+        "/admin/backends/http://127.0.0.1:8001%23dp1",
+    ]
 
 
 async def test_a_prefill_engine_is_registered_with_its_own_bootstrap_port() -> None:

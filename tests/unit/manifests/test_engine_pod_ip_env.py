@@ -18,7 +18,12 @@ DEEPSEEK = ROOT / "profiles" / "deepseek-v3-group.yaml"
 HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
 GROUP = (
-    "mode=group", "pools=null", "autoscaler.enabled=false", "groups=2", "group.prefill=1", "group.decode=1",
+    "mode=group",
+    "pools=null",
+    "autoscaler.enabled=false",
+    "groups=2",
+    "group.prefill=1",
+    "group.decode=1",
 )
 """Kimi K2's model in Group mode."""
 ONE_NODE = ("model.data_parallel_size=8",)

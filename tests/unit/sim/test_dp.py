@@ -170,8 +170,9 @@ async def test_two_instances_keep_their_own_request_counters(scrape: Any) -> Non
 
 
 async def test_serve_builds_the_ranks_the_settings_ask_for_and_sglang_reports_them(start_sim: Any) -> None:
-    single, double = await start_sim(personality="sglang"), await start_sim(
-        personality="sglang", data_parallel_size=2
+    single, double = (
+        await start_sim(personality="sglang"),
+        await start_sim(personality="sglang", data_parallel_size=2),
     )
     engine = double.instances[0]
     assert isinstance(engine, DPEngine) and len(engine.ranks) == 2

@@ -190,7 +190,8 @@ async def test_a_decode_handshakes_with_the_prefill_its_remote_port_names(start_
                for p in (p0, p1)]  # fmt: skip
     params = [a["kv_transfer_params"] for a in answers]
     assert [(p["remote_port"], p["remote_engine_id"]) for p in params] == [
-        (18040, p0.engine_id), (18041, p1.engine_id)
+        (18040, p0.engine_id),
+        (18041, p1.engine_id),
     ]
     async with httpx.AsyncClient(timeout=30) as client:
 

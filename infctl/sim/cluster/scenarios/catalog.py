@@ -252,8 +252,10 @@ def on_trace(
 def seed_note(size: ScenarioSize) -> str:
     """What the seed changed in a trace replay, for a scenario's notes."""
     ms = variant_scrape_interval(size.seed) * 1000
-    return (f"; the trace replays exactly, seed {size.seed} sets the router's scrape interval to {ms:.0f} ms "
-            "(arms reading no engine signals replay the same)")
+    return (
+        f"; the trace replays exactly, seed {size.seed} sets the router's scrape interval to {ms:.0f} ms "
+        "(arms reading no engine signals replay the same)"
+    )
 
 
 def prefix_mooncake(size: ScenarioSize) -> SimScenario:

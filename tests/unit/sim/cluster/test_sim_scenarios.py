@@ -121,7 +121,12 @@ def test_on_a_trace_the_seed_moves_the_routers_timing_reproducibly(size: Scenari
         return tuple((r.end_s, r.cached_tokens) for r in result.bench.requests)
 
     assert [round(variant_scrape_interval(s), 4) for s in (0, 1, 2, 3, 12, 13)] == [
-        0.1, 0.093, 0.107, 0.086, 0.142, 0.1,
+        0.1,
+        0.093,
+        0.107,
+        0.086,
+        0.142,
+        0.1,
     ]
     first = cache_aware(1)
     assert cache_aware(1) == first  # reproducible
