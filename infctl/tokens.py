@@ -261,7 +261,7 @@ def _root_digest(seed: str) -> bytes:
     return hashlib.blake2b(seed.encode(), digest_size=8).digest()
 
 
-class _Memo(Generic[_K, _V]):
+class Memo(Generic[_K, _V]):
     """LRU bounded in (approximate) bytes, each entry's size given by the caller; thread-safe (the simulator
     uses threads)."""
 
@@ -311,8 +311,8 @@ class _Memo(Generic[_K, _V]):
 
 MEMO_BYTES = 32 << 20
 """Memory bound of the ``block_hashes`` memo (bytes, approximate)."""
-_MEMO: _Memo[tuple[int, bytes], tuple[tuple[int, ...], bytes]] = _Memo(MEMO_BYTES)
+_MEMO: Memo[tuple[int, bytes], tuple[tuple[int, ...], bytes]] = Memo(MEMO_BYTES)
 
 TEXT_MEMO_BYTES = 16 << 20
 """Memory bound of the ``token_ids`` chunk memo (bytes, approximate: a chunk's text + 40 per id)."""
-_TEXT_MEMO: _Memo[str | bytes, array[int]] = _Memo(TEXT_MEMO_BYTES)
+_TEXT_MEMO: Memo[str | bytes, array[int]] = Memo(TEXT_MEMO_BYTES)

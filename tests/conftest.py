@@ -101,6 +101,8 @@ async def start_router() -> AsyncIterator[StartRouter]:
             "health_interval_s": 0.1,
             "health": HealthPolicy(base_backoff_s=0.2, max_backoff_s=1.0),
             "drain_timeout_s": 1.0,
+            # The backends here are `infctl sim` engines, which count whitespace words by default.
+            "tokenizer": "words",
         }
         names = ("kube_connect", "upstream_client", "server")
         kwargs = {k: overrides.pop(k) for k in names if k in overrides}

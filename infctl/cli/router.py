@@ -121,6 +121,15 @@ def router(
         int | None,
         typer.Option("--block-size", help="Tokens per prefix-hash block (the engines'). Default 16."),
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="How prompts are counted and hashed: a model directory, tokenizer.json or Hugging Face id "
+            "(exact), 'estimate' (by bytes and characters, any language), 'words' (infctl sim's convention) "
+            "or 'auto' (the estimate). Default: the file's, else auto.",
+        ),
+    ] = None,
     probe_timeout: Annotated[
         float | None,
         typer.Option(
@@ -210,6 +219,7 @@ def router(
             "health_interval_s": health_interval,
             "pd_mode": pd_mode,
             "block_size": block_size,
+            "tokenizer": tokenizer,
             "probe_timeout_s": probe_timeout,
             "admission_queue": admission_queue,
             "admission_deadline_s": admission_deadline,

@@ -120,6 +120,9 @@ class ModelProfile(ProfileModel):
     """Inference engine: vllm or sglang."""
     model: str = Field(min_length=1)
     """Hugging Face model id (``Qwen/Qwen3-8B``) or a path inside the container."""
+    tokenizer: str | None = None
+    """Tokenizer the router and ``bench`` count prompts with: a model directory, a tokenizer.json or a
+    Hugging Face id. Default None: the model's own (``model``)."""
     served_model_name: str = Field(default="", min_length=1)
     """Name clients put in ``"model"``. Default: the value of ``model``."""
     image: str | None = None

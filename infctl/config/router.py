@@ -128,6 +128,12 @@ class RouterFile(ProfileModel):
     """Backends tried per request before anything reached the client. Default 3."""
     block_size: Count = 16
     """Tokens per prefix-hash block; match the engines' KV block size. Default 16."""
+    tokenizer: str = "auto"
+    """How prompts are counted and hashed: the model's tokenizer (a model directory, a tokenizer.json or a
+    Hugging Face id), ``estimate`` (language-independent, by bytes and characters), ``words`` (the
+    simulator's convention, for ``infctl sim`` backends) or ``auto`` (the estimate, announced at start-up).
+    Only the model's own tokenizer makes counts exact and lets the precise index match KV events. Default
+    auto."""
     session_header: str = "x-session-id"
     """Header that keys session affinity. Default x-session-id."""
     pd_mode: Literal["group", "pool"] = "group"
@@ -140,7 +146,11 @@ class RouterFile(ProfileModel):
     (DeepSeek-V3 on H200: kv_bytes_per_token x (1/cross_bw - 1/group_bw) / prefill seconds per token)."""
     admin_token_env: str | None = None
     """Name of the environment variable holding the admin bearer token (never the token itself); required
-    to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API."""
+    to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API, which the
+    router serves on a loopback ``host`` only."""
+    insecure_admin: bool = False
+    """Start even with no admin token on a non-loopback ``host`` (anyone who reaches the router can then
+    add backends and move traffic). ``--insecure-admin``. Default false: the router refuses to start."""
     drain_timeout_s: Seconds = 30.0
     """Grace for in-flight requests on SIGTERM, seconds. Default 30."""
     admission_queue: Annotated[int, Field(ge=0)] = 1024

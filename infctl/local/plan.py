@@ -79,6 +79,7 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     sim = profile.model.sim
     if profile.local.simulate and sim is not None and sim.block_size is not None:
         argv += ["--block-size", str(sim.block_size)]
+    argv += ["--tokenizer", router_tokenizer(profile)]
     for e in ctx.engines:
         for rank in e.dp_ranks:
             fields = [e.url, f"role={e.role or 'both'}"]
@@ -93,6 +94,14 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
                 fields.append(f"bootstrap_port={e.ports['bootstrap']}")  # this prefill's own rendezvous
             argv += ["--backend", ",".join(fields)]
     return [ProcessSpec(name="router", kind="router", argv=tuple(argv), port=port, health_path="/health")]
+
+
+def router_tokenizer(profile: DeploymentProfile) -> str:
+    """What the local router counts prompts with: the simulated engines' convention when they are
+    simulated, else the model's own tokenizer (``model.tokenizer``, or the model's directory or id)."""
+    if profile.local.simulate:
+        return "words"
+    return profile.model.tokenizer or profile.model.model
 
 
 def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:

@@ -62,6 +62,9 @@ class RouterConfig:
     """Backends tried per request while nothing has reached the client (first try included)."""
     block_size: int = 16
     """Tokens per block for prefix hashes (match the engines' KV block size for precise routing)."""
+    tokenizer: str = "auto"
+    """What counts and hashes prompts (``infctl.tokenization.load_tokenizer``): a model directory,
+    tokenizer.json or Hugging Face id; ``estimate``; ``words``; ``auto`` (the estimate)."""
     session_header: str = "x-session-id"
     """Header whose value keys session affinity."""
     pd_mode: Literal["group", "pool"] = "group"
@@ -71,7 +74,10 @@ class RouterConfig:
     pd_cross_group_cost: float = 0.108
     """Pool mode: what a decode backend outside the prefill's group pays (``PDSettings.cross_group_cost``)."""
     admin_token: str | None = None
-    """Bearer token required by /admin/*; None leaves the admin API open (local use only)."""
+    """Bearer token required by /admin/*; None leaves the admin API open, which ``serve`` allows on a
+    loopback ``host`` only (unless ``insecure_admin``)."""
+    insecure_admin: bool = False
+    """Serve an admin API without a token on a non-loopback ``host`` (refused otherwise)."""
     drain_timeout_s: float = 30.0
     """On SIGTERM, how long in-flight requests may run before the router exits, seconds."""
     health: HealthPolicy = field(default_factory=HealthPolicy)

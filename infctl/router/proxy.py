@@ -28,7 +28,7 @@ from infctl.router.pd_legs import (
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.ranks import rank_pin
 from infctl.router.relay import ClientRequest, forward_lean, lean_capable
-from infctl.router.requests import BadRequest, error_response, parse_body, read_body, request_info
+from infctl.router.requests import BadRequest, error_response, parse_body, read_body, read_request_info
 from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import RelayResult, UpstreamFailed, forward, post_json, upstream_headers
 
@@ -68,13 +68,15 @@ async def _generate(
     try:
         raw = await read_body(request, state.cfg.body_timeout_s)
         body = parse_body(raw)
-        info = request_info(
+        info = await read_request_info(
             body,
             chat=path.endswith("chat/completions"),
+            loop=loop,
             request_id=request_id,
             headers=request.headers,
             block_size=state.cfg.block_size,
             session_header=state.cfg.session_header,
+            tokenizer=state.tokenizer,
             hashes=state.core.policy.index != "none",
             max_prompt_chars=state.cfg.max_prompt_chars,
         )

@@ -1,8 +1,14 @@
-"""Reading an OpenAI request body into what the router needs, with errors shaped like the engines'."""
+"""Reading an OpenAI request body into what the router needs, with errors shaped like the engines'.
+
+Prompt tokens come from the router's tokenizer (``infctl.tokenization``): the model's own, an estimate, or
+the simulator's words. A long prompt is tokenized off the event loop (``OFF_LOOP_CHARS``), so one big
+request does not hold up the others.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +17,20 @@ from aiohttp import web
 
 from infctl.router.relay import ClientRequest
 from infctl.router.snapshot import RequestInfo
-from infctl.tokens import chat_prompt_text, count_tokens, token_ids
+from infctl.tokenization import Tokenizer, TokenizerError, check_messages, content_text
+
+OFF_LOOP_CHARS = 8192
+"""Prompts longer than this (characters) are tokenized and hashed in a worker thread: ~1-2 ms of a real
+tokenizer's time and more (``tokenizers`` releases the GIL while it works)."""
+
+_CHAT_OPTIONS = (
+    "tools",
+    "add_generation_prompt",
+    "continue_final_message",
+    "add_special_tokens",
+    "chat_template_kwargs",
+)
+"""Request fields that change what a chat prompt renders to (vLLM's names)."""
 
 
 def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
@@ -36,19 +55,24 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def prompt_text(body: Mapping[str, Any], *, chat: bool) -> str:
-    """The prompt under the token convention of ``infctl.tokens`` (an estimate for real tokenizers)."""
+def prompt_chars(body: Mapping[str, Any], *, chat: bool) -> int:
+    """Characters of prompt text (token ids of a pre-tokenised prompt): what the length bound and the
+    choice to tokenize off the loop look at, known before any tokenizing. BadRequest for a body whose
+    prompt or messages have the wrong shape."""
     if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            raise BadRequest("'messages' must be a list of messages")
-        return chat_prompt_text(m for m in messages if isinstance(m, dict))
+        try:
+            messages = check_messages(body.get("messages"))
+        except TokenizerError as exc:
+            raise BadRequest(exc.message) from None
+        return sum(len(content_text(m.get("content"))) + len(m["role"]) for m in messages)
     prompt = body.get("prompt")
     if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
-        return " ".join(prompt)
-    raise BadRequest("'prompt' must be a string (or a list of strings)")
+        return len(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return sum(map(len, prompt)) + len(prompt) - 1
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        return len(prompt)
+    raise BadRequest("'prompt' must be a string, a list of strings or a list of token ids")
 
 
 def request_info(
@@ -59,21 +83,16 @@ def request_info(
     headers: Mapping[str, str],
     block_size: int,
     session_header: str,
+    tokenizer: Tokenizer,
     hashes: bool = True,
     max_prompt_chars: int | None = None,
 ) -> RequestInfo:
     """What the policies read from one request. ``hashes=False`` (a policy that uses no prefix index) only
-    counts the prompt's tokens: no token ids, no block hashes, a fraction of the cost on long prompts.
+    counts the prompt's tokens: no block hashes.
 
-    ``max_prompt_chars`` bounds the prompt text's characters (a pre-tokenised prompt's ids) before any
-    tokenising or hashing, whose cost grows with the prompt and blocks the event loop: above it, a
-    BadRequest with status 413. None: no bound."""
-    prompt = body.get("prompt")
-    ids: list[int] | None = None
-    if not chat and isinstance(prompt, list) and prompt:
-        _check_length(len(prompt), max_prompt_chars, "token ids")
-        if all(isinstance(t, int) for t in prompt):
-            ids = [int(t) for t in prompt]
+    ``max_prompt_chars`` bounds the prompt's characters (a pre-tokenised prompt's ids) before any
+    tokenizing or hashing: above it, a BadRequest with status 413. None: no bound."""
+    _check_length(prompt_chars(body, chat=chat), max_prompt_chars)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
     common: dict[str, Any] = {
@@ -81,23 +100,47 @@ def request_info(
         "block_size": block_size,
         "session_key": headers.get(session_header),
         "is_stream": bool(body.get("stream")),
-        "max_tokens": max_tokens if isinstance(max_tokens, int) else None,
+        "max_tokens": max_tokens
+        if isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
+        else None,
     }
-    if ids is None:
-        text = prompt_text(body, chat=chat)
-        _check_length(len(text), max_prompt_chars, "characters")
-        if not hashes:
-            return RequestInfo(request_id, prompt_tokens=count_tokens(text), **common)
-        ids = token_ids(text)
-    elif not hashes:
+    try:
+        ids = _prompt_ids(body, chat, tokenizer, count_only=not hashes)
+    except TokenizerError as exc:
+        raise BadRequest(exc.message) from None
+    if isinstance(ids, int):
+        return RequestInfo(request_id, prompt_tokens=ids, **common)
+    if not hashes:
         return RequestInfo(request_id, prompt_tokens=len(ids), **common)
     return RequestInfo.from_ids(request_id, ids, **common)
 
 
-def _check_length(n: int, limit: int | None, unit: str) -> None:
+async def read_request_info(
+    body: Mapping[str, Any], *, chat: bool, loop: asyncio.AbstractEventLoop, **kwargs: Any
+) -> RequestInfo:
+    """``request_info``, in a worker thread when the prompt is long (``OFF_LOOP_CHARS``)."""
+    if prompt_chars(body, chat=chat) <= OFF_LOOP_CHARS:
+        return request_info(body, chat=chat, **kwargs)
+    return await loop.run_in_executor(None, functools.partial(request_info, body, chat=chat, **kwargs))
+
+
+def _prompt_ids(body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool) -> list[int] | int:
+    """The prompt's ids (or only their number, when that is all that is needed and cheaper)."""
+    if chat:
+        options = {k: body[k] for k in _CHAT_OPTIONS if k in body}
+        return tok.chat_ids(body["messages"], **options)
+    prompt = body["prompt"]
+    special = body.get("add_special_tokens", True) is not False
+    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+        return [int(t) for t in prompt]
+    text = prompt if isinstance(prompt, str) else " ".join(prompt)
+    return tok.count(text, special=special) if count_only else tok.encode(text, special=special)
+
+
+def _check_length(n: int, limit: int | None) -> None:
     if limit is not None and n > limit:
         raise BadRequest(
-            f"the prompt is {n} {unit} long; this router accepts at most {limit} (max_prompt_chars)", 413
+            f"the prompt is {n} characters long; this router accepts at most {limit} (max_prompt_chars)", 413
         )
 
 

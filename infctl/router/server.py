@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from aiohttp import web
 from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import ConfigError, MetricsError
+from infctl.router.admin_validate import check_exposure
 from infctl.router.admission import AdmissionQueue, Scope, headroom, saturated
 from infctl.router.app import build_app
 from infctl.router.background import probe_loop, scrape_loop
@@ -36,6 +38,7 @@ from infctl.router.pool import BackendPool
 from infctl.router.ranks import Target, scrape_targets
 from infctl.router.upstream import make_session
 from infctl.telemetry.scrape import make_client
+from infctl.tokenization import EstimateTokenizer, Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
@@ -73,6 +76,8 @@ class RouterState:
     """Generation requests being served (either front); the drain waits for it to reach 0."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     """Set each time ``inflight`` drops to 0."""
+    tokenizer: Tokenizer = field(default_factory=EstimateTokenizer)
+    """Counts and hashes prompts (``cfg.tokenizer``)."""
 
     def __post_init__(self) -> None:
         self.admission = AdmissionQueue(
@@ -161,6 +166,13 @@ def _credits(source: KVSource) -> dict[int | None, str]:
     return cast(dict[int | None, str], source.backends)
 
 
+log = logging.getLogger(__name__)
+_INEXACT = {
+    "estimate": "no model tokenizer is named (--tokenizer), so counts are estimates by bytes and characters "
+    "and the precise index cannot match the engines' KV events",
+    "words": "the simulator's convention (whitespace words); right for infctl sim backends only",
+}
+
 UpstreamClient = Literal["lean", "aiohttp"]
 ServerKind = Literal["lean", "aiohttp"]
 _DRAIN_GRACE_S = 0.25
@@ -179,6 +191,11 @@ def build_state(
     (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them). ``transport``, when
     given, carries the scrapes and probes (tests pass an ``httpx.MockTransport``)."""
     policy = build_policy(cfg.policy)
+    tokenizer = load_tokenizer(cfg.tokenizer)
+    if not tokenizer.exact:
+        log.warning(
+            "prompt tokens are counted by %s: %s", tokenizer.name, _INEXACT.get(tokenizer.name, "not exact")
+        )
     http1 = None
     if upstream_client == "lean":
         http1 = Http1Pool(
@@ -188,10 +205,11 @@ def build_state(
     # Scrapes and probes on the bare lean path: half the CPU of httpx's client over the same pool.
     lean = http1 if transport is None else None
     return RouterState(
+        tokenizer=tokenizer,
         http1=http1,
         cfg=cfg,
         core=RouterCore(policy),
-        pool=BackendPool(cfg.backends, cfg.health),
+        pool=BackendPool(cfg.backends, cfg.health, engine=cfg.engine),
         session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
         scraper=EngineGet(lean, make_client(transport, timeout=timeout_s), timeout_s),
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
@@ -221,6 +239,7 @@ async def serve(
     other request to the aiohttp app on the same connection; ``aiohttp`` serves everything with aiohttp.
     ``server`` None: ``cfg.server`` (router.yaml's ``server:``). ``on_ready`` receives the base URL once
     listening (useful with ``port=0``)."""
+    check_exposure(cfg.host, cfg.admin_token, insecure=cfg.insecure_admin)
     server = server or cfg.server
     stop = stop or asyncio.Event()
     state = build_state(cfg, transport=transport, upstream_client=upstream_client)

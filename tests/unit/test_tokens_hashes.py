@@ -109,7 +109,7 @@ def test_the_simulators_incremental_chain_agrees() -> None:
 
 
 def test_the_memo_stays_within_its_byte_bound() -> None:
-    memo: tokens._Memo[bytes, int] = tokens._Memo(max_bytes=20_000)
+    memo: tokens.Memo[bytes, int] = tokens.Memo(max_bytes=20_000)
     for i in range(200):
         key = i.to_bytes(8, "little") + bytes(1024)
         memo.put(key, i, 1500)

@@ -6,9 +6,20 @@ from typing import Any
 
 import pytest
 
-from infctl.router import build_policy, requests
+from infctl.router import build_policy
 from infctl.router.requests import BadRequest, request_info
 from infctl.router.snapshot import RequestInfo
+from infctl.tokenization import Tokenizer, WordTokenizer
+
+
+class Forbidden(Tokenizer):
+    """Fails the test if anything is tokenized."""
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        raise AssertionError("tokenised")
+
+    def chat_ids(self, messages: Any, **options: Any) -> list[int]:
+        raise AssertionError("tokenised")
 
 
 def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> Any:
@@ -19,6 +30,7 @@ def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> An
         headers={"x-session": "s1"},
         block_size=4,
         session_header="x-session",
+        tokenizer=WordTokenizer(),
         hashes=hashes,
     )
 
@@ -57,9 +69,9 @@ def test_a_bad_prompt_is_rejected_either_way() -> None:
         ({"model": "m", "prompt": ["a b c", "d e f"]}, False),
         ({"model": "m", "prompt": list(range(11))}, False),
         (
-            {"model": "m", "messages": [{"role": "user", "content": "abc"}]},
+            {"model": "m", "messages": [{"role": "user", "content": "abc def g"}]},
             True,
-        ),  # <|user|> abc <|assistant|>
+        ),  # role and content: 13 characters
     ],
 )
 def test_a_prompt_over_the_bound_is_refused_with_413_before_tokenising(
@@ -72,20 +84,17 @@ def test_a_prompt_over_the_bound_is_refused_with_413_before_tokenising(
         assert info_bounded(body, chat=chat, hashes=hashes, limit=30).prompt_tokens > 0
 
 
-def test_the_bound_is_checked_before_token_ids_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    import infctl.router.requests as requests
-
-    def boom(text: str) -> list[int]:
-        raise AssertionError("tokenised a prompt over the bound")
-
-    monkeypatch.setattr(requests, "token_ids", boom)
-    monkeypatch.setattr(requests, "count_tokens", boom)
+def test_the_bound_is_checked_before_token_ids_are_read() -> None:
     for hashes in (True, False):
         with pytest.raises(BadRequest):
-            info_bounded({"model": "m", "prompt": "x" * 100}, chat=False, hashes=hashes, limit=99)
+            info_bounded(
+                {"model": "m", "prompt": "x" * 100}, chat=False, hashes=hashes, limit=99, tok=Forbidden()
+            )
 
 
-def info_bounded(body: dict[str, Any], *, chat: bool, hashes: bool, limit: int) -> Any:
+def info_bounded(
+    body: dict[str, Any], *, chat: bool, hashes: bool, limit: int, tok: Tokenizer | None = None
+) -> Any:
     return request_info(
         body,
         chat=chat,
@@ -93,6 +102,7 @@ def info_bounded(body: dict[str, Any], *, chat: bool, hashes: bool, limit: int) 
         headers={},
         block_size=4,
         session_header="x-session",
+        tokenizer=tok or WordTokenizer(),
         hashes=hashes,
         max_prompt_chars=limit,
     )
@@ -103,12 +113,24 @@ def test_without_a_prefix_index_nothing_is_tokenised_or_hashed(
 ) -> None:
     """round_robin (index none) only counts the prompt: no token ids, no block hashes."""
 
+    class CountOnly(WordTokenizer):
+        def encode(self, text: str, *, special: bool = True) -> list[int]:
+            raise AssertionError("built token ids for a policy that uses no prefix index")
+
     def forbidden(*_: object, **__: object) -> Any:
-        raise AssertionError("tokenised or hashed for a policy that uses no prefix index")
+        raise AssertionError("hashed for a policy that uses no prefix index")
 
     assert build_policy("round_robin").index == "none"  # what the proxy passes as hashes=False
     expected = info({"model": "m", "prompt": "a b c d e f g h i"}).prompt_tokens
-    monkeypatch.setattr(requests, "token_ids", forbidden)
     monkeypatch.setattr(RequestInfo, "from_ids", forbidden)
-    got = info({"model": "m", "prompt": "a b c d e f g h i"}, hashes=False)
+    got = request_info(
+        {"model": "m", "prompt": "a b c d e f g h i"},
+        chat=False,
+        request_id="r",
+        headers={},
+        block_size=4,
+        session_header="x-session",
+        tokenizer=CountOnly(),
+        hashes=False,
+    )
     assert (got.prompt_tokens, got.block_hashes) == (expected, ())

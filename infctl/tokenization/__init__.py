@@ -1,0 +1,28 @@
+"""Prompt tokens as the engines count them: one layer the router, the benchmark and the simulator share.
+
+* :class:`HFTokenizer`: the model's own tokenizer and chat template (exact);
+* :class:`EstimateTokenizer`: a language-independent estimate when the model's files are not at hand;
+* :class:`WordTokenizer`: the simulator's convention (``infctl.tokens``), for use with ``infctl sim``;
+* :func:`load_tokenizer`: the one a setting names (``auto``, ``estimate``, ``words``, a path, a model id).
+
+Errors: :class:`TokenizerError` (an ``InfctlError``) for files that do not load and messages a chat
+template refuses.
+"""
+
+from infctl.tokenization.base import Tokenizer, TokenizerError, check_messages, content_text
+from infctl.tokenization.estimate import EstimateTokenizer
+from infctl.tokenization.hf import HFTokenizer
+from infctl.tokenization.load import KEYWORDS, load_tokenizer
+from infctl.tokenization.words import WordTokenizer
+
+__all__ = [
+    "KEYWORDS",
+    "EstimateTokenizer",
+    "HFTokenizer",
+    "Tokenizer",
+    "TokenizerError",
+    "WordTokenizer",
+    "check_messages",
+    "content_text",
+    "load_tokenizer",
+]

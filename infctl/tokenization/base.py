@@ -1,0 +1,76 @@
+"""The interface every tokenizer implements, and the request-shape rules they share.
+
+A tokenizer answers what the engine would see: the token ids of a completion prompt, and of a chat
+conversation rendered by the model's chat template. ``exact`` says whether those ids are the engine's own
+(the model's tokenizer) or a stand-in (the simulator's words, the language-independent estimate): prefix
+routing works on either, but only exact ids can be matched against an engine's KV events.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from infctl.errors import InfctlError
+
+
+class TokenizerError(InfctlError):
+    """A tokenizer could not be loaded, or a prompt could not be tokenized (bad chat messages)."""
+
+    exit_code = 2
+
+
+class Tokenizer(ABC):
+    """Prompt token ids as an engine computes them for ``/v1/completions`` and ``/v1/chat/completions``."""
+
+    name: str = ""
+    """What this is, for logs and ``doctor``: ``hf:PATH``, ``estimate``, ``words``."""
+    exact: bool = False
+    """True when the ids are the model's own (they match the engine's counts and KV events)."""
+
+    @abstractmethod
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        """Ids of a completion prompt. ``special`` adds what the engine adds by default (a BOS token),
+        as vLLM's ``add_special_tokens`` does."""
+
+    def count(self, text: str, *, special: bool = True) -> int:
+        """``len(encode(text))``; implementations may count without building the ids."""
+        return len(self.encode(text, special=special))
+
+    @abstractmethod
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
+        """Ids of a chat request's prompt: the messages rendered as the engine renders them. ``options`` are
+        the request's template options (``tools``, ``add_generation_prompt``, ``continue_final_message``,
+        ``add_special_tokens``, ``chat_template_kwargs``); unknown ones are ignored."""
+
+
+def check_messages(messages: object) -> list[Mapping[str, Any]]:
+    """The request's ``messages`` as a non-empty list of objects with a role, or a TokenizerError saying
+    which entry is wrong (the router answers it with a 400, as the engines do)."""
+    if not isinstance(messages, list) or not messages:
+        raise TokenizerError("'messages' must be a non-empty list of messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise TokenizerError(f"messages[{i}] must be an object")
+        if not isinstance(m.get("role"), str):
+            raise TokenizerError(f"messages[{i}].role must be a string")
+        content = m.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise TokenizerError(f"messages[{i}].content must be a string or a list of content parts")
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if not isinstance(part, dict) or not isinstance(part.get("type", "text"), str):
+                    raise TokenizerError(f"messages[{i}].content[{j}] must be an object with a 'type'")
+    return messages
+
+
+def content_text(content: object) -> str:
+    """The text of a message's content as vLLM hands it to a string-format chat template: a string as is,
+    text parts joined by newlines. Other parts (images, audio) add placeholder tokens that depend on the
+    model's processor: they are not counted here."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
+    return ""

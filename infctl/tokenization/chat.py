@@ -1,0 +1,134 @@
+"""Chat templates rendered the way the engines render them for ``/v1/chat/completions``.
+
+vLLM and SGLang both hand the request's messages to the Hugging Face chat template (Jinja2) of the model and
+tokenize the resulting text without adding special tokens again. This module reproduces that rendering:
+the same sandboxed environment options (``trim_blocks``, ``lstrip_blocks``, loop controls), the same
+variables (``messages``, ``tools``, ``add_generation_prompt``, the special tokens, the request's
+``chat_template_kwargs``), the helpers templates call (``raise_exception``, ``strftime_now``, ``tojson``),
+and vLLM's message preparation (text parts joined by newlines for templates that read ``content`` as a
+string; tool-call arguments parsed from JSON so templates can iterate them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+
+from infctl.tokenization.base import TokenizerError, content_text
+
+_PARTS_LOOP = re.compile(r"for\s+\w+\s+in\s+\w+(?:\[\s*['\"]content['\"]\s*\]|\.content)")
+"""A template that loops over a message's content expects OpenAI content parts, not a string (vLLM decides
+the same way, by reading the template)."""
+
+
+class _Generation(jinja2.ext.Extension):
+    """``{% generation %}...{% endgeneration %}`` marks assistant text for training masks; rendering keeps
+    the body as is."""
+
+    tags = {"generation"}  # noqa: RUF012 (jinja2 declares it an instance attribute)
+
+    def parse(self, parser: Any) -> Any:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+
+def _raise(message: str) -> None:
+    raise jinja2.TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    """One compiled chat template and the special tokens it is rendered with."""
+
+    def __init__(self, source: str, special_tokens: Mapping[str, str]) -> None:
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[_Generation, jinja2.ext.loopcontrols]
+        )
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = _strftime_now
+        try:
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise TokenizerError(f"the chat template does not compile: {exc} (line {exc.lineno})") from None
+        self.source = source
+        self.parts = bool(_PARTS_LOOP.search(source))
+        self.special_tokens = dict(special_tokens)
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: object = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The prompt text the engine tokenizes. A template error (``raise_exception``, a bad variable)
+        is a TokenizerError: the engine answers such a request with a 400 too."""
+        prepared = [self._prepare(m) for m in messages]
+        if continue_final_message and add_generation_prompt:
+            raise TokenizerError("continue_final_message and add_generation_prompt are mutually exclusive")
+        variables: dict[str, Any] = dict(self.special_tokens)
+        if chat_template_kwargs:
+            variables.update(chat_template_kwargs)
+        variables.update(messages=prepared, tools=tools, add_generation_prompt=add_generation_prompt)
+        try:
+            text = self._template.render(**variables)
+        except jinja2.TemplateError as exc:
+            raise TokenizerError(f"the chat template refused the messages: {exc}") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise TokenizerError(f"the chat template failed on the messages: {exc}") from None
+        if continue_final_message:
+            text = _cut_after_final(text, prepared[-1])
+        return text
+
+    def _prepare(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(message)
+        content = message.get("content")
+        if self.parts:
+            if isinstance(content, str):
+                out["content"] = [{"type": "text", "text": content}]
+        elif content is not None:
+            out["content"] = content_text(content)
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            out["tool_calls"] = [_parsed_call(c) for c in calls]
+        return out
+
+
+def _parsed_call(call: object) -> object:
+    """A tool call with its ``function.arguments`` JSON parsed, as vLLM hands it to templates."""
+    if not isinstance(call, dict):
+        return call
+    fn = call.get("function")
+    if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+        with contextlib.suppress(ValueError):
+            fn = {**fn, "arguments": json.loads(fn["arguments"])}
+        return {**call, "function": fn}
+    return call
+
+
+def _cut_after_final(text: str, final: Mapping[str, Any]) -> str:
+    """``continue_final_message``: the prompt ends where the last message's content ends."""
+    content = content_text(final.get("content")).strip()
+    at = text.rfind(content) if content else -1
+    if at < 0:
+        raise TokenizerError("continue_final_message: the final message's content is not in the rendering")
+    return text[: at + len(content)]

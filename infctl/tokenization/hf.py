@@ -1,0 +1,177 @@
+"""The model's own tokenizer: Hugging Face ``tokenizers`` (Rust; it releases the GIL) and its chat template.
+
+Loaded from a model directory (``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja`` or
+``chat_template.json``: the files vLLM and SGLang read) or from a ``tokenizer.json`` alone (completions only).
+Chat prompts are split at the special tokens the template writes (``<|im_start|>``...) and each piece between
+them is tokenized once and remembered: the tokenizer treats those tokens as hard boundaries, so the pieces'
+ids joined are the whole prompt's ids, and a conversation that grows turn by turn costs only its new turn.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from infctl.tokenization.base import Tokenizer, TokenizerError
+from infctl.tokenization.chat import ChatTemplate
+from infctl.tokens import Memo
+
+PIECE_MEMO_BYTES = 32 << 20
+"""Memory bound of the remembered chat pieces (bytes, approximate: text + 8 per id)."""
+MIN_MEMO_CHARS = 256
+"""Pieces shorter than this are tokenized every time (cheaper than remembering them)."""
+
+
+class HFTokenizer(Tokenizer):
+    exact = True
+
+    def __init__(self, raw: Any, *, name: str, template: ChatTemplate | None) -> None:
+        self._tok = raw
+        self.name = name
+        self.template = template
+        added = raw.get_added_tokens_decoder()
+        plain = all(
+            not (t.lstrip or t.rstrip or t.single_word or (t.normalized and not t.special))
+            for t in added.values()
+        )
+        specials = sorted((t.content for t in added.values() if t.content), key=len, reverse=True)
+        # Splitting by hand is only exact when added tokens match as plain strings (no strip options).
+        self._split = re.compile("|".join(map(re.escape, specials))) if specials and plain else None
+        self._added = {t.content: i for i, t in added.items()}
+        self._memo: Memo[str, tuple[int, ...]] = Memo(PIECE_MEMO_BYTES)
+        if self._split is not None and not self._split_is_exact(specials[-1]):
+            self._split = None
+        self._memo.clear()
+        with_special = raw.encode("a", add_special_tokens=True).ids
+        bare = raw.encode("a", add_special_tokens=False).ids
+        at = _find(with_special, bare)
+        self._prefix = with_special[:at] if at >= 0 else []
+        self._suffix = with_special[at + len(bare) :] if at >= 0 else []
+
+    def _split_is_exact(self, special: str) -> bool:
+        """Whether pieces tokenized apart join to the whole text's ids for this tokenizer's normalizer
+        and pre-tokenizer (a Metaspace that prepends only to the first piece would not)."""
+        pad = "x" * MIN_MEMO_CHARS
+        probes = (
+            f"{pad} hello{special}world ",
+            f"{pad}\n{special}\n 你好 {pad}",
+            f" {special}  a {special}{pad}",
+        )
+        tok = self._tok
+        return all(list(tok.encode(p, add_special_tokens=False).ids) == self._pieces(p) for p in probes)
+
+    @classmethod
+    def from_path(cls, path: Path) -> HFTokenizer:
+        """Load from a model directory or a ``tokenizer.json`` file (TokenizerError naming the file)."""
+        try:
+            from tokenizers import Tokenizer as RawTokenizer
+        except ImportError:  # pragma: no cover - a dependency of infctl
+            raise TokenizerError("the 'tokenizers' package is not installed") from None
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise TokenizerError(
+                f"no tokenizer.json at {path}",
+                hint="name a model directory holding tokenizer.json, or the file itself",
+            )
+        try:
+            raw = RawTokenizer.from_file(str(file))
+        except Exception as exc:  # the Rust side raises plain Exception on a bad file
+            raise TokenizerError(f"{file} is not a tokenizer.json that loads: {exc}") from None
+        config = _read_json(file.parent / "tokenizer_config.json")
+        source = _template_source(file.parent, config)
+        specials = {k: _token_text(v) for k, v in config.items() if k.endswith("_token")}
+        tokens = {k: v for k, v in specials.items() if v is not None}
+        template = ChatTemplate(source, tokens) if source else None
+        where = file.parent if file.name == "tokenizer.json" else file
+        return cls(raw, name=f"hf:{where}", template=template)
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        ids = self._pieces(text)
+        return [*self._prefix, *ids, *self._suffix] if special else ids
+
+    def count(self, text: str, *, special: bool = True) -> int:
+        n = len(self._pieces(text))
+        return n + (len(self._prefix) + len(self._suffix) if special else 0)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
+        if self.template is None:
+            raise TokenizerError(
+                f"{self.name} has no chat template, so chat requests cannot be tokenized",
+                hint="name the model directory (tokenizer_config.json or chat_template.jinja beside it)",
+            )
+        text = self.template.render(
+            messages,
+            tools=options.get("tools"),
+            add_generation_prompt=bool(options.get("add_generation_prompt", True)),
+            continue_final_message=bool(options.get("continue_final_message", False)),
+            chat_template_kwargs=options.get("chat_template_kwargs") or None,
+        )
+        return self.encode(text, special=bool(options.get("add_special_tokens", False)))
+
+    def _pieces(self, text: str) -> list[int]:
+        split = self._split
+        if split is None or len(text) < 2 * MIN_MEMO_CHARS:
+            return list(self._tok.encode(text, add_special_tokens=False).ids)
+        out: list[int] = []
+        pos = 0
+        for m in split.finditer(text):
+            if m.start() > pos:
+                out.extend(self._piece(text[pos : m.start()]))
+            out.append(self._added[m.group()])
+            pos = m.end()
+        if pos < len(text):
+            out.extend(self._piece(text[pos:]))
+        return out
+
+    def _piece(self, text: str) -> Sequence[int]:
+        if len(text) < MIN_MEMO_CHARS:
+            return self._tok.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]
+        hit = self._memo.get(text)
+        if hit is None:
+            hit = tuple(self._tok.encode(text, add_special_tokens=False).ids)
+            if self._memo.seen_before(text):
+                self._memo.put(text, hit, sys.getsizeof(text) + 8 * len(hit) + 100)
+        return hit
+
+
+def _find(haystack: Sequence[int], needle: Sequence[int]) -> int:
+    for i in range(len(haystack) - len(needle) + 1):
+        if list(haystack[i : i + len(needle)]) == list(needle):
+            return i
+    return -1
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"{path} is not valid JSON: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _template_source(directory: Path, config: Mapping[str, Any]) -> str | None:
+    """The default chat template, from where transformers saves it: ``chat_template.jinja`` (recent),
+    ``chat_template.json``, or ``tokenizer_config.json``'s ``chat_template`` (a string, or named templates
+    of which ``default`` is used)."""
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    value = _read_json(directory / "chat_template.json").get("chat_template", config.get("chat_template"))
+    if isinstance(value, list):
+        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        value = named.get("default")
+    return value if isinstance(value, str) else None
+
+
+def _token_text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return str(value["content"])
+    return None

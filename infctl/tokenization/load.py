@@ -1,0 +1,83 @@
+"""Which tokenizer a setting names, and loading it.
+
+A setting is one of:
+
+* ``auto`` (the default): nothing named, so the language-independent ``estimate``;
+* ``estimate``: that estimate, said explicitly;
+* ``words``: the simulator's convention (a router or benchmark in front of ``infctl sim``);
+* a path: a model directory holding ``tokenizer.json`` (and its chat template), or the file itself;
+* a Hugging Face model id (``Qwen/Qwen3-8B``): its files in the local Hugging Face cache
+  (``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or ``~/.cache/huggingface/hub``), downloaded into it first with
+  ``huggingface_hub`` when that is installed and ``HF_HUB_OFFLINE`` is not set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from infctl.tokenization.base import Tokenizer, TokenizerError
+from infctl.tokenization.estimate import EstimateTokenizer
+from infctl.tokenization.hf import HFTokenizer
+from infctl.tokenization.words import WordTokenizer
+
+KEYWORDS = ("auto", "estimate", "words")
+_HF_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json"]
+
+
+def load_tokenizer(spec: str | None) -> Tokenizer:
+    """The tokenizer ``spec`` names (see the module docstring); TokenizerError naming what failed."""
+    spec = (spec or "auto").strip()
+    if spec in ("auto", "estimate"):
+        return EstimateTokenizer()
+    if spec == "words":
+        return WordTokenizer()
+    path = Path(spec).expanduser()
+    if path.exists():
+        return HFTokenizer.from_path(path)
+    if _HF_ID.match(spec):
+        return HFTokenizer.from_path(_hub_snapshot(spec))
+    raise TokenizerError(
+        f"tokenizer {spec!r}: no such file or directory, and not a Hugging Face model id",
+        hint="give a model directory, a tokenizer.json, an id like Qwen/Qwen3-8B, or one of: "
+        + ", ".join(KEYWORDS),
+    )
+
+
+def hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    return home / "hub"
+
+
+def _hub_snapshot(model_id: str) -> Path:
+    """The newest cached snapshot of ``model_id`` holding a tokenizer.json, downloading it if allowed."""
+    found = _cached(model_id)
+    if found is not None:
+        return found
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        raise TokenizerError(f"tokenizer {model_id}: not in the Hugging Face cache {hub_cache()} (offline)")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise TokenizerError(
+            f"tokenizer {model_id}: not in the Hugging Face cache at {hub_cache()}",
+            hint="pip install huggingface_hub to download it, or give the model directory's path",
+        ) from None
+    try:
+        return Path(snapshot_download(model_id, allow_patterns=_FILES, cache_dir=hub_cache()))
+    except Exception as exc:  # network, auth (gated models need HF_TOKEN), missing repo
+        raise TokenizerError(
+            f"tokenizer {model_id}: download failed: {exc}", hint="set HF_TOKEN for gated models"
+        ) from None
+
+
+def _cached(model_id: str) -> Path | None:
+    snapshots = hub_cache() / f"models--{model_id.replace('/', '--')}" / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    candidates = [p for p in snapshots.iterdir() if (p / "tokenizer.json").is_file()]
+    return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None

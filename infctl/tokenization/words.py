@@ -1,0 +1,34 @@
+"""The simulator's convention as a tokenizer: a token is a whitespace-separated word (``infctl.tokens``).
+
+``infctl sim`` counts this way by default, so a router or benchmark in front of simulated engines selects it
+to agree with them exactly. It is never a default for real engines: a 3,000-character Chinese prompt is one
+"word".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from infctl import tokens
+from infctl.tokenization.base import Tokenizer, content_text
+
+
+class WordTokenizer(Tokenizer):
+    name = "words"
+    exact = False
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        return tokens.token_ids(text)
+
+    def count(self, text: str, *, special: bool = True) -> int:
+        return tokens.count_tokens(text)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
+        return tokens.token_ids(self.chat_text(messages))
+
+    @staticmethod
+    def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
+        return tokens.chat_prompt_text(
+            {"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages
+        )
