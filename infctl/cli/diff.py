@@ -48,8 +48,8 @@ def diff_cmd(
     the live one, plus the objects deploy would prune."""
     opts = global_options(ctx)
     with errors_as_exit():
+        profile = load_deployment(file, overrides or [])  # a bad file is reported without a cluster
         client = cluster(opts)
-        profile = load_deployment(file, overrides or [])
         objects, namespace = rendered(opts, client, profile, options)
         diffs = diff_release(client, objects, release=profile.name, namespace=namespace)
     changed = [d for d in diffs if d.action != "unchanged"]

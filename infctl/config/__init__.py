@@ -4,6 +4,8 @@ Load a deployment with :func:`load_deployment`; every mistake in it raises :clas
 naming the file, line, key path, what was expected and what was found.
 """
 
+from infctl.config._files import MAX_FILE_BYTES
+from infctl.config._yaml import MAX_NODES, read_yaml
 from infctl.config.cluster import ClusterProfile, StorageHints, Toleration
 from infctl.config.deployment import (
     DeploymentProfile,
@@ -43,6 +45,8 @@ from infctl.config.settings import (
 )
 
 __all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
     "AnyProfile",
     "AutoscalerSettings",
     "BackendEntry",
@@ -75,4 +79,5 @@ __all__ = [
     "load_model",
     "load_profile",
     "load_router",
+    "read_yaml",
 ]

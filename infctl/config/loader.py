@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from infctl.config._base import Loc, format_loc
+from infctl.config._files import nearby_hint
 from infctl.config._messages import Explained, explain
-from infctl.config._yaml import Locations, Source, nearby_hint, read_mapping
+from infctl.config._yaml import Locations, Source, read_mapping
 from infctl.config.cluster import ClusterProfile
 from infctl.config.deployment import DeploymentProfile
 from infctl.config.model import ModelProfile

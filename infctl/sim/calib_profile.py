@@ -118,15 +118,10 @@ def profile_from_dict(data: Any, *, source: str = "<profile>") -> SimProfile:
 
 
 def load_profile_file(path: Path) -> SimProfile:
-    """Read a profile file (YAML, or JSON, which YAML also reads)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read simulator profile {path}: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML or JSON: {exc}") from None
+    """Read a profile file (YAML, or JSON, which YAML also reads): a regular file of at most 4 MiB."""
+    from infctl.config import read_yaml
+
+    data, _ = read_yaml(path, str(path))
     return profile_from_dict(data, source=str(path))
 
 
