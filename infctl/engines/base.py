@@ -187,6 +187,14 @@ class EngineAdapter(Protocol):
     def pd_style(self) -> PDStyle: ...
 
     @property
+    def decode_serves_alone(self) -> bool:
+        """Whether a PD decode engine (role ``decode``) also serves a request sent without its prefill leg,
+        prefilling it itself. The router sends short prompts to such a decode engine alone; one that
+        refuses them only ever gets requests paired with a prefill engine (or, with none, an aggregated
+        engine takes them)."""
+        ...
+
+    @property
     def dp_rank_header(self) -> str | None:
         """Request header that pins a request to one data-parallel rank, if the engine has one (part of
         :meth:`pin_rank`, which says everything a pin needs)."""

@@ -187,6 +187,13 @@ TIME_BUCKETS = {
 
 DEFAULT_BOOTSTRAP_PORT = 8998
 
+NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
+"""How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
+``Scheduler.handle_generate_request`` aborts it with this message, then `` req.rid='<id>'``, and status 400
+(``prepare_abort(..., status_code=HTTPStatus.BAD_REQUEST)``); the OpenAI routes answer it as a
+``BadRequestError`` (non-streaming: HTTP 400; streaming: an SSE ``error`` event). Only the ``fake``
+transfer backend accepts such requests."""
+
 _SIGNALS = (
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
@@ -226,6 +233,9 @@ class SGLangAdapter:
     load_paths = ("/v1/loads", "/get_load")
     """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
     pd_style: PDStyle = "parallel"
+    decode_serves_alone = False
+    """A ``--disaggregation-mode decode`` server never prefills on its own: its scheduler aborts a request
+    without ``bootstrap_room`` (:data:`NO_BOOTSTRAP_ROOM`, HTTP 400), whatever the prompt's length."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
     default_image = "lmsys/sglang:v0.5.3"

@@ -306,6 +306,9 @@ class VLLMAdapter:
     load_paths = ("/load",)
     """Only with ``--enable-server-load-tracking`` (which launch_command always passes)."""
     pd_style: PDStyle = "sequential"
+    decode_serves_alone = True
+    """A kv_consumer engine given no ``kv_transfer_params`` prefills the prompt itself (the connector only
+    loads KV a request names), so a short prompt may skip the prefill engine."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = ENGINE_LABEL
     default_image = "vllm/vllm-openai:v0.11.0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from infctl.engines import get_adapter
 from infctl.router import health
 from infctl.router.snapshot import Backend, BackendState, Snapshot
 from infctl.telemetry.signals import EngineSignals
@@ -34,8 +35,17 @@ class _Live:
 class BackendPool:
     """Backends by id, with their health and load. Not thread-safe: one event loop owns it."""
 
-    def __init__(self, backends: Iterable[Backend], policy: health.HealthPolicy | None = None) -> None:
+    def __init__(
+        self,
+        backends: Iterable[Backend],
+        policy: health.HealthPolicy | None = None,
+        *,
+        engine: str | None = None,
+    ) -> None:
         self.health_policy = policy or health.HealthPolicy()
+        self.engine = engine
+        """The engine of backends that name none (the router's ``engine``); None: backends are taken as
+        given, no engine's rules applied (the cluster simulator's fleet)."""
         self._live: dict[str, _Live] = {}
         self._departed: dict[str, _Live] = {}
         """Removed backends with requests still in flight: their counts, until those finish or the id
@@ -52,7 +62,10 @@ class BackendPool:
     # registry -------------------------------------------------------------------------------------------
     def add(self, backend: Backend) -> None:
         """Register ``backend``, or replace the definition of the one with its id (health, signals and
-        counts kept)."""
+        counts kept). A decode backend whose engine refuses requests without their prefill leg (SGLang) is
+        registered as one that cannot prefill, however it was described: every way in (the router file,
+        discovery, the admin API) passes here."""
+        backend = self._engine_rules(backend)
         if backend.id in self._live:
             self._live[backend.id].backend = backend
         else:
@@ -70,6 +83,13 @@ class BackendPool:
             self._departed[backend_id] = live
         self._registry_changed()
         return live.backend if live else None
+
+    def _engine_rules(self, backend: Backend) -> Backend:
+        if self.engine is None or backend.role != "decode" or not backend.decode_can_prefill:
+            return backend
+        if get_adapter(backend.engine or self.engine).decode_serves_alone:
+            return backend
+        return replace(backend, decode_can_prefill=False)
 
     def _registry_changed(self) -> None:
         # has_prefill and version are read on every request (PD or not), so kept up to date here rather
@@ -214,6 +234,7 @@ class BackendPool:
                     "upstream": b.upstream,
                     "dp_rank": b.dp_rank,
                     "bootstrap_port": b.bootstrap_port,
+                    "decode_can_prefill": b.decode_can_prefill if b.role == "decode" else None,
                     "weight": b.weight,
                     "draining": b.draining,
                     "ejected": h.ejected,

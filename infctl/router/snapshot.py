@@ -51,7 +51,9 @@ class Backend:
     """A parallel-style PD prefill (SGLang): the port its bootstrap server listens on; None: the engine's
     default."""
     decode_can_prefill: bool = True
-    """For role ``decode``: whether the engine can also run a short prefill itself (skip disaggregation)."""
+    """For role ``decode``: whether the engine also serves a request sent without its prefill leg (a short
+    prompt skips disaggregation). The router's pool sets it false for engines whose adapter says a decode
+    engine never serves alone (``EngineAdapter.decode_serves_alone``: SGLang)."""
     key: int = field(init=False, repr=False, compare=False)
     """Stable hash of ``id`` used for deterministic tie-breaks."""
 

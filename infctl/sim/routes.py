@@ -132,7 +132,9 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     body = await read_json_object(request)
     rid = request.headers.get("x-request-id") or uuid.uuid4().hex
     gen = parse_generation(inst, body, chat=chat, request_id=rid)
-    plan = inst.personality.pd_plan(body, len(gen.prompt_ids))
+    plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)
+    if plan.refusal is not None:
+        return await _refuse(inst, request, gen, plan.refusal)
     if plan.max_tokens is not None:
         gen.max_tokens = plan.max_tokens
     ok = False
@@ -162,6 +164,24 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     finally:
         inst.server_load -= 1
         inst.personality.pd_finished(plan, ok)
+
+
+async def _refuse(
+    inst: SimInstance, request: web.Request, gen: Generation, err: SimHTTPError
+) -> web.StreamResponse:
+    """A request the engine aborts before its first token: the error itself, or for a stream a 200 whose
+    only event is the error (the engine answered 200 before its scheduler saw the request)."""
+    if not gen.stream:
+        raise err
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+                 "x-request-id": gen.request_id}
+    )  # fmt: skip
+    await resp.prepare(request)
+    await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
 
 
 async def _wait_for_prefill(inst: SimInstance, port: int, room: int) -> None:
@@ -289,7 +309,7 @@ async def _write_events(
         reason = delta.finish_reason if delta.finished else None
         if reason == "error":
             err = _capacity_error(track)
-            await resp.write(f"data: {compact_json(inst.personality.error_body(err))}\n\n".encode())
+            await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
             break
         if delta.tokens or delta.finished:
             await resp.write(enc.content(gen.text(produced, delta.tokens), reason))

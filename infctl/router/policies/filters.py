@@ -77,8 +77,15 @@ def _role(params: Mapping[str, Any], path: str) -> Filter:
     allowed = frozenset(roles)
 
     def fn(ctx: Context, cands: Candidates) -> Candidates:
+        # A request routed here is sent whole: a decode engine that cannot prefill (SGLang) would refuse it.
         by_id = ctx.snapshot.by_id
-        return tuple([c for c in cands if by_id[c].role in allowed])
+        return tuple(
+            [
+                c
+                for c in cands
+                if (b := by_id[c]).role in allowed and (b.role != "decode" or b.decode_can_prefill)
+            ]
+        )
 
     return Filter("role", fn)
 

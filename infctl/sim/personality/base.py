@@ -227,6 +227,10 @@ class PDPlan:
     prefill_leg: bool = False
     wait_local: bool = False
     """SGLang decode: wait for the room's prefill on an instance of this process first."""
+    refusal: SimHTTPError | None = None
+    """The engine accepts the request, then aborts it before any token (SGLang: a PD engine given no
+    ``bootstrap_room``): a non-streaming request is answered with this error, a streaming one with status
+    200 and this error as the stream's only event."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -262,12 +266,16 @@ class Personality(ABC):
     def error_body(self, err: SimHTTPError) -> dict[str, Any]:
         """The JSON body of an error response."""
 
+    def stream_error_body(self, err: SimHTTPError) -> dict[str, Any]:
+        """The JSON of the SSE event that carries an error inside a stream already answered with 200."""
+        return self.error_body(err)
+
     @abstractmethod
     def routes(self) -> list[web.RouteDef]:
         """Engine-specific endpoints."""
 
     @abstractmethod
-    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int, request_id: str) -> PDPlan:
         """Read the PD fields of a request body (raises SimHTTPError when they are wrong)."""
 
     @abstractmethod

@@ -11,6 +11,9 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
   the prompt's KV transferred; otherwise (the prefill runs in another process) it decodes at once and the
   core charges the modelled transfer time.
 * ``--role both``: bootstrap fields are ignored, as SGLang does without ``--disaggregation-mode``.
+* ``--role prefill`` or ``decode`` without ``bootstrap_room``: refused as SGLang's scheduler refuses it
+  (:data:`infctl.engines.sglang.NO_BOOTSTRAP_ROOM`, status 400; a stream gets 200 and the error as an SSE
+  event), whatever the prompt's length: a PD engine never serves a request alone.
 
 Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
 and histograms do not (the DP engine adds them up over its ranks); a request is pinned by the body field
@@ -115,6 +118,10 @@ class SglangPersonality(Personality):
         return {"object": "error", "message": err.message, "type": err.err_type, "param": err.param,
                 "code": err.status}  # fmt: skip
 
+    def stream_error_body(self, err: SimHTTPError) -> dict[str, Any]:
+        # OpenAIServingBase.create_streaming_error_response: the flat error under "error".
+        return {"error": self.error_body(err)}
+
     def accepts_model(self, name: object) -> bool:
         # SGLang serves whatever model name a request carries.
         return True
@@ -133,11 +140,13 @@ class SglangPersonality(Personality):
             "tokens in the input messages or the completion to fit within the limit."
         )
 
-    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int, request_id: str) -> PDPlan:
         room = body.get("bootstrap_room")
         role = self.engine.role
-        if room is None or role == "both":
+        if role == "both":
             return PDPlan()
+        if room is None:
+            return PDPlan(refusal=SimHTTPError(400, f"{names.NO_BOOTSTRAP_ROOM} req.rid={request_id!r}"))
         if not isinstance(room, int) or isinstance(room, bool):
             raise SimHTTPError(400, "bootstrap_room must be an integer", param="bootstrap_room")
         if role == "prefill":

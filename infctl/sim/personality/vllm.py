@@ -159,7 +159,7 @@ class VllmPersonality(Personality):
             "error": {"message": err.message, "type": err.err_type, "param": err.param, "code": err.status}
         }
 
-    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int) -> PDPlan:
+    def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int, request_id: str) -> PDPlan:
         params = body.get("kv_transfer_params")
         if params is None:
             return PDPlan()

@@ -1,5 +1,7 @@
 """PD error handling against simulated engines: a failing prefill leg is blamed on the prefill backend
-and retried (SGLang's parallel leg cancels its decode leg); a prefill 4xx reaches the client as such."""
+and retried (SGLang's parallel leg cancels its decode leg): a vLLM decode then prefills the request itself, an
+SGLang decode never serves one alone, so with no other prefill or aggregated engine the client gets a 502;
+a prefill 4xx reaches the client as such."""
 
 from __future__ import annotations
 
@@ -27,17 +29,12 @@ async def backends(c: httpx.AsyncClient, url: str) -> dict[str, dict[str, Any]]:
     return {b["id"]: b for b in (await c.get(f"{url}/admin/backends")).json()["backends"]}
 
 
-@pytest.mark.parametrize("personality", ["sglang", "vllm"])
-async def test_a_failing_prefill_is_blamed_and_the_request_prefilled_locally(
-    start_sim, start_router, personality: str
-) -> None:
+async def test_a_failing_prefill_is_blamed_and_the_request_prefilled_locally(start_sim, start_router) -> None:
     # Should a decode wait for KV that never comes, it waits past the client's timeout: only a router that
     # judges the prefill leg itself answers in time.
-    sim = await start_sim(
-        personality=personality, instances=2, roles=("prefill", "decode"), pd_wait_timeout=600
-    )
+    sim = await start_sim(personality="vllm", instances=2, roles=("prefill", "decode"), pd_wait_timeout=600)
     prefill, decode = sim.urls
-    url = await start_router(pair(prefill, decode), engine=personality, pd_min_uncached_tokens=16)
+    url = await start_router(pair(prefill, decode), engine="vllm", pd_min_uncached_tokens=16)
     async with httpx.AsyncClient(timeout=20) as c:
         r = await c.post(f"{prefill}/admin/faults", json={"specs": ["error-rate=1.0:503"]})
         assert r.status_code == 200
@@ -52,6 +49,26 @@ async def test_a_failing_prefill_is_blamed_and_the_request_prefilled_locally(
     assert value(metrics, "infctl_router_retries_total") == 1
     decisions = {s.labels["reason"]: s.value for s in metrics["infctl_router_decisions_total"]}
     assert decisions == {"disaggregated": 1, "no_prefill_backend": 1}
+
+
+async def test_a_failing_sglang_prefill_never_leaves_its_decode_alone(start_sim, start_router) -> None:
+    # With no other prefill and no aggregated engine (test_router_pd_decode_alone: one takes over), the
+    # request fails rather than reach a decode engine that would refuse it.
+    sim = await start_sim(personality="sglang", instances=2, roles=("prefill", "decode"), pd_wait_timeout=600)
+    url = await start_router(pair(*sim.urls), engine="sglang", pd_min_uncached_tokens=16)
+    async with httpx.AsyncClient(timeout=20) as c:
+        assert (
+            await c.post(f"{sim.urls[0]}/admin/faults", json={"specs": ["error-rate=1.0:503"]})
+        ).is_success
+        body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 4}
+        answer = await c.post(f"{url}/v1/completions", json=body)
+        listed = await backends(c, url)
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    assert answer.status_code == 502
+    assert "all attempts failed; last: p:" in answer.json()["error"]["message"]
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (1, 0)
+    decisions = {s.labels["reason"]: s.value for s in metrics["infctl_router_decisions_total"]}
+    assert decisions == {"disaggregated": 1}  # no second decision: nothing could take it
 
 
 @pytest.mark.parametrize("personality", ["sglang", "vllm"])

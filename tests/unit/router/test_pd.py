@@ -208,3 +208,48 @@ def test_group_mode_ignores_the_cross_group_cost(data: st.DataObject) -> None:
 def test_a_negative_cross_group_cost_is_refused(bad: float) -> None:
     with pytest.raises(ConfigError, match="cross_group_cost"):
         PDSettings(mode="pool", cross_group_cost=bad)
+
+
+@st.composite
+def pd_fleets(draw: st.DrawFn) -> Snapshot:
+    """Random PD fleets in which some decode engines cannot serve a request alone (SGLang's)."""
+    n = draw(st.integers(1, 8))
+    backends = [
+        Backend(
+            f"b{i}",
+            role=draw(st.sampled_from(["prefill", "decode", "decode", "both"])),
+            group=draw(st.sampled_from(["g0", "g1", None])),
+            decode_can_prefill=draw(st.booleans()),
+            healthy=draw(st.integers(0, 5)) > 0,
+            draining=draw(st.integers(0, 5)) == 0,
+        )
+        for i in range(n)
+    ]
+    states = {b.id: fresh(inflight_tokens=draw(st.floats(0, 1e6))) for b in backends}
+    return snap(backends, states)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.data(),
+    mode=st.sampled_from(["group", "pool"]),
+    threshold=st.sampled_from([0, 16, 512, 100_000]),
+    tokens=st.integers(1, 4096),
+)
+def test_a_decode_that_cannot_prefill_never_gets_a_request_alone(
+    data: st.DataObject, mode: str, threshold: int, tokens: int
+) -> None:
+    snapshot = data.draw(pd_fleets())
+    req = request(tokens=tokens, blocks=tokens // 16)
+    matches = data.draw(matches_for(snapshot, req))
+    pd = PDSettings(mode=mode, min_uncached_tokens=threshold)  # type: ignore[arg-type]
+    try:
+        d = pick_pd(snapshot, req, matches=matches, pd=pd)
+    except NoBackendError:
+        # Only when nothing could take the request whole or paired: an aggregated engine always could.
+        assert not any(b.routable and b.role == "both" for b in snapshot.backends)
+        return
+    dec = snapshot.by_id[d.decode]
+    if d.prefill is None:
+        assert dec.role == "both" or dec.decode_can_prefill, d
+    _valid(snapshot, d, mode)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from infctl import tokens
-from infctl.engines.sglang import DEFAULT_BOOTSTRAP_PORT
+from infctl.engines.sglang import DEFAULT_BOOTSTRAP_PORT, NO_BOOTSTRAP_ROOM
 from infctl.sim.profiles import get_profile
 
 MODEL = get_profile("llama3-8b-h100").model
@@ -172,3 +172,27 @@ async def test_pd_failed_prefill_fails_the_waiting_decode(start_sim: Any) -> Non
     assert (await post(prefill, "/v1/completions", body)).status_code == 500
     failed = await decode_task
     assert failed.status_code == 500 and "bootstrap_room 99" in failed.json()["message"]
+
+
+async def test_pd_engines_refuse_a_request_without_a_bootstrap_room_as_sglang_does(start_sim: Any) -> None:
+    cluster = await start_sim(personality="sglang", instances=3, roles=("prefill", "decode", "both"))
+    prefill, decode, both = cluster.urls
+    body = {"prompt": "a b c", "max_tokens": 3}  # short: a decode engine still never prefills it
+    for url in (prefill, decode):
+        async with httpx.AsyncClient(timeout=30) as client:
+            refused = await client.post(f"{url}/v1/completions", json=body, headers={"x-request-id": "r7"})
+            streamed = await client.post(f"{url}/v1/completions", json={**body, "stream": True})
+        # Scheduler.handle_generate_request's abort, answered by the OpenAI route as a BadRequestError.
+        assert refused.status_code == 400
+        assert refused.json() == {
+            "object": "error", "message": f"{NO_BOOTSTRAP_ROOM} req.rid='r7'", "type": "BadRequestError",
+            "param": None, "code": 400,
+        }  # fmt: skip
+        # A stream is answered 200 before the scheduler sees the request: its only event is the error.
+        assert streamed.status_code == 200
+        events = [e for e in streamed.text.split("\n\n") if e]
+        assert len(events) == 2 and events[1] == "data: [DONE]"
+        error = json.loads(events[0].removeprefix("data: "))["error"]
+        assert error["code"] == 400 and error["message"].startswith(NO_BOOTSTRAP_ROOM)
+    served = await post(both, "/v1/completions", body)  # no --disaggregation-mode: served whole
+    assert served.status_code == 200 and served.json()["usage"]["completion_tokens"] == 3
