@@ -261,6 +261,21 @@ def _root_digest(seed: str) -> bytes:
     return hashlib.blake2b(seed.encode(), digest_size=8).digest()
 
 
+def root_digest(seed: str) -> bytes:
+    """The digest a chain of ``block_hashes`` seeded with ``seed`` starts from."""
+    return _root_digest(seed)
+
+
+def extend_chain(parent: bytes, ids: Sequence[int], block_size: int) -> tuple[tuple[int, ...], bytes]:
+    """Hashes of the full blocks of ``ids`` chained after the digest ``parent``, and the last digest:
+    ``block_hashes`` continued from a known block (ids past the last full block are ignored)."""
+    n_full = len(ids) // block_size
+    if n_full == 0:
+        return (), parent
+    buf = struct.pack(f"<{n_full * block_size}I", *ids[: n_full * block_size])
+    return _chain(parent, buf, 0, len(buf), 4 * block_size)
+
+
 class Memo(Generic[_K, _V]):
     """LRU bounded in (approximate) bytes, each entry's size given by the caller; thread-safe (the simulator
     uses threads)."""

@@ -17,12 +17,13 @@ from infctl.router.snapshot import RequestInfo, Snapshot
 
 
 class RouterCore:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, block_size: int = 16) -> None:
         self.policy = policy
         """Replace it to change policy at run time (indexes and cursor are kept)."""
         self.state = PolicyState()
         self.approx = ApproxPrefixIndex(policy.settings.default_index_entries)
-        self.precise = KVIndex()
+        self.precise = KVIndex(block_size)
+        """Engines' KV events re-hashed into the router's blocks of ``block_size`` tokens."""
 
     def matches(self, request: RequestInfo, now: float = 0.0) -> dict[str, int]:
         """Backend -> leading blocks of the request it holds, from the index the policy uses (``auto``: the

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from infctl.router._owners import OwnerMap
+from infctl.router.kv_chain import BlockChains
 from infctl.telemetry.kv_events import MEDIUM_GPU
 
 
@@ -34,9 +35,13 @@ class ApplyResult:
 class KVIndex:
     """Per-backend sets of cached block hashes, maintained from KV events."""
 
-    __slots__ = ("_blocks", "_owners", "_seq", "_sources", "_spec")
+    __slots__ = ("_blocks", "_chains", "_owners", "_seq", "_sources", "_spec", "block_size")
 
-    def __init__(self) -> None:
+    def __init__(self, block_size: int = 16) -> None:
+        self.block_size = block_size
+        """Tokens per router block: events carrying token ids are re-hashed into blocks of this size."""
+        self._chains: dict[str, BlockChains] = {}
+        """Per backend whose events carry token ids: engine hash -> the router blocks it stands for."""
         self._owners = OwnerMap()
         self._blocks: dict[str, set[int]] = {}
         """Confirmed by BlockStored events."""
@@ -73,6 +78,16 @@ class KVIndex:
             return
         hashes: Iterable[int] = getattr(event, "block_hashes", ())
         spec = self._spec.get(backend)
+        # Events with token ids (every real engine's) are re-hashed into the router's own blocks; events
+        # without (infctl's in-process replays) are in the router's hashing already.
+        token_ids = getattr(event, "token_ids", None)
+        if kind == "BlockStored" and token_ids:
+            chains = self._chains.get(backend)
+            if chains is None:
+                chains = self._chains[backend] = BlockChains(self.block_size)
+            hashes = chains.stored(list(hashes), event.parent_block_hash, token_ids, event.block_size)  # type: ignore[attr-defined]
+        elif kind == "BlockRemoved" and backend in self._chains:
+            hashes = self._chains[backend].removed(list(hashes))
         if kind == "BlockStored":
             blocks = self._blocks.setdefault(backend, set())
             new = [h for h in hashes if h not in blocks]
@@ -132,6 +147,9 @@ class KVIndex:
         sequence."""
         held = self._blocks.pop(backend, None) or set()
         held.update(self._spec.pop(backend, ()))
+        chains = self._chains.get(backend)
+        if chains is not None:
+            chains.clear()
         if held:
             bit = self._owners.bit(backend)
             for h in held:
@@ -141,6 +159,7 @@ class KVIndex:
     def forget(self, backend: str) -> None:
         """Drop the backend entirely, sequence included (it was removed, or its publisher restarted)."""
         self.clear(backend)
+        self._chains.pop(backend, None)
         self._seq.pop(backend, None)
         self._sources.discard(backend)
 

@@ -208,7 +208,7 @@ def build_state(
         tokenizer=tokenizer,
         http1=http1,
         cfg=cfg,
-        core=RouterCore(policy),
+        core=RouterCore(policy, block_size=cfg.block_size),
         pool=BackendPool(cfg.backends, cfg.health, engine=cfg.engine),
         session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
         scraper=EngineGet(lean, make_client(transport, timeout=timeout_s), timeout_s),

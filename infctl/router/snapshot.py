@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from infctl.router.hashing import stable_hash
+from infctl.router.kv_chain import HASH_SEED
 from infctl.telemetry.signals import EngineSignals
 from infctl.tokens import block_hashes, token_ids
 
@@ -135,12 +136,12 @@ class RequestInfo:
         is_stream: bool = False,
         max_tokens: int | None = None,
     ) -> RequestInfo:
-        """Build from prompt token ids; the hash seed defaults to the model name (the repo's convention)."""
+        """Build from prompt token ids; the hash seed defaults to ``HASH_SEED`` (as the precise index's)."""
         return cls(
             request_id=request_id,
             model=model,
             prompt_tokens=len(ids),
-            block_hashes=tuple(block_hashes(ids, block_size, model if seed is None else seed)),
+            block_hashes=tuple(block_hashes(ids, block_size, HASH_SEED if seed is None else seed)),
             block_size=block_size,
             session_key=session_key,
             headers=dict(headers or {}),

@@ -74,7 +74,7 @@ class Simulation(RequestFlow):
         self.q = EventQueue()
         options = {**cfg.engine_options, "kv_events": True} if cfg.kv_events else cfg.engine_options
         self.fleet = Fleet(cfg.profile, gpus_per_engine=cfg.gpus_per_engine, engine_options=options)
-        self.router = SimRouter(cfg.policy, cfg.pools)
+        self.router = SimRouter(cfg.policy, cfg.pools, block_size=cfg.block_size)
         self.scaler = Scaler(cfg.autoscale) if cfg.autoscale is not None else None
         self.traffic = Traffic(prompts.specs(), cfg.load, cfg.seed)
         self.records: list[RequestRecord] = []

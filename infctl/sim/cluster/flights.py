@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from infctl.bench.records import RequestRecord
 from infctl.router.errors import NoBackendError
+from infctl.router.kv_chain import HASH_SEED
 from infctl.router.policies.pd import PDSettings
 from infctl.router.snapshot import RequestInfo
 from infctl.sim.cluster.admission import AdmissionRoom
@@ -110,7 +111,7 @@ class RequestFlow:
                        f"max_model_len {profile.max_model_len}")  # fmt: skip
             return
         bs = self.cfg.block_size
-        hashes = self.prompts.hashes(spec, ids, bs, profile.model)
+        hashes = self.prompts.hashes(spec, ids, bs, HASH_SEED)
         info = RequestInfo(rid, profile.model, len(ids), hashes, bs,
                            max_tokens=spec.max_tokens)  # fmt: skip
         pending = Pending(send, rec, SimRequest(rid, ids, spec.max_tokens, now, seed=send.index), info)

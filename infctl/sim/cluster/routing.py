@@ -24,8 +24,10 @@ from infctl.telemetry.kv_events import KVEvent
 class SimRouter:
     """One router replica in front of the fleet."""
 
-    def __init__(self, policy: str | Mapping[str, Any], pools: Sequence[str | None] = ()) -> None:
-        self.core = RouterCore(build_policy(policy))
+    def __init__(
+        self, policy: str | Mapping[str, Any], pools: Sequence[str | None] = (), *, block_size: int = 16
+    ) -> None:
+        self.core = RouterCore(build_policy(policy), block_size=block_size)
         self._pools = list(pools)
         self._added = 0
         self.pool = BackendPool([])

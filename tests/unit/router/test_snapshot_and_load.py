@@ -8,6 +8,7 @@ from routerkit import STALE, fresh, request, snap
 
 from infctl.router import Backend, BackendState, RequestInfo, build_policy
 from infctl.router.hashing import mix, rendezvous, stable_hash
+from infctl.router.kv_chain import HASH_SEED
 from infctl.router.policies.filters import load_limit
 from infctl.router.policies.scorers import shared_depth
 from infctl.router.settings import PolicySettings
@@ -26,11 +27,12 @@ def test_rendezvous_skips_zero_weights_and_reports_none() -> None:
     assert rendezvous(7, [1, 2], [0.0, 0.0]) == -1
 
 
-def test_request_hashes_follow_the_token_convention_seeded_with_the_model() -> None:
+def test_request_hashes_chain_the_token_ids_from_the_routers_seed_whatever_the_model() -> None:
     text = " ".join(f"w{i}" for i in range(40))
     req = RequestInfo.from_text("x", text, block_size=16, model="llama")
     assert (req.prompt_tokens, req.num_blocks) == (40, 2)
-    assert list(req.block_hashes) == block_hashes(token_ids(text), 16, "llama")
+    assert list(req.block_hashes) == block_hashes(token_ids(text), 16, HASH_SEED)
+    assert req.block_hashes == RequestInfo.from_text("x", text, block_size=16, model="other").block_hashes
     assert req.key == stable_hash("x")
 
 

@@ -29,7 +29,11 @@ def test_with_kv_events_the_precise_index_holds_what_each_engine_caches() -> Non
     index = sim.router.core.precise
     assert index.any_source
     for engine in sim.fleet.engines:
-        assert index.blocks(engine.id) == set(engine.core.pool.by_hash)
+        # One router block per engine block (both 16 tokens), re-hashed from the events' token ids: the
+        # engine hashes its own way (seeded by the model, as vLLM's differ from any router's).
+        held, cached = index.blocks(engine.id), set(engine.core.pool.by_hash)
+        assert len(held) == len(cached) > 0
+        assert not held & cached
 
 
 def test_without_kv_events_the_router_learns_from_its_own_decisions() -> None:
