@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import shlex
 import socket
 import subprocess
 import sys
@@ -32,6 +34,21 @@ ENGINE_ENV = {
 _PORT_MARK, _HOST_MARK = 59999, "HOST-MARK"
 
 
+def hanzi(n: int, seed: int) -> str:
+    """``n`` Chinese characters drawn evenly from GB2312's 3,755 level-1 (common) hanzi: the tiny model's
+    tokenizer makes most of them one token and the rest two (tools/make_tiny_model.py)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(_LEVEL1) for _ in range(n))
+
+
+_LEVEL1 = [
+    bytes([hi, lo]).decode("gb2312")
+    for hi in range(0xB0, 0xD8)
+    for lo in range(0xA1, 0xFF)
+    if (hi, lo) < (0xD7, 0xFA)  # 0xD7FA-0xD7FE are unassigned
+]
+
+
 def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
     """The vLLM adapter's own command line, run by the vLLM venv's interpreter: ``local.engine_command`` with
     placeholders, since the profile has no field for "the adapter's command, another python"."""
@@ -40,6 +57,23 @@ def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
     # Through `env`: infctl's pre-flight resolves symlinks, so a venv's python (a symlink to the same base
     # interpreter) passes for this one and vllm is looked for here (infctl/local/deploy.py _is_this_python).
     return ["env", vllm_python, *(swap.get(word, word) for word in argv[1:])]
+
+
+def pd_engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
+    """``local.engine_command`` for a PD release of real vLLM engines: the adapter's command for the engine's
+    role (``{role}``: prefill or decode, each with its ``--kv-transfer-config``), with the KV buffer in host
+    memory (``kv_buffer_device: cpu``, the CPU platform's default, said explicitly) and run by the vLLM
+    venv's interpreter. One command serves every engine of a profile, so ``sh`` picks the role's."""
+    cases = []
+    for role in ("prefill", "decode"):
+        argv = ADAPTER.launch_command(ModelProfile(**model), role=role, port=_PORT_MARK, host=_HOST_MARK)
+        at = argv.index("--kv-transfer-config") + 1
+        argv[at] = json.dumps({**json.loads(argv[at]), "kv_buffer_device": "cpu"})
+        swap = {str(_PORT_MARK): "{port}", _HOST_MARK: "{host}", MODEL_NAME: "{model}"}
+        words = [vllm_python, *(swap.get(word, word) for word in argv[1:])]
+        cases.append(f"{role}) exec {shlex.join(words)} ;;")
+    script = f'case "$1" in {" ".join(cases)} *) echo "no PD role: $1" >&2; exit 2 ;; esac'
+    return ["sh", "-c", script, "sh", "{role}"]
 
 
 def free_port_block(size: int = 20) -> int:

@@ -18,13 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_support import MODEL_NAME, Release
+from e2e_support import MODEL_NAME, Release, hanzi
 
 from infctl.engines import vllm as v
 from infctl.errors import MetricsError
 from infctl.telemetry.prometheus import parse_metrics
 from infctl.telemetry.scrape import make_client, scrape
 from infctl.telemetry.signals import EngineSignals
+from infctl.tokenization import load_tokenizer
 from infctl.tokens import _WORDS
 
 pytestmark = pytest.mark.slow
@@ -102,13 +103,60 @@ def test_stream_and_usage_relayed_intact(vllm_release: Release) -> None:
     }
     chunks, done = stream_completion(vllm_release.router_url + "/v1/chat/completions", chat)
     _, c_usage = text_and_usage(chunks, chat=True)
-    assert done and c_usage["completion_tokens"] == 12 and c_usage["prompt_tokens"] >= 30
+    # ChatML: <|im_start|> user \n (30 words) <|im_end|> \n, then <|im_start|> assistant \n.
+    assert done and c_usage["completion_tokens"] == 12 and c_usage["prompt_tokens"] == 30 + 5 + 3
 
     with httpx.Client(timeout=60, trust_env=False) as client:
         plain_body = {k: v for k, v in body.items() if k != "stream_options"}  # vLLM: only when streaming
         plain = client.post(vllm_release.router_url + "/v1/completions", json={**plain_body, "max_tokens": 8})
     assert plain.status_code == 200
     assert plain.json()["usage"]["completion_tokens"] == 8
+
+
+def test_tiny_tokenizer_is_multilingual_templated_and_matched_by_infctl(
+    vllm_release: Release, tiny_model: Path
+) -> None:
+    """The tiny model tokenizes as a real multilingual model does (a Chinese prompt is hundreds of tokens, a
+    chat prompt carries its template's special tokens), and infctl's tokenization layer, reading the
+    model's files, gives vLLM's own ids for completion prompts and chat messages alike."""
+    system = hanzi(600, seed=3)
+    question = "请问今天的天气怎么样\uff1f"  # full-width question mark
+    code = "def parse_config(path, strict=True):\n    with open(path) as f:\n        return json.load(f)\n"
+    prompts = [
+        words(40, seed=4),
+        system + question,
+        code,
+        f"{words(5, seed=5)} 混合 text {hanzi(20, seed=6)}",
+    ]
+    conversations = [
+        [{"role": "system", "content": system}, {"role": "user", "content": question}],
+        [{"role": "user", "content": words(30, seed=2)}],
+        [{"role": "user", "content": code}, {"role": "assistant", "content": "ok"},
+         {"role": "user", "content": "?"}],
+    ]  # fmt: skip
+    ours = load_tokenizer(str(tiny_model))
+    assert ours.exact
+    url = vllm_release.engine_urls[0] + "/tokenize"
+    with httpx.Client(timeout=60, trust_env=False) as client:
+        real = [client.post(url, json={"model": MODEL_NAME, "prompt": p}).json() for p in prompts]
+        chats = [client.post(url, json={"model": MODEL_NAME, "messages": m}).json() for m in conversations]
+        usage = client.post(
+            vllm_release.router_url + "/v1/chat/completions",
+            json={"model": MODEL_NAME, "messages": conversations[0], "max_tokens": 1},
+        ).json()["usage"]
+    counts = [r["count"] for r in real]
+    print(f"\nvLLM /tokenize: 40 words {counts[0]}, 611 Chinese characters {counts[1]}, code {counts[2]}, "
+          f"mixed {counts[3]}; the Chinese chat {chats[0]['count']}")  # fmt: skip
+    assert counts[0] == 40  # one token per listed word
+    assert counts[1] >= 611  # each common hanzi at least one token (the old tokenizer: 3 tokens in all)
+    assert [r["tokens"] for r in real] == [ours.encode(p) for p in prompts]
+    assert [c["tokens"] for c in chats] == [ours.chat_ids(m) for m in conversations]
+    im_start, im_end = chats[0]["tokens"][0], chats[0]["tokens"][-5]
+    assert chats[0]["tokens"].count(im_start) == 3 and chats[0]["tokens"].count(im_end) == 2
+    assert chats[0]["tokens"][-3] == im_start  # add_generation_prompt: <|im_start|> assistant \n
+    assert (
+        usage["prompt_tokens"] == chats[0]["count"] == ours.count(system) + ours.count(question) + 2 * 5 + 3
+    )
 
 
 def metric_families(url: str) -> dict[str, str]:
