@@ -1,0 +1,105 @@
+"""Length decisions on real token counts: a Chinese prompt of 3,000 characters is ~3,000 tokens, not one
+whitespace "word", so it reaches the long pool whether the router has the estimate or a real tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from infctl.router.snapshot import Backend
+
+StartSim = Callable[..., Awaitable[Any]]
+StartRouter = Callable[..., Awaitable[str]]
+Scrape = Callable[[str], Awaitable[dict[str, float]]]
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+POLICY = {
+    "preset": "least_load",
+    "buckets": [
+        {"name": "short", "max_tokens": 512, "pools": ["short"], "spill_to": []},
+        {"name": "long", "pools": ["long"]},
+    ],
+}
+CHINESE = "大型语言模型的推理服务需要在延迟和吞吐之间取得平衡，长请求与短请求应当分开处理。"  # noqa: RUF001
+"""40 characters of Chinese prose, no spaces."""
+
+
+def served(samples: dict[str, float]) -> float:
+    return sum(v for k, v in samples.items() if k.startswith("vllm:request_success_total"))
+
+
+@pytest.mark.parametrize("tokenizer", ["auto", "estimate"])
+async def test_a_long_chinese_prompt_reaches_the_long_pool(
+    start_sim: StartSim, start_router: StartRouter, scrape: Scrape, tokenizer: str
+) -> None:
+    sim = await start_sim(instances=2)
+    short_url, long_url = sim.urls
+    url = await start_router(
+        [Backend(id=short_url, url=short_url, pool="short"), Backend(id=long_url, url=long_url, pool="long")],
+        policy=POLICY,
+        tokenizer=tokenizer,
+    )
+    long_prompt = (CHINESE * 75)[:3000]
+    assert " " not in long_prompt  # one "word": the old convention counted it as 1 token
+    async with httpx.AsyncClient(timeout=60) as c:
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": long_prompt}], "max_tokens": 2}
+        assert (await c.post(f"{url}/v1/chat/completions", json=chat)).status_code == 200
+        assert (served(await scrape(long_url)), served(await scrape(short_url))) == (1, 0)
+        short = {"model": MODEL, "messages": [{"role": "user", "content": CHINESE}], "max_tokens": 2}
+        assert (await c.post(f"{url}/v1/chat/completions", json=short)).status_code == 200
+        completion = {"model": MODEL, "prompt": long_prompt, "max_tokens": 2}
+        assert (await c.post(f"{url}/v1/completions", json=completion)).status_code == 200
+        metrics = (await c.get(f"{url}/metrics")).text
+    assert (served(await scrape(long_url)), served(await scrape(short_url))) == (2, 1)
+    counted = [x for x in metrics.splitlines() if x.startswith("infctl_router_prompt_tokens_total")]
+    assert counted and float(counted[0].rpartition(" ")[2]) >= 2 * 3000 + 40
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": []},
+        {"messages": [{"content": "no role"}]},
+        {"messages": "not a list"},
+        {"messages": [{"role": "user", "content": [{"type": "image_url"}, "not a part"]}]},
+        {"prompt": {"not": "text"}},
+        {"prompt": [[1, 2], [3]]},
+    ],
+)
+async def test_malformed_prompts_get_a_400_and_the_router_stays_healthy(
+    sim_url: str, start_router: StartRouter, body: dict[str, Any]
+) -> None:
+    url = await start_router([Backend(id=sim_url, url=sim_url)], tokenizer="estimate")
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    async with httpx.AsyncClient(timeout=30) as c:
+        resp = await c.post(f"{url}{path}", json={"model": MODEL, **body})
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["type"] == "BadRequestError"
+        ok = {"model": MODEL, "messages": [{"role": "user", "content": "你好"}], "max_tokens": 1}
+        assert (await c.post(f"{url}/v1/chat/completions", json=ok)).status_code == 200
+
+
+async def test_content_parts_and_lone_surrogates_are_counted_not_refused(
+    sim_url: str, start_router: StartRouter
+) -> None:
+    url = await start_router([Backend(id=sim_url, url=sim_url)], tokenizer="estimate")
+    parts = [
+        {"type": "text", "text": "描述这张图片"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    raw = b'{"model": "%s", "prompt": "abc \\ud800 def", "max_tokens": 1}' % MODEL.encode()
+    async with httpx.AsyncClient(timeout=30) as c:
+        msg = {"model": MODEL, "messages": [{"role": "user", "content": parts}], "max_tokens": 1}
+        assert (await c.post(f"{url}/v1/chat/completions", json=msg)).status_code == 200
+        resp = await c.post(
+            f"{url}/v1/completions", content=raw, headers={"content-type": "application/json"}
+        )
+        assert resp.status_code == 200, resp.text
+        bad = await c.post(f"{url}/v1/completions", content=b'{"prompt": "\xff\xfe"}')
+        assert bad.status_code == 400
+        # Past OFF_LOOP_CHARS the prompt is tokenized in a worker thread: same answer.
+        big = {"model": MODEL, "prompt": "测试 " * 20_000, "max_tokens": 1}
+        assert (await c.post(f"{url}/v1/completions", json=big)).status_code == 200
