@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from infctl.engines.versions import Version
 from infctl.errors import ConfigError
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.signals import EngineSignals, LoadReport
@@ -209,6 +210,18 @@ class EngineAdapter(Protocol):
     @property
     def default_image(self) -> str:
         """Container image used when the profile names none."""
+        ...
+
+    @property
+    def flag_versions(self) -> Mapping[str, Version]:
+        """Flag (or ``flag=value fragment``) -> the first release of the engine that accepts it, for every
+        flag :meth:`launch_command` may emit that is younger than :attr:`oldest_checked`
+        (:mod:`infctl.engines.versions`)."""
+        ...
+
+    @property
+    def oldest_checked(self) -> Version:
+        """The oldest release the flag table was checked against; images before it are refused."""
         ...
 
     @property

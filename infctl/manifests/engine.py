@@ -11,6 +11,7 @@ from typing import Any
 
 from infctl.config import DeploymentProfile
 from infctl.engines import get_adapter
+from infctl.engines.versions import check_image
 from infctl.manifests import labels as L
 from infctl.manifests._multinode import DIST_PORT, multinode_args
 from infctl.manifests.placement import WorkloadPlan
@@ -39,6 +40,8 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
         if shell_suffix
         else argv
     )
+    image = model.image or adapter.default_image
+    check_image(adapter, image, argv)
     pod_ip = {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     # POD_IP for $(POD_IP) in argv, then the variables the engine advertises its own address in.
     env = [{"name": name, **pod_ip} for name in ("POD_IP", *adapter.pod_ip_env(model, plan.role))]
@@ -49,7 +52,7 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
     env += [{"name": k, "value": v} for k, v in sorted(adapter.launch_env(model, plan.role).items())]
     return {
         "pod_labels": {**plan.pod_labels, **({L.SERVES: "http"} if leader else {})},
-        "image": model.image or adapter.default_image,
+        "image": image,
         "command": command,
         "env": env,
         "ports": _ports(profile, plan) if leader else [{"name": "dist", "containerPort": DIST_PORT}],
