@@ -14,7 +14,7 @@ from infctl.cli.output import err_console, errors_as_exit
 from infctl.config import RouterFile, load_router
 from infctl.errors import ConfigError
 from infctl.router import PRESETS
-from infctl.router.admin_validate import admin_token_from_env
+from infctl.router.admin_validate import admin_token_from_env, check_exposure
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
 from infctl.router.server import LoopKind, UpstreamClient, loop_factory, run
@@ -49,8 +49,11 @@ container port named http. infctl render sets role, group, pool, engine, data-pa
 named ports.
 
 Admin API, bearer token from INFCTL_ROUTER_ADMIN_TOKEN (or the variable the file's admin_token_env names;
-if that variable is unset or empty the router refuses to start). Without any token the admin API is OPEN
-to whoever reaches --host:--port (a warning says so at startup): keep --host 127.0.0.1 then.
+if that variable is unset or empty the router refuses to start). Without any token the admin API is open
+to local processes only: the router refuses a --host beyond loopback unless --insecure-admin (the file's
+insecure_admin: true), and answers admin requests only for a loopback Host. Writes (POST/PUT/DELETE) need
+Content-Type: application/json and no cross-site Origin (415, 403); PUT /admin/upstreams needs If-Match
+with the version GET /admin/upstreams gives (ETag; 428 without it, 412 when stale).
   GET/POST /admin/backends (POST adds; an id that exists is a 409), PUT /admin/backends/ID (add or
   replace: drain state, health and in-flight counts kept), DELETE /admin/backends/ID,
   POST /admin/backends/ID/drain, PUT /admin/backends/ID/weight, GET/PUT /admin/policy,
@@ -196,6 +199,15 @@ def router(
             help="lean (infctl's HTTP/1.1 relay) or aiohttp: how generation requests reach the engines.",
         ),
     ] = "lean",
+    insecure_admin: Annotated[
+        bool | None,
+        typer.Option(
+            "--insecure-admin",
+            help="Start with no admin token on a --host beyond loopback: anyone who reaches the router can "
+            "add backends and move traffic. Default: the file's insecure_admin, else refuse.",
+            show_default=False,
+        ),
+    ] = None,
     server: Annotated[
         str | None,
         typer.Option(
@@ -227,6 +239,7 @@ def router(
             "max_prompt_chars": max_prompt_chars,
             "max_body_bytes": max_body_bytes,
             "server": server,
+            "insecure_admin": insecure_admin,
         }
         health = {"failures_to_eject": failures_to_eject, "max_backoff_s": max_backoff}
         if any(v is not None for v in health.values()):
@@ -235,6 +248,7 @@ def router(
             flags["backends"] = [parse_backend(b) for b in backends]
         rf = _router_file(file, flags)
         cfg = from_file(rf, admin_token=admin_token_from_env(rf.admin_token_env, os.environ))
+        check_exposure(cfg.host, cfg.admin_token, insecure=cfg.insecure_admin)  # before the port opens
         build_policy(cfg.policy)  # a bad policy fails here, before the port opens
         kind = _LOOPS.get(loop)
         if kind is None:

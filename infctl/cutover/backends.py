@@ -101,8 +101,8 @@ class RouterBackend:
             raise CutoverError(f"{method} {url}: {type(err).__name__}: {err}", hint=hint) from None
         if resp.status_code == 412:
             raise _Stale
-        if resp.status_code in (401, 403):
-            raise CutoverError(f"{method} {url}: {resp.status_code}: the admin token was refused",
+        if resp.status_code == 401:
+            raise CutoverError(f"{method} {url}: 401: the admin token was refused",
                                hint=f"set {ADMIN_TOKEN_ENV} to the router's admin token")  # fmt: skip
         if resp.status_code >= 400:
             raise CutoverError(f"{method} {url}: {resp.status_code}: {resp.text[:200]}",

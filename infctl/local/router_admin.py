@@ -71,8 +71,10 @@ class RouterAdmin:
             await asyncio.sleep(interval)
 
     async def _call(self, method: str, url: str, *, json: Any = None, missing_ok: bool = False) -> Any:
+        # The router takes writes as JSON only (a DELETE too), the guard against cross-site form posts.
+        headers = self.headers if method == "GET" else {**self.headers, "content-type": "application/json"}
         try:
-            resp = await self.client.request(method, url, json=json, headers=self.headers)
+            resp = await self.client.request(method, url, json=json, headers=headers)
         except httpx.HTTPError as err:
             raise LocalTargetError(
                 f"{method} {url}: {type(err).__name__}: {err}",

@@ -16,14 +16,20 @@ Routes::
     PUT    /admin/policy                   a preset name or policy dict; prefix indexes are kept, and so are
                                            the upstream weights unless the dict has an ``upstreams`` key
                                            (then it is an upstream write: If-Match honoured, version bumped)
-    GET    /admin/upstreams                weighted upstream groups, mirror, annotations, version
+    GET    /admin/upstreams                weighted upstream groups, mirror, annotations, version (also
+                                           the ETag header)
     PUT    /admin/upstreams                {"weights": {"old": 60, "new": 40}, "mirror": .., ...}
-                                           with If-Match: <version> for optimistic concurrency (412 if stale)
+                                           with If-Match: <version> (428 without, 412 if stale); weights
+                                           name known groups (a backend's or the config's), finite, >= 0,
+                                           not all 0
 
 Token: ``RouterConfig.admin_token`` (see :func:`admin_validate.admin_token_from_env` for how the CLI reads
-it, failing closed). None leaves the API open, and the router says so in a warning at startup. Errors are
-the router's OpenAI-shaped errors: 400 bad body, 401 (with ``WWW-Authenticate: Bearer``) missing or wrong
-token, 404 unknown backend, 409 backend id taken (POST), 412 stale If-Match.
+it, failing closed). None leaves the API open on loopback only: the router refuses to listen elsewhere
+without ``insecure_admin``, warns at startup, and answers admin requests only for a loopback ``Host``.
+Writes (POST, PUT, DELETE) need ``Content-Type: application/json`` and no cross-site ``Origin``, token or
+not (see :mod:`admin_validate`). Errors are the router's OpenAI-shaped errors: 400 bad body, 401 (with
+``WWW-Authenticate: Bearer``) missing or wrong token, 403 cross-site or non-loopback Host, 404 unknown
+backend, 409 backend id taken (POST), 412 stale If-Match, 415 not JSON, 428 no If-Match.
 
 A backend id is often its URL (``http://10.0.0.7:8000``) and goes into the path as it is: the routes ending
 in ``/drain`` and ``/weight`` are matched first.
@@ -43,18 +49,23 @@ from aiohttp import web
 from infctl.errors import ConfigError
 from infctl.hosts import is_loopback
 from infctl.router.admin_validate import (
+    WRITES,
     active_config,
     authorized,
     backend_from_json,
     bearer_token,
+    check_weights,
     draining_flag,
+    if_match_problem,
+    loopback_host,
     parse_json,
     positive_weight,
+    refuse_write,
     with_path_id,
 )
 from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
-from infctl.router.policies.weights import parse_upstreams
+from infctl.router.policies.weights import UpstreamConfig, parse_upstreams
 from infctl.router.ranks import rank_endpoint
 from infctl.router.requests import error_response
 from infctl.router.snapshot import Backend
@@ -69,6 +80,8 @@ log = logging.getLogger(__name__)
 class _Policy:
     config: str | Mapping[str, Any]
     """The policy config last set (at startup or by PUT /admin/policy): what GET /admin/policy reports."""
+    named_groups: frozenset[str] = frozenset()
+    """Upstream groups the router's own config names (weights, mirror): known before any backend has them."""
 
 
 POLICY: web.AppKey[_Policy] = web.AppKey("admin_policy")
@@ -76,23 +89,37 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _KINDS = {
     400: "BadRequestError",
     401: "AuthenticationError",
+    403: "PermissionDeniedError",
     404: "NotFoundError",
     409: "ConflictError",
     412: "PreconditionFailed",
+    415: "UnsupportedMediaTypeError",
+    428: "PreconditionRequired",
 }
 
 
 def add_routes(app: web.Application, state: RouterState) -> None:
-    app[POLICY] = _Policy(state.cfg.policy)
-    if state.cfg.admin_token is None:
+    app[POLICY] = _Policy(state.cfg.policy, _named(state.core.policy.upstreams))
+    token = state.cfg.admin_token
+    # Without a token, only a loopback Host is answered: a page on a name rebound to 127.0.0.1 is not.
+    loopback_only = token is None and not state.cfg.insecure_admin
+    if token is None:
         log.warning(open_api_warning(state.cfg.host, state.cfg.port))
 
     def guarded(fn: Callable[[RouterState, web.Request], Awaitable[web.StreamResponse]]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
-            header = request.headers.get("authorization")
-            if not authorized(header, state.cfg.admin_token):
+            headers = request.headers
+            header = headers.get("authorization")
+            if not authorized(header, token):
                 wrong = bearer_token(header) is not None
                 return _unauthorized("wrong bearer token" if wrong else "missing bearer token", wrong=wrong)
+            host = headers.get("host")
+            if loopback_only and not loopback_host(host):
+                return _error(403, f"admin API without a token answers loopback hosts only, not {host!r}")
+            if request.method in WRITES and (
+                refused := refuse_write(headers.get("content-type"), headers.get("origin"), host)
+            ):
+                return _error(*refused)
             try:
                 return await fn(state, request)
             except ConfigError as exc:
@@ -120,8 +147,8 @@ def open_api_warning(host: str, port: int) -> str:
     if is_loopback(host):
         return f"admin API on {where} has no bearer token: set INFCTL_ROUTER_ADMIN_TOKEN to require one"
     return (
-        f"admin API on {where} is OPEN to anyone who can reach it (add/remove backends, change weights): "
-        "set INFCTL_ROUTER_ADMIN_TOKEN, or admin_token_env in the router file"
+        f"admin API on {where} is OPEN to anyone who can reach it (add/remove backends, change weights; "
+        "--insecure-admin): set INFCTL_ROUTER_ADMIN_TOKEN, or admin_token_env in the router file"
     )
 
 
@@ -205,7 +232,8 @@ async def _get_policy(state: RouterState, request: web.Request) -> web.Response:
             "index": policy.index,
             "kv_sources": kv,
             "upstreams_version": state.upstream_version,
-        }
+        },
+        headers={"etag": _etag(state)},  # PUT /admin/policy with ``upstreams`` takes it as If-Match
     )
 
 
@@ -221,6 +249,8 @@ async def _set_policy(state: RouterState, request: web.Request) -> web.Response:
     policy = build_policy(body)
     if not writes_upstreams:
         policy = replace(policy, upstreams=state.core.policy.upstreams)
+    elif policy.upstreams is not None:
+        check_weights(policy.upstreams, _known_groups(state, request))
     state.core.policy = policy
     state.policy_name = body if isinstance(body, str) else policy.name
     request.app[POLICY].config = body
@@ -250,7 +280,7 @@ def _served(state: RouterState) -> dict[str, int]:
 
 
 async def _get_upstreams(state: RouterState, request: web.Request) -> web.Response:
-    return web.json_response(upstreams_view(state), headers={"etag": str(state.upstream_version)})
+    return web.json_response(upstreams_view(state), headers={"etag": _etag(state)})
 
 
 async def _set_upstreams(state: RouterState, request: web.Request) -> web.Response:
@@ -265,20 +295,36 @@ async def _set_upstreams(state: RouterState, request: web.Request) -> web.Respon
     if annotations is not None and not isinstance(annotations, dict):
         raise ConfigError("'annotations' must be an object of strings")
     cfg = parse_upstreams(body)
+    check_weights(cfg, _known_groups(state, request))
     state.core.policy = replace(state.core.policy, upstreams=cfg if cfg.weights or cfg.mirror_to else None)
     if annotations is not None:
         state.upstream_annotations = {str(k): str(v) for k, v in annotations.items()}
     state.upstream_version += 1
     view = upstreams_view(state)
-    return web.json_response(view, headers={"etag": str(state.upstream_version)})
+    return web.json_response(view, headers={"etag": _etag(state)})
+
+
+def _etag(state: RouterState) -> str:
+    """The upstream version as an entity tag (quoted; If-Match takes it quoted or bare)."""
+    return f'"{state.upstream_version}"'
 
 
 def _stale(state: RouterState, request: web.Request) -> web.Response | None:
-    """A 412 when the request's If-Match names another upstream version than the current one."""
-    expected = request.headers.get("if-match")
-    if expected is not None and expected.strip('"') != str(state.upstream_version):
-        return _error(412, f"stale version {expected}; current is {state.upstream_version}")
-    return None
+    """A 428 without If-Match, a 412 when it names another upstream version than the current one."""
+    problem = if_match_problem(request.headers.get("if-match"), state.upstream_version)
+    return None if problem is None else _error(*problem)
+
+
+def _named(cfg: UpstreamConfig | None) -> frozenset[str]:
+    if cfg is None:
+        return frozenset()
+    return frozenset({*cfg.weights, *([cfg.mirror_to] if cfg.mirror_to else [])})
+
+
+def _known_groups(state: RouterState, request: web.Request) -> set[str]:
+    """Groups a weight may name: those of the router's backends and those its config names."""
+    pool = state.pool
+    return {pool.backend(b).upstream for b in pool.ids()} | request.app[POLICY].named_groups
 
 
 async def _json(request: web.Request, *, optional: bool = False) -> Any:

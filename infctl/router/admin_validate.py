@@ -6,7 +6,14 @@ which the admin handlers answer as a 400 in the router's OpenAI error shape. Not
 Authentication (RFC 6750 / RFC 7235): the scheme ``Bearer`` is matched case-insensitively, the token exactly
 (constant time). A missing, malformed or wrong token is a 401 with a ``WWW-Authenticate: Bearer`` challenge
 (RFC 6750 section 3.1 makes an invalid token a 401; 403 is for a valid token lacking scope, and this API has
-a single scope, so it never answers 403).
+a single scope, so no token is ever answered 403).
+
+Browsers: a web page the operator opens can send requests to the router (a form or ``fetch`` in no-cors mode
+posts ``text/plain`` cross-site without asking; DNS rebinding makes the page's own name resolve to
+127.0.0.1). So, token or not, a write must be ``Content-Type: application/json`` (415), which a page can
+send cross-site only after a CORS preflight the router never grants, and must not come from another site's
+``Origin`` (403). A router without a token listens on loopback only (:func:`check_exposure`) and answers
+the admin API only to requests whose ``Host`` is a loopback name (403), which a rebound name is not.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import contextlib
 import hmac
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +30,7 @@ from pydantic import ValidationError
 
 from infctl.config.router import ADMIN_TOKEN_ENV, BackendEntry
 from infctl.errors import ConfigError
+from infctl.hosts import is_loopback
 from infctl.manifests.admin_secret import TOKEN_KEY, default_secret_name
 from infctl.router.config import backend_id
 from infctl.router.policies.weights import UpstreamConfig
@@ -32,6 +40,22 @@ DEFAULT_TOKEN_ENV = ADMIN_TOKEN_ENV
 """Where the token is read from when the router file names no ``admin_token_env``
 (:data:`infctl.config.router.ADMIN_TOKEN_ENV`)."""
 _KV_SCHEMES = ("tcp://", "ipc://")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+"""Methods that change the router: JSON only, never cross-site."""
+
+
+def check_exposure(host: str, token: str | None, *, insecure: bool) -> None:
+    """Refuse to serve an admin API without a token beyond loopback (ConfigError: the router does not
+    start), unless the operator said ``insecure`` (``--insecure-admin``, the file's ``insecure_admin``)."""
+    if token is not None or insecure or is_loopback(host):
+        return
+    raise ConfigError(
+        f"--host {host} without an admin token would open the admin API (add/remove backends, change "
+        "weights) to anyone who reaches it: refusing to start",
+        hint=f"set {DEFAULT_TOKEN_ENV} (or admin_token_env in the router file), or listen on 127.0.0.1; "
+        "--insecure-admin (insecure_admin: true) starts anyway",
+    )
 
 
 def admin_token_from_env(env_name: str | None, environ: Mapping[str, str]) -> str | None:
@@ -210,3 +234,75 @@ def active_config(config: str | Mapping[str, Any], upstreams: UpstreamConfig | N
     if raw is not None:
         out["upstreams"] = raw
     return out
+
+
+def refuse_write(content_type: str | None, origin: str | None, host: str | None) -> tuple[int, str] | None:
+    """Why an admin write (``WRITES``) is refused, as (status, message); None when it may proceed.
+
+    403 when ``Origin`` names another site than the ``Host`` the request was sent to (``null``, what a
+    sandboxed or privacy-minded page sends, counts as another site; no ``Origin``, a non-browser client,
+    passes); 415 unless the media type is ``application/json`` (even for a DELETE or a drain without a
+    body: one rule, no exceptions to reason about)."""
+    if origin is not None and not same_site(origin, host):
+        return 403, f"cross-site admin write refused (Origin {origin!r}, Host {host!r})"
+    media = (content_type or "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        shown = content_type or "none"
+        return 415, f"admin writes need Content-Type: application/json (got {shown})"
+    return None
+
+
+def same_site(origin: str, host: str | None) -> bool:
+    """Whether ``Origin`` (``scheme://host[:port]``) is the ``Host`` header's host and port. A Host without
+    a port takes the Origin scheme's default, so a router behind a TLS proxy (Origin ``https://x``, Host
+    ``x``) is its own site."""
+    if not host:
+        return False
+    try:
+        o = urlsplit(origin.strip())
+        h = urlsplit("//" + host.strip())
+        default = _DEFAULT_PORTS.get(o.scheme.lower())
+        o_port, h_port = o.port or default, h.port or default
+    except ValueError:
+        return False
+    if default is None or not o.hostname or "@" in o.netloc:
+        return False
+    return (o.hostname, o_port) == (h.hostname, h_port)
+
+
+def loopback_host(host: str | None) -> bool:
+    """Whether a ``Host`` header names this machine's loopback (``127.0.0.1:8000``, ``localhost``,
+    ``[::1]:8000``): what a client of a router listening on loopback sends, and what a page on a name
+    rebound to 127.0.0.1 does not."""
+    try:
+        name = urlsplit("//" + (host or "").strip()).hostname
+    except ValueError:
+        return False
+    return name is not None and is_loopback(name)
+
+
+def if_match_problem(if_match: str | None, version: int) -> tuple[int, str] | None:
+    """An upstream write's precondition (RFC 9110 section 13.1.1): 428 without ``If-Match``, 412 when
+    none of its entity tags is the current version (``"3"`` and ``3`` both name version 3; weak tags never
+    match; ``*`` matches whatever is current). None when the write may proceed."""
+    if if_match is None or not if_match.strip():
+        return 428, (
+            f"upstream writes need If-Match: the version they were decided on (current: {version}; "
+            "GET /admin/upstreams gives it as ETag and 'version')"
+        )
+    tags = [t.strip() for t in if_match.split(",")]
+    if "*" in tags or any(t.strip('"') == str(version) for t in tags if not t.startswith("W/")):
+        return None
+    return 412, f"stale version {if_match}; current is {version}"
+
+
+def check_weights(cfg: UpstreamConfig, known: Iterable[str]) -> None:
+    """Refuse weights for a group the router does not know (no backend has it and the router's config does
+    not name it): the split would send that share nowhere."""
+    groups = set(known)
+    unknown = sorted(set(cfg.weights) - groups)
+    if unknown:
+        raise ConfigError(
+            f"weights: unknown upstream group {', '.join(repr(u) for u in unknown)}",
+            hint=f"known groups: {', '.join(sorted(groups)) or 'none'} (a backend's 'upstream')",
+        )

@@ -7,6 +7,7 @@ requests *into* that group, so a cutover step from 10% to 20% never bounces a re
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,9 +97,18 @@ def parse_upstreams(raw: Mapping[str, Any], path: str = "upstreams") -> Upstream
         raise ConfigError(f"{path}.weights: expected a mapping of group name to weight")
     clean: dict[str, float] = {}
     for name, w in weights.items():
-        if isinstance(w, bool) or not isinstance(w, int | float) or w < 0:
-            raise ConfigError(f"{path}.weights.{name}: expected a non-negative number, got {w!r}")
-        clean[str(name)] = float(w)
+        value = math.nan
+        if isinstance(w, int | float) and not isinstance(w, bool):
+            with contextlib.suppress(OverflowError):  # an integer too large for a float
+                value = float(w)
+        if not 0 <= value < math.inf:
+            raise ConfigError(f"{path}.weights.{name}: expected a finite non-negative number, got {w!r}")
+        clean[str(name)] = value
+    if clean and not any(clean.values()):
+        raise ConfigError(
+            f"{path}.weights: every group weighs 0, so the split could send a request nowhere",
+            hint="give the group that should take the traffic a positive weight, e.g. {old: 100, new: 0}",
+        )
     mirror = raw.get("mirror") or {}
     if not isinstance(mirror, Mapping):
         raise ConfigError(f"{path}.mirror: expected a mapping with 'to' and 'percent'")

@@ -15,6 +15,8 @@ from infctl.router.snapshot import Backend
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 AUTH = {"authorization": "Bearer s3cret"}
+JSON = {"content-type": "application/json"}
+NOWHERE = "http://127.0.0.1:9"
 
 
 async def test_policy_put_keeps_upstream_weights_unless_it_sets_them(start_sim, start_router) -> None:
@@ -59,11 +61,17 @@ async def test_get_policy_reads_back_what_is_active(start_router) -> None:
         assert got["settings"]["saturation_kv"] == 0.8  # defaults are shown too: every active value
         assert policy_of(got["config"]).settings.gate_abs == 8.0  # what `infctl doctor` evaluates
         weights = {"weights": {"default": 3}}
-        assert (await c.put(f"{url}/admin/upstreams", json=weights)).status_code == 200
-        again = (await c.get(f"{url}/admin/policy")).json()
+        put = await c.put(f"{url}/admin/upstreams", json=weights, headers={"if-match": '"0"'})
+        assert put.status_code == 200
+        got_again = await c.get(f"{url}/admin/policy")
+        again = got_again.json()
         assert again["config"]["upstreams"] == weights and again["upstreams_version"] == 1
-        # The reported config is re-PUTable and rebuilds the same policy.
-        assert (await c.put(f"{url}/admin/policy", json=again["config"])).status_code == 200
+        # The reported config is re-PUTable (with the version it reported) and rebuilds the same policy.
+        etag = got_again.headers["etag"]
+        assert etag == '"1"'
+        assert (await c.put(f"{url}/admin/policy", json=again["config"])).status_code == 428
+        r = await c.put(f"{url}/admin/policy", json=again["config"], headers={"if-match": etag})
+        assert r.status_code == 200
         after = (await c.get(f"{url}/admin/policy")).json()
         assert after["config"] == again["config"] and after["settings"] == again["settings"]
 
@@ -89,7 +97,9 @@ async def test_bad_backends_get_a_400_naming_the_field_and_are_not_added(start_s
             error = r.json()["error"]
             assert error["type"] == "BadRequestError" and error["code"] == 400
             assert error["message"].startswith(field), error
-        r = await c.post(f"{url}/admin/backends", content=b'{"url": "http://127.0.0.1:9", "weight": NaN}')
+        r = await c.post(
+            f"{url}/admin/backends", content=b'{"url": "http://127.0.0.1:9", "weight": NaN}', headers=JSON
+        )
         assert r.status_code == 400
         listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
         assert [b["id"] for b in listed] == [sim.urls[0]]
@@ -105,10 +115,10 @@ async def test_drain_takes_only_booleans(start_router) -> None:
             assert r.status_code == 400, body
         listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
         assert listed[0]["draining"] is False
-        assert (await c.post(f"{url}/admin/backends/a/drain")).json()["draining"] is True
+        assert (await c.post(f"{url}/admin/backends/a/drain", headers=JSON)).json()["draining"] is True
         undo = await c.post(f"{url}/admin/backends/a/drain", json={"draining": False})
         assert undo.json()["draining"] is False
-        r = await c.put(f"{url}/admin/backends/a/weight", content=b'{"weight": Infinity}')
+        r = await c.put(f"{url}/admin/backends/a/weight", content=b'{"weight": Infinity}', headers=JSON)
         assert r.status_code == 400
 
 
@@ -138,7 +148,7 @@ async def test_missing_or_wrong_token_is_a_401_with_a_bearer_challenge(start_rou
 
 async def test_a_router_without_token_warns_at_startup(start_router, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="infctl.router.admin"):
-        await start_router([Backend(id="a", url="http://127.0.0.1:9")], host="0.0.0.0")
+        await start_router([Backend(id="a", url="http://127.0.0.1:9")], host="0.0.0.0", insecure_admin=True)
         await start_router([Backend(id="a", url="http://127.0.0.1:9")], admin_token="s3cret")
     warnings = [r.getMessage() for r in caplog.records if r.name == "infctl.router.admin"]
     assert len(warnings) == 1 and "OPEN" in warnings[0] and "INFCTL_ROUTER_ADMIN_TOKEN" in warnings[0]
@@ -150,7 +160,11 @@ async def test_upstreams_if_match_is_checked_after_the_body_arrives(start_sim, s
     import json
 
     sim = await start_sim()
-    url = await start_router([Backend(id="e", url=sim.urls[0], upstream="default")], admin_token="s3cret")
+    both = [
+        Backend(id="e", url=sim.urls[0], upstream="default"),
+        Backend(id="n", url=NOWHERE, upstream="new"),
+    ]
+    url = await start_router(both, admin_token="s3cret")
     host, port = url.removeprefix("http://").split(":")
     slow_body = json.dumps({"weights": {"default": 90, "new": 10}}).encode()
     reader, writer = await asyncio.open_connection(host, int(port))
@@ -185,7 +199,7 @@ async def test_posting_an_existing_id_is_a_409_and_put_replaces_keeping_the_drai
             rows = (await c.get(f"{url}/admin/backends")).json()["backends"]
             return {b["id"]: b for b in rows}
 
-        assert (await c.post(f"{url}/admin/backends/{a}/drain")).status_code == 200
+        assert (await c.post(f"{url}/admin/backends/{a}/drain", headers=JSON)).status_code == 200
         clash = await c.post(f"{url}/admin/backends", json={"url": a, "pool": "long"})
         assert clash.status_code == 409
         error = clash.json()["error"]
@@ -235,7 +249,7 @@ async def test_kv_event_sources_follow_backend_ids_through_remove_and_put(start_
     async with httpx.AsyncClient(timeout=10) as c:
         assert (await c.put(f"{url}/admin/backends/a", json=rank1)).status_code == 201
         assert (await followed(c))["tcp://127.0.0.1:5601"] == {"a"}
-        assert (await c.delete(f"{url}/admin/backends/a")).status_code == 200
+        assert (await c.delete(f"{url}/admin/backends/a", headers=JSON)).status_code == 200
         assert "tcp://127.0.0.1:5601" not in await followed(c)  # it credited nobody else: unsubscribed
         assert (await c.put(f"{url}/admin/backends/b", json=rank1)).status_code == 201
         assert (await followed(c))["tcp://127.0.0.1:5601"] == {"b"}  # not still the removed "a"

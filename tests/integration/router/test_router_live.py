@@ -145,7 +145,7 @@ async def test_admin_drain_weight_policy_and_token(start_sim, start_router) -> N
     sim = await start_sim(instances=2)
     a, b = sim.urls
     url = await start_router([Backend(id=a, url=a), Backend(id=b, url=b)], admin_token="s3cret")
-    auth = {"authorization": "Bearer s3cret"}
+    auth = {"authorization": "Bearer s3cret", "content-type": "application/json"}
     async with httpx.AsyncClient(timeout=10) as c:
         assert (await c.get(f"{url}/admin/backends")).status_code == 401
         r = await c.post(f"{url}/admin/backends/{a}/drain", headers=auth)
