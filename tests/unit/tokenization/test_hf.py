@@ -1,0 +1,107 @@
+"""The model's tokenizer: ids equal to what the ``tokenizers`` library gives for the text the engine
+renders, chat pieces remembered without changing a single id, and errors that name the file."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from tokenizerkit import IM_END, IM_START, chinese, code, english, tiny_tokenizer
+from tokenizers import Tokenizer as RawTokenizer
+
+from infctl.tokenization import HFTokenizer, TokenizerError, load_tokenizer
+
+__all__ = ["tiny_tokenizer"]
+
+
+def raw(path: Path) -> RawTokenizer:
+    return RawTokenizer.from_file(str(path / "tokenizer.json"))
+
+
+def chatml(messages: list[dict[str, str]]) -> str:
+    turns = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
+    return f"{turns}{IM_START}assistant\n"
+
+
+def test_completion_ids_are_the_librarys(tiny_tokenizer: Path) -> None:
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    assert isinstance(tok, HFTokenizer) and tok.exact
+    rng = random.Random(0)
+    for text in (english(rng, 300), chinese(rng, 900), code(rng, 40), "混合 mixed テキスト 🙂", ""):
+        assert tok.encode(text) == lib.encode(text).ids
+        assert tok.count(text) == len(lib.encode(text).ids)
+
+
+def test_chat_ids_are_the_rendered_templates_ids_and_a_growing_chat_gives_the_same_ids(
+    tiny_tokenizer: Path,
+) -> None:
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    rng = random.Random(1)
+    messages = [{"role": "system", "content": chinese(rng, 600)}]
+    for turn in range(6):
+        messages.append({"role": "user", "content": english(rng, 80) if turn % 2 else chinese(rng, 200)})
+        want = lib.encode(chatml(messages), add_special_tokens=False).ids
+        assert tok.chat_ids(messages) == want  # pieces remembered from earlier turns change nothing
+        messages.append({"role": "assistant", "content": code(rng, 5)})
+    assert tok.chat_ids(messages) == tok.chat_ids(messages)
+
+
+def test_template_options_are_honoured(tiny_tokenizer: Path) -> None:
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    messages = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "The answer is"}]
+    no_prompt = tok.chat_ids(messages, add_generation_prompt=False)
+    assert no_prompt == lib.encode(chatml(messages).removesuffix(f"{IM_START}assistant\n")).ids
+    cont = tok.chat_ids(messages, add_generation_prompt=False, continue_final_message=True)
+    assert lib.decode(cont, skip_special_tokens=False).endswith("The answer is")
+    with pytest.raises(TokenizerError):
+        tok.chat_ids(messages, continue_final_message=True)  # with add_generation_prompt: refused, as vLLM
+    parts = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert tok.chat_ids(parts) == tok.chat_ids([{"role": "user", "content": "a\nb"}])
+
+
+def test_a_template_that_raises_is_a_tokenizer_error(tmp_path: Path, tiny_tokenizer: Path) -> None:
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_tokenizer / name).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = (
+        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('user first') }}{% endif %}x"
+    )
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(str(tmp_path))
+    with pytest.raises(TokenizerError, match="user first"):
+        tok.chat_ids([{"role": "system", "content": "s"}])
+    (tmp_path / "chat_template.jinja").write_text("{{ messages | length }}")  # takes precedence
+    assert (
+        load_tokenizer(str(tmp_path)).chat_ids([{"role": "user", "content": "s"}])
+        == raw(tmp_path).encode("1").ids
+    )
+
+
+def test_files_that_do_not_load_name_themselves(tmp_path: Path, tiny_tokenizer: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not json")
+    with pytest.raises(TokenizerError, match=str(bad)):
+        load_tokenizer(str(tmp_path))
+    with pytest.raises(TokenizerError, match="no such file or directory"):
+        load_tokenizer(str(tmp_path / "nothing-here"))  # neither a path nor a model id
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "tokenizer.json").write_bytes((tiny_tokenizer / "tokenizer.json").read_bytes())
+    with pytest.raises(TokenizerError, match="no chat template"):
+        load_tokenizer(str(only / "tokenizer.json")).chat_ids([{"role": "user", "content": "x"}])
+
+
+def test_a_model_id_is_found_in_the_hugging_face_cache(
+    tmp_path: Path, tiny_tokenizer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snap = tmp_path / "models--acme--tiny" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (snap / name).write_bytes((tiny_tokenizer / name).read_bytes())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_tokenizer("acme/tiny").encode("hello world") == raw(tiny_tokenizer).encode("hello world").ids
+    with pytest.raises(TokenizerError, match="acme/absent"):
+        load_tokenizer("acme/absent")
