@@ -1,0 +1,88 @@
+"""The precise prefix index fed by a real vLLM's KV events: the router re-hashes the events' token ids into
+its own blocks, so the cached prefix it predicts for each request is the one vLLM then reports."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from e2e_support import ENGINE_ENV, MODEL_NAME, Release, deployed, engine_command, hanzi
+
+from infctl.tokens import _WORDS
+
+pytestmark = pytest.mark.slow
+VLLM_BLOCK = 128
+"""vLLM's KV block on the CPU platform, tokens."""
+
+
+@pytest.fixture(scope="module")
+def kv_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
+    """One real vLLM publishing KV events, behind the router on the precise index."""
+    model: dict[str, Any] = {
+        "engine": "vllm",
+        "model": str(tiny_model),
+        "served_model_name": MODEL_NAME,
+        "max_model_len": 4096,
+        "enable_prefix_caching": True,
+        "kv_events": {},
+        "env": ENGINE_ENV,
+    }
+    profile = {
+        "name": "e2e-vllm-kv",
+        "target": "local",
+        "mode": "aggregated",
+        "replicas": 1,
+        "model": model,
+        "router": {"enabled": True, "policy": "cache_aware", "settings": {}},
+        "local": {"simulate": False, "engine_command": engine_command(vllm_python, model)},
+    }
+    with deployed(profile) as release:
+        yield release
+
+
+def router_counter(release: Release, name: str) -> float:
+    text = httpx.get(release.router_url + "/metrics", timeout=10, trust_env=False).text
+    return sum(float(x.rpartition(" ")[2]) for x in text.splitlines() if x.startswith(name + " "))
+
+
+def english(n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
+def test_predicted_cached_prefix_matches_vllms_cached_tokens(kv_release: Release) -> None:
+    token = Path(kv_release.summary["admin_token"]["file"]).read_text().strip()
+    policy = {"preset": "cache_aware", "index": "precise"}
+    rng = random.Random(5)
+    prefixes = [
+        hanzi(rng.randint(150, 700), seed=p) if p % 2 else english(rng.randint(150, 700), p) for p in range(8)
+    ]
+    misses: list[str] = []
+    n = 0
+    with httpx.Client(timeout=120, trust_env=False) as client:
+        resp = client.put(
+            kv_release.router_url + "/admin/policy", json=policy, headers={"authorization": f"Bearer {token}"}
+        )
+        assert resp.status_code == 200, resp.text
+        for i in range(60):
+            prefix = prefixes[rng.randrange(len(prefixes))]
+            messages = [{"role": "system", "content": prefix}, {"role": "user", "content": hanzi(8, 900 + i)}]
+            before = router_counter(kv_release, "infctl_router_estimated_cached_tokens_total")
+            body = {"model": MODEL_NAME, "messages": messages, "max_tokens": 1}
+            resp = client.post(kv_release.router_url + "/v1/chat/completions", json=body)
+            assert resp.status_code == 200, resp.text
+            predicted = router_counter(kv_release, "infctl_router_estimated_cached_tokens_total") - before
+            cached = resp.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+            n += 1
+            if abs(predicted - cached) >= VLLM_BLOCK:
+                misses.append(f"request {i}: router predicted {predicted:.0f}, vLLM cached {cached}")
+        kv = client.get(kv_release.router_url + "/metrics").text
+    batches = [x for x in kv.splitlines() if x.startswith("infctl_router_kv_event_batches_total")]
+    print(
+        f"\nprecise index on real KV events: {n - len(misses)} of {n} predictions within one block; {batches}"
+    )
+    assert len(misses) <= 0.05 * n, misses
