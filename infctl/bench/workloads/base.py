@@ -6,6 +6,7 @@ message plus one), so the simulated engine's ``usage.prompt_tokens`` equals ``Re
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,12 +75,30 @@ class EndlessWorkload(Generic[S]):
 
 
 def read_input(path: Path, what: str, flag: str) -> str:
-    """The text of a trace or dataset file; ConfigError naming it, and ``flag``, when it cannot be read."""
+    """The UTF-8 text of a trace or dataset file; ConfigError naming it, and ``flag``, when it cannot be read.
+
+    Devices and sockets are refused before reading (``/dev/zero`` would never end); a pipe is read, so
+    ``--trace <(zcat trace.jsonl.gz)`` works. Bytes that are not UTF-8 are reported with their line.
+    """
     try:
-        return path.read_text(encoding="utf-8")
+        mode = path.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            raise ConfigError(
+                f"{path}: cannot read the {what}: a device or socket, not a file", hint=f"check {flag} PATH"
+            )
+        data = path.read_bytes()
     except OSError as e:
         raise ConfigError(
             f"{path}: cannot read the {what}: {e.strerror or e}", hint=f"check {flag} PATH"
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at column {column})",
+            hint=f"re-encode the {what} as UTF-8",
         ) from None
 
 

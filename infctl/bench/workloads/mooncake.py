@@ -4,7 +4,11 @@ Each line: ``timestamp`` (ms from start), ``input_length``, ``output_length`` (t
 id per ``block_size`` tokens of the prompt. Each block's text is derived from its hash id alone (and the
 seed), so equal ids give equal text and equal id prefixes give equal prompt prefixes: the trace's prefix
 reuse reaches the engine's prefix cache as it did in production. The whole file is validated before any
-request is sent; a bad line raises ``ConfigError`` naming ``file:line``.
+request is sent; a bad line raises ``ConfigError`` naming ``file:line``: JSON that does not parse (``NaN``
+and ``Infinity`` parse, then fail as numbers), bytes that are not UTF-8, and every field out of its range:
+a finite ``timestamp`` in ``[0, 2**53]`` (a ``NaN`` or ``1e999`` left the replay waiting forever), lengths in
+``[1, MAX_TRACE_TOKENS]`` and 64-bit integer hash ids. Lines are split on ``\n`` only (JSON Lines), so a
+U+2028 inside a string neither splits a line nor shifts the numbers of the lines after it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,14 @@ def sample_trace() -> Path:
     )
 
 
+MAX_TIMESTAMP_MS = float(2**53)
+"""Largest ``timestamp`` (ms) accepted: every integer up to it is exact in a float (285,000 years; epoch
+milliseconds are 1.7e12). Only differences from the first entry's timestamp are replayed."""
+MAX_TRACE_TOKENS = 10_000_000
+"""Largest ``input_length`` or ``output_length`` accepted: ten million tokens, past any model's context."""
+_HASH_ID_RANGE = (-(2**63), 2**64 - 1)
+"""Hash ids are 64-bit integers, signed or unsigned."""
+
 _HINT = 'each line must be {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}'
 
 
@@ -57,7 +69,7 @@ def read_trace(path: Path, block_size: int = 512) -> list[TraceEntry]:
     """Every entry of the trace, sorted by timestamp; ConfigError with ``file:line`` on the first bad line."""
     text = read_input(path, "trace", "--trace")
     entries: list[TraceEntry] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             entries.append(_entry(path, lineno, line, block_size))
     if not entries:
@@ -70,25 +82,22 @@ def _entry(path: Path, lineno: int, line: str, block_size: int) -> TraceEntry:
     where = f"{path}:{lineno}"
     try:
         obj: Any = json.loads(line)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: thousands of nested brackets
         raise ConfigError(f"{where}: not valid JSON ({e})", hint=_HINT) from None
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a JSON object, found {type(obj).__name__}", hint=_HINT)
-
-    def number(key: str, minimum: int, integer: bool) -> Any:
-        value = obj.get(key)
-        ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-        if value is None or isinstance(value, bool) or not ok_type or value < minimum:
-            kind = "an integer" if integer else "a number"
-            raise ConfigError(f"{where}: {key}: expected {kind} >= {minimum}, found {value!r}", hint=_HINT)
-        return value
-
-    ts = number("timestamp", 0, integer=False)
-    n_in = number("input_length", 1, integer=True)
-    n_out = number("output_length", 1, integer=True)
+    ts = _number(obj, "timestamp", 0, MAX_TIMESTAMP_MS, where, integer=False)
+    n_in = int(_number(obj, "input_length", 1, MAX_TRACE_TOKENS, where, integer=True))
+    n_out = int(_number(obj, "output_length", 1, MAX_TRACE_TOKENS, where, integer=True))
     ids = obj.get("hash_ids")
-    if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
-        raise ConfigError(f"{where}: hash_ids: expected a list of integers", hint=_HINT)
+    if not isinstance(ids, list):
+        raise ConfigError(f"{where}: hash_ids: expected a list of integers, found {ids!r}", hint=_HINT)
+    lo, hi = _HASH_ID_RANGE
+    for i, h in enumerate(ids):
+        if not isinstance(h, int) or isinstance(h, bool) or not lo <= h <= hi:
+            raise ConfigError(
+                f"{where}: hash_ids[{i}]: expected a 64-bit integer id, found {_shown(h)}", hint=_HINT
+            )
     need = math.ceil(n_in / block_size)
     if len(ids) != need:
         raise ConfigError(
@@ -96,6 +105,23 @@ def _entry(path: Path, lineno: int, line: str, block_size: int) -> TraceEntry:
             hint="set the trace's block size with --trace-block-size",
         )
     return TraceEntry(lineno, float(ts), n_in, n_out, tuple(ids))
+
+
+def _number(obj: dict[str, Any], key: str, low: float, high: float, where: str, *, integer: bool) -> float:
+    """``obj[key]`` when it is a finite number (an integer if ``integer``) in ``[low, high]``."""
+    value: Any = obj.get(key)
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if not ok_type or isinstance(value, bool) or not low <= value <= high:  # NaN fails the comparison
+        kind, span = (
+            ("an integer", f"{low:,} to {high:,}") if integer else ("a finite number", f"{low:g} to {high:g}")
+        )
+        raise ConfigError(f"{where}: {key}: expected {kind} from {span}, found {_shown(value)}", hint=_HINT)
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 @dataclass(frozen=True)

@@ -69,11 +69,11 @@ class TraceSpec(Strict):
 
     kind: Literal["trace"] = "trace"
     path: Path
-    time_compression: float = Field(default=1.0, gt=0)
+    time_compression: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Timestamps are divided by this: 10 replays the trace ten times faster."""
-    input_scale: float = Field(default=1.0, gt=0)
+    input_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Multiplies every block's length (so equal hash ids stay equal text) and thus every prompt."""
-    output_scale: float = Field(default=1.0, gt=0)
+    output_scale: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     block_size: int = Field(default=512, ge=1)
     """Tokens per hash id in the trace (Mooncake: 512)."""
     max_input_tokens: int | None = Field(default=None, ge=1)

@@ -65,6 +65,27 @@ def test_scaling_keeps_blocks_aligned_and_time_compression(tmp_path: Path) -> No
         (json.dumps(line(0, 0, [])), "input_length"),
         (json.dumps({"timestamp": 0, "input_length": 8, "output_length": 1}), "hash_ids"),
         (json.dumps(line(0, 20, [1])), "needs 3 blocks"),
+        # Non-finite timestamps parsed, sorted and left the replay waiting forever (issue 18).
+        (
+            '{"timestamp": NaN, "input_length": 8, "output_length": 1, "hash_ids": [1]}',
+            "timestamp: .* found nan",
+        ),
+        (
+            '{"timestamp": 1e999, "input_length": 8, "output_length": 1, "hash_ids": [1]}',
+            "timestamp: .* found inf",
+        ),
+        ('{"timestamp": Infinity, "input_length": 8, "output_length": 1, "hash_ids": [1]}', "found inf"),
+        ('{"timestamp": -1e999, "input_length": 8, "output_length": 1, "hash_ids": [1]}', "found -inf"),
+        (json.dumps(line(1e300, 8, [1])), "timestamp: expected a finite number from 0 to 9.0072e"),
+        (json.dumps(line(0, 10**12, [1])), "input_length: expected an integer from 1 to 10,000,000"),
+        (json.dumps(line(0, 8, [1], n_out=0)), "output_length"),
+        (json.dumps(line(0, 8, [1], n_out=10**9)), "output_length"),
+        (json.dumps(line(0, 8.5, [1])), "input_length: .* found 8.5"),  # type: ignore[arg-type]
+        (json.dumps(line(0, 8, [1.5])), r"hash_ids\[0\]: expected a 64-bit integer id, found 1.5"),  # type: ignore[list-item]
+        (json.dumps(line(0, 16, [1, 2**64])), r"hash_ids\[1\]: .* found 18446744073709551616"),
+        (json.dumps(line(0, 8, [True])), r"hash_ids\[0\]"),  # type: ignore[list-item]
+        ("[" * 100_000, "not valid JSON"),  # a RecursionError traceback before
+        ("1" * 5000, "not valid JSON"),
     ],
 )
 def test_bad_line_names_file_and_line(tmp_path: Path, bad: str, message: str) -> None:
@@ -72,6 +93,30 @@ def test_bad_line_names_file_and_line(tmp_path: Path, bad: str, message: str) ->
     with pytest.raises(ConfigError, match=message) as err:
         read_trace(path, 8)
     assert f"{path}:3:" in err.value.message
+
+
+def test_invalid_utf8_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    good = json.dumps(line(0, 8, [1])).encode()
+    path.write_bytes(good + b"\n" + good[:-1] + b', "note": "\xff"}\n')
+    with pytest.raises(ConfigError) as err:  # a UnicodeDecodeError traceback before
+        read_trace(path, 8)
+    assert err.value.message == f"{path}:2: not UTF-8 text (byte 0xff at column {len(good) + 11})"
+
+
+def test_lines_are_split_on_newlines_only(tmp_path: Path) -> None:
+    note = {**line(0, 8, [1]), "note": "a\u2028b\x85c"}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(note, ensure_ascii=False) + "\n" + json.dumps(line(-1, 8, [1])) + "\n")
+    with pytest.raises(ConfigError, match="timestamp") as err:
+        read_trace(path, 8)
+    assert f"{path}:2:" in err.value.message  # U+2028 and NEL split no line
+
+
+@pytest.mark.timeout(60)
+def test_a_device_is_refused_before_reading() -> None:
+    with pytest.raises(ConfigError, match="/dev/zero: cannot read the trace: a device or socket"):
+        read_trace(Path("/dev/zero"))
 
 
 def test_missing_file(tmp_path: Path) -> None:
