@@ -31,6 +31,9 @@ def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str)
         "host": "0.0.0.0",
         "port": profile.router.port,
         "engine": profile.model.engine,
+        # The model's own tokenizer, downloaded at start-up into the pod's Hugging Face cache (an id), or
+        # read from a path the operator mounted: exact counts and block hashes, as the engines see them.
+        "tokenizer": profile.model.tokenizer or profile.model.model,
         "pd_mode": "pool" if profile.mode == "pool" else "group",
         "admin_token_env": ADMIN_TOKEN_ENV,
     }

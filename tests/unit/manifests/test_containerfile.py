@@ -26,7 +26,7 @@ def instructions() -> list[tuple[str, str]]:
 def test_structure() -> None:
     steps = instructions()
     assert steps[0] == ("FROM", "python:3.11-slim")
-    assert any(op == "RUN" and "pip install --no-cache-dir ." in arg for op, arg in steps)
+    assert any(op == "RUN" and "pip install --no-cache-dir '.[hub]'" in arg for op, arg in steps)
     user = [arg for op, arg in steps if op == "USER"]
     assert user and user[-1].split(":")[0] not in ("0", "root")
     assert steps[-2] == ("ENTRYPOINT", '["infctl"]')
