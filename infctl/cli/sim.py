@@ -48,6 +48,9 @@ _EXAMPLES = """
   [dim]# one vLLM engine serving 2 data-parallel ranks on :8000 (per-rank series in /metrics)[/]
   infctl sim --data-parallel-size 2
 
+  [dim]# prompts counted, cached and published as a real engine serving this model would[/]
+  infctl sim --tokenizer Qwen/Qwen3-8B --kv-events-port 5557
+
   [dim]# a PD pair in one process: prefill on :8100, decode on :8101[/]
   infctl sim --instances 2 --role prefill,decode --port 8100
 
@@ -74,6 +77,14 @@ def sim(
     model: Annotated[
         str | None, typer.Option(help="Served model name; default: the profile's model.")
     ] = None,
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            help="How prompts become token ids: 'words' (the simulator's whitespace words), or a model "
+            "directory, tokenizer.json or Hugging Face id to count, cache and publish prompt tokens as a real "
+            "engine serving that model would (usage, /tokenize, KV events); 'estimate'."
+        ),
+    ] = SimSettings.tokenizer,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[
         int | None, typer.Option(help="First port (instance i uses port+i); default 8000 vLLM, 30000 SGLang.")
@@ -189,6 +200,7 @@ def sim(
             personality=cast(Personality, _choice("--personality", personality, ("vllm", "sglang"))),
             profile=profile,
             model=model,
+            tokenizer=tokenizer,
             host=host,
             port=port,
             instances=instances,
@@ -228,10 +240,12 @@ def sim(
         def announce(cluster: SimCluster) -> None:
             rows = [
                 {"url": inst.url, "model": inst.model, "role": inst.role, "kv_events": inst.kv_endpoint,
-                 "data_parallel_size": cfg.data_parallel_size}
+                 "data_parallel_size": cfg.data_parallel_size, "tokenizer": cluster.tokenizer.name}
                 for inst in cluster.instances
             ]  # fmt: skip
             ranks = f", {cfg.data_parallel_size} DP ranks" if cfg.data_parallel_size > 1 else ""
+            if cfg.tokenizer != "words":
+                ranks += f", tokenizer {cluster.tokenizer.name}"
             if opts.output is OutputFormat.table:
                 for row in rows:
                     kv = f"  kv events {row['kv_events']}" if row["kv_events"] else ""

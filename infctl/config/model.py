@@ -111,6 +111,11 @@ class SimSettings(ProfileModel):
     speedup: float = Field(default=1.0, gt=0)
     """Simulated seconds per wall-clock second: 10 runs ten times faster than the real engine (the sim's
     ``--time-scale`` is the inverse, wall seconds per simulated second). Default 1.0."""
+    tokenizer: str = Field(default="words", min_length=1)
+    """How the simulated engines turn prompts into token ids (``infctl sim --tokenizer``): ``words``, the
+    simulator's whitespace words; a model directory, ``tokenizer.json`` or Hugging Face id, to count, cache
+    and publish prompt tokens as a real engine serving that model would (Chinese and code included);
+    ``estimate``. The local router counts and hashes prompts with the same one. Default ``words``."""
 
 
 class ModelProfile(ProfileModel):

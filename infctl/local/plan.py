@@ -97,10 +97,13 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
 
 
 def router_tokenizer(profile: DeploymentProfile) -> str:
-    """What the local router counts prompts with: the simulated engines' convention when they are
-    simulated, else the model's own tokenizer (``model.tokenizer``, or the model's directory or id)."""
+    """What the local router counts prompts with: the simulated engines' own tokenizer when they are
+    simulated (``model.sim.tokenizer``, the simulator's words by default), so the router's counts and
+    block hashes are theirs; else the model's own tokenizer (``model.tokenizer``, or the model's directory
+    or id)."""
     if profile.local.simulate:
-        return "words"
+        sim = profile.model.sim
+        return sim.tokenizer if sim is not None else "words"
     return profile.model.tokenizer or profile.model.model
 
 
@@ -320,6 +323,8 @@ def sim_command(
             argv += [flag, str(value)]
     if not model.enable_prefix_caching:
         argv.append("--no-prefix-caching")
+    if sim.tokenizer != "words":
+        argv += ["--tokenizer", sim.tokenizer]
     return argv
 
 

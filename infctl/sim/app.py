@@ -36,6 +36,7 @@ from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats, KVEvent, SimRequest
 from infctl.telemetry.exposition import CONTENT_TYPE
 from infctl.telemetry.kv_events import AllBlocksCleared
+from infctl.tokenization import Tokenizer, load_tokenizer
 
 SHUTDOWN_SECONDS = 2.0
 """How long a clean stop waits for in-flight responses before closing their connections."""
@@ -102,10 +103,13 @@ class Shared:
     """The engine core's profile, with the CLI overrides applied."""
     capacity: Capacity
     """The capacity figures the HTTP surface reports (``/v1/models``, ``/metrics``), from ``profile``."""
+    tokenizer: Tokenizer
+    """What turns prompts into token ids (``cfg.tokenizer``), loaded once for every engine."""
 
     @classmethod
     def for_settings(cls, cfg: SimSettings) -> Shared:
-        """A new clock and registry, and ``cfg``'s profile with its overrides (needs a running loop)."""
+        """A new clock and registry, ``cfg``'s profile with its overrides and its tokenizer (needs a running
+        loop; TokenizerError when the tokenizer does not load)."""
         profile = get_profile(cfg.profile).with_overrides(**cfg.profile_overrides())
         capacity = Capacity(
             block_size=profile.block_size,
@@ -115,7 +119,8 @@ class Shared:
             max_num_batched_tokens=profile.max_num_batched_tokens,
             enable_prefix_caching=profile.enable_prefix_caching,
         )
-        return cls(SimClock(cfg.time_scale), BootstrapRegistry(), profile, capacity)
+        tokenizer = load_tokenizer(cfg.tokenizer)
+        return cls(SimClock(cfg.time_scale), BootstrapRegistry(), profile, capacity, tokenizer)
 
 
 class SimInstance:
@@ -132,6 +137,7 @@ class SimInstance:
         self.engine_id = str(uuid.uuid4())
         self.role = settings.role_of(index)
         self.capacity = shared.capacity
+        self.tokenizer = shared.tokenizer
         self.registry = shared.registry
         self.clock = clock
         self.faults = FaultState(settings.faults, seed=index)

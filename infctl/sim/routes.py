@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl import tokens
+from infctl.sim import prompt_tokens
 from infctl.sim.driver import Delta, RequestTrack
 from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response, read_json_object
 from infctl.sim.types import SimRequest
@@ -69,19 +70,18 @@ def _int(body: Mapping[str, Any], key: str, minimum: int) -> int | None:
     return value
 
 
-def _prompt_ids(body: Mapping[str, Any], chat: bool) -> list[int]:
+async def prompt_ids(inst: SimInstance, body: Mapping[str, Any], chat: bool) -> list[int]:
+    """The request's prompt token ids, from the engine's tokenizer (``infctl.sim.prompt_tokens``)."""
+    tok = inst.tokenizer
     if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise SimHTTPError(
-                400, "Field required: messages must be a non-empty list of objects", param="messages"
-            )
-        return tokens.token_ids(tokens.chat_prompt_text(messages))
+        return await prompt_tokens.tokenized(
+            tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body
+        )
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
-        ids = tokens.token_ids(prompt)
+        ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
     elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         ids = list(prompt)
     else:
@@ -94,13 +94,11 @@ def _prompt_ids(body: Mapping[str, Any], chat: bool) -> list[int]:
 
 
 def parse_generation(
-    inst: SimInstance, body: Mapping[str, Any], *, chat: bool, request_id: str
+    inst: SimInstance, body: Mapping[str, Any], ids: list[int], *, chat: bool, request_id: str
 ) -> Generation:
+    """The request's generation settings, given its prompt's token ids (``prompt_ids``)."""
     persona = inst.personality
     model = body.get("model")
-    if not persona.accepts_model(model):
-        raise SimHTTPError(404, f"The model `{model}` does not exist.", param="model")
-    ids = _prompt_ids(body, chat)
     if _int(body, "n", 1) not in (None, 1):
         raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
     max_tokens = _int(body, "max_completion_tokens", 1) if chat else None
@@ -131,7 +129,11 @@ def parse_generation(
 async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> web.StreamResponse:
     body = await read_json_object(request)
     rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-    gen = parse_generation(inst, body, chat=chat, request_id=rid)
+    model = body.get("model")
+    if not inst.personality.accepts_model(model):
+        raise SimHTTPError(404, f"The model `{model}` does not exist.", param="model")
+    ids = await prompt_ids(inst, body, chat)
+    gen = parse_generation(inst, body, ids, chat=chat, request_id=rid)
     plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)
     if plan.refusal is not None:
         return await _refuse(inst, request, gen, plan.refusal)

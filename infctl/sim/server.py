@@ -30,6 +30,7 @@ class SimCluster:
         shared = Shared.for_settings(cfg)
         self.clock = shared.clock
         self.registry = shared.registry
+        self.tokenizer = shared.tokenizer
         engine = SimInstance if cfg.data_parallel_size == 1 else DPEngine
         self.instances: list[SimInstance | DPEngine] = [engine(cfg, i, shared) for i in range(cfg.instances)]
 

@@ -30,6 +30,12 @@ class SimSettings:
     """Name of the timing/capacity profile (``infctl.sim.profiles.PROFILES``)."""
     model: str | None = None
     """Served model name (``/v1/models``, ``model_name`` label); None: the profile's name."""
+    tokenizer: str = "words"
+    """How prompts become token ids (``infctl.tokenization.load_tokenizer``): ``words``, the simulator's
+    whitespace words (the default); a model directory, ``tokenizer.json`` or Hugging Face id, to count,
+    cache and publish prompt tokens as a real engine serving that model would (``usage.prompt_tokens``,
+    cached tokens, ``/tokenize``, the context limit, KV events' token ids); ``estimate``. Generated tokens
+    stay the simulator's words either way."""
     host: str = "127.0.0.1"
     """Address to listen on."""
     port: int | None = None

@@ -21,6 +21,7 @@ from infctl.sim.faults import FaultState
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats
 from infctl.telemetry.exposition import Histogram
+from infctl.tokenization import Tokenizer
 
 HISTOGRAMS = (
     "ttft", "itl", "tpot", "e2e", "queue", "inference", "prefill", "decode",
@@ -190,6 +191,10 @@ class EngineView(Protocol):
     def settings(self) -> SimSettings: ...
     @property
     def capacity(self) -> Capacity: ...
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """What prompts are tokenized with (``SimSettings.tokenizer``)."""
+
     @property
     def metrics(self) -> EngineMetrics: ...
     @property

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from infctl.engines import sglang as names
+from infctl.sim import prompt_tokens
 from infctl.sim.personality.base import (
     DPBalance,
     EngineView,
@@ -36,6 +37,7 @@ from infctl.sim.personality.base import (
     Personality,
     SimHTTPError,
     json_response,
+    read_json_object,
 )
 from infctl.telemetry.exposition import Writer, label_pairs
 
@@ -201,6 +203,8 @@ class SglangPersonality(Personality):
             web.get("/health_generate", self._health_generate),
             web.get("/flush_cache", self._flush_cache),
             web.post("/flush_cache", self._flush_cache),
+            web.post("/v1/tokenize", self._tokenize),
+            web.post("/tokenize", self._tokenize),
         ]
 
     def load(self) -> dict[str, Any]:
@@ -254,6 +258,24 @@ class SglangPersonality(Personality):
         if self.engine.faults.plan.health_fail or not await self.engine.probe():
             return web.Response(status=503)
         return web.Response(status=200)
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        """SGLang's ``/v1/tokenize``: a ``prompt`` string (or a list of them, answered per string), special
+        tokens added unless ``add_special_tokens`` is false; no chat messages."""
+        body = await read_json_object(request)
+        tok, prompt = self.engine.tokenizer, body.get("prompt")
+        cap = self.engine.capacity.max_model_len
+        if isinstance(prompt, str):
+            ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
+            return json_response({"tokens": ids, "count": len(ids), "max_model_len": cap})
+        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+            lists = [
+                await prompt_tokens.tokenized(tok, len(p), prompt_tokens.text_ids, p, body) for p in prompt
+            ]
+            return json_response({"tokens": lists, "count": [len(x) for x in lists], "max_model_len": cap})
+        raise SimHTTPError(
+            400, "Field required: prompt must be a string or a list of strings", param="prompt"
+        )
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
         if not self.engine.reset_cache():

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from infctl import tokens
 from infctl.engines import vllm as names
+from infctl.sim import prompt_tokens
 from infctl.sim.personality.base import (
     DPBalance,
     EngineView,
@@ -33,6 +34,7 @@ from infctl.sim.personality.base import (
 )
 from infctl.sim.types import TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
+from infctl.tokenization import WordTokenizer
 
 VERSION = "0.11.0"
 
@@ -239,18 +241,31 @@ class VllmPersonality(Personality):
         ]
 
     async def _tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's ``/tokenize``: ``prompt`` (special tokens added unless ``add_special_tokens`` is false) or
+        ``messages`` (rendered by the chat template, as for a chat request), answered with the ids, their
+        count and the context length."""
         body = await read_json_object(request)
+        tok = self.engine.tokenizer
         if "messages" in body:
-            text = tokens.chat_prompt_text(body["messages"])
+            ids = await prompt_tokens.tokenized(
+                tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body
+            )
         elif isinstance(body.get("prompt"), str):
-            text = body["prompt"]
+            prompt = body["prompt"]
+            ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
         else:
             raise SimHTTPError(400, "Field required: prompt or messages", param="prompt")
-        words = text.split()
-        ids = tokens.token_ids(text)
-        if len(self._vocab) < 100_000:
-            self._vocab.update(zip(ids, words, strict=True))
-        strs = words if body.get("return_token_strs") else None
+        strs = None
+        if isinstance(tok, WordTokenizer):
+            # /detokenize inverts the simulator's words it has seen; a real tokenizer's ids stay opaque.
+            words = (
+                WordTokenizer.chat_text(prompt_tokens.messages_of(body))
+                if "messages" in body
+                else body["prompt"]
+            ).split()
+            if len(self._vocab) < 100_000:
+                self._vocab.update(zip(ids, words, strict=True))
+            strs = words if body.get("return_token_strs") else None
         cap = self.engine.capacity.max_model_len
         return json_response({"count": len(ids), "max_model_len": cap, "tokens": ids, "token_strs": strs})
 

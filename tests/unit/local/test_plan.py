@@ -214,3 +214,11 @@ def test_custom_engine_command_fills_placeholders_and_keeps_json_arguments() -> 
     plan = plan_of(profile(**{"local.simulate": False, "local.engine_command": command}))
     assert plan.specs[0].argv[4] == "18000"
     assert plan.specs[0].argv[-1] == '{"kv_role":"kv_both"}'
+
+
+def test_simulated_engines_and_their_router_share_the_sims_tokenizer(tmp_path: Path) -> None:
+    words = plan_of(profile(**{"router.enabled": True}))
+    assert all("--tokenizer" not in s.argv for s in words.specs if s.kind == "engine")
+    assert flag(words.specs[-1], "--tokenizer") == "words"
+    real = plan_of(profile(**{"router.enabled": True, "model.sim.tokenizer": str(tmp_path)}))
+    assert [flag(s, "--tokenizer") for s in real.specs] == [str(tmp_path)] * 3

@@ -1,0 +1,147 @@
+"""``infctl sim --tokenizer PATH``: prompt tokens counted, cached, limited and published as a real engine
+with that tokenizer would, in English and in Chinese (where whitespace words say one token)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import zmq
+import zmq.asyncio
+from tokenizerkit import chinese, english, tiny_tokenizer
+
+from infctl import tokens
+from infctl.sim.prompt_tokens import OFF_LOOP_CHARS
+from infctl.sim.types import BlockStored
+from infctl.telemetry.kv_events import decode_message
+from infctl.tokenization import HFTokenizer, load_tokenizer
+
+__all__ = ["tiny_tokenizer"]  # the session fixture, imported for this module's tests
+
+rng = random.Random(7)
+ENGLISH = english(rng, 120)
+CHINESE = chinese(rng, 400)
+assert " " not in CHINESE  # one whitespace "word"
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_tokenizer: Path) -> HFTokenizer:
+    loaded = load_tokenizer(str(tiny_tokenizer))
+    assert isinstance(loaded, HFTokenizer)
+    return loaded
+
+
+async def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=60) as client:
+        return await client.post(f"{url}{path}", json=body)
+
+
+@pytest.mark.parametrize("text", [ENGLISH, CHINESE], ids=["english", "chinese"])
+async def test_usage_counts_the_tokenizers_ids(
+    start_sim: Any, tiny_tokenizer: Path, tok: Any, text: str
+) -> None:
+    sim = await start_sim(tokenizer=str(tiny_tokenizer))
+    url = sim.urls[0]
+    completion = await post(url, "/v1/completions", {"prompt": text, "max_tokens": 3})
+    assert completion.status_code == 200, completion.text
+    assert completion.json()["usage"]["prompt_tokens"] == len(tok.encode(text)) > 100
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": text}]
+    chat = await post(url, "/v1/chat/completions", {"messages": messages, "max_tokens": 3})
+    assert chat.status_code == 200, chat.text
+    usage = chat.json()["usage"]
+    assert usage["prompt_tokens"] == len(tok.chat_ids(messages)) > len(tok.encode(text))
+    assert usage["completion_tokens"] == 3
+    # The same conversation again: its full blocks are cached (all but the last token recomputed at most).
+    again = (await post(url, "/v1/chat/completions", {"messages": messages, "max_tokens": 3})).json()["usage"]
+    n = usage["prompt_tokens"]
+    assert (n - 1) // 16 * 16 <= again["prompt_tokens_details"]["cached_tokens"] < n
+
+
+async def test_tokenize_answers_as_vllm_does(start_sim: Any, tiny_tokenizer: Path, tok: Any) -> None:
+    sim = await start_sim(tokenizer=str(tiny_tokenizer), max_model_len=4096)
+    url = sim.urls[0]
+    body = (await post(url, "/tokenize", {"model": sim.instances[0].model, "prompt": CHINESE})).json()
+    assert body == {"count": len(body["tokens"]), "max_model_len": 4096, "tokens": tok.encode(CHINESE),
+                    "token_strs": None}  # fmt: skip
+    messages = [{"role": "user", "content": CHINESE}]
+    chat = (await post(url, "/tokenize", {"messages": messages})).json()
+    assert chat["tokens"] == tok.chat_ids(messages) and chat["count"] == len(chat["tokens"])
+    bare = (await post(url, "/tokenize", {"messages": messages, "add_generation_prompt": False})).json()
+    assert bare["tokens"] == tok.chat_ids(messages, add_generation_prompt=False) != chat["tokens"]
+    refused = await post(url, "/tokenize", {"messages": [{"role": "user"}]})  # the template needs content
+    assert refused.status_code == 400 and refused.json()["error"]["type"] == "BadRequestError"
+
+
+async def test_sglang_tokenize_takes_prompts(start_sim: Any, tiny_tokenizer: Path, tok: Any) -> None:
+    sim = await start_sim(personality="sglang", tokenizer=str(tiny_tokenizer))
+    url = sim.urls[0]
+    one = (await post(url, "/v1/tokenize", {"prompt": CHINESE})).json()
+    assert one["tokens"] == tok.encode(CHINESE) and one["count"] == len(one["tokens"])
+    many = (await post(url, "/tokenize", {"prompt": [ENGLISH, CHINESE]})).json()
+    assert many["tokens"] == [tok.encode(ENGLISH), tok.encode(CHINESE)]
+    assert many["count"] == [len(t) for t in many["tokens"]]
+    assert (await post(url, "/v1/tokenize", {"messages": []})).status_code == 400
+
+
+async def test_the_context_limit_counts_real_tokens(start_sim: Any, tiny_tokenizer: Path, tok: Any) -> None:
+    words = await start_sim(max_model_len=256)
+    real = await start_sim(tokenizer=str(tiny_tokenizer), max_model_len=256)
+    body = {"prompt": CHINESE, "max_tokens": 4}
+    assert (await post(words.urls[0], "/v1/completions", body)).status_code == 200  # 1 "word"
+    refused = await post(real.urls[0], "/v1/completions", body)
+    assert refused.status_code == 400
+    assert f"{len(tok.encode(CHINESE)) + 4} tokens" in refused.json()["error"]["message"]
+
+
+async def test_a_long_prompt_is_tokenized_off_the_loop_to_the_same_ids(
+    start_sim: Any, tiny_tokenizer: Path, tok: Any
+) -> None:
+    sim = await start_sim(tokenizer=str(tiny_tokenizer), max_model_len=65536)
+    long = (CHINESE * 40)[: OFF_LOOP_CHARS + 500]
+    reply = await post(sim.urls[0], "/v1/completions", {"prompt": long, "max_tokens": 1})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["prompt_tokens"] == len(tok.encode(long))
+
+
+async def test_the_default_stays_the_simulators_words(start_sim: Any) -> None:
+    sim = await start_sim()
+    assert sim.tokenizer.name == "words"
+    reply = await post(sim.urls[0], "/v1/completions", {"prompt": f"{ENGLISH} {CHINESE}", "max_tokens": 1})
+    assert reply.json()["usage"]["prompt_tokens"] == tokens.count_tokens(ENGLISH) + 1
+
+
+async def test_kv_events_carry_the_tokenizers_ids(start_sim: Any, tiny_tokenizer: Path, tok: Any) -> None:
+    sim = await start_sim(tokenizer=str(tiny_tokenizer), kv_events_port=0)
+    inst = sim.instances[0]
+    ctx = zmq.asyncio.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(inst.kv_endpoint.replace("*", "127.0.0.1"))
+    try:
+        async with asyncio.timeout(60):
+            # ZMQ's slow joiner: warm-ups (new English prompts) until one's events arrive.
+            for salt in range(1000):
+                await post(
+                    inst.url, "/v1/completions", {"prompt": english(random.Random(salt), 80), "max_tokens": 1}
+                )
+                if await sub.poll(500):
+                    break
+            while await sub.poll(200):
+                await sub.recv_multipart()
+            messages = [{"role": "user", "content": CHINESE}]
+            reply = await post(inst.url, "/v1/chat/completions", {"messages": messages, "max_tokens": 1})
+            assert reply.status_code == 200
+            ids = tok.chat_ids(messages)
+            full = len(ids) // 16 * 16
+            published: list[int] = []
+            while len(published) < full:
+                batch = decode_message(await sub.recv_multipart()).batch
+                published += [t for e in batch.events if isinstance(e, BlockStored) for t in e.token_ids]
+    finally:
+        sub.close(linger=0)
+        ctx.term()
+    assert published[:full] == ids[:full]
