@@ -1,22 +1,25 @@
-"""Starting a coroutine in the current callback up to its first suspension (3.12's eager tasks, on 3.11).
+"""Starting a coroutine in the current callback up to its first suspension: an eager task.
 
 Why: ``loop.create_task`` runs a coroutine's first step on a later turn of the event loop, behind every
 callback already queued: other requests' chunks, a scrape's answer being parsed, a probe. For the lean front
 (``infctl.router.front``) that first step is the whole way from a request's last byte to its upstream send
 (parse, route, write), so a request would wait for whatever happened to be queued; started here it goes out
-before anything else runs. Only once the coroutine awaits something not yet done does a ``Task`` take it
-over, from exactly where it stopped: the caller sees a task (or the finished result) as if ``create_task``
-had run it.
+before anything else runs. Only once the coroutine awaits something not yet done does it wait like any task:
+the caller gets the task (or the finished result).
 
-One difference from a task's first step: until it suspends, the coroutine runs with no current task
-(``asyncio.current_task()`` is None, so ``asyncio.timeout`` and ``TaskGroup`` must not be entered before the
-first suspension). The lean front's request path uses neither.
+On 3.12+ this is the standard library's eager task (``asyncio.eager_task_factory``): the first step runs
+inside its ``Task``, so ``asyncio.timeout`` and ``asyncio.wait_for`` (built on it since 3.12) work from
+the first line. 3.11 has no eager tasks, so a stand-in runs the first step with no current task
+(``asyncio.current_task()`` is None) and hands the suspended coroutine to a task; there ``asyncio.timeout``
+and ``TaskGroup`` must not be entered before the first suspension (3.11's ``wait_for`` needs no task).
+The lean front's request path enters neither before it first waits, so it runs alike on every version.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
@@ -26,9 +29,14 @@ T = TypeVar("T")
 def start_eagerly(
     coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop
 ) -> asyncio.Task[T] | tuple[T]:
-    """Run ``coro`` now until it first suspends, then hand it to a task of ``loop``. Returns that task, or
-    ``(result,)`` when ``coro`` finished without suspending. An exception ``coro`` raises before suspending
-    propagates to the caller (as it would out of the task's ``result()``)."""
+    """Run ``coro`` now until it first suspends, then let a task of ``loop`` finish it. Returns that task,
+    or ``(result,)`` when ``coro`` finished without suspending. An exception ``coro`` raises before
+    suspending propagates to the caller (as it would out of the task's ``result()``)."""
+    if sys.version_info >= (3, 12):
+        task: asyncio.Task[T] = asyncio.eager_task_factory(loop, coro)
+        if task.done():
+            return (task.result(),)
+        return task
     context = contextvars.copy_context()  # as create_task: the coroutine's context changes stay its own
     try:
         first = context.run(coro.send, None)
@@ -38,8 +46,8 @@ def start_eagerly(
 
 
 class _Resumed(Coroutine[Any, Any, T]):
-    """``coro``, already started, for a task: its first step hands the task ``first`` (the future ``coro``
-    is blocked on, or None for a bare yield), as if ``coro`` had just yielded it; from then on every
+    """(3.11) ``coro``, already started, for a task: its first step hands the task ``first`` (the future
+    ``coro`` is blocked on, or None for a bare yield), as if ``coro`` had just yielded it; from then on every
     step is ``coro``'s own."""
 
     __slots__ = ("_coro", "_first", "_started")

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
 from infctl.router.eager import start_eagerly
 
+EAGER_TASKS = sys.version_info >= (3, 12)
+"""The standard library's eager tasks (3.12+) rather than the 3.11 stand-in."""
+
+T = TypeVar("T")
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="outside")
 
 
@@ -75,6 +82,7 @@ async def test_cancelled_before_the_task_first_ran_cancels_what_it_waits_for() -
     fut: asyncio.Future[int] = loop.create_future()
     inner_log: list[str] = []
     inner = loop.create_task(waits_for(fut, inner_log))
+    await asyncio.sleep(0)  # inner now waits on fut (what a connect or an upstream read would be)
 
     async def outer() -> int:
         return await inner
@@ -123,3 +131,61 @@ async def test_context_changes_stay_the_coroutine_s_own_before_and_after_its_fir
     fut.set_result(None)
     await task
     assert seen == ["inside"]
+
+
+async def from_callback(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T] | tuple[T]:
+    """``start_eagerly(coro)`` called from a loop callback, as the lean front's protocol calls it: outside
+    any task (called from a test's own coroutine, the test's task would be the current one)."""
+    loop = asyncio.get_running_loop()
+    out: asyncio.Future[asyncio.Task[T] | tuple[T]] = loop.create_future()
+
+    def callback() -> None:
+        try:
+            out.set_result(start_eagerly(coro, loop))
+        except Exception as exc:  # raised before the first wait: the caller's, as documented
+            out.set_exception(exc)
+
+    loop.call_soon(callback)
+    return await out
+
+
+async def test_wait_for_works_before_the_first_wait() -> None:
+    """What admission does first (``AdmissionQueue.admit``): since 3.12 ``wait_for`` is an
+    ``asyncio.timeout``, which needs a current task; run outside one it raised RuntimeError ("Timeout should
+    be used inside a task") and the lean front answered 500 instead of queueing."""
+    fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def admits() -> int:
+        return await asyncio.wait_for(asyncio.shield(fut), timeout=30)
+
+    task = await from_callback(admits())
+    assert isinstance(task, asyncio.Task)
+    fut.set_result(7)
+    assert await task == 7
+
+
+async def test_wait_for_times_out_before_the_first_wait() -> None:
+    async def admits() -> None:
+        await asyncio.wait_for(asyncio.get_running_loop().create_future(), timeout=0.01)
+
+    task = await from_callback(admits())
+    assert isinstance(task, asyncio.Task)
+    with pytest.raises(TimeoutError):
+        await task
+
+
+@pytest.mark.skipif(not EAGER_TASKS, reason="3.11's stand-in runs the first step outside a task")
+async def test_on_3_12_the_first_step_runs_in_the_task_returned() -> None:
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    seen: list[asyncio.Task[Any] | None] = []
+
+    async def times() -> None:
+        seen.append(asyncio.current_task())
+        async with asyncio.timeout(30):
+            await fut
+
+    task = await from_callback(times())
+    assert isinstance(task, asyncio.Task)
+    assert seen == [task]
+    fut.set_result(None)
+    await task
