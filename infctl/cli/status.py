@@ -132,9 +132,12 @@ def _rows(report: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def _role(process: dict[str, Any]) -> str:
-    """The role, with the data-parallel rank count when the engine serves several ranks behind its URL."""
-    ranks = process.get("data_parallel_size") or 1
-    return f"{process['role']} (DP {ranks})" if ranks > 1 else str(process["role"])
+    """The engine's role, with the data-parallel rank count when it serves several ranks behind its URL;
+    blank for the router and autoscaler, which have none (not the word None)."""
+    role, ranks = process.get("role"), process.get("data_parallel_size") or 1
+    if role is None:
+        return ""
+    return f"{role} (DP {ranks})" if ranks > 1 else str(role)
 
 
 def releases_table(reports: list[dict[str, Any]]) -> Table:

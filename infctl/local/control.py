@@ -19,6 +19,7 @@ from infctl.local.state import (
     PLAN_FILE,
     STATE_FILE,
     TERMINAL,
+    Alive,
     ProcessState,
     RunState,
     is_live,
@@ -33,8 +34,13 @@ def status(
     *,
     transport: httpx.BaseTransport | None = None,
     probe_timeout: float = 1.0,
+    alive: Alive = pid_alive,
 ) -> dict[str, Any]:
-    """The release's recorded state plus a live health probe of every process, as plain data."""
+    """The release's recorded state plus a live health probe of every process, as plain data.
+
+    Each process's ``status`` and ``healthy`` are what is true now (:func:`observed`); the supervisor's
+    last record of it is ``recorded_status``.
+    """
     state = read_state(run_dir, release)
     if state is None:
         raise LocalTargetError(
@@ -46,7 +52,14 @@ def status(
     running = state.status not in TERMINAL
     with sync_client(timeout=probe_timeout, transport=transport) as client:
         processes = [
-            {**_process_row(asdict(p)), "healthy": running and probe(client, p.health_url)}
+            {
+                **_process_row(asdict(p)),
+                **observed(
+                    p,
+                    running and probe(client, p.health_url),
+                    p.pid is not None and alive(p.pid, p.pid_started),
+                ),
+            }
             for p in state.processes
         ]
     return {
@@ -58,6 +71,23 @@ def status(
         "error": state.error,
         "processes": processes,
     }
+
+
+def observed(p: ProcessState, answering: bool, alive: bool) -> dict[str, Any]:
+    """A process's status and health as they are now, from its recorded status and two live facts (pure).
+
+    The supervisor records a status when it acts (``starting`` at launch, ``healthy`` at its first 200, up to
+    a probe interval plus timeout later) and never re-probes a healthy process, so the record can lag in
+    both directions. ``answering``: its health URL gave 200 just now; ``alive``: the recorded pid still runs
+    (same start time). An answer while the recorded process is gone comes from another program on the port.
+    """
+    healthy = answering and alive
+    status: str = p.status
+    if p.status in ("starting", "healthy") and p.pid is not None:
+        status = "healthy" if healthy else "exited" if not alive else p.status
+        if p.status == "healthy" and alive and not answering:
+            status = "unresponsive"
+    return {"status": status, "healthy": healthy, "recorded_status": p.status}
 
 
 def _process_row(p: dict[str, Any]) -> dict[str, Any]:

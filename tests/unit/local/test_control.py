@@ -1,7 +1,10 @@
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -9,13 +12,15 @@ import pytest
 
 from infctl.errors import LocalTargetError
 from infctl.local import delete, status
+from infctl.local.control import observed
 from infctl.local.procs import group_alive
 from infctl.local.state import ProcessState, RunState, read_state, write_state
 
 DEAD_PID = 2**22 + 999
 
 
-def proc(name: str, port: int, pid: int | None = None) -> ProcessState:
+def proc(name: str, port: int, pid: int | None = os.getpid()) -> ProcessState:
+    """A recorded process; by default this test's own live pid stands in for it."""
     url = f"http://127.0.0.1:{port}"
     return ProcessState(
         name=name,
@@ -104,3 +109,73 @@ def test_delete_of_a_stale_release_kills_leftover_process_groups(tmp_path: Path)
     finally:
         leftover.kill()
         leftover.wait()
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering_port() -> Iterator[int]:
+    """A real /health on 127.0.0.1 answering 200, as a started router does before its supervisor looks."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def router(port: int, status: str, pid: int | None = os.getpid()) -> ProcessState:
+    return replace(proc("router", port, pid), kind="router", role=None, status=status)  # type: ignore[arg-type]
+
+
+def test_a_router_answering_before_its_supervisor_looked_is_healthy_not_starting(
+    tmp_path: Path, answering_port: int
+) -> None:
+    # The supervisor marks "healthy" only at its next probe (0.2 s later, or 2 s when a probe times out):
+    # meanwhile the row said "starting" beside healthy=True (issue 18).
+    write_state(tmp_path, state(os.getpid(), router(answering_port, "starting")))
+    row = status(tmp_path, "r")["processes"][0]
+    assert (row["status"], row["healthy"], row["recorded_status"]) == ("healthy", True, "starting")
+    assert row["role"] is None
+
+
+def test_an_answer_on_the_port_of_a_process_that_is_gone_is_not_health(
+    tmp_path: Path, answering_port: int
+) -> None:
+    write_state(
+        tmp_path,
+        state(
+            os.getpid(),
+            router(answering_port, "healthy", pid=DEAD_PID),
+            replace(router(answering_port, "backoff", pid=None), name="autoscaler"),
+        ),
+    )
+    rows = status(tmp_path, "r")["processes"]
+    assert [(p["status"], p["healthy"]) for p in rows] == [("exited", False), ("backoff", False)]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "answering", "alive", "shown"),
+    [
+        ("starting", True, True, ("healthy", True)),
+        ("starting", False, True, ("starting", False)),
+        ("starting", False, False, ("exited", False)),
+        ("healthy", True, True, ("healthy", True)),
+        ("healthy", False, True, ("unresponsive", False)),  # hung: the supervisor never re-probes
+        ("healthy", True, False, ("exited", False)),
+        ("stopping", True, True, ("stopping", True)),
+        ("backoff", False, False, ("backoff", False)),
+    ],
+)
+def test_observed_status(recorded: str, answering: bool, alive: bool, shown: tuple[str, bool]) -> None:
+    p = replace(proc("engine-0", 18000), status=recorded)  # type: ignore[arg-type]
+    result = observed(p, answering, alive)
+    assert (result["status"], result["healthy"]) == shown and result["recorded_status"] == recorded
