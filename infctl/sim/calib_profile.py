@@ -121,7 +121,10 @@ def load_profile_file(path: Path) -> SimProfile:
     """Read a profile file (YAML, or JSON, which YAML also reads): a regular file of at most 4 MiB."""
     from infctl.config import read_yaml
 
-    data, _ = read_yaml(path, str(path))
+    try:
+        data, _ = read_yaml(path, str(path))
+    except ConfigError as err:  # the message starts with the path (and line)
+        raise ConfigError(f"cannot read simulator profile {err.message}", hint=err.hint) from None
     return profile_from_dict(data, source=str(path))
 
 
