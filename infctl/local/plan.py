@@ -344,9 +344,9 @@ def real_command(
     host_ports: Mapping[str, int] | None = None,
 ) -> list[str]:
     """``custom`` (``local.engine_command``) with ``{port}``, ``{role}``, ``{model}`` (the served name),
-    ``{host}`` and each host port (``{dp_rpc_port}`` for vLLM's ``--data-parallel-rpc-port``,
-    ``{dist_init_port}``, ``{bootstrap_port}``) filled in; else the engine adapter's command, run by this
-    machine's ``python``, followed by the host ports' flags."""
+    ``{host}``, ``{kv_events_port}`` and each host port (``{dp_rpc_port}`` for vLLM's
+    ``--data-parallel-rpc-port``, ``{dist_init_port}``, ``{bootstrap_port}``) filled in; else the engine
+    adapter's command, run by this machine's ``python``, followed by the host ports' flags."""
     host_ports = host_ports or {}
     if custom is not None:
         values: dict[str, object] = {
@@ -356,6 +356,8 @@ def real_command(
             "host": LOCALHOST,
             **placeholders(model, host_ports, role),
         }
+        if model.kv_events is not None:
+            values["kv_events_port"] = model.kv_events.port  # this engine's own (engine_spec moved it)
         return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
     argv += host_port_args(model, host_ports, LOCALHOST)

@@ -38,10 +38,18 @@ def kv_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
         "replicas": 1,
         "model": model,
         "router": {"enabled": True, "policy": "cache_aware", "settings": {}},
-        "local": {"simulate": False, "engine_command": engine_command(vllm_python, model)},
+        "local": {
+            "simulate": False,
+            "engine_command": publish_on_own_port(engine_command(vllm_python, model)),
+        },
     }
     with deployed(profile) as release:
         yield release
+
+
+def publish_on_own_port(argv: list[str]) -> list[str]:
+    """The adapter's command publishes on the profile's port; the local target gives each engine its own."""
+    return [w.replace("tcp://*:5557", "tcp://*:{kv_events_port}") for w in argv]
 
 
 def router_counter(release: Release, name: str) -> float:
