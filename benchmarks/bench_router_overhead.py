@@ -7,6 +7,8 @@
         [--servers aiohttp,lean]   (one infctl row per front: aiohttp's server or --server lean)
         [--repeat N]   (N measurements of each section: medians, spread and head-to-head counts)
         [--baseline DIR]   (each infctl row once more on the infctl package in DIR, tagged "baseline")
+        [--input-tokens 2048] [--tokenizer kit|PATH|estimate]   (longer prompts, and what infctl counts
+            them with: ``kit`` builds tests/tokenizerkit.py's real byte-level BPE; default: infctl's auto)
 
 1. Fixed rates (open loop, 16-token streams, one engine): every target (the engine directly, then each router
    in front of it) gets ``--seconds`` of load per rate, in interleaved rounds so that the machine's noise
@@ -49,6 +51,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -64,6 +67,10 @@ from infctl.bench.records import RequestRecord
 
 MODEL = "m"
 OUTPUT_TOKENS = 16
+INPUT_TOKENS = 32
+"""Mean prompt length of section 1, words (``--input-tokens``; set once by ``main``)."""
+TOKENIZER: str | None = None
+"""``--tokenizer`` for every infctl row (``kit``: resolved to a built directory by ``main``)."""
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARMUP = 10
 
@@ -174,7 +181,7 @@ async def load(url: str, stage: Stage, label: str) -> list[RequestRecord]:
     cfg = BenchConfig(
         url=url,
         model=MODEL,
-        workload=RandomSpec(input=LengthDist(mean=32), output=LengthDist(mean=OUTPUT_TOKENS)),
+        workload=RandomSpec(input=LengthDist(mean=INPUT_TOKENS), output=LengthDist(mean=OUTPUT_TOKENS)),
         extra_body={"ignore_eos": True},
         load=LoadPlan(stages=[stage], warmup=WARMUP),
         seed=1,
@@ -372,7 +379,8 @@ async def saturation(
     """Per router, (requests/s per core, chunks/s per core) of each repeat (the order alternates)."""
     print(f"\n== saturation: {concurrency} streams in flight for {seconds:g} s, null upstream ==")
     lw = max(34, *(len(r.name) + 4 for r in rs))
-    cols = f"{'req/s':>7s} {'CPU':>7s} {'req/s/core':>10s} {'chunks/s/core':>13s} {'failed':>6s}"
+    cols = f"{'req/s':>7s} {'CPU':>7s} {'req/s/core':>10s} {'CPU ms/req':>10s} "
+    cols += f"{'chunks/s/core':>13s} {'failed':>6s}"
     print(f"{'router':{lw}s} {cols}")
     rows: dict[str, list[tuple[float, float]]] = {r.name: [] for r in rs}
     for rep in range(repeat):
@@ -390,6 +398,7 @@ async def saturation(
             tag = f" #{rep + 1}" if repeat > 1 else ""
             print(
                 f"{r.name + tag:{lw}s} {len(ok) / wall:7.0f} {cpu / wall:7.0%} {per_core:10.0f} "
+                f"{1000 / per_core if per_core else float('nan'):10.3f} "
                 f"{per_core * chunks / max(len(ok), 1):13.0f} {len(records) - len(ok):6d}",
                 flush=True,
             )
@@ -429,6 +438,8 @@ def all_routers(
                 for loop, client, server, tree in itertools.product(loops, clients, servers, trees):
                     port = free_port()
                     argv = [*r.argv, "--loop", loop, "--upstream-client", client, "--server", server]
+                    if TOKENIZER:
+                        argv += ["--tokenizer", TOKENIZER]
                     argv[argv.index("--port") + 1] = str(port)
                     if tree is not None:
                         argv = ["env", f"PYTHONPATH={tree}", *argv]
@@ -448,6 +459,8 @@ def all_routers(
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="40,80", help="comma-separated request rates for section 1")
+    ap.add_argument("--input-tokens", type=int, default=32, help="section 1: mean prompt length, words")
+    ap.add_argument("--tokenizer", help="infctl's --tokenizer; 'kit': tests/tokenizerkit.py's real BPE")
     ap.add_argument("--seconds", type=float, default=3.0, help="load per target per rate per round")
     ap.add_argument("--rounds", type=int, default=6, help="short interleaved rounds spread the noise")
     ap.add_argument(
@@ -480,6 +493,14 @@ def parse_args() -> argparse.Namespace:
 
 
 async def main(args: argparse.Namespace) -> None:
+    global INPUT_TOKENS, TOKENIZER
+    INPUT_TOKENS, TOKENIZER = args.input_tokens, args.tokenizer
+    if TOKENIZER == "kit":
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from tokenizerkit import build_tokenizer
+
+        TOKENIZER = str(build_tokenizer(Path(tempfile.mkdtemp(prefix="bench-tokenizer-"))))
+    print(f"prompts: ~{INPUT_TOKENS} words; infctl tokenizer: {TOKENIZER or 'auto (estimate)'}")
     policies = [p for p in args.policies.split(",") if p]
     rates = [float(r) for r in args.rates.split(",") if r]
     upstreams: list[subprocess.Popen[bytes]] = []
