@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infctl.config import DeploymentProfile
-from infctl.doctor.result import CheckResult, Group, failed, passed, warned
+from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
 from infctl.errors import ConfigError
 from infctl.hosts import is_loopback
 from infctl.router.policies import Policy, build_policy
@@ -207,3 +207,35 @@ def evaluate_profile_policy(profile: DeploymentProfile) -> list[CheckResult]:
             )
         ]
     return [passed(G, "policy", f"{policy.name} (index {policy.index})", target=target)]
+
+
+def evaluate_tokens(router: object, engine: object, engine_url: str, *, target: str = "") -> CheckResult:
+    """Whether the router counts a probe prompt as the engine does (its ``/tokenize``): length buckets,
+    the PD threshold and the precise index all rest on it."""
+    if not isinstance(router, dict) or not isinstance(router.get("count"), int):
+        return skipped(G, "tokens", "the router has no /tokenize (an older infctl)", target=target)
+    name, count = str(router.get("tokenizer", "?")), int(router["count"])
+    theirs = engine.get("count") if isinstance(engine, dict) else None
+    if not isinstance(theirs, int):
+        return skipped(
+            G,
+            "tokens",
+            f"router counts by {name}; {engine_url or 'no engine'} has no /tokenize",
+            target=target,
+        )
+    fix = "start the router with --tokenizer MODEL_DIR_OR_ID (router file: tokenizer), the engines' model"
+    if count == theirs:
+        return passed(
+            G, "tokens", f"router ({name}) and engine count the probe alike: {count}", target=target
+        )
+    if not router.get("exact"):
+        return warned(
+            G, "tokens", f"router counts by {name} ({count}); the engine counts {theirs}", fix, target=target
+        )
+    return failed(
+        G,
+        "tokens",
+        f"router's tokenizer {name} counts {count}; the engine counts {theirs}",
+        fix,
+        target=target,
+    )

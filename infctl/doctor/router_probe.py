@@ -17,7 +17,12 @@ from infctl.telemetry import parse_metrics, value
 KV_BATCHES = "infctl_router_kv_event_batches_total"
 ADMIN_TOKEN_ENV = DEFAULT_TOKEN_ENV
 """Where ``infctl doctor`` reads the router's admin token (the router's own default)."""
-LATER = ("ready", "admin", "backends", "signals", "policy")
+LATER = ("ready", "admin", "backends", "signals", "policy", "tokens")
+TOKEN_PROBE = [
+    {"role": "system", "content": "You answer operators of LLM inference fleets. 你是一个乐于助人的助手。"},
+    {"role": "user", "content": "How many tokens is this? 这句话有多少个词元\uff1f def f(x): return x * 2"},
+]
+"""A chat in English, Chinese and code: tokenizers that differ disagree on it."""
 
 
 async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[CheckResult]:
@@ -59,7 +64,25 @@ async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[
     results.append(ev.evaluate_backends(rows, target=t))
     results.append(ev.evaluate_freshness(rows, ev.stale_after(config), target=t))
     results += ev.evaluate_policy(config, rows, kv_batches=_kv_batches(metrics), target=t)
+    results.append(await _tokens(client, url, rows, t))
     return results
+
+
+async def _tokens(client: httpx.AsyncClient, url: str, rows: list[dict[str, object]], t: str) -> CheckResult:
+    """The router's count of a probe chat against the first live engine's own ``/tokenize``."""
+    engine = next((str(b["url"]) for b in rows if b.get("url") and not b.get("ejected")), None)
+    models = await fetch(client, "GET", url + "/v1/models")
+    data = models.body.get("data", []) if isinstance(models.body, dict) else []
+    model = str(data[0].get("id", "")) if data and isinstance(data[0], dict) else ""
+    probe = {"model": model, "messages": TOKEN_PROBE}
+    ours = await fetch(client, "POST", url + "/tokenize", probe)
+    theirs = await fetch(client, "POST", engine + "/tokenize", probe) if engine else None
+    return ev.evaluate_tokens(
+        ours.body if ours.status == 200 else None,
+        theirs.body if theirs is not None and theirs.status == 200 else None,
+        engine or "",
+        target=t,
+    )
 
 
 def _admin_denied(answer: Answer, target: str) -> CheckResult | None:

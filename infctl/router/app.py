@@ -18,7 +18,7 @@ from aiohttp import web
 
 from infctl.router import admin
 from infctl.router.proxy import generate
-from infctl.router.requests import error_response
+from infctl.router.requests import BadRequest, error_response, parse_body, read_request_info
 from infctl.telemetry.scrape import NoAnswer
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def build_app(state: RouterState) -> web.Application:
     app.router.add_get("/health", _health)
     app.router.add_get("/ready", _ready)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_post("/tokenize", _tokenize)
     admin.add_routes(app, state)
     # Wrong method or unknown path: the OpenAI error shape like every other router answer. Catch-all routes
     # rather than a middleware, which would sit in front of every generation request.
@@ -78,6 +79,31 @@ async def _models(request: web.Request) -> web.Response:
 
     await asyncio.gather(*(one(u) for u in urls))
     return web.json_response({"object": "list", "data": list(seen.values())})
+
+
+async def _tokenize(request: web.Request) -> web.Response:
+    """The prompt's tokens as this router counts them, in vLLM's ``/tokenize`` shape (``prompt`` or
+    ``messages``), plus which tokenizer and whether it is exact: what ``doctor`` compares with the engines."""
+    state = request.app[STATE]
+    try:
+        body = parse_body(await request.read())
+        chat = "messages" in body
+        info = await read_request_info(
+            body,
+            chat=chat,
+            loop=asyncio.get_running_loop(),
+            request_id="tokenize",
+            headers={},
+            block_size=state.cfg.block_size,
+            session_header=state.cfg.session_header,
+            tokenizer=state.tokenizer,
+            hashes=False,
+            max_prompt_chars=state.cfg.max_prompt_chars,
+        )
+    except BadRequest as exc:
+        return error_response(exc.status, str(exc))
+    tok = state.tokenizer
+    return web.json_response({"count": info.prompt_tokens, "tokenizer": tok.name, "exact": tok.exact})
 
 
 async def _health(request: web.Request) -> web.Response:

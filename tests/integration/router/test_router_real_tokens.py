@@ -103,3 +103,19 @@ async def test_content_parts_and_lone_surrogates_are_counted_not_refused(
         # Past OFF_LOOP_CHARS the prompt is tokenized in a worker thread: same answer.
         big = {"model": MODEL, "prompt": "测试 " * 20_000, "max_tokens": 1}
         assert (await c.post(f"{url}/v1/completions", json=big)).status_code == 200
+
+
+async def test_tokenize_answers_the_routers_count_in_vllms_shape(
+    sim_url: str, start_router: StartRouter
+) -> None:
+    url = await start_router([Backend(id=sim_url, url=sim_url)], tokenizer="estimate")
+    async with httpx.AsyncClient(timeout=30) as c:
+        chat = await c.post(
+            f"{url}/tokenize", json={"model": MODEL, "messages": [{"role": "user", "content": "你好世界"}]}
+        )
+        text = await c.post(f"{url}/tokenize", json={"model": MODEL, "prompt": "abcdefgh"})
+        bad = await c.post(f"{url}/tokenize", json={"model": MODEL, "messages": []})
+    assert chat.status_code == 200 and chat.json()["tokenizer"] == "estimate" and not chat.json()["exact"]
+    assert chat.json()["count"] >= 4  # four hanzi, at least a token each
+    assert text.json()["count"] == 2  # 8 ASCII bytes
+    assert bad.status_code == 400
