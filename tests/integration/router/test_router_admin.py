@@ -3,6 +3,8 @@ backend bodies are validated, booleans are booleans, the Bearer scheme is case-i
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -156,7 +158,6 @@ async def test_a_router_without_token_warns_at_startup(start_router, caplog) -> 
 
 async def test_upstreams_if_match_is_checked_after_the_body_arrives(start_sim, start_router) -> None:
     """Two writers holding version 0: the one whose body arrives last must get 412, not overwrite."""
-    import asyncio
     import json
 
     sim = await start_sim()
@@ -257,3 +258,74 @@ async def test_kv_event_sources_follow_backend_ids_through_remove_and_put(start_
         assert (await c.put(f"{url}/admin/backends/b", json=moved)).status_code == 200
         now = await followed(c)
     assert now == {"tcp://127.0.0.1:5701": {"b"}}  # the old endpoint, crediting nobody, is not followed
+
+
+async def test_a_tokenless_router_refuses_a_public_address_unless_told(start_router) -> None:
+    from infctl.errors import ConfigError
+    from infctl.router.config import RouterConfig
+    from infctl.router.server import serve
+
+    public = RouterConfig(backends=(Backend(id="a", url=NOWHERE),), host="0.0.0.0", port=0)
+    with pytest.raises(ConfigError, match="refusing to start"):  # before it listens: nothing to stop
+        async with asyncio.timeout(30):  # a router that started would serve until stopped
+            await serve(public)
+    # Told, it starts; a token needs no telling.
+    await start_router([Backend(id="a", url=NOWHERE)], host="0.0.0.0", insecure_admin=True)
+    await start_router([Backend(id="a", url=NOWHERE)], host="0.0.0.0", admin_token="s3cret")
+
+
+async def test_a_web_page_cannot_write_to_a_tokenless_router(start_router) -> None:
+    """What a page the operator opens can send without a preflight (a text/plain or form post, no-cors),
+    what it sends with one (its own Origin), and DNS rebinding (its own name, resolved to 127.0.0.1)."""
+    url = await start_router([Backend(id="a", url=NOWHERE)])
+    host = url.removeprefix("http://")
+    evil = json.dumps({"url": "http://attacker.example:8000"})
+    async with httpx.AsyncClient(timeout=10) as c:
+        plain = await c.post(f"{url}/admin/backends", content=evil, headers={"content-type": "text/plain"})
+        form = await c.post(f"{url}/admin/backends", data={"url": "http://attacker.example:8000"})
+        cross = await c.post(
+            f"{url}/admin/backends", content=evil, headers={**JSON, "origin": "http://attacker.example"}
+        )
+        rebound = await c.post(
+            f"{url}/admin/backends", content=evil, headers={**JSON, "host": "attacker.example:80"}
+        )
+        read = await c.get(f"{url}/admin/backends", headers={"host": "attacker.example:80"})
+        drain = await c.post(f"{url}/admin/backends/a/drain")  # no body, no type: a no-cors fetch
+        delete = await c.delete(f"{url}/admin/backends/a", headers={"origin": "null"})
+        listed = (await c.get(f"{url}/admin/backends")).json()["backends"]
+        assert [(b["id"], b["draining"]) for b in listed] == [("a", False)]  # nothing changed
+        own = await c.post(
+            f"{url}/admin/backends", content=evil, headers={**JSON, "origin": f"http://{host}"}
+        )
+    assert (plain.status_code, form.status_code, drain.status_code) == (415, 415, 415)
+    assert (cross.status_code, rebound.status_code, read.status_code, delete.status_code) == (403,) * 4
+    assert plain.json()["error"]["type"] == "UnsupportedMediaTypeError"
+    assert cross.json()["error"]["type"] == "PermissionDeniedError"
+    assert own.status_code == 201  # the router's own origin (its own UI, a same-origin page) may write
+
+
+async def test_upstream_writes_need_if_match_and_known_nonzero_weights(start_router) -> None:
+    backends = [Backend(id="o", url=NOWHERE, upstream="old"), Backend(id="n", url=NOWHERE, upstream="new")]
+    url = await start_router(
+        backends, policy={"preset": "round_robin", "upstreams": {"mirror": {"to": "dark"}}}
+    )
+    async with httpx.AsyncClient(timeout=10) as c:
+        got = await c.get(f"{url}/admin/upstreams")
+        assert got.headers["etag"] == '"0"' and got.json()["version"] == 0
+        blind = await c.put(f"{url}/admin/upstreams", json={"weights": {"old": 1}})
+        assert blind.status_code == 428 and blind.json()["error"]["type"] == "PreconditionRequired"
+        v0 = {"if-match": got.headers["etag"]}
+        for weights in ({"old": 0, "new": 0}, {"nosuch": 1}, {"old": 1, "nosuch": 1}):
+            r = await c.put(f"{url}/admin/upstreams", json={"weights": weights}, headers=v0)
+            assert r.status_code == 400, weights
+        r = await c.put(
+            f"{url}/admin/upstreams", content=b'{"weights": {"old": 1e999}}', headers={**v0, **JSON}
+        )
+        assert r.status_code == 400
+        view = (await c.get(f"{url}/admin/upstreams")).json()
+        assert view["version"] == 0 and view["weights"] == {}  # nothing was written
+        # Groups the config names are known before any backend has them.
+        ok = await c.put(f"{url}/admin/upstreams", json={"weights": {"old": 9, "dark": 1}}, headers=v0)
+        assert ok.status_code == 200 and ok.headers["etag"] == '"1"'
+        again = await c.put(f"{url}/admin/upstreams", json={"weights": {"old": 1}}, headers=v0)
+        assert again.status_code == 412

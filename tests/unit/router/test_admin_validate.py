@@ -13,13 +13,19 @@ from infctl.router.admin_validate import (
     authorized,
     backend_from_json,
     bearer_token,
+    check_exposure,
+    check_weights,
     draining_flag,
+    if_match_problem,
+    loopback_host,
     parse_json,
     positive_weight,
+    refuse_write,
+    same_site,
     with_path_id,
 )
 from infctl.router.policies import build_policy
-from infctl.router.policies.weights import UpstreamConfig
+from infctl.router.policies.weights import UpstreamConfig, parse_upstreams
 
 
 def test_a_named_token_env_that_is_unset_or_empty_refuses_to_start() -> None:
@@ -142,3 +148,76 @@ def test_a_put_body_takes_the_path_id_and_may_not_contradict_it() -> None:
         with_path_id({"url": url, "id": "e8"}, "e7")
     with pytest.raises(ConfigError, match="JSON object"):
         backend_from_json(with_path_id(["not", "an", "object"], "e7"))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.7", "router.example", ""])
+def test_no_token_beyond_loopback_refuses_to_start_unless_told(host: str) -> None:
+    with pytest.raises(ConfigError, match="refusing to start") as err:
+        check_exposure(host, None, insecure=False)
+    assert err.value.hint is not None and "--insecure-admin" in err.value.hint
+    assert "INFCTL_ROUTER_ADMIN_TOKEN" in err.value.hint
+    check_exposure(host, None, insecure=True)
+    check_exposure(host, "s3cret", insecure=False)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "::1", "[::1]", "localhost"])
+def test_no_token_on_loopback_starts(host: str) -> None:
+    check_exposure(host, None, insecure=False)
+
+
+def test_writes_are_json_only_and_never_cross_site() -> None:
+    here = "127.0.0.1:8000"
+    # What a web page can send without a CORS preflight: a form or no-cors fetch, text/plain or a form type.
+    for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        refused = refuse_write(ct, None, here)
+        assert refused is not None and refused[0] == 415 and "application/json" in refused[1], ct
+    for origin in ("http://evil.example", "http://127.0.0.1:8001", "http://localhost:8000", "null", "x"):
+        refused = refuse_write("application/json", origin, here)
+        assert refused is not None and refused[0] == 403, origin
+    assert refuse_write("application/json", None, here) is None  # curl, httpx: no Origin
+    assert refuse_write("Application/JSON; charset=utf-8", "http://127.0.0.1:8000", here) is None
+    assert refuse_write("application/json", "http://127.0.0.1:8000", None) is not None  # no Host: unknown
+
+
+def test_same_site_compares_host_and_port_with_the_schemes_default() -> None:
+    assert same_site("http://router.example", "router.example:80")
+    assert same_site("https://router.example", "router.example")  # behind a TLS proxy
+    assert same_site("http://[::1]:8000", "[::1]:8000")
+    assert same_site("HTTP://Router.Example:8000", "router.example:8000")
+    assert not same_site("http://router.example", "router.example:8000")
+    assert not same_site("http://a@router.example:8000", "router.example:8000")
+    assert not same_site("ftp://router.example:8000", "router.example:8000")
+    assert not same_site("http://router.example:99999", "router.example:99999")
+
+
+def test_a_tokenless_router_answers_loopback_hosts_only() -> None:
+    for host in ("127.0.0.1:8000", "localhost", "LOCALHOST:8000", "[::1]:8000", "127.0.0.1"):
+        assert loopback_host(host), host
+    # DNS rebinding: the page's own name, now resolving to 127.0.0.1, is what its requests carry.
+    for host in ("evil.example:8000", "127.0.0.1.evil.example", "10.0.0.7:8000", "", None, "[::1"):
+        assert not loopback_host(host), host
+
+
+def test_upstream_writes_need_if_match_naming_the_current_version() -> None:
+    missing = if_match_problem(None, 3)
+    assert missing is not None and missing[0] == 428 and "current: 3" in missing[1]
+    assert if_match_problem("  ", 3) == missing
+    for ok in ('"3"', "3", '"2", "3"', "*"):
+        assert if_match_problem(ok, 3) is None, ok
+    for stale in ('"2"', "2", 'W/"3"', '"3 "x'):
+        refused = if_match_problem(stale, 3)
+        assert refused is not None and refused[0] == 412, stale
+
+
+def test_weights_name_known_groups_and_not_all_zero() -> None:
+    check_weights(parse_upstreams({"weights": {"old": 100, "new": 0}}), {"old", "new"})
+    with pytest.raises(ConfigError, match="'nosuch'") as err:
+        check_weights(parse_upstreams({"weights": {"old": 1, "nosuch": 1}}), {"old", "new"})
+    assert err.value.hint == "known groups: new, old (a backend's 'upstream')"
+    for weights in ({"old": 0, "new": 0}, {"old": 0.0}):
+        with pytest.raises(ConfigError, match="every group weighs 0"):
+            parse_upstreams({"weights": weights})
+    for bad in (-1, float("inf"), float("nan"), 10**400, True, "1"):
+        with pytest.raises(ConfigError, match="finite non-negative"):
+            parse_upstreams({"weights": {"old": bad}})
+    assert parse_upstreams({"weights": {}}).weights == {}  # no split at all stays allowed
