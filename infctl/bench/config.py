@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from infctl.bench.slo import SLO
 from infctl.bench.workloads.lengths import Strict
+from infctl.bench.workloads.scripts import TextKind
 from infctl.bench.workloads.specs import RandomSpec, WorkloadSpec
 from infctl.errors import ConfigError
 
@@ -110,6 +111,15 @@ class BenchConfig(Strict):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Merged into every request body, last (``{"ignore_eos": true}``)."""
     workload: WorkloadSpec = RandomSpec()
+    tokenizer: str | None = None
+    """How the synthetic workloads count the prompts they write, so "a prompt of N tokens" is exactly N
+    for the served model (``infctl.tokenization.load_tokenizer``: a model directory, ``tokenizer.json``
+    or Hugging Face id; ``estimate``; ``words``, the simulator's convention). None: words for English text,
+    the estimate for other text. Either way the lengths reported are the server's ``usage`` when it
+    sends it."""
+    text: TextKind = "en"
+    """What the synthetic workloads' prompts are written in: ``en``, ``zh`` (Chinese), ``code`` or
+    ``mixed`` (``infctl.bench.workloads.scripts``)."""
     load: LoadPlan
     slo: SLO | None = None
     seed: int = 0
@@ -129,6 +139,10 @@ class BenchConfig(Strict):
     def _check(self) -> Self:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, found {self.url!r}")
+        if self.text != "en" and self.workload.kind in ("trace", "sharegpt"):
+            raise ValueError(
+                f"text: {self.text} is for the synthetic workloads; a {self.workload.kind} has its own"
+            )
         timed = self.workload.kind == "trace"
         for i, stage in enumerate(self.load.stages):
             if stage.mode == "replay" and not timed:

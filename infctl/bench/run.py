@@ -21,9 +21,10 @@ from infctl.bench.load import LoadGenerator, ProgressFn
 from infctl.bench.metrics import summarize
 from infctl.bench.result import BenchResult, RunMetadata, StageResult
 from infctl.bench.server_view import ServerView, ServerWatcher, detect_adapters
-from infctl.bench.workloads import RandomSpec, RandomWorkload, build_workload
+from infctl.bench.workloads import RandomSpec, RandomWorkload, build_workload, make_prompts, prefetched
 from infctl.bench.workloads.lengths import LengthDist
 from infctl.telemetry import make_client
+from infctl.tokenization import load_tokenizer
 
 WARMUP_SPEC = RandomSpec(input=LengthDist(mean=64), output=LengthDist(mean=8))
 """Warm-up requests are short and unrelated to the workload, so they warm connections, not caches."""
@@ -42,7 +43,9 @@ async def run_benchmark(
     Files are read and validated and engines scraped before the first request, so a bad trace line or an
     unreachable engine raises (``ConfigError``, ``EngineError``, ``MetricsError``) without sending any load.
     """
-    workload = build_workload(cfg.workload, cfg.api, cfg.seed)
+    tokenizer = load_tokenizer(cfg.tokenizer) if cfg.tokenizer else None
+    prompts = make_prompts(tokenizer, cfg.text)
+    workload = build_workload(cfg.workload, cfg.api, cfg.seed, prompts)
     stop = stop or asyncio.Event()
     started = datetime.now(UTC)
     async with make_session(connector=connector) as session:
@@ -58,11 +61,17 @@ async def run_benchmark(
             await gen.warmup(warm, cfg.load.warmup)
         reporter = asyncio.create_task(_report(gen, progress, cfg.progress_interval_s)) if progress else None
         server: ServerView | None = None
+        specs = workload.requests()
+        if tokenizer is not None and tokenizer.exact:
+            specs = prefetched(specs)  # fitting prompts to a real tokenizer costs ms: off the send loop
         try:
             if watcher is not None:
                 await watcher.start()
-            records = await gen.run(workload.requests())
+            records = await gen.run(specs)
         finally:
+            close = getattr(specs, "close", None)
+            if close is not None:
+                close()  # ends the prefetching thread
             if reporter is not None:
                 reporter.cancel()
             if watcher is not None:

@@ -21,7 +21,7 @@ from infctl.bench.flags import parse_headers, parse_json_object, parse_rates
 from infctl.bench.io import save_json, save_text, write_requests
 from infctl.bench.slo import parse_duration
 from infctl.bench.sweep import MaxRateResult, SweepResult, find_max_rate, sweep
-from infctl.bench.workloads import WORKLOAD_KINDS
+from infctl.bench.workloads import TEXT_KINDS, WORKLOAD_KINDS
 from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
@@ -48,6 +48,9 @@ EXAMPLES = """
 
   [dim]# replay the Mooncake trace ten times faster, prompts scaled to a tenth[/]
   infctl bench --url http://127.0.0.1:8000 --trace mooncake.jsonl --trace-speedup 10 --input-scale 0.1
+
+  [dim]# Chinese chat prompts of exactly 2,048 tokens for the served model's tokenizer[/]
+  infctl bench --url ... --api chat --tokenizer Qwen/Qwen3-8B --text zh --input-tokens 2048
 
   [dim]# 80% short chats, 20% long documents; a two-stage plan and a ramp[/]
   infctl bench --url ... --workload mixture --mix 0.8/128/64 --mix 0.2/normal:4096,512/256 \\
@@ -93,6 +96,22 @@ def bench(
     workload: Annotated[
         str | None, typer.Option(help=f"{', '.join(WORKLOAD_KINDS)}.", rich_help_panel=_W)
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Write prompts of exact token lengths for this tokenizer: a model directory, "
+            "tokenizer.json or Hugging Face id (or estimate, words). Default: words for English text, the "
+            "estimate for other text; reported lengths are the server's usage either way.",
+            rich_help_panel=_W,
+        ),
+    ] = None,
+    text: Annotated[
+        str,
+        typer.Option(
+            help=f"What synthetic prompts are written in: {', '.join(TEXT_KINDS)} (Chinese, code, a mix).",
+            rich_help_panel=_W,
+        ),
+    ] = "en",
     input_tokens: Annotated[
         str,
         typer.Option(
@@ -222,6 +241,7 @@ def bench(
         kind = workload_kind(workload, trace=trace, dataset=dataset, mix=mix)
         data: dict[str, Any] = {
             "url": url, "model": model, "api": api, "endpoint": endpoint,
+            "tokenizer": tokenizer, "text": text,
             "headers": parse_headers(header or []),
             "extra_body": parse_json_object(extra_body, "--extra-body") if extra_body else {},
             "timeout_s": parse_duration(timeout, what="--timeout"),

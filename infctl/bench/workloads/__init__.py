@@ -9,6 +9,8 @@ from infctl.bench.workloads.base import Api, RequestSpec, Workload
 from infctl.bench.workloads.lengths import LengthDist
 from infctl.bench.workloads.mooncake import TraceEntry, TraceWorkload, read_trace
 from infctl.bench.workloads.multiturn import MultiTurnWorkload
+from infctl.bench.workloads.prompts import WORDS, Prompts, TokenizerPrompts, make_prompts, prefetched
+from infctl.bench.workloads.scripts import TEXT_KINDS, TextKind
 from infctl.bench.workloads.sharegpt import ShareGPTWorkload, read_sharegpt
 from infctl.bench.workloads.specs import (
     MixComponent,
@@ -25,22 +27,25 @@ from infctl.bench.workloads.synthetic import MixtureWorkload, RandomWorkload, Sh
 WORKLOAD_KINDS = ("random", "mixture", "shared-prefix", "multi-turn", "trace", "sharegpt")
 
 
-def build_workload(spec: WorkloadSpec, api: Api, seed: int = 0) -> Workload:
-    """The workload ``spec`` describes; reads and validates any file it names (ConfigError with file:line)."""
+def build_workload(spec: WorkloadSpec, api: Api, seed: int = 0, prompts: Prompts = WORDS) -> Workload:
+    """The workload ``spec`` describes; reads and validates any file it names (ConfigError with file:line).
+    ``prompts`` writes the synthetic workloads' prompts (``make_prompts``: a tokenizer and a text kind)."""
     if isinstance(spec, RandomSpec):
-        return RandomWorkload(spec, api, seed)
+        return RandomWorkload(spec, api, seed, prompts=prompts)
     if isinstance(spec, MixtureSpec):
-        return MixtureWorkload(spec, api, seed)
+        return MixtureWorkload(spec, api, seed, prompts=prompts)
     if isinstance(spec, SharedPrefixSpec):
-        return SharedPrefixWorkload(spec, api, seed)
+        return SharedPrefixWorkload(spec, api, seed, prompts=prompts)
     if isinstance(spec, MultiTurnSpec):
-        return MultiTurnWorkload(spec, api, seed)
+        return MultiTurnWorkload(spec, api, seed, prompts=prompts)
     if isinstance(spec, TraceSpec):
         return TraceWorkload(spec, api, tuple(read_trace(spec.path, spec.block_size)), seed)
     return ShareGPTWorkload(spec, api, tuple(read_sharegpt(spec)), seed)
 
 
 __all__ = [
+    "TEXT_KINDS",
+    "WORDS",
     "WORKLOAD_KINDS",
     "Api",
     "LengthDist",
@@ -49,6 +54,7 @@ __all__ = [
     "MixtureWorkload",
     "MultiTurnSpec",
     "MultiTurnWorkload",
+    "Prompts",
     "RandomSpec",
     "RandomWorkload",
     "RequestSpec",
@@ -56,12 +62,16 @@ __all__ = [
     "ShareGPTWorkload",
     "SharedPrefixSpec",
     "SharedPrefixWorkload",
+    "TextKind",
+    "TokenizerPrompts",
     "TraceEntry",
     "TraceSpec",
     "TraceWorkload",
     "Workload",
     "WorkloadSpec",
     "build_workload",
+    "make_prompts",
+    "prefetched",
     "read_sharegpt",
     "read_trace",
 ]

@@ -11,9 +11,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from infctl.bench.workloads.base import EndlessWorkload, Message, RequestSpec, conversation_prompt
+from infctl.bench.workloads.base import EndlessWorkload, Message, RequestSpec
+from infctl.bench.workloads.prompts import WORDS, Prompts
 from infctl.bench.workloads.specs import MultiTurnSpec
-from infctl.bench.workloads.text import unique_words
 
 
 @dataclass(slots=True)
@@ -26,6 +26,7 @@ class _Conversation:
 @dataclass(frozen=True)
 class MultiTurnWorkload(EndlessWorkload[MultiTurnSpec]):
     name: str = "multi-turn"
+    prompts: Prompts = WORDS
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
@@ -36,18 +37,20 @@ class MultiTurnWorkload(EndlessWorkload[MultiTurnSpec]):
             conv = _Conversation(opened)
             opened += 1
             if self.spec.system_tokens:
-                text = unique_words(self.spec.system_tokens, rng)
+                text = self.prompts.content(self.spec.system_tokens, rng)
                 conv.messages.append({"role": "system", "content": text})
             return conv
 
         slots = [new() for _ in range(self.spec.conversations)]
         while True:
             for i, conv in enumerate(slots):
-                user = unique_words(self.spec.input.sample(rng), rng)
+                user = self.prompts.content(self.spec.input.sample(rng), rng)
                 conv.messages.append({"role": "user", "content": user})
                 out = self.spec.output.sample(rng)
-                yield conversation_prompt(self.api, conv.messages, out, session=conv.id, group=conv.turn)
-                conv.messages.append({"role": "assistant", "content": unique_words(out, rng)})
+                yield self.prompts.conversation(
+                    self.api, conv.messages, out, session=conv.id, group=conv.turn
+                )
+                conv.messages.append({"role": "assistant", "content": self.prompts.content(out, rng)})
                 conv.turn += 1
                 if conv.turn >= self.spec.turns:
                     slots[i] = new()

@@ -7,9 +7,10 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from infctl.bench.workloads.base import EndlessWorkload, RequestSpec, overhead, single_prompt
+from infctl.bench.workloads.base import EndlessWorkload, RequestSpec
+from infctl.bench.workloads.prompts import WORDS, Prompts
 from infctl.bench.workloads.specs import MixtureSpec, RandomSpec, SharedPrefixSpec
-from infctl.bench.workloads.text import SALT_BITS, unique_words, words
+from infctl.bench.workloads.text import SALT_BITS
 
 
 def group_salt(seed: int, purpose: str, index: int) -> int:
@@ -20,31 +21,31 @@ def group_salt(seed: int, purpose: str, index: int) -> int:
 @dataclass(frozen=True)
 class RandomWorkload(EndlessWorkload[RandomSpec]):
     name: str = "random"
+    prompts: Prompts = WORDS
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
-        ov = overhead(self.api)
         while True:
-            n = max(1, self.spec.input.sample(rng) - ov)
+            n = self.spec.input.sample(rng)
             out = self.spec.output.sample(rng)
-            yield single_prompt(self.api, unique_words(n, rng), n, out)
+            yield self.prompts.single(self.api, n, out, rng)
 
 
 @dataclass(frozen=True)
 class MixtureWorkload(EndlessWorkload[MixtureSpec]):
     name: str = "mixture"
+    prompts: Prompts = WORDS
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
-        ov = overhead(self.api)
         parts = self.spec.components
         cum = list(itertools.accumulate(c.weight for c in parts))
         indices = range(len(parts))
         while True:
             k = rng.choices(indices, cum_weights=cum)[0]
-            n = max(1, parts[k].input.sample(rng) - ov)
+            n = parts[k].input.sample(rng)
             out = parts[k].output.sample(rng)
-            yield single_prompt(self.api, unique_words(n, rng), n, out, group=k)
+            yield self.prompts.single(self.api, n, out, rng, group=k)
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -55,10 +56,11 @@ def zipf_weights(n: int, s: float) -> list[float]:
 @dataclass(frozen=True)
 class SharedPrefixWorkload(EndlessWorkload[SharedPrefixSpec]):
     name: str = "shared-prefix"
+    prompts: Prompts = WORDS
 
     def prefixes(self) -> Sequence[str]:
         p = self.spec.prefix_tokens
-        return [words(p, group_salt(self.seed, "prefix", g)) for g in range(self.spec.groups)]
+        return [self.prompts.prefix(p, group_salt(self.seed, "prefix", g)) for g in range(self.spec.groups)]
 
     def requests(self) -> Iterator[RequestSpec]:
         rng = random.Random(self.seed)
@@ -70,5 +72,4 @@ class SharedPrefixWorkload(EndlessWorkload[SharedPrefixSpec]):
             g = rng.choices(groups, cum_weights=cum)[0]
             s = self.spec.input.sample(rng)
             out = self.spec.output.sample(rng)
-            text = f"{prefixes[g]} {unique_words(s, rng)}"
-            yield single_prompt(self.api, text, p + s, out, group=g)
+            yield self.prompts.after_prefix(self.api, prefixes[g], p, s, out, rng, group=g)
