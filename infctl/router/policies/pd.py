@@ -96,7 +96,9 @@ def pick_pd(
             usable=lambda kept: any(by_id[c].role in ("decode", "both") for c in kept),
         )
     decoders = tuple(c for c in live if by_id[c].role in ("decode", "both"))
-    prefillers = tuple(c for c in live if by_id[c].role in ("prefill", "both"))
+    # An aggregated engine runs no KV connector or bootstrap server (launch_command gives it none): it is
+    # never the prefill leg of another backend's request.
+    prefillers = tuple(c for c in live if by_id[c].role == "prefill")
     if not decoders:
         raise NoBackendError(
             f"no decode backend for request {request.request_id}",

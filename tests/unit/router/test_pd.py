@@ -101,7 +101,7 @@ def _valid(snapshot: Snapshot, d: PDDecision, mode: str) -> None:
     assert dec.routable and dec.role in ("decode", "both")
     if d.prefill is not None:
         pre = snapshot.by_id[d.prefill]
-        assert pre.routable and pre.role in ("prefill", "both")
+        assert pre.routable and pre.role == "prefill"  # an aggregated engine is never a prefill leg
         if mode == "group":
             assert pre.group == dec.group
 
