@@ -1,8 +1,9 @@
 """Reading an OpenAI request body into what the router needs, with errors shaped like the engines'.
 
 Prompt tokens come from the router's tokenizer (``infctl.tokenization``): the model's own, an estimate, or
-the simulator's words. A long prompt is tokenized off the event loop (``OFF_LOOP_CHARS``), so one big
-request does not hold up the others.
+the simulator's words. A long prompt (the tokenizer's ``off_loop_chars``) is tokenized and hashed in a
+worker thread (``tokenizers`` releases the GIL while it works), so one big request does not hold up the
+others.
 """
 
 from __future__ import annotations
@@ -18,10 +19,6 @@ from aiohttp import web
 from infctl.router.relay import ClientRequest
 from infctl.router.snapshot import RequestInfo
 from infctl.tokenization import Tokenizer, TokenizerError, check_messages, content_text
-
-OFF_LOOP_CHARS = 8192
-"""Prompts longer than this (characters) are tokenized and hashed in a worker thread: ~1-2 ms of a real
-tokenizer's time and more (``tokenizers`` releases the GIL while it works)."""
 
 _CHAT_OPTIONS = (
     "tools",
@@ -118,8 +115,8 @@ def request_info(
 async def read_request_info(
     body: Mapping[str, Any], *, chat: bool, loop: asyncio.AbstractEventLoop, **kwargs: Any
 ) -> RequestInfo:
-    """``request_info``, in a worker thread when the prompt is long (``OFF_LOOP_CHARS``)."""
-    if prompt_chars(body, chat=chat) <= OFF_LOOP_CHARS:
+    """``request_info``, in a worker thread when the prompt is long for its tokenizer."""
+    if prompt_chars(body, chat=chat) <= kwargs["tokenizer"].off_loop_chars:
         return request_info(body, chat=chat, **kwargs)
     return await loop.run_in_executor(None, functools.partial(request_info, body, chat=chat, **kwargs))
 

@@ -28,6 +28,9 @@ class Tokenizer(ABC):
     """What this is, for logs and ``doctor``: ``hf:PATH``, ``estimate``, ``words``."""
     exact: bool = False
     """True when the ids are the model's own (they match the engine's counts and KV events)."""
+    off_loop_chars: int = 8192
+    """Prompts longer than this (characters) cost more than a fraction of a millisecond to tokenize: a
+    server runs them in a worker thread rather than on its event loop."""
 
     @abstractmethod
     def encode(self, text: str, *, special: bool = True) -> list[int]:

@@ -31,6 +31,8 @@ _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 class EstimateTokenizer(Tokenizer):
     name = "estimate"
     exact = False
+    off_loop_chars = 65536
+    """~0.3 ms of it (0.04 ms per 9,000 characters)."""
 
     def encode(self, text: str, *, special: bool = True) -> list[int]:
         if text.isascii():

@@ -28,6 +28,8 @@ MIN_MEMO_CHARS = 256
 
 class HFTokenizer(Tokenizer):
     exact = True
+    off_loop_chars = 2048
+    """~0.3-0.5 ms of a byte-level BPE on one core here (~1.5 ms per 2,000 tokens)."""
 
     def __init__(self, raw: Any, *, name: str, template: ChatTemplate | None) -> None:
         self._tok = raw

@@ -100,7 +100,7 @@ async def test_content_parts_and_lone_surrogates_are_counted_not_refused(
         assert resp.status_code == 200, resp.text
         bad = await c.post(f"{url}/v1/completions", content=b'{"prompt": "\xff\xfe"}')
         assert bad.status_code == 400
-        # Past OFF_LOOP_CHARS the prompt is tokenized in a worker thread: same answer.
+        # Past the tokenizer's off_loop_chars the prompt is tokenized in a worker thread: same answer.
         big = {"model": MODEL, "prompt": "测试 " * 20_000, "max_tokens": 1}
         assert (await c.post(f"{url}/v1/completions", json=big)).status_code == 200
 
