@@ -16,6 +16,7 @@ from infctl.config.deployment import (
     Role,
     Target,
 )
+from infctl.config.kv_pool import KVDiskTier, KVPoolConfig, KVPoolServers
 from infctl.config.loader import (
     AnyProfile,
     load_cluster,
@@ -54,8 +55,11 @@ __all__ = [
     "DeploymentProfile",
     "Engine",
     "GroupLayout",
+    "KVDiskTier",
     "KVEventsConfig",
     "KVOffloadConfig",
+    "KVPoolConfig",
+    "KVPoolServers",
     "LocalSettings",
     "Mode",
     "ModelProfile",

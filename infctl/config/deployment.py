@@ -208,6 +208,21 @@ class DeploymentProfile(ProfileModel):
                     hint="add `sim: {profile: llama3-8b-h100}` to the model, or set local.simulate: false",
                 )
             )
+        pool = self.model.kv_offload.pool if self.model.kv_offload is not None else None
+        if (
+            self.target == "local"
+            and not self.local.simulate
+            and pool is not None
+            and pool.servers is not None
+        ):
+            problems.append(
+                Problem(
+                    ("model", "kv_offload", "pool", "servers"),
+                    "the local target runs engines, not KV pool servers; found servers to render",
+                    hint="start the pool yourself and give `pool: {address: HOST:PORT}`, or set "
+                    "local.simulate: true",
+                )
+            )
         cluster = self.cluster
         gpus = self.model.gpus_per_replica
         if (

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, raise_problems
+from infctl.config.kv_pool import KVDiskTier, KVPoolConfig, pool_problems
 
 Engine = Literal["vllm", "sglang"]
 
@@ -70,7 +71,14 @@ class KVOffloadConfig(ProfileModel):
     """Host memory for offloaded KV per engine rank, in GiB (vLLM ``--kv-offloading-size``,
     SGLang ``--hicache-size``)."""
     storage_backend: str | None = None
-    """hicache only: a third tier, e.g. ``mooncake`` (``--hicache-storage-backend``). Default None."""
+    """A shared tier behind host memory: hicache ``mooncake`` (``--hicache-storage-backend``; SGLang's other
+    storage backends pass through unchecked), lmcache ``lmcache`` (an LMCache server). ``mooncake`` and
+    ``lmcache`` need ``pool``. Default None."""
+    pool: KVPoolConfig | None = None
+    """Where the shared tier's servers are: rendered by infctl or running already
+    (:class:`~infctl.config.kv_pool.KVPoolConfig`). Required by ``mooncake`` and ``lmcache``. Default None."""
+    disk: KVDiskTier | None = None
+    """A disk tier on each engine's node (Mooncake SSD offload, LMCache local disk). Default None."""
 
 
 class SpeculativeConfig(ProfileModel):
@@ -225,14 +233,15 @@ class ModelProfile(ProfileModel):
                     f"expected {expected} with engine {self.engine!r}, found {off.backend!r}",
                 )
             )
-        if off.storage_backend is not None and off.backend != "hicache":
-            problems.append(
-                Problem(
-                    ("kv_offload", "storage_backend"),
-                    f"only meaningful with backend 'hicache', found backend {off.backend!r}",
-                )
+        if off.backend not in allowed:
+            return problems
+        found = pool_problems(off.backend, off.storage_backend, off.pool, off.disk)
+        return problems + [
+            Problem(
+                ("kv_offload", *p.loc), p.message, p.hint, ("kv_offload", *p.anchor) if p.anchor else None
             )
-        return problems
+            for p in found
+        ]
 
     def _parallel_problems(self) -> list[Problem]:
         problems = []

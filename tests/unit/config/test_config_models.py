@@ -64,7 +64,12 @@ def test_engine_specific_settings_pass_with_their_engine() -> None:
         "model": "m",
         "dp_attention": True,
         "pd": {"transfer_backend": "nixl"},
-        "kv_offload": {"backend": "hicache", "size_gib": 8, "storage_backend": "mooncake"},
+        "kv_offload": {
+            "backend": "hicache",
+            "size_gib": 8,
+            "storage_backend": "mooncake",
+            "pool": {"address": "mooncake-master:50051"},
+        },
     }
     assert ModelProfile.model_validate(sglang).pd is not None
     vllm = {**MODEL, "pd": {"kv_connector": "nixl"}, "kv_offload": {"backend": "native", "size_gib": 8}}
