@@ -31,6 +31,7 @@ from infctl.errors import ConfigError
 from infctl.sim.cluster.config import SimConfig, variant_scrape_interval
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
+from infctl.sim.cluster.scenarios.pools import Bucket, bucket_demand, planned_pools, prefill_rate
 from infctl.sim.profiles import DEEPSEEK_V3_H200_DECODE, KIMI_K2_H200, SimProfile
 
 DEEPSEEK_V3_H200 = DEEPSEEK_V3_H200_DECODE.with_overrides(
@@ -83,12 +84,6 @@ class ScenarioSize:
             )
 
 
-def prefill_rate(profile: SimProfile) -> float:
-    """Prompt tokens per second one engine prefills at full chunks (no cache hits, no decoding)."""
-    chunk = profile.max_num_batched_tokens
-    return chunk / profile.step_time(chunk, 0, 0)
-
-
 def paced_rate(engines: int, profile: SimProfile, tokens: float) -> float:
     """How many times a second ``engines`` can be sent ``tokens`` prompt tokens to prefill and stay at
     ``UTIL`` of their prefill capacity: a request rate, or a trace's compression when ``tokens`` is what the
@@ -131,14 +126,13 @@ SAT_TPUT = Measure("output tok/s at saturation", m.output_throughput(m.SATURATED
 def bucketing(size: ScenarioSize) -> SimScenario:
     """90% short chats, 10% long documents: one least-load pool vs length buckets with their own engines.
 
-    The long pool gets engines in proportion to the prefill work long prompts bring (75% here), so both
-    arms have the same capacity; what changes is that short prompts never queue behind a long prefill."""
+    The same engines either way; the autoscaler's planner divides them between the buckets by each bucket's
+    demand, measured on the traffic (prompt and output tokens per second), over what one engine prefills and
+    decodes (:mod:`~infctl.sim.cluster.scenarios.pools`). What changes is that short prompts never queue
+    behind a long prefill, and neither pool is starved."""
     short = LengthDist(kind="lognormal", mean=SHORT_MEAN, sigma=0.5, max=SHORT_MAX_TOKENS)
     long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2)
     mean_prompt = 0.9 * SHORT_MEAN + 0.1 * LONG_MEAN
-    work_long = 0.1 * LONG_MEAN / mean_prompt
-    n_long = min(size.engines - 1, max(1, round(size.engines * work_long)))
-    pools = ["short"] * (size.engines - n_long) + ["long"] * n_long
     buckets = [
         {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
         {"name": "long", "pools": ["long"]},
@@ -151,6 +145,16 @@ def bucketing(size: ScenarioSize) -> SimScenario:
     )
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
     base, rate = half_paced_on(base, size, workload, mean_prompt, per_engine=32)
+    demand = bucket_demand(
+        workload,
+        (size.requests, size.seed),
+        [Bucket("short", SHORT_MAX_TOKENS), Bucket("long", None)],
+        rate,
+        base.profile,
+    )
+    pools, plan = planned_pools(demand, size.engines)
+    counts = plan.counts()
+    loads = ", ".join(f"{d.name} {d.load:.1f}" for d in demand)
     return SimScenario(
         name="bucketing",
         title=f"length buckets vs one pool: {size.engines} x {base.profile.name}, 90% short / 10% long "
@@ -159,7 +163,7 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         arms=[
             SimArm("one pool", {"policy": "least_load"}),
             SimArm(
-                f"buckets ({size.engines - n_long} short + {n_long} long)",
+                f"buckets ({counts['short']} short + {counts['long']} long)",
                 {"policy": {"preset": "least_load", "buckets": buckets}},
                 pools,
             ),
@@ -173,7 +177,8 @@ def bucketing(size: ScenarioSize) -> SimScenario:
         headline="short TTFT p99",
         seed_says={"short TTFT p99": "-91%", SAT_TPUT.name: "+124%"},
         notes=f"latencies at {rate:.1f} req/s (open loop, ~60% of prefill capacity); throughput in a closed "
-        f"loop of {32 * size.engines} requests",
+        f"loop of {32 * size.engines} requests; pools by the planner from the measured demand (engines' "
+        f"worth of work at {rate:.1f} req/s: {loads})",
     )
 
 
