@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from infctl.engines import sglang_launch
+from infctl.engines import kv_pool, sglang_launch
 from infctl.engines.base import (
     Body,
     Diagnostics,
@@ -346,11 +346,15 @@ class SGLangAdapter:
         return sglang_launch.launch_command(model, role=role, port=port, host=host)
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
-        return dict(model.env)
+        """The Mooncake store's variables when HiCache keeps KV in one (:mod:`infctl.engines.kv_pool`), then
+        the profile's ``env``."""
+        return {**kv_pool.client_env(model), **model.env}
 
     def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
-        # SGLang's PD engines find their own address (the bootstrap server learns it from the prefill).
-        return ()
+        """A Mooncake store client's ``MOONCAKE_LOCAL_HOSTNAME`` (``localhost`` otherwise, which no peer can
+        reach). SGLang's PD engines find their own address (the bootstrap server learns it from the
+        prefill)."""
+        return tuple(name for name in kv_pool.client_pod_ip_env(model) if name not in model.env)
 
 
 def per_rank(families: MetricFamilies, name: str) -> list[float]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from infctl.engines import kv_pool
 from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
 
 if TYPE_CHECKING:
@@ -120,12 +121,14 @@ def _nixl_pd(model: ModelProfile, role: Role) -> bool:
 
 
 def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
-    """The LMCache variables the offload needs and the UCX one PD's RDMA needs, then the profile's ``env``."""
+    """The LMCache variables the offload needs (its server and disk tier included,
+    :mod:`infctl.engines.kv_pool`) and the UCX one PD's RDMA needs, then the profile's ``env``."""
     env: dict[str, str] = {}
     if model.kv_offload is not None and model.kv_offload.backend == "lmcache":
         env["LMCACHE_CHUNK_SIZE"] = str(LMCACHE_CHUNK_SIZE)
         env["LMCACHE_LOCAL_CPU"] = "True"
         env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = number_arg(model.kv_offload.size_gib)
+        env.update(kv_pool.client_env(model))
     if role != "both" and model.pd is not None and model.pd.ib_device:
         env["UCX_NET_DEVICES"] = model.pd.ib_device
     env.update(model.env)

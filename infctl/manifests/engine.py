@@ -125,4 +125,23 @@ def _volumes(profile: DeploymentProfile) -> list[dict[str, Any]]:
                 },
             }
         )
-    return pairs
+    return pairs + _kv_disk(profile)
+
+
+def _kv_disk(profile: DeploymentProfile) -> list[dict[str, Any]]:
+    """The KV disk tier's volume (``model.kv_offload.disk``), writable, at the path the engine is told."""
+    off = profile.model.kv_offload
+    disk = off.disk if off is not None else None
+    if disk is None:
+        return []
+    source: dict[str, Any] = (
+        {"hostPath": {"path": disk.host_path, "type": "DirectoryOrCreate"}}
+        if disk.host_path
+        else {"persistentVolumeClaim": {"claimName": disk.pvc}}
+    )
+    return [
+        {
+            "volume": {"name": "kv-disk", **source},
+            "mount": {"name": "kv-disk", "mountPath": disk.mount_path},
+        }
+    ]

@@ -22,11 +22,20 @@ from infctl.manifests import labels as L
 from infctl.manifests.context import autoscaler_context, monitoring_context, router_context, traffic_context
 from infctl.manifests.engine import ENGINE_PORT, engine_values
 from infctl.manifests.kinds import kind_of
+from infctl.manifests.kv_pool import COMPONENT as POOL_COMPONENT
+from infctl.manifests.kv_pool import pool_values, with_pool_address
 from infctl.manifests.options import RenderOptions
 from infctl.manifests.placement import WorkloadPlan, plan_placement
 
 Obj = dict[str, Any]
-COMPONENT_PHASE = {"engine": 2, "router": 3, "autoscaler": 4, "traffic": 5, "monitoring": 6}
+COMPONENT_PHASE = {
+    POOL_COMPONENT: 2,
+    "engine": 2,
+    "router": 3,
+    "autoscaler": 4,
+    "traffic": 5,
+    "monitoring": 6,
+}
 
 
 def templates_dir() -> Path:
@@ -81,9 +90,14 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
             hint="set target: kubernetes and a cluster profile, or run it with infctl deploy --target local",
         )
     namespace = profile.namespace or opts.namespace
+    # Engines reach a rendered KV pool at its Services' names, as they would a running pool's address.
+    profile = with_pool_address(profile, namespace)
     plan = plan_placement(profile, anti_affinity=opts.anti_affinity)
     env = _environment(templates_dir())
     docs: list[str] = []
+    pool = pool_values(profile, namespace)
+    if pool:
+        docs.append(env.get_template("kv-pool.yaml.j2").render(pool=pool, namespace=namespace))
     for w in plan.workloads:
         docs.append(_workload(env, profile, w, namespace))
         docs.append(

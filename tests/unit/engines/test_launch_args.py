@@ -218,7 +218,12 @@ def test_sglang_hierarchical_cache_and_kv_events() -> None:
         profile(
             "sglang",
             served_model_name="ds",
-            kv_offload={"backend": "hicache", "size_gib": 64, "storage_backend": "mooncake"},
+            kv_offload={
+                "backend": "hicache",
+                "size_gib": 64,
+                "storage_backend": "mooncake",
+                "pool": {"address": "master:50051"},
+            },
             kv_events={},
         ),
         role="both",
