@@ -18,16 +18,7 @@ from aiohttp import web
 
 from infctl.router.relay import ClientRequest
 from infctl.router.snapshot import RequestInfo
-from infctl.tokenization import Tokenizer, TokenizerError, check_messages, content_text
-
-_CHAT_OPTIONS = (
-    "tools",
-    "add_generation_prompt",
-    "continue_final_message",
-    "add_special_tokens",
-    "chat_template_kwargs",
-)
-"""Request fields that change what a chat prompt renders to (vLLM's names)."""
+from infctl.tokenization import Tokenizer, TokenizerError, chat_options, check_messages, content_text
 
 
 def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
@@ -124,8 +115,7 @@ async def read_request_info(
 def _prompt_ids(body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool) -> list[int] | int:
     """The prompt's ids (or only their number, when that is all that is needed and cheaper)."""
     if chat:
-        options = {k: body[k] for k in _CHAT_OPTIONS if k in body}
-        return tok.chat_ids(body["messages"], **options)
+        return tok.chat_ids(body["messages"], **chat_options(body))
     prompt = body["prompt"]
     special = body.get("add_special_tokens", True) is not False
     if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):

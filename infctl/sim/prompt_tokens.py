@@ -16,21 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from infctl.sim.personality.base import SimHTTPError
-from infctl.tokenization import Tokenizer, TokenizerError, content_text
-
-CHAT_OPTIONS = (
-    "tools",
-    "add_generation_prompt",
-    "continue_final_message",
-    "add_special_tokens",
-    "chat_template_kwargs",
-)
-"""Request fields that change what a chat prompt renders to (vLLM's names)."""
-
-OFF_LOOP_CHARS = 8192
-"""A real tokenizer (``Tokenizer.exact``) tokenizes prompts longer than this (characters) in a worker
-thread, as the engines' API servers do, so one long prompt does not stall every simulated engine's steps
-(``tokenizers`` releases the GIL). The simulator's words and the estimate are cheap enough inline."""
+from infctl.tokenization import Tokenizer, TokenizerError, chat_options, content_text
 
 
 def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -46,9 +32,8 @@ def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def chat_ids(tok: Tokenizer, body: Mapping[str, Any]) -> list[int]:
     """Token ids of a chat request's prompt (its ``messages`` and template options)."""
     messages = messages_of(body)
-    options = {k: body[k] for k in CHAT_OPTIONS if k in body}
     try:
-        return tok.chat_ids(messages, **options)
+        return tok.chat_ids(messages, **chat_options(body))
     except TokenizerError as exc:
         raise SimHTTPError(400, exc.message, param="messages") from None
 
@@ -67,8 +52,9 @@ def chat_chars(body: Mapping[str, Any]) -> int:
 
 
 async def tokenized(tok: Tokenizer, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:
-    """``fn(tok, *args)``, in a worker thread when ``tok`` is a real tokenizer and the text is long."""
-    if not tok.exact or chars <= OFF_LOOP_CHARS:
+    """``fn(tok, *args)``, in a worker thread when the text is long for ``tok`` (``off_loop_chars``), as
+    the engines' API servers do, so one long prompt does not stall every simulated engine's steps."""
+    if chars <= tok.off_loop_chars:
         return fn(tok, *args)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, functools.partial(fn, tok, *args))

@@ -9,19 +9,28 @@ Errors: :class:`TokenizerError` (an ``InfctlError``) for files that do not load 
 template refuses.
 """
 
-from infctl.tokenization.base import Tokenizer, TokenizerError, check_messages, content_text
+from infctl.tokenization.base import (
+    CHAT_OPTIONS,
+    Tokenizer,
+    TokenizerError,
+    chat_options,
+    check_messages,
+    content_text,
+)
 from infctl.tokenization.estimate import EstimateTokenizer
 from infctl.tokenization.hf import HFTokenizer
 from infctl.tokenization.load import KEYWORDS, load_tokenizer
 from infctl.tokenization.words import WordTokenizer
 
 __all__ = [
+    "CHAT_OPTIONS",
     "KEYWORDS",
     "EstimateTokenizer",
     "HFTokenizer",
     "Tokenizer",
     "TokenizerError",
     "WordTokenizer",
+    "chat_options",
     "check_messages",
     "content_text",
     "load_tokenizer",

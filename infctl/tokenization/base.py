@@ -14,6 +14,20 @@ from typing import Any
 
 from infctl.errors import InfctlError
 
+CHAT_OPTIONS = (
+    "tools",
+    "add_generation_prompt",
+    "continue_final_message",
+    "add_special_tokens",
+    "chat_template_kwargs",
+)
+"""Request fields that change what a chat prompt renders to (vLLM's names)."""
+
+
+def chat_options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's chat-template options (``CHAT_OPTIONS``), for ``Tokenizer.chat_ids``."""
+    return {k: body[k] for k in CHAT_OPTIONS if k in body}
+
 
 class TokenizerError(InfctlError):
     """A tokenizer could not be loaded, or a prompt could not be tokenized (bad chat messages)."""

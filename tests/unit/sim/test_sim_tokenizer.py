@@ -15,7 +15,6 @@ import zmq.asyncio
 from tokenizerkit import chinese, english, tiny_tokenizer
 
 from infctl import tokens
-from infctl.sim.prompt_tokens import OFF_LOOP_CHARS
 from infctl.sim.types import BlockStored
 from infctl.telemetry.kv_events import decode_message
 from infctl.tokenization import HFTokenizer, load_tokenizer
@@ -101,7 +100,7 @@ async def test_a_long_prompt_is_tokenized_off_the_loop_to_the_same_ids(
     start_sim: Any, tiny_tokenizer: Path, tok: Any
 ) -> None:
     sim = await start_sim(tokenizer=str(tiny_tokenizer), max_model_len=65536)
-    long = (CHINESE * 40)[: OFF_LOOP_CHARS + 500]
+    long = (CHINESE * 40)[: tok.off_loop_chars + 500]
     reply = await post(sim.urls[0], "/v1/completions", {"prompt": long, "max_tokens": 1})
     assert reply.status_code == 200, reply.text
     assert reply.json()["usage"]["prompt_tokens"] == len(tok.encode(long))
