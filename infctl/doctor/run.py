@@ -11,19 +11,21 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import httpx
 
 from infctl.doctor import local
 from infctl.doctor.cluster_probe import KubeFactory, check_cluster
 from infctl.doctor.engine_probe import check_engine
+from infctl.doctor.kv_pool import check_kv_pool
 from infctl.doctor.registry import DEFAULT_TIMEOUT_S, Check, run_checks
 from infctl.doctor.result import CheckResult, DoctorReport, failed
 from infctl.doctor.router_eval import evaluate_profile_policy
 from infctl.doctor.router_probe import check_router
 from infctl.doctor.targets import DoctorRequest
+from infctl.engines.kv_pool import pool_kind as kv_pool_kind
 from infctl.local import port_is_free
+from infctl.local.paths import resolve_run_dir
 from infctl.local.procs import pid_alive
 from infctl.telemetry import make_client
 
@@ -58,7 +60,7 @@ def _sync(fn: Callable[[], CheckResult | Sequence[CheckResult]]) -> Findings:
 
 
 def local_checks(request: DoctorRequest, deps: DoctorDeps) -> list[Check]:
-    run_dir = request.run_dir or Path(".infctl")
+    run_dir = request.run_dir or resolve_run_dir()
     profile, release = request.profile, request.local_release
     checks = []
     if profile is not None and profile.target == "local":
@@ -92,7 +94,12 @@ def local_checks(request: DoctorRequest, deps: DoctorDeps) -> list[Check]:
 
 
 def plan_checks(
-    request: DoctorRequest, deps: DoctorDeps, client: httpx.AsyncClient, *, kv_wait_s: float
+    request: DoctorRequest,
+    deps: DoctorDeps,
+    client: httpx.AsyncClient,
+    *,
+    kv_wait_s: float,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> list[Check]:
     """Every check the request asks for, in display order."""
     checks = local_checks(request, deps) if request.checks_local else []
@@ -106,6 +113,10 @@ def plan_checks(
         Check("engines", "engine", partial(check_engine, client, t, kv_wait_s=kv_wait_s), t.url)
         for t in request.engines
     ]
+    if profile is not None and kv_pool_kind(profile.model) is not None:
+        namespace = request.namespace or "default"
+        pool = partial(check_kv_pool, profile, namespace, timeout_s=max(0.5, timeout_s / 2))
+        checks.append(Check("engines", "kv pool", pool, "kv_offload.pool"))
     if profile is not None:
         checks.append(Check("router", "policy", _sync(lambda: evaluate_profile_policy(profile))))
     if request.router is not None:
@@ -121,7 +132,8 @@ async def run_doctor(
     deps = deps or DoctorDeps()
     kv_wait = min(deps.kv_wait_s, timeout_s / 2)
     async with make_client(deps.transport, timeout=max(1.0, timeout_s / 2)) as client:
-        return await run_checks(plan_checks(request, deps, client, kv_wait_s=kv_wait), timeout_s=timeout_s)
+        checks = plan_checks(request, deps, client, kv_wait_s=kv_wait, timeout_s=timeout_s)
+        return await run_checks(checks, timeout_s=timeout_s)
 
 
 def doctor(
