@@ -2,12 +2,13 @@
 (UCX on the host, ``kv_buffer_device: cpu``), deployed by ``infctl deploy --target local`` (group mode, one
 prefill and one decode engine, each with its own NIXL side-channel port) and paired by ``infctl router``.
 
-- A disaggregated request's output equals an aggregated engine's token for token, and its logprobs to the
-  last bit, under greedy decoding: prompts of 1-4 of vLLM's 128-token CPU blocks (through a second router
-  that disaggregates every uncached prompt, ``pd_min_uncached_tokens: 0``: the local target's router keeps
-  the default 512), of several thousand tokens and a Chinese chat (through the release's own router, which
-  counts with the model's tokenizer), streamed and not. The aggregated reference is the prefill engine
-  serving the request alone with a ``cache_salt`` of its own, so it computes the prompt afresh.
+- A disaggregated request's output equals an aggregated engine's token for token (and its logprobs within
+  :data:`LOGPROB_TOLERANCE`) under greedy decoding: prompts of 1-4 of vLLM's 128-token CPU blocks (through
+  a second router that disaggregates every uncached prompt, ``pd_min_uncached_tokens: 0``: the local
+  target's router keeps the default 512), of several thousand tokens and a Chinese chat (through the
+  release's own router, which counts with the model's tokenizer), streamed and not. The aggregated reference
+  is the prefill engine serving the request alone with a ``cache_salt`` of its own, so it computes the
+  prompt afresh.
 - vLLM's counters show the hand-off: the decode engine took every prompt token as external KV
   (``vllm:external_prefix_cache_hits_total``), computed none and found none in its own cache, and received
   exactly the prompt's blocks (``vllm:nixl_bytes_transferred``); the prefill engine computed the prompt.
@@ -65,6 +66,10 @@ NIXL_FAILED = "vllm:nixl_num_failed_transfers_total"
 COUNTERS = (EXTERNAL_HITS, LOCAL_HITS, PROMPT_TOKENS, QUERIES, NIXL_BYTES, NIXL_FAILED)
 POLL_S = 120.0
 """How long a counter may take to show a finished request (vLLM publishes them with its engine's steps)."""
+LOGPROB_TOLERANCE = 1e-3
+"""Not bit for bit: the decode engine computes the first token over KV it received, the aggregated engine in
+its last prefill chunk, different attention kernels (1.2e-5 apart once in a 2,600-token prompt's first
+token; equal to the bit in most runs)."""
 GUARD_S = 600.0
 """The failover run must end within this: a request that hangs fails the test instead of the stage."""
 
@@ -339,7 +344,8 @@ def test_disaggregated_output_equals_aggregated_and_the_kv_arrives(
     )
     assert alone.prompt_tokens == n
     assert split.token_ids == alone.token_ids
-    assert split.logprobs == alone.logprobs and len(split.logprobs) == OUTPUT_TOKENS
+    assert len(split.logprobs) == OUTPUT_TOKENS
+    assert split.logprobs == pytest.approx(alone.logprobs, abs=LOGPROB_TOLERANCE)
 
 
 def test_killing_the_prefill_engine_mid_run_fails_over_and_nothing_hangs(
