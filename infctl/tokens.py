@@ -182,13 +182,16 @@ _WORD_MARKS = bytes(ord(" ") if chr(c).isspace() else ord("x") for c in range(25
 ``"x"``; used on ASCII text only."""
 
 
-def chat_prompt_text(messages: Iterable[Mapping[str, object]]) -> str:
-    """Render chat messages to the prompt text whose tokens the engine sees."""
+def chat_prompt_text(messages: Iterable[Mapping[str, object]], *, generation_prompt: bool = True) -> str:
+    """Render chat messages to the prompt text whose tokens the engine sees. ``generation_prompt`` False
+    leaves off the closing assistant marker (a template's ``add_generation_prompt``; a request that
+    continues its final assistant message, ``continue_final_message``, has none either)."""
     parts: list[str] = []
     for m in messages:
         parts.append(f"<|{m.get('role', 'user')}|>")
         parts.append(_content_text(m.get("content")))
-    parts.append("<|assistant|>")
+    if generation_prompt:
+        parts.append("<|assistant|>")
     return " ".join(p for p in parts if p)
 
 

@@ -9,7 +9,10 @@ chunked framing is only scanned (to find the end of the message), never rewritte
 
 One exchange at a time per connection. The sink (see ``Sink``) sees the head, then the body's raw bytes
 from the first byte of content onwards (framing bytes before it are held back, so a backend that dies
-between its head and its first token has given the sink nothing), then the end or the failure.
+between its head and its first token has given the sink nothing), then the end or the failure. A chunked
+body reaches the sink in whole chunks: the bytes of a chunk still arriving wait for its end (an engine
+writes one event per chunk, so a client whose upstream dies has whole events only, and the router can
+append an error event or a continuation to its stream: ``infctl.router.resume``).
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ class Http1Connection(asyncio.Protocol):
         self._line = b""  # chunked: a size or trailer line split across reads
         self._trailer = False
         self._content = False  # a content byte has been seen (held framing bytes may now go out)
-        self._held = b""
+        self._held = b""  # bytes not given to the sink yet (chunked: the chunk still arriving)
+        self._whole = 0  # chunked: index in the last read just past its last complete chunk
         self._keep = True
         self._answered = False
         self._last = 0.0
@@ -211,8 +215,9 @@ class Http1Connection(asyncio.Protocol):
         if not data:
             return
         if self._mode == _CHUNKED:
-            end = self._scan_chunked(data)
-        elif self._mode == _LENGTH:
+            self._read_chunked(data)
+            return
+        if self._mode == _LENGTH:
             if len(data) >= self._left:
                 end, self._keep = self._left, self._keep and len(data) == self._left
             else:
@@ -224,7 +229,7 @@ class Http1Connection(asyncio.Protocol):
         if end >= 0 and end < len(data):
             data, self._keep = data[:end], False
         assert self._sink is not None
-        if self._content or end >= 0:  # an empty chunked body still owes the client its framing
+        if self._content or end >= 0:
             if self._held:
                 data, self._held = self._held + data, b""
             self._sink.body(data)
@@ -233,22 +238,45 @@ class Http1Connection(asyncio.Protocol):
         if end >= 0:
             self._finish(None)
 
+    def _read_chunked(self, data: bytes) -> None:
+        """Give the sink the chunks this read completes (with any held start of the first), hold the rest."""
+        end = self._scan_chunked(data)
+        cut = end if end >= 0 else self._whole
+        if cut == 0:
+            self._held += data  # no chunk ended in this read
+            return
+        n = len(data)
+        if end >= 0 and end < n:
+            self._keep = False  # bytes after a complete answer: the stream is out of step
+        out = data if cut >= n else data[:cut]
+        if self._held:
+            out, self._held = self._held + out, b""
+        if end < 0 and cut < n:
+            self._held = data[cut:]
+        assert self._sink is not None
+        self._sink.body(out)
+        if end >= 0:
+            self._finish(None)
+
     def _scan_chunked(self, data: bytes) -> int:
-        """Advance over chunked framing; the index just past the message's end, or -1 if it goes on."""
+        """Advance over chunked framing; the index just past the message's end, or -1 if it goes on (then
+        ``_whole`` is the index just past the last chunk completed in ``data``, 0 for none)."""
         i, n = 0, len(data)
+        whole = 0
         while i < n:
             if self._left:
                 take = min(self._left, n - i)
-                if self._left > 2:
-                    self._content = True
                 self._left -= take
                 i += take
+                if not self._left:
+                    whole = i
                 continue
             j = data.find(b"\n", i)
             if j < 0:
                 self._line += data[i:]
                 if len(self._line) > 4096:
                     raise ProtocolError("chunk size line too long")
+                self._whole = whole
                 return -1
             line = (self._line + data[i:j] if self._line else data[i:j]).rstrip(b"\r")
             self._line, i = b"", j + 1
@@ -259,6 +287,7 @@ class Http1Connection(asyncio.Protocol):
             self._left = chunk_size(line) + 2
             if self._left == 2:
                 self._left, self._trailer = 0, True
+        self._whole = whole
         return -1
 
     def _flush_held(self) -> None:

@@ -38,6 +38,14 @@ class RouterMetrics:
         """(upstream group, status class) -> requests: what a cutover gate compares, new against old."""
         self.upstream_ttft: dict[str, Histogram] = {}
         self.mirrored = 0
+        self.broken_streams: Counter[str] = Counter()
+        """outcome -> streams a backend broke after the client had part of them (``infctl.router.migrate``):
+        ``continued`` on other backends to the end, ``finished`` (only the closing events were missing),
+        ``error_event`` (ended with an in-band error), ``cut`` (could only be cut)."""
+        self.stream_migrations = 0
+        """Continuations of broken streams sent to another backend."""
+        self.stream_error_events: Counter[str] = Counter()
+        """reason -> broken streams ended with an in-band error event."""
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
     def observe_upstream(self, upstream: str, status: str, ttft_s: float | None) -> None:
@@ -118,6 +126,22 @@ class RouterMetrics:
             ),
         )
         w.counter(f"{PREFIX}mirrored_total", "Requests copied to a shadow group.", "", self.mirrored)
+        w.counters(
+            f"{PREFIX}broken_streams_total",
+            "Streams a backend broke after the client had part of them, by how they ended.",
+            ((label_pairs({"outcome": o}), n) for o, n in sorted(self.broken_streams.items())),
+        )
+        w.counter(
+            f"{PREFIX}stream_migrations_total",
+            "Continuations of broken streams sent to another backend.",
+            "",
+            self.stream_migrations,
+        )
+        w.counters(
+            f"{PREFIX}stream_error_events_total",
+            "Broken streams ended with an in-band error event, by reason.",
+            ((label_pairs({"reason": r}), n) for r, n in sorted(self.stream_error_events.items())),
+        )
         name = f"{PREFIX}upstream_time_to_first_byte_seconds"
         w.header(name, "histogram", "Router TTFT by upstream group.")
         for upstream, hist in sorted(self.upstream_ttft.items()):

@@ -1,7 +1,8 @@
 """Forwarding one request over the lean HTTP/1.1 client (``http1``) and relaying its answer as raw bytes.
 
 The same contract as ``upstream.forward`` (retry safety first): ``UpstreamFailed`` exactly while nothing has
-reached the client; once the client has a byte, a failure ends its response short, never spliced. What
+reached the client; once the client has a byte, a failure leaves its response open and short (whole chunks
+only: ``http1``) for the caller to end with an error event or a continuation, or to cut. What
 differs is the path of a token: the upstream connection's ``data_received`` writes the chunk, framing and
 all, to the client's socket, so the handler task is not woken per chunk and nothing is de- or re-chunked.
 The client's head goes out in the same ``write`` as the first content bytes.
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from infctl.router.http1 import Http1Connection, Http1Pool, ResponseHead
-from infctl.router.upstream import RelayResult, UpstreamFailed
+from infctl.router.upstream import MAX_KEPT_BYTES, RelayResult, UpstreamFailed
 
 _KEEP_RESPONSE_HEADERS = ("content-type", "retry-after")
 _HIGH_WATER = 256 * 1024
@@ -88,7 +89,11 @@ class _Relay:
         conn: Http1Connection,
         sent_at: float,
         on_first: Callable[[], None] | None = None,
+        keep: list[bytes] | None = None,
     ) -> None:
+        self.keep = keep
+        """Where the body bytes written to the client are kept (None: not kept)."""
+        self.chunked = False
         self.loop = conn.loop
         self.on_first = on_first
         self.down = request.transport
@@ -113,6 +118,7 @@ class _Relay:
             return False
         if head.chunked:
             framing = "transfer-encoding: chunked\r\n"
+            self.chunked = True
         elif head.length is not None or head.status in (204, 304):
             framing = f"content-length: {head.length or 0}\r\n"
         else:
@@ -136,6 +142,10 @@ class _Relay:
             self.conn.abort()
             self._done(None)
             return
+        if self.keep is not None:
+            self.keep.append(raw)
+            if self.relayed > MAX_KEPT_BYTES:
+                self.keep = None
         if self._head is not None:
             self.first = self.loop.time() - self.sent_at
             raw, self._head = self._head + raw, None
@@ -201,8 +211,10 @@ async def forward_lean(
     *,
     request_id: str,
     on_first: Callable[[], None] | None = None,
+    keep: list[bytes] | None = None,
 ) -> tuple[web.StreamResponse, RelayResult]:
-    """POST ``body`` to ``url`` over a pooled connection and relay the answer to ``request``'s client."""
+    """POST ``body`` to ``url`` over a pooled connection and relay the answer to ``request``'s client.
+    ``keep``: a list the bytes written to the client are appended to (``RelayResult.kept``)."""
     host, port, payload_head = _request_head(url)
     lines = [
         payload_head,
@@ -217,7 +229,7 @@ async def forward_lean(
             conn = await pool.acquire(host, port, fresh=fresh)
         except (OSError, TimeoutError) as exc:
             raise UpstreamFailed(f"connect {host}:{port}: {type(exc).__name__}: {exc}", fatal=True) from exc
-        relay = _Relay(request, request_id, conn, sent_at, on_first)
+        relay = _Relay(request, request_id, conn, sent_at, on_first, keep)
         conn.send(payload, relay, pool.settings.read_timeout_s)
         try:
             await relay.wait()
@@ -240,7 +252,13 @@ async def forward_lean(
     if not completed:
         out.force_close()  # a cut stream: the client must see it cut, not a clean end
     return out, RelayResult(
-        relay.status, relay.first, relay.relayed, completed, client_gone=relay.client_gone
+        relay.status,
+        relay.first,
+        relay.relayed,
+        completed,
+        client_gone=relay.client_gone,
+        kept=relay.keep,
+        appendable=relay.chunked and not completed,
     )
 
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from infctl.router.relay import ClientRequest
 
 # Hop-by-hop and length headers are recomputed by aiohttp on each side.
 _DROP_REQUEST_HEADERS = frozenset(
@@ -33,6 +37,22 @@ class RelayResult:
     """False when the upstream broke mid-stream or the client went away."""
     client_gone: bool = False
     """True when it was the client that went away (the backend is not to blame)."""
+    kept: list[bytes] | None = None
+    """The body bytes the client was given, as written (the lean relay: with the upstream's chunked
+    framing), when the caller asked to keep them and they stayed under ``MAX_KEPT_BYTES``."""
+    appendable: bool = False
+    """A broken answer whose client response can still take more body: its framing is chunked (or
+    aiohttp's own) and it ends at an event boundary, so an error event or a continuation can follow."""
+
+    @property
+    def broken(self) -> bool:
+        """The upstream broke after the client had part of the answer (not the client leaving)."""
+        return not self.completed and not self.client_gone and self.bytes_relayed > 0
+
+
+MAX_KEPT_BYTES = 4 * 1024 * 1024
+"""Most body bytes a relay keeps for a stream it may have to continue (``RelayResult.kept``): ~15,000 tokens
+of chat chunks. A longer stream that breaks ends with an error event instead of a continuation."""
 
 
 class UpstreamFailed(Exception):
@@ -91,11 +111,15 @@ async def forward(
     request_id: str,
     clock: asyncio.AbstractEventLoop | None = None,
     on_first: Callable[[], None] | None = None,
+    keep: list[bytes] | None = None,
 ) -> tuple[web.StreamResponse, RelayResult]:
     """POST ``body`` to ``url`` and relay the answer to ``request``'s client chunk by chunk.
 
     The client's response head goes out with the first body chunk, not before: an engine that dies between
-    its own head and its first token has still sent the client nothing, so the request can be retried."""
+    its own head and its first token has still sent the client nothing, so the request can be retried.
+    An event stream goes out in whole events (an event still arriving waits for its end), so a stream the
+    upstream breaks ends at an event boundary; it is left open for the caller to end (``RelayResult.broken``).
+    ``keep``: a list the bytes written to the client are appended to (``RelayResult.kept``)."""
     loop = clock or asyncio.get_running_loop()
     sent_at = loop.time()
     try:
@@ -106,8 +130,13 @@ async def forward(
         if resp.status >= 500:
             await resp.read()
             raise UpstreamFailed(f"HTTP {resp.status}", status=resp.status)
+        events = "event-stream" in resp.headers.get("content-type", "")
+        held = b""
         try:
-            chunk = await resp.content.readany()
+            if events:
+                chunk, held = await read_events(resp.content, held)
+            else:
+                chunk = await resp.content.readany()
         except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
             raise UpstreamFailed(f"broke before the first byte: {type(exc).__name__}") from exc
         first = loop.time() - sent_at if chunk else None
@@ -127,14 +156,24 @@ async def forward(
                 resp.close()
                 return out, RelayResult(resp.status, first, relayed, completed=False, client_gone=True)
             relayed += len(chunk)
+            if keep is not None:
+                keep.append(chunk)
+                if relayed > MAX_KEPT_BYTES:
+                    keep = None
             try:
-                chunk = await resp.content.readany()
+                if events:
+                    chunk, held = await read_events(resp.content, held)
+                else:
+                    chunk = await resp.content.readany()
             except (TimeoutError, aiohttp.ClientError, ConnectionResetError):
-                # Upstream broke mid-stream: cut the client's connection too, never splice another stream
-                # on nor end this one cleanly (a chunked end or a [DONE]-less clean close reads as success).
+                # Upstream broke mid-stream: the client's response stays open for the caller to end (an
+                # error event, a continuation) or cut (``cut``); never ended cleanly here (a chunked end or
+                # a [DONE]-less clean close reads as success).
                 resp.close()
-                _cut(request, out)
-                return out, RelayResult(resp.status, first, relayed, completed=False)
+                result = RelayResult(
+                    resp.status, first, relayed, completed=False, kept=keep, appendable=events
+                )
+                return out, result
         await out.write_eof()
         return out, RelayResult(resp.status, first, relayed, completed=True)
     except BaseException:
@@ -146,7 +185,30 @@ async def forward(
         resp.release()
 
 
-def _cut(request: web.Request, out: web.StreamResponse) -> None:
+async def read_events(content: aiohttp.StreamReader, held: bytes) -> tuple[bytes, bytes]:
+    """The next whole server-sent events (after ``held``, the start of one read before) and the start of
+    the event after them. At the end of the body: what was held, as it is, then b""."""
+    while True:
+        data = await content.readany()
+        if not data:
+            return held, b""
+        if held:
+            data = held + data
+        end = _events_end(data)
+        if end == len(data):
+            return data, b""
+        if end > 0:
+            return data[:end], data[end:]
+        held = data
+
+
+def _events_end(data: bytes) -> int:
+    """The index just past the last event separator (a blank line, LF or CRLF) in ``data``; 0: none."""
+    lf, crlf = data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
+def cut(request: ClientRequest, out: web.StreamResponse) -> None:
     """Abort the client's connection: the response it was reading ends without its terminator."""
     out.force_close()
     if request.transport is not None:

@@ -25,10 +25,20 @@ class WordTokenizer(Tokenizer):
         return tokens.count_tokens(text)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
-        return tokens.token_ids(self.chat_text(messages))
+        """The words of the rendered chat; like a real template, no closing assistant marker when the
+        request continues its final message or asks for no generation prompt."""
+        return tokens.token_ids(self.chat_text(messages, generation_prompt=self.generation_prompt(options)))
 
     @staticmethod
-    def chat_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    def generation_prompt(options: Mapping[str, Any]) -> bool:
+        """Whether a chat request's options (or body) render the closing assistant marker."""
+        return options.get("add_generation_prompt", True) is not False and not options.get(
+            "continue_final_message"
+        )
+
+    @staticmethod
+    def chat_text(messages: Sequence[Mapping[str, Any]], *, generation_prompt: bool = True) -> str:
         return tokens.chat_prompt_text(
-            {"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages
+            ({"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages),
+            generation_prompt=generation_prompt,
         )

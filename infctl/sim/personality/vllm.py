@@ -259,7 +259,9 @@ class VllmPersonality(Personality):
         if isinstance(tok, WordTokenizer):
             # /detokenize inverts the simulator's words it has seen; a real tokenizer's ids stay opaque.
             words = (
-                WordTokenizer.chat_text(prompt_tokens.messages_of(body))
+                WordTokenizer.chat_text(
+                    prompt_tokens.messages_of(body), generation_prompt=WordTokenizer.generation_prompt(body)
+                )
                 if "messages" in body
                 else body["prompt"]
             ).split()

@@ -1,5 +1,5 @@
-"""Upstream failures as the client and /metrics see them: cut streams stay cut on every upstream client,
-requests whose client went away are still counted, the router's own answers carry the request id."""
+"""Upstream failures as the client and /metrics see them: requests whose client went away are still counted,
+the router's own answers carry the request id. (Streams an engine cuts: ``test_router_stream_resume``.)"""
 
 from __future__ import annotations
 
@@ -12,26 +12,6 @@ from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-@pytest.mark.parametrize("client", ["lean", "aiohttp"])
-async def test_a_stream_the_engine_cut_reaches_the_client_cut(start_sim, start_router, client: str) -> None:
-    """The engine resets after 5 tokens: the client must see a broken response, never a clean end."""
-    sim = await start_sim()
-    async with httpx.AsyncClient(timeout=20) as c:
-        await c.post(f"{sim.urls[0]}/admin/faults", json={"specs": ["disconnect-after=5"]})
-        url = await start_router([Backend(id="e", url=sim.urls[0])], upstream_client=client)
-        body = {"model": MODEL, "prompt": "a b c", "max_tokens": 50, "stream": True}
-        lines: list[str] = []
-        with pytest.raises(httpx.RemoteProtocolError):
-            async with c.stream("POST", f"{url}/v1/completions", json=body) as r:
-                async for line in r.aiter_lines():
-                    lines.append(line)
-        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
-    assert any(line.startswith("data: {") for line in lines)
-    assert "data: [DONE]" not in lines
-    statuses = {s.labels["status"]: s.value for s in metrics["infctl_router_requests_total"]}
-    assert statuses == {"broken": 1}
 
 
 @pytest.mark.parametrize("client", ["lean", "aiohttp"])

@@ -297,6 +297,25 @@ async def test_framing_before_content_is_held_back() -> None:
     assert sink.raw == b"" and sink.error is not None and sink.answered
 
 
+async def test_a_chunk_reaches_the_sink_only_once_it_is_whole() -> None:
+    """An event split over reads waits for its end; a death mid-chunk leaves the sink with whole chunks only
+    (so a router can append an error event or a continuation to the client's stream)."""
+    pool = Http1Pool()
+    conn = Http1Connection(pool, ("h", 1))
+    conn.connection_made(FakeTransport())
+    sink = Recorder()
+    conn.send(b"POST / HTTP/1.1\r\n\r\n", sink, 5.0)
+    first, second = b"6\r\ndata 1\r\n", b"6\r\ndata 2\r\n"
+    conn.data_received(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + first + second[:4])
+    assert sink.raw == first
+    conn.data_received(second[4:9])
+    assert sink.raw == first
+    conn.data_received(second[9:] + b"6\r\nda")
+    assert sink.raw == first + second
+    conn.connection_lost(ConnectionResetError())
+    assert sink.raw == first + second and sink.error is not None
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
