@@ -81,8 +81,8 @@ def sim(
         str,
         typer.Option(
             help="How prompts become token ids: 'words' (the simulator's whitespace words), or a model "
-            "directory, tokenizer.json or Hugging Face id to count, cache and publish prompt tokens as a real "
-            "engine serving that model would (usage, /tokenize, KV events); 'estimate'."
+            "directory, tokenizer.json or Hugging Face id to count, cache and publish prompt tokens as a "
+            "real engine serving that model would (usage, /tokenize, KV events); 'estimate'."
         ),
     ] = SimSettings.tokenizer,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
