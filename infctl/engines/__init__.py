@@ -1,32 +1,48 @@
 """Engine adapters: the only package that knows an engine's names, paths, wire protocol and flags.
 
 Adding an engine is one module exposing ``ADAPTER`` (an :class:`EngineAdapter`) and one line in
-``ENGINES`` below.
+``_ADAPTERS`` below (or a :func:`register` call for an adapter that lives elsewhere). Everything outside
+this package reads engines through :data:`ENGINES`, :func:`get_adapter` and :data:`DEFAULT_ENGINE`: the
+profiles accept the registered names, and the manifests, the local target, the router, the autoscaler and
+doctor ask the adapter for every fact they need.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Literal
 
 from infctl.engines import sglang, vllm
 from infctl.engines.base import (
+    DIST_PORT,
     EngineAdapter,
     HealthSpec,
+    MultiNodeArgs,
     PDEndpoint,
     PDStyle,
+    ProfileRules,
     RankPin,
     Role,
+    SignalMetrics,
     new_bootstrap_room,
 )
 from infctl.errors import ConfigError
 
-ENGINES: MappingProxyType[str, EngineAdapter] = MappingProxyType(
-    {
-        vllm.NAME: vllm.ADAPTER,
-        sglang.NAME: sglang.ADAPTER,
-    }
-)
-"""Engine name (as in ``ModelProfile.engine``) -> adapter."""
+Engine = Literal["vllm", "sglang"]
+"""The engines shipped here, for typing; what a profile may name is whatever :data:`ENGINES` holds when it
+loads (``infctl.config.model.EngineName``)."""
+
+DEFAULT_ENGINE: Engine = vllm.NAME
+"""The engine meant where none is named: a router backend, a discovered pod without the engine label, the
+autoscaler's replicas, a doctor target."""
+
+_ADAPTERS: dict[str, EngineAdapter] = {
+    vllm.NAME: vllm.ADAPTER,
+    sglang.NAME: sglang.ADAPTER,
+}
+_SHIPPED = frozenset(_ADAPTERS)
+ENGINES: MappingProxyType[str, EngineAdapter] = MappingProxyType(_ADAPTERS)
+"""Engine name (as in ``ModelProfile.engine``) -> adapter; read-only (:func:`register` adds one)."""
 
 
 def get_adapter(name: str) -> EngineAdapter:
@@ -40,14 +56,39 @@ def get_adapter(name: str) -> EngineAdapter:
         ) from None
 
 
+def register(adapter: EngineAdapter) -> None:
+    """Add an engine kept outside this package (a plugin, a test) under ``adapter.name``; ConfigError when
+    the name is taken. Profiles, manifests, the local target and the daemons take it from then on."""
+    if adapter.name in _ADAPTERS:
+        raise ConfigError(
+            f"engine {adapter.name!r} is registered already", hint="give the adapter another name"
+        )
+    _ADAPTERS[adapter.name] = adapter
+
+
+def unregister(name: str) -> None:
+    """Remove an engine :func:`register` added; the shipped ones stay."""
+    if name in _SHIPPED:
+        raise ConfigError(f"engine {name!r} ships with infctl and cannot be removed")
+    _ADAPTERS.pop(name, None)
+
+
 __all__ = [
+    "DEFAULT_ENGINE",
+    "DIST_PORT",
     "ENGINES",
+    "Engine",
     "EngineAdapter",
     "HealthSpec",
+    "MultiNodeArgs",
     "PDEndpoint",
     "PDStyle",
+    "ProfileRules",
     "RankPin",
     "Role",
+    "SignalMetrics",
     "get_adapter",
     "new_bootstrap_room",
+    "register",
+    "unregister",
 ]

@@ -1,9 +1,11 @@
 """What every engine adapter provides, and the engine-neutral records its functions exchange.
 
-An adapter is the only place that knows an engine's metric names, HTTP paths, PD wire protocol and
-command line. Everything here is pure: adapters build dicts and argument lists, they never do I/O.
+An adapter is the only place that knows an engine's metric names, HTTP paths, PD wire protocol, command
+line (multi-node flags and the host ports it binds included), what a profile may ask of it and what doctor
+checks on it. Everything here is pure: adapters build dicts and argument lists, they never do I/O.
 The telemetry package does the scraping (``infctl.telemetry.scrape``); the router calls
-``prefill_body``/``decode_body``; the local target and the manifests call ``launch_command``.
+``prefill_body``/``decode_body``; the local target and the manifests call ``launch_command``; the profiles
+check themselves against ``profile_rules``; alert rules and dashboards read ``signal_metrics``.
 """
 
 from __future__ import annotations
@@ -115,6 +117,70 @@ class Diagnostics:
     """server-info key that is true when prefix caching is off."""
     metrics_on_key: str | None = None
     """server-info key that is true when /metrics is served."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalMetrics:
+    """Which of the engine's metrics carries which signal, for alert rules and dashboards (PromQL)."""
+
+    queue: str
+    """Gauge: requests waiting."""
+    running: str
+    """Gauge: requests running."""
+    kv_usage: str
+    """Gauge, 0..1."""
+    ttft: str
+    """Histogram family."""
+    ttft_buckets: tuple[float, ...]
+    """Bucket bounds of ``ttft`` (an SLO alert counts below the largest bound under the SLO)."""
+    itl: str
+    """Histogram family: inter-token latency."""
+    e2e: str
+    """Histogram family: whole-request latency."""
+    prompt_tokens: str
+    """Counter (sample name)."""
+    generation_tokens: str
+    """Counter (sample name)."""
+    model_label: str
+    """The label carrying the served model name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRules:
+    """What the engine-neutral model profile may ask of this engine: what ``infctl.config`` checks a profile
+    against once it knows the engine (each refusal names the field and the fix)."""
+
+    pd_fields: frozenset[str]
+    """The ``pd`` fields the engine reads; another engine's field set in a profile is refused."""
+    pd_hint: str
+    """How the engine picks its KV transfer (the fix shown when another engine's ``pd`` field is set)."""
+    offload_backends: tuple[str, ...]
+    """The ``kv_offload.backend`` values the engine runs."""
+    refused_kv_connectors: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """``pd.kv_connector`` values the engine reads but infctl refuses: value -> (why, the fix)."""
+    dp_attention: bool = False
+    """Whether the engine has a data-parallel attention switch (``dp_attention``)."""
+    dp_attention_hint: str | None = None
+    """Without the switch: why the engine does not need it (the fix shown when a profile sets it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MultiNodeArgs:
+    """What makes several pods one engine replica (one LeaderWorkerSet group)."""
+
+    args: tuple[str, ...]
+    """Appended to :meth:`EngineAdapter.launch_command`'s argv."""
+    shell_suffix: str = ""
+    """Appended unquoted when the argv needs shell arithmetic (then run through ``/bin/sh -c``)."""
+
+
+DIST_PORT = 20000
+"""Rendezvous port on a multi-node replica's leader for the engine's torch.distributed or data-parallel
+coordination (every engine's :meth:`EngineAdapter.multinode_args` uses it; manifests open it)."""
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+"""LeaderWorkerSet injects ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX`` (0 on the
+leader) into every container; Kubernetes expands ``$(VAR)`` in command and args."""
 
 
 def new_bootstrap_room(rng: random.Random | None = None) -> int:
@@ -229,6 +295,16 @@ class EngineAdapter(Protocol):
         """What doctor checks on this engine."""
         ...
 
+    @property
+    def signal_metrics(self) -> SignalMetrics:
+        """Which metric carries which signal, for the alert rules and dashboards ``infctl render`` writes."""
+        ...
+
+    @property
+    def profile_rules(self) -> ProfileRules:
+        """What a model profile may ask of this engine (checked when the profile loads)."""
+        ...
+
     def signals(self, families: MetricFamilies) -> EngineSignals:
         """Engine-neutral signals from parsed /metrics (filtered with :attr:`wanted_metrics` or not)."""
         ...
@@ -275,19 +351,48 @@ class EngineAdapter(Protocol):
         Locally the runner sets them to the loopback address it binds."""
         ...
 
+    def multinode_args(
+        self, model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool
+    ) -> MultiNodeArgs:
+        """What to add to :meth:`launch_command` so that ``nodes`` pods (a LeaderWorkerSet group) are one
+        replica: the leader (``leader``) serves HTTP, the workers run headless. Addresses are
+        LeaderWorkerSet's variables (:data:`LWS_LEADER_ADDRESS`), the rendezvous port :data:`DIST_PORT`."""
+        ...
+
+    def host_port_runs(self, model: ModelProfile, role: Role) -> dict[str, int]:
+        """The ports an engine of ``model`` in ``role`` binds at a fixed default (or at a fixed offset from
+        its HTTP port), which engines side by side on one machine must each get their own of: name -> how
+        many consecutive ports. Empty when it binds none (``infctl.local.engine_ports`` takes them)."""
+        ...
+
+    def host_port_args(self, ports: Mapping[str, int], host: str) -> list[str]:
+        """The flags passing the ports :meth:`host_port_runs` asked for (each run's first port under its
+        name; other names in ``ports`` are ignored), ``host`` being the address the engine binds."""
+        ...
+
+    def host_port_env(self, ports: Mapping[str, int], host: str) -> dict[str, str]:
+        """The environment variables passing the ports :meth:`host_port_runs` asked for."""
+        ...
+
 
 __all__ = [
+    "DIST_PORT",
+    "LWS_LEADER_ADDRESS",
+    "LWS_WORKER_INDEX",
     "Body",
     "Diagnostics",
     "EngineAdapter",
     "EngineSignals",
     "HealthSpec",
     "LoadReport",
+    "MultiNodeArgs",
     "PDEndpoint",
     "PDStyle",
+    "ProfileRules",
     "RankPin",
     "Role",
     "SignalCheck",
+    "SignalMetrics",
     "json_arg",
     "kv_events_publisher",
     "new_bootstrap_room",

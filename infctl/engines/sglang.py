@@ -19,18 +19,21 @@ header, which wins over the body.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from infctl.engines import kv_pool, sglang_launch
 from infctl.engines.base import (
     Body,
     Diagnostics,
     HealthSpec,
+    MultiNodeArgs,
     PDEndpoint,
     PDStyle,
+    ProfileRules,
     RankPin,
     Role,
     SignalCheck,
+    SignalMetrics,
 )
 from infctl.engines.versions import Version
 from infctl.errors import EngineError
@@ -40,7 +43,7 @@ from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
 
-NAME = "sglang"
+NAME: Final = "sglang"
 MODEL_NAME_LABEL = "model_name"
 LEGACY_MODEL_NAME_LABEL = "name"
 DP_RANK_LABEL = "dp_rank"
@@ -247,6 +250,25 @@ DIAGNOSTICS = Diagnostics(
     metrics_on_key="enable_metrics",
 )
 
+SIGNAL_METRICS = SignalMetrics(
+    queue=NUM_QUEUE_REQS,
+    running=NUM_RUNNING_REQS,
+    kv_usage=TOKEN_USAGE,
+    ttft=TIME_TO_FIRST_TOKEN,
+    ttft_buckets=TTFT_BUCKETS,
+    itl=INTER_TOKEN_LATENCY,
+    e2e=E2E_REQUEST_LATENCY,
+    prompt_tokens=PROMPT_TOKENS,
+    generation_tokens=GENERATION_TOKENS,
+    model_label=MODEL_NAME_LABEL,
+)
+PROFILE_RULES = ProfileRules(
+    pd_fields=frozenset({"transfer_backend", "bootstrap_port", "ib_device"}),
+    pd_hint="SGLang picks its transfer through pd.transfer_backend (mooncake or nixl)",
+    offload_backends=("hicache",),
+    dp_attention=True,
+)
+
 
 class SGLangAdapter:
     """The SGLang adapter (stateless; use the module's ``ADAPTER``)."""
@@ -269,6 +291,8 @@ class SGLangAdapter:
     flag_versions = FLAG_VERSIONS
     oldest_checked = OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
+    signal_metrics = SIGNAL_METRICS
+    profile_rules = PROFILE_RULES
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         """Scheduler gauges are read once per DP rank (:func:`per_rank`), then added up (queue, running,
@@ -355,6 +379,20 @@ class SGLangAdapter:
         reach). SGLang's PD engines find their own address (the bootstrap server learns it from the
         prefill)."""
         return tuple(name for name in kv_pool.client_pod_ip_env(model) if name not in model.env)
+
+    def multinode_args(
+        self, model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool
+    ) -> MultiNodeArgs:
+        return sglang_launch.multinode_args(model, nodes=nodes, gpus_per_node=gpus_per_node, leader=leader)
+
+    def host_port_runs(self, model: ModelProfile, role: Role) -> dict[str, int]:
+        return sglang_launch.host_port_runs(model, role)
+
+    def host_port_args(self, ports: Mapping[str, int], host: str) -> list[str]:
+        return sglang_launch.host_port_args(ports, host)
+
+    def host_port_env(self, ports: Mapping[str, int], host: str) -> dict[str, str]:
+        return sglang_launch.host_port_env(ports, host)
 
 
 def per_rank(families: MetricFamilies, name: str) -> list[float]:

@@ -2,6 +2,24 @@
 attention, the radix cache, PD disaggregation, the hierarchical cache, KV events, speculative decoding).
 
 Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
+
+Host ports (:func:`host_port_runs`; the local target, :mod:`infctl.local.engine_ports`, gives each engine
+its own so that engines side by side on one machine never share one).
+
+SGLang (``srt/server_args.py`` ``PortArgs.init_new``, ``srt/managers/data_parallel_controller.py``): plain
+``--dp-size N`` uses IPC and a free NCCL port per rank (held while the ranks start), and a fixed
+``--nccl-port`` or ``--dist-init-addr`` would be shared by all N ranks, so it gets nothing. With
+``--enable-dp-attention`` every socket is TCP: ``--dist-init-addr``'s port (default ``--port`` + 233 on one
+node) + 0..6 and + 13, so two engines on HTTP ports less than 14 apart collide; each gets its own run
+(``dist_init``), passed as ``--dist-init-addr 127.0.0.1:PORT``.
+
+SGLang PD (``srt/disaggregation``): a prefill engine serves its bootstrap server (where decode engines
+meet it, ``bootstrap_room`` by ``bootstrap_room``) on ``--disaggregation-bootstrap-port``, default 8998 and
+one value per profile; two local prefill engines would both bind it. Each gets its own (``bootstrap``),
+which the planner writes into that engine's model (``pd.bootstrap_port``) and names in its router backend
+(``bootstrap_port=``), so the router sends each request's ``bootstrap_port`` to the right prefill. A
+simulated prefill engine gets one too: it reports it (``/server_info``) and meets its decode by it, as the
+real one does, so the router's requests are the same on both.
 """
 
 from __future__ import annotations
@@ -9,7 +27,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
+from infctl.engines.base import (
+    DIST_PORT,
+    LWS_LEADER_ADDRESS,
+    LWS_WORKER_INDEX,
+    MultiNodeArgs,
+    Role,
+    json_arg,
+    kv_events_publisher,
+    number_arg,
+    pd_section,
+)
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
@@ -62,6 +90,18 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     return args + list(model.extra_args)
 
 
+def multinode_args(model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool) -> MultiNodeArgs:
+    """Flags that make ``nodes`` pods one replica: each pod is node ``$(LWS_WORKER_INDEX)`` of ``nodes``,
+    meeting at the leader's ``--dist-init-addr``."""
+    return MultiNodeArgs(
+        (
+            "--nnodes", str(nodes),
+            "--node-rank", LWS_WORKER_INDEX,
+            DIST_INIT_FLAG, f"{LWS_LEADER_ADDRESS}:{DIST_PORT}",
+        )
+    )  # fmt: skip
+
+
 def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     """The ports an engine of ``model`` in ``role`` binds at a fixed default or at an offset from ``--port``,
     which engines side by side on one machine must each get their own of: name -> how many consecutive ports.
@@ -93,6 +133,11 @@ def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
     ``bootstrap`` has none here: it travels as the model's ``pd.bootstrap_port``, which :func:`launch_command`
     already passes (the local planner gives each prefill engine a model with its own)."""
     return [DIST_INIT_FLAG, f"{host}:{ports['dist_init']}"] if "dist_init" in ports else []
+
+
+def host_port_env(ports: Mapping[str, int], host: str) -> dict[str, str]:
+    """None: every port :func:`host_port_runs` asks for travels as a flag."""
+    return {}
 
 
 def _pd_args(model: ModelProfile, role: Role) -> list[str]:

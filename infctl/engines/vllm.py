@@ -16,18 +16,21 @@ engine has no per-TP-rank copies of a series to collapse (SGLang's schedulers do
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from infctl.engines import vllm_launch
 from infctl.engines.base import (
     Body,
     Diagnostics,
     HealthSpec,
+    MultiNodeArgs,
     PDEndpoint,
     PDStyle,
+    ProfileRules,
     RankPin,
     Role,
     SignalCheck,
+    SignalMetrics,
 )
 from infctl.engines.versions import Version
 from infctl.errors import EngineError
@@ -37,7 +40,7 @@ from infctl.telemetry.signals import EngineSignals, LoadReport
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
 
-NAME = "vllm"
+NAME: Final = "vllm"
 MODEL_NAME_LABEL = "model_name"
 ENGINE_LABEL = "engine"
 
@@ -268,8 +271,8 @@ FLAG_VERSIONS: dict[str, Version] = {
     "--master-addr": (0, 11, 1),
     "--master-port": (0, 11, 1),
 }
-"""First release accepting each flag :mod:`~infctl.engines.vllm_launch` and the multi-node launch
-(:mod:`infctl.manifests._multinode`) emit that 0.8.5 lacks, read from the
+"""First release accepting each flag :mod:`~infctl.engines.vllm_launch` emits (the multi-node flags
+included) that 0.8.5 lacks, read from the
 released packages' ``vllm/engine/arg_utils.py``, ``entrypoints/openai/cli_args.py``, the KV connector
 factory and the speculative config (0.8.5, 0.9.0.1, 0.9.1, 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.11.1, 0.12.0,
 0.32.0): ``--kv-offloading-*`` came with vLLM #27621 (0.11.1), the ``mtp`` method with 0.11.0 (before it,
@@ -314,6 +317,26 @@ DIAGNOSTICS = Diagnostics(
     prefix_caching_fix="start vLLM with --enable-prefix-caching (and without --no-enable-prefix-caching)",
 )
 
+SIGNAL_METRICS = SignalMetrics(
+    queue=NUM_REQUESTS_WAITING,
+    running=NUM_REQUESTS_RUNNING,
+    kv_usage=KV_CACHE_USAGE_PERC,
+    ttft=TIME_TO_FIRST_TOKEN,
+    ttft_buckets=TTFT_BUCKETS,
+    itl=INTER_TOKEN_LATENCY,
+    e2e=E2E_REQUEST_LATENCY,
+    prompt_tokens=PROMPT_TOKENS,
+    generation_tokens=GENERATION_TOKENS,
+    model_label=MODEL_NAME_LABEL,
+)
+PROFILE_RULES = ProfileRules(
+    pd_fields=frozenset({"kv_connector", "ib_device"}),
+    pd_hint="vLLM picks its transfer through pd.kv_connector",
+    offload_backends=("native", "lmcache"),
+    refused_kv_connectors=vllm_launch.REFUSED_KV_CONNECTORS,
+    dp_attention_hint="vLLM runs data-parallel attention whenever data_parallel_size > 1",
+)
+
 
 class VLLMAdapter:
     """The vLLM adapter (stateless; use the module's ``ADAPTER``)."""
@@ -344,6 +367,8 @@ class VLLMAdapter:
     flag_versions = FLAG_VERSIONS
     oldest_checked = OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
+    signal_metrics = SIGNAL_METRICS
+    profile_rules = PROFILE_RULES
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         deprecated: list[str] = []
@@ -440,6 +465,20 @@ class VLLMAdapter:
 
     def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
         return vllm_launch.pod_ip_env(model, role)
+
+    def multinode_args(
+        self, model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool
+    ) -> MultiNodeArgs:
+        return vllm_launch.multinode_args(model, nodes=nodes, gpus_per_node=gpus_per_node, leader=leader)
+
+    def host_port_runs(self, model: ModelProfile, role: Role) -> dict[str, int]:
+        return vllm_launch.host_port_runs(model, role)
+
+    def host_port_args(self, ports: Mapping[str, int], host: str) -> list[str]:
+        return vllm_launch.host_port_args(ports, host)
+
+    def host_port_env(self, ports: Mapping[str, int], host: str) -> dict[str, str]:
+        return vllm_launch.host_port_env(ports, host)
 
 
 def _cache_config(families: MetricFamilies) -> tuple[int | None, int | None, bool | None]:

@@ -2,6 +2,45 @@
 arguments (parallelism, prefix caching, the PD connector, KV offload and events, speculative decoding).
 
 Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.vllm.VLLMAdapter` delegates to it.
+
+Host ports (:func:`host_port_runs`; the local target, :mod:`infctl.local.engine_ports`, gives each engine
+its own so that engines side by side on one machine never share one).
+
+What a data-parallel engine opens, read in vLLM 0.32.0 (the CPU build ``.ci/slow`` installs: ``vllm/config/
+parallel.py``, ``engine/arg_utils.py``, ``v1/engine/utils.py``, ``v1/engine/coordinator.py``,
+``utils/network_utils.py``) for ``--data-parallel-size N`` behind one API server:
+
+- ``--data-parallel-rpc-port`` (``-dpp``, default 29550 for every engine): the engine-core handshake's ROUTER
+  socket, bound only when the handshake goes over TCP (``--data-parallel-hybrid-lb``/``-external-lb``,
+  ``--data-parallel-start-rank``, ``--enable-elastic-ep``, ranks on other nodes); with all N ranks here it
+  is an IPC path. Two such engines on one machine would both bind 29550 (or the second's ranks would
+  handshake with the first's front end), so each engine gets its own (``dp_rpc``), passed by flag.
+- The DP coordinator's three sockets and the engines' input/output sockets: IPC paths under
+  ``VLLM_RPC_BASE_PATH`` (a temporary directory, uuid names), or ``tcp://host:0`` bound by the kernel.
+- The DP process group (MoE models only; dense ranks are independent engines, ``reconfigure_for_
+  independent_dp_rank``): a coordination TCPStore on port 0 whose rank 0 binds port 0 and publishes the
+  kernel's choice. ``data_parallel_master_port`` (29500) and its list of 5 ``get_open_ports_list`` ports
+  are fall-backs, and ``VLLM_DP_MASTER_PORT``/``VLLM_DP_MASTER_IP`` apply only to offline SPMD (size 1 in
+  the engine args). ``VLLM_PORT`` would make every ``get_open_port`` scan up from one fixed port, which is
+  how two ranks of one engine would collide (vllm-project/vllm#43206): it is left unset.
+- ``--data-parallel-address`` (default ``--master-addr``, 127.0.0.1) and ``--master-port`` (29501, only with
+  ``--nnodes`` > 1): nothing to change on one machine.
+- KV events: rank r publishes on the configured endpoint's port + r (``offset_endpoint_port``, with the
+  rank's ``data_parallel_index``), which the plan already reserves as a run.
+
+Checked live (``tests/e2e/test_vllm_dp.py``: two engines of 2 ranks each on this 2-core box): besides its
+HTTP port, each engine's process tree listened on ~26 ports, all kernel-assigned (32768+), none shared and
+none of 29500/29501/29550; each rank served requests pinned to it (``X-data-parallel-rank``).
+
+vLLM PD on the NIXL connector (``distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py``): every
+prefill and decode engine's scheduler serves the KV handshake (its workers' metadata, all TP ranks behind
+one listener) on ``VLLM_NIXL_SIDE_CHANNEL_HOST``:``VLLM_NIXL_SIDE_CHANNEL_PORT`` + its data-parallel rank
+(``data_parallel_index``), default ``localhost:5600``, and names that address in each answer's
+``kv_transfer_params`` (``remote_host``/``remote_port``), which the router passes to the decode leg
+unchanged. Two local PD engines would both bind 5600 (a prefill and its decode too), so each gets its own
+run of one port per rank (``nixl_side_channel``), passed as those two variables. A simulated engine takes
+it too (its ``--nixl-side-channel-port`` reads the same variable) and names it the same way. On Kubernetes
+each pod has its own IP, so the default port is every pod's.
 """
 
 from __future__ import annotations
@@ -10,14 +49,51 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infctl.engines import kv_pool
-from infctl.engines.base import Role, json_arg, kv_events_publisher, number_arg, pd_section
+from infctl.engines.base import (
+    DIST_PORT,
+    LWS_LEADER_ADDRESS,
+    LWS_WORKER_INDEX,
+    MultiNodeArgs,
+    Role,
+    json_arg,
+    kv_events_publisher,
+    number_arg,
+    pd_section,
+)
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
 
 KV_CONNECTORS = {"nixl": "NixlConnector"}
 """Profile ``pd.kv_connector`` -> vLLM ``kv_connector`` class name (the profile refuses the others,
-:data:`infctl.config.model.REFUSED_KV_CONNECTORS`)."""
+:data:`REFUSED_KV_CONNECTORS`)."""
+REFUSED_KV_CONNECTORS: dict[str, tuple[str, str]] = {
+    "p2pnccl": (
+        "vLLM (0.32) no longer registers P2pNcclConnector (its KV connector factory has no such class), "
+        "so the engine would fail at start",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
+        "vLLM has no NCCL-based PD connector left",
+    ),
+    "mooncake": (
+        "infctl's router does not speak vLLM's MooncakeConnector protocol (both legs sent at once with one "
+        "transfer_id, the decode naming the prefill's remote_engine_id, read from its bootstrap server's "
+        "/query, and remote_bootstrap_addr); it runs NIXL's two-step protocol, so every decode leg would "
+        "fail",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs), or "
+        "engine: sglang with pd.transfer_backend: mooncake",
+    ),
+    "lmcache": (
+        "infctl's router does not drive LMCacheConnectorV1's PD mode: it needs LMCache's own PD config "
+        "(LMCACHE_CONFIG_FILE with enable_pd, pd_role sender/receiver, the decode's receiver host and "
+        "init/alloc ports, the proxy's notification port), which infctl does not render, and a proxy that "
+        "sends the prefill leg kv_transfer_params {ret_first_tok, disagg_spec naming the decode's "
+        "receiver} and waits for the prefill's done message; the router runs NIXL's two-step protocol, "
+        "the prefill answers without kv_transfer_params, so every decode leg would fail",
+        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
+        "LMCache stays available as a CPU tier behind each engine's KV cache: kv_offload.backend: lmcache",
+    ),
+}
+"""``pd.kv_connector`` values a vLLM profile may not use: value -> (why, the fix)."""
 KV_ROLES: dict[str, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "both": "kv_both"}
 LMCACHE_CHUNK_SIZE = 256
 """Tokens per LMCache chunk (its default), set explicitly so hashing is stable across upgrades."""
@@ -67,6 +143,33 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     return args + list(model.extra_args)
 
 
+def multinode_args(model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool) -> MultiNodeArgs:
+    """Flags that make ``nodes`` pods one replica: data-parallel ranks spread over the nodes when a rank fits
+    on one (each node runs ``gpus_per_node // tensor_parallel_size`` of them), else one tensor-parallel rank
+    spanning nodes (``--nnodes``); workers run ``--headless``."""
+    headless = () if leader else ("--headless",)
+    tp = model.tensor_parallel_size
+    if tp <= gpus_per_node:
+        local = gpus_per_node // tp
+        args = (
+            "--data-parallel-size-local", str(local),
+            "--data-parallel-address", LWS_LEADER_ADDRESS,
+            "--data-parallel-rpc-port", str(DIST_PORT),
+            *headless,
+        )  # fmt: skip
+        suffix = "" if leader else f"--data-parallel-start-rank $((LWS_WORKER_INDEX * {local}))"
+        return MultiNodeArgs(args, suffix)
+    return MultiNodeArgs(
+        (
+            "--nnodes", str(nodes),
+            "--node-rank", LWS_WORKER_INDEX,
+            "--master-addr", LWS_LEADER_ADDRESS,
+            "--master-port", str(DIST_PORT),
+            *headless,
+        )
+    )  # fmt: skip
+
+
 def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     """The ports an engine of ``model`` in ``role`` binds at a fixed default, which engines side by side on
     one machine must each get their own of: name -> how many consecutive ports. Empty for one rank
@@ -75,7 +178,7 @@ def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     A data-parallel engine's ``--data-parallel-rpc-port`` (29550 for every engine): bound for the ZMQ
     handshake whenever it goes over TCP (hybrid or external load balancing, elastic EP, ranks on other
     nodes), so ``dp_rpc`` gets one port. vLLM's other data-parallel sockets take their ports at bind time
-    or are IPC (:mod:`infctl.local.engine_ports`). A flag already in ``extra_args`` is the user's choice.
+    or are IPC (the module docstring). A flag already in ``extra_args`` is the user's choice.
 
     A PD engine (prefill or decode) on the NIXL connector serves its KV handshake on
     ``VLLM_NIXL_SIDE_CHANNEL_PORT`` + its data-parallel rank, so ``nixl_side_channel`` gets one port per

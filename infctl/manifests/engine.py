@@ -10,10 +10,9 @@ import shlex
 from typing import Any
 
 from infctl.config import DeploymentProfile
-from infctl.engines import get_adapter
+from infctl.engines import DIST_PORT, get_adapter
 from infctl.engines.versions import check_image
 from infctl.manifests import labels as L
-from infctl.manifests._multinode import DIST_PORT, multinode_args
 from infctl.manifests.placement import WorkloadPlan
 
 ENGINE_PORT = 8000
@@ -30,7 +29,7 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
     shell_suffix = ""
     if plan.multi_node:
         assert profile.cluster is not None
-        extra = multinode_args(
+        extra = adapter.multinode_args(
             model, nodes=plan.nodes_per_replica, gpus_per_node=profile.cluster.gpus_per_node, leader=leader
         )
         argv += extra.args

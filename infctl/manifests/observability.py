@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from infctl.config import DeploymentProfile
-from infctl.manifests.signals import METRICS, prom_le, slo_bucket
+from infctl.engines import get_adapter
+from infctl.manifests.signals import prom_le, slo_bucket
 from infctl.router.metrics import PREFIX as ROUTER
 
 TTFT_SLO_S = 2.0
@@ -32,7 +33,7 @@ def alert_rules(
     profile: DeploymentProfile, namespace: str, ttft_slo_s: float = TTFT_SLO_S
 ) -> list[dict[str, Any]]:
     """PrometheusRule groups: engine down, TTFT SLO burn, KV usage high, queue growing, router ejections."""
-    m = METRICS[profile.model.engine]
+    m = get_adapter(profile.model.engine).signal_metrics
     eng, rtr = selectors(profile, namespace)
     le = prom_le(slo_bucket(m, ttft_slo_s))
     budget = 1 - SLO_TARGET
@@ -114,7 +115,7 @@ def _alert(
 
 def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
     """File name -> Grafana JSON: gateway (router traffic), scheduler (routing), model performance."""
-    m = METRICS[profile.model.engine]
+    m = get_adapter(profile.model.engine).signal_metrics
     eng, rtr = selectors(profile, namespace)
     gateway = [
         _panel("Requests/s by status", f"sum by (status) (rate({ROUTER}requests_total{{{rtr}}}[1m]))"),
