@@ -64,14 +64,25 @@ def prefix_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0
     )
 
 
-def bucketing_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0) -> Scenario:
-    """90% short chats, 10% long documents; with buckets the long ones get their own engine."""
-    long_engines = max(1, num_engines // 4)
-    pools = ["short"] * (num_engines - long_engines) + ["long"] * long_engines
-    buckets = [
-        {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
-        {"name": "long", "pools": ["long"]},
-    ]
+def bucketing_scenario(
+    num_engines: int,
+    *,
+    requests: int = 240,
+    rate: float = 16.0,
+    buckets: Sequence[Mapping[str, Any]] | None = None,
+) -> Scenario:
+    """90% short chats, 10% long documents; with buckets the long ones get their own engine.
+
+    ``buckets``: a deployment's own (its length pools), its engines already labelled with their pools
+    (``run_scenario``'s ``pools``); None: a quarter of the engines form the long pool."""
+    pools: list[str] = []
+    if buckets is None:
+        long_engines = max(1, num_engines // 4)
+        pools = ["short"] * (num_engines - long_engines) + ["long"] * long_engines
+        buckets = [
+            {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
+            {"name": "long", "pools": ["long"]},
+        ]
     return Scenario(
         name="long/short bucketing (mixed lengths)",
         workload=MixtureSpec(
@@ -86,7 +97,7 @@ def bucketing_scenario(num_engines: int, *, requests: int = 240, rate: float = 1
         ),
         load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
         baseline=Arm("one pool", "least_load"),
-        infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": buckets}, pools),
+        infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": list(buckets)}, pools),
         seed_says={"short TTFT p99": "-91%"},
     )
 
@@ -111,16 +122,18 @@ async def run_scenario(
     progress: Progress | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     admin_token: str | None = None,
+    pools: Sequence[str | None] = (),
 ) -> ScenarioResult:
     """Both arms on the running router (set through its admin API, with ``admin_token`` when it requires
-    one), one benchmark each."""
+    one), one benchmark each. ``pools``: each engine's own pool label (a deployment's length pools), kept
+    by arms that name none."""
     say = progress or (lambda _: None)
     results: list[BenchResult] = []
     auth = {"authorization": f"Bearer {admin_token}"} if admin_token else None
     async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False, headers=auth) as client:
         for arm in (scenario.baseline, scenario.infctl):
             say(f"{scenario.name}: {arm.label}")
-            await _set_arm(client, router_url, engine_urls, arm)
+            await _set_arm(client, router_url, engine_urls, arm, pools)
             cfg = BenchConfig(
                 url=router_url,
                 model=model,
@@ -134,11 +147,15 @@ async def run_scenario(
     return ScenarioResult(scenario, results[0], results[1])
 
 
-async def _set_arm(client: httpx.AsyncClient, router: str, engines: Sequence[str], arm: Arm) -> None:
-    """Same starting line for both arms: empty prefix caches, this arm's pools and policy."""
+async def _set_arm(
+    client: httpx.AsyncClient, router: str, engines: Sequence[str], arm: Arm, own: Sequence[str | None]
+) -> None:
+    """Same starting line for both arms: empty prefix caches, this arm's pools (else the engines' own)
+    and policy."""
+    labels = arm.pools or own
     for i, url in enumerate(engines):
         await _ok(client.post(f"{url}/reset_prefix_cache"), url)
-        pool = arm.pools[i] if i < len(arm.pools) else None
+        pool = labels[i] if i < len(labels) else None
         # PUT: the router already has these engines from the previous arm; a POST would be a 409.
         await _ok(client.put(f"{router}/admin/backends/{url}", json={"url": url, "pool": pool}), router)
     await _ok(client.put(f"{router}/admin/policy", json=arm.policy), router)

@@ -18,7 +18,8 @@ from infctl.local.demo import DemoResult, demo_plan, find_demo_profile, run_demo
 def demo(
     ctx: typer.Context,
     file: Annotated[
-        Path | None, typer.Option("-f", "--file", help="Profile to run; default: profiles/local-demo.yaml.")
+        Path | None,
+        typer.Option("-f", "--file", help="Profile to run; default: profiles/local-length-pools.yaml."),
     ] = None,
     overrides: Annotated[
         list[str] | None,
@@ -36,11 +37,12 @@ def demo(
 ) -> None:
     """Start the local demo stack, show it working, run the seed's comparisons side by side, stop it.
 
-    The stack is profiles/local-demo.yaml: simulated engines behind the router, no GPU needed. Two chat
-    requests come first (the second repeats the first one's system prompt, so its cached_tokens show the
-    prefix cache at work). Then, on the same stack: round robin vs infctl's cache-aware routing on shared
-    prefixes, and one pool vs long/short buckets on mixed lengths; a table of the seed's measures is printed
-    and an HTML report with plots is written. About two minutes.
+    The stack is profiles/local-length-pools.yaml: simulated engines in a short and a long length pool
+    behind the router, no GPU needed. Two chat requests come first (the second repeats the first one's
+    system prompt, so its cached_tokens show the prefix cache at work). Then, on the same stack: round robin
+    vs infctl's cache-aware routing on shared prefixes, and one pool vs the profile's length pools on mixed
+    lengths; a table of the seed's measures is printed and an HTML report with plots is written. About two
+    minutes.
     """
     opts = global_options(ctx)
     with errors_as_exit():

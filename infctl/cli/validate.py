@@ -11,6 +11,7 @@ from rich.table import Table
 from infctl.cli.context import global_options
 from infctl.cli.output import emit, errors_as_exit, kv_table
 from infctl.config import AnyProfile, ClusterProfile, DeploymentProfile, ModelProfile, load_profile
+from infctl.config.length_pools import describe
 
 EXAMPLES = """
 Examples:
@@ -80,6 +81,9 @@ def _deployment_summary(p: DeploymentProfile) -> dict[str, Any]:
 
 
 def _layout(p: DeploymentProfile) -> str:
+    if p.length_pools is not None:
+        shapes = [p.group_shape(lp) if p.mode == "group" else None for lp in p.length_pools]
+        return "; ".join(describe(lp, p.mode, s) for lp, s in zip(p.length_pools, shapes, strict=True))
     if p.mode == "group" and p.group is not None:
         return f"{p.groups} x (prefill {p.group.prefill} + decode {p.group.decode})"
     if p.mode == "pool" and p.pools is not None:
@@ -96,6 +100,8 @@ def _autoscaler(p: DeploymentProfile) -> str:
         for role in ("prefill", "decode", "both")
         if (b := getattr(scaler, role)) is not None
     ]
+    if p.length_pools is not None:
+        bounds = ["per length pool"]
     return ", ".join(bounds) + (" (dry run)" if scaler.dry_run else "")
 
 

@@ -7,6 +7,10 @@ Three layouts, named by ``mode``:
 - ``pool``: one pool of prefill replicas and one of decode replicas (``pools``), placed freely.
 - ``aggregated``: ``replicas`` engines that each prefill and decode.
 
+Any mode may instead split its engines into ``length_pools`` by prompt length
+(:mod:`infctl.config.length_pools`): each pool holds its own replicas, groups or prefill/decode pools,
+labelled with its name.
+
 ``engine_replicas()`` lists every engine replica the layout implies; the local supervisor and the manifest
 renderer both iterate over it.
 """
@@ -15,12 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from infctl.config._base import Count, Problem, ProfileModel, check_dns_label, raise_problems
 from infctl.config.cluster import ClusterProfile
+from infctl.config.length_pools import GroupShape, LengthPool, pool_problems, router_buckets
 from infctl.config.model import ModelProfile
 from infctl.config.settings import AutoscalerSettings, LocalSettings, RouterSettings
 
@@ -58,13 +63,25 @@ class ReplicaSpec:
     group: int | None = None
     """Group index (group mode), else None."""
     pool: str | None = None
-    """Pool name, ``prefill`` or ``decode`` (pool mode), else None."""
+    """Pool label: the length pool's name, else ``prefill`` or ``decode`` (pool mode), else None."""
+    length_pool: str | None = None
+    """The length pool this replica serves (``length_pools``), else None."""
+
+    @property
+    def group_name(self) -> str | None:
+        """The PD group's label value: ``g0``, or ``short-g0`` in a length pool; None outside group mode."""
+        if self.group is None:
+            return None
+        return f"g{self.group}" if self.length_pool is None else f"{self.length_pool}-g{self.group}"
 
     @property
     def workload(self) -> str:
-        """The set of identical replicas this one belongs to: ``g0-prefill``, ``decode``, or ``engine``."""
+        """The set of identical replicas this one belongs to: ``g0-prefill``, ``decode``, ``engine``, or in
+        length pools ``short-g0-prefill``, ``short-decode``, ``short``."""
         if self.group is not None:
-            return f"g{self.group}-{self.role}"
+            return f"{self.group_name}-{self.role}"
+        if self.length_pool is not None:
+            return self.length_pool if self.role == "both" else f"{self.length_pool}-{self.role}"
         return self.pool if self.pool is not None else "engine"
 
     @property
@@ -96,6 +113,9 @@ class DeploymentProfile(ProfileModel):
     """Pool mode: replicas per pool. Required in pool mode, not allowed otherwise."""
     replicas: Count = 1
     """Aggregated mode: number of engine replicas. Default 1."""
+    length_pools: list[LengthPool] | None = Field(default=None, min_length=1)
+    """Engines split by prompt length, short to long, each pool with its own replicas (instead of
+    ``replicas``, ``groups`` or ``pools``); the router sends each prompt to its pool. Default None."""
     router: RouterSettings = RouterSettings()
     """The router in front of the engines."""
     autoscaler: AutoscalerSettings = AutoscalerSettings()
@@ -127,8 +147,29 @@ class DeploymentProfile(ProfileModel):
             counts[spec.role] = counts.get(spec.role, 0) + 1
         return counts
 
+    def router_policy(self) -> str | dict[str, Any]:
+        """The router's ``policy``: the preset name, or a mapping with its settings and, with length pools,
+        one bucket per pool (the same for a rendered and a local router)."""
+        router = self.router
+        if not router.settings and self.length_pools is None:
+            return router.policy
+        policy: dict[str, Any] = {"preset": router.policy}
+        if router.settings:
+            policy["settings"] = router.settings
+        if self.length_pools is not None:
+            policy["buckets"] = router_buckets(self.length_pools)
+        return policy
+
+    def group_shape(self, pool: LengthPool) -> GroupShape | GroupLayout:
+        """Replicas per group in ``pool`` (group mode): its own ``group``, else the deployment's."""
+        shape = pool.group or self.group
+        assert shape is not None, "the validator requires a group shape in group mode"
+        return shape
+
     def engine_replicas(self) -> list[ReplicaSpec]:
-        """Every engine replica, groups in order then prefill before decode."""
+        """Every engine replica, length pools in order, groups in order then prefill before decode."""
+        if self.length_pools is not None:
+            return [r for p in self.length_pools for r in self._pool_replicas(p)]
         if self.mode == "group" and self.group is not None:
             per_group = _split(self.group)
             return [
@@ -145,12 +186,35 @@ class DeploymentProfile(ProfileModel):
             ]
         return [ReplicaSpec(role="both", index=i) for i in range(self.replicas)]
 
+    def _pool_replicas(self, p: LengthPool) -> list[ReplicaSpec]:
+        name = p.name
+        if self.mode == "group":
+            per_group = _split(self.group_shape(p))
+            return [
+                ReplicaSpec(role=role, index=i, group=g, pool=name, length_pool=name)
+                for g in range(p.groups or 0)
+                for role, count in per_group
+                for i in range(count)
+            ]
+        if self.mode == "pool":
+            counts: tuple[tuple[Role, int], ...] = (("prefill", p.prefill or 0), ("decode", p.decode or 0))
+            return [
+                ReplicaSpec(role=role, index=i, pool=name, length_pool=name)
+                for role, count in counts
+                for i in range(count)
+            ]
+        return [
+            ReplicaSpec(role="both", index=i, pool=name, length_pool=name) for i in range(p.replicas or 0)
+        ]
+
     @model_validator(mode="after")
     def _check_consistency(self) -> DeploymentProfile:
         raise_problems([*self._layout_problems(), *self._target_problems(), *self._autoscaler_problems()])
         return self
 
     def _layout_problems(self) -> list[Problem]:
+        if self.length_pools is not None:
+            return self._length_pool_problems()
         needed = {"group": "group", "pool": "pools", "aggregated": "replicas"}[self.mode]
         problems = [
             Problem(
@@ -178,6 +242,30 @@ class DeploymentProfile(ProfileModel):
                     anchor=("mode",),
                 )
             )
+        if self.disaggregated and self.model.pd is None:
+            problems.append(
+                Problem(
+                    ("model", "pd"),
+                    f"expected KV transfer settings in {self.mode} mode, found nothing",
+                    hint="add e.g. `pd: {kv_connector: nixl}` to the model profile",
+                )
+            )
+        return problems
+
+    def _length_pool_problems(self) -> list[Problem]:
+        assert self.length_pools is not None
+        problems = [
+            Problem(
+                (key,),
+                "length_pools give each pool its own replicas; found this key beside them",
+                hint=f"move {key} into each pool of length_pools",
+            )
+            for key in ("groups", "pools", "replicas")
+            if key in self.model_fields_set
+        ]
+        if self.mode != "group" and "group" in self.model_fields_set:
+            problems.append(Problem(("group",), f"only used in group mode, found it with mode {self.mode!r}"))
+        problems += pool_problems(self.length_pools, self.mode, self.group is not None)
         if self.disaggregated and self.model.pd is None:
             problems.append(
                 Problem(
@@ -243,6 +331,26 @@ class DeploymentProfile(ProfileModel):
     def _autoscaler_problems(self) -> list[Problem]:
         scaler = self.autoscaler
         roles = ("both",) if self.mode == "aggregated" else ("prefill", "decode")
+        if self.length_pools is not None:
+            problems = [
+                Problem(
+                    ("autoscaler", role),
+                    "with length_pools, bounds are per pool; found deployment-wide ones",
+                    hint=f"move them to length_pools[].autoscaler.{role}",
+                )
+                for role in ("prefill", "decode", "both")
+                if getattr(scaler, role) is not None
+            ]
+            bounded = any(p.bounds(r) is not None for p in self.length_pools for r in roles)
+            if scaler.enabled and not problems and not bounded:
+                problems.append(
+                    Problem(
+                        ("autoscaler",),
+                        "enabled, but no length pool has autoscaler bounds",
+                        hint=f"add e.g. `autoscaler: {{{roles[-1]}: {{min: 1, max: 4}}}}` to a pool",
+                    )
+                )
+            return problems
         problems = [
             Problem(
                 ("autoscaler", role),
@@ -262,5 +370,5 @@ class DeploymentProfile(ProfileModel):
         return problems
 
 
-def _split(layout: GroupLayout | PoolLayout) -> tuple[tuple[Role, int], tuple[Role, int]]:
+def _split(layout: GroupLayout | PoolLayout | GroupShape) -> tuple[tuple[Role, int], tuple[Role, int]]:
     return (("prefill", layout.prefill), ("decode", layout.decode))

@@ -34,7 +34,7 @@ from infctl.local.spec import LocalPlan
 from infctl.local.state import RunState
 from infctl.local.supervisor import serve
 
-DEMO_PROFILE = Path("profiles/local-demo.yaml")
+DEMO_PROFILE = Path("profiles/local-length-pools.yaml")
 
 SYSTEM_PROMPT = (
     "You are the operations assistant of an inference platform. You answer in short plain sentences, you "
@@ -89,7 +89,8 @@ class DemoResult:
 
 
 def find_demo_profile(path: Path | None = None) -> Path:
-    """``path``, else ``profiles/local-demo.yaml`` from the working directory or the source checkout."""
+    """``path``, else ``profiles/local-length-pools.yaml`` from the working directory or the source
+    checkout."""
     if path is not None:
         return path
     package = Path(infctl.__file__).resolve().parent
@@ -201,13 +202,17 @@ async def _scenarios(
     plan: LocalPlan, progress: Progress, transport: httpx.AsyncBaseTransport | None, report: Path
 ) -> list[ScenarioRows]:
     """Both comparisons on the running stack, then one HTML page with their tables and plots."""
-    engines = [s.url for s in plan.specs if s.kind == "engine"]
+    specs = [s for s in plan.specs if s.kind == "engine"]
+    engines = [s.url for s in specs]
     if plan.entrypoint.kind != "router":
         raise LocalTargetError("the demo's comparisons need the router", hint="set router.enabled: true")
     # The supervisor gave the router the release's admin token (the file exists once it runs).
     token = ensure_token(token_path(plan))
     done = []
-    for scenario in (prefix_scenario(len(engines)), bucketing_scenario(len(engines))):
+    # The profile's length pools are the bucketing arm's pools (their engines labelled by the plan);
+    # a profile without them gets a quarter of its engines as the long pool.
+    buckets = plan.buckets or None
+    for scenario in (prefix_scenario(len(engines)), bucketing_scenario(len(engines), buckets=buckets)):
         done.append(
             await run_scenario(
                 scenario,
@@ -217,6 +222,7 @@ async def _scenarios(
                 progress=progress,
                 transport=transport,
                 admin_token=token,
+                pools=[s.pool for s in specs],
             )
         )
     out = [

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
+from infctl.config.length_pools import router_buckets
 from infctl.engines import get_adapter
 from infctl.errors import LocalTargetError
 from infctl.local.engine_ports import host_port_args, host_port_env, placeholders, take_host_ports
@@ -57,9 +58,8 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     if not profile.router.enabled or not ctx.engines:
         return []
     port = ctx.ports.take()
-    policy: str = profile.router.policy
-    if profile.router.settings:
-        policy = json.dumps({"preset": profile.router.policy, "settings": profile.router.settings})
+    wanted = profile.router_policy()  # length pools: one bucket per pool, engines labelled with it
+    policy = wanted if isinstance(wanted, str) else json.dumps(wanted)
     argv = [
         ctx.python,
         "-m",
@@ -154,6 +154,7 @@ def build_plan(
     """Every process of ``profile`` on this machine, with ports allocated and commands built."""
     ports = PortAllocator(profile.local.base_port, is_free)
     check_data_parallel(profile)
+    check_length_pool_scaling(profile)
     engines = _engine_specs(profile, profile.engine_replicas(), ports, python)
     control = ports.take() if profile.autoscaler.enabled else None
     ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python, control_port=control)
@@ -165,6 +166,7 @@ def build_plan(
         specs=(*engines, *extra),
         reserve=reserve_specs(profile, engines, ports, python) if control is not None else (),
         control_port=control,
+        buckets=tuple(router_buckets(profile.length_pools or [])),
     )
 
 
@@ -213,6 +215,18 @@ def check_data_parallel(profile: DeploymentProfile) -> None:
             f"the simulated engines run data_parallel_size {profile.model.data_parallel_size} in aggregated "
             f"mode only, not {profile.mode} mode",
             hint="use mode: aggregated, or --set model.data_parallel_size=1",
+        )
+
+
+def check_length_pool_scaling(profile: DeploymentProfile) -> None:
+    """Raise LocalTargetError for an autoscaled profile with length pools: the local supervisor scales
+    units by role (or group), not per pool, so it would move engines between pools' counts."""
+    if profile.length_pools is not None and profile.autoscaler.enabled:
+        raise LocalTargetError(
+            "the local target scales engines by role, not per length pool; found length_pools with the "
+            "autoscaler enabled",
+            hint="run it with --set autoscaler.enabled=false (the pools keep their replicas), or render it "
+            "for Kubernetes, where each pool is its own scale target",
         )
 
 
@@ -266,7 +280,7 @@ def engine_spec(
         env=env,
         health_path=health,
         role=replica.role,
-        group=None if replica.group is None else f"g{replica.group}",
+        group=replica.group_name,
         pool=replica.pool,
         ports=bound,
         install_hint=hint,

@@ -106,6 +106,8 @@ class LocalPlan:
     """Engines planned up to the autoscaler's maximum, started only when it scales out (ports held)."""
     control_port: int | None = None
     """Port of the supervisor's control endpoint (runtime scaling), when the autoscaler runs."""
+    buckets: tuple[Mapping[str, Any], ...] = ()
+    """The router's length buckets, one per length pool of the profile (engines carry the pool names)."""
 
     @property
     def release_dir(self) -> Path:
@@ -137,6 +139,7 @@ class LocalPlan:
             "specs": [s.to_dict() for s in self.specs],
             "reserve": [s.to_dict() for s in self.reserve],
             "control_port": self.control_port,
+            "buckets": [dict(b) for b in self.buckets],
         }
 
     @classmethod
@@ -148,6 +151,7 @@ class LocalPlan:
             specs=tuple(ProcessSpec.from_dict(s) for s in data["specs"]),
             reserve=tuple(ProcessSpec.from_dict(s) for s in data.get("reserve", ())),
             control_port=data.get("control_port"),
+            buckets=tuple(data.get("buckets", ())),
         )
 
 

@@ -13,17 +13,14 @@ from infctl.config import DeploymentProfile, RouterFile
 from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
-from infctl.manifests.placement import PlacementPlan
+from infctl.manifests.placement import PlacementPlan, bounds_of
 
 CONFIG_DIR = "/etc/infctl"
 
 
 def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str) -> dict[str, Any]:
     """Contents of ``router.yaml``: engines found by Kubernetes discovery of this release's serving pods."""
-    settings = profile.router.settings
-    policy: str | dict[str, Any] = (
-        {"preset": profile.router.policy, "settings": settings} if settings else profile.router.policy
-    )
+    policy = profile.router_policy()  # with length pools, one bucket per pool (pods labelled with it)
     selector = f"{L.RELEASE}={profile.name},{L.COMPONENT}=engine,{L.SERVES}=http"
     data: dict[str, Any] = {
         "discovery": {"namespace": namespace, "selector": selector, "port": ENGINE_PORT},
@@ -45,8 +42,9 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
     """Contents of ``autoscaler.yaml``: the scale targets of this release and the profile's thresholds."""
     scaler = profile.autoscaler
     targets = []
+    replicas = {r.workload: r for r in profile.engine_replicas()}
     for w in plan.workloads:
-        bounds = getattr(scaler, w.role)
+        bounds = bounds_of(profile, replicas[w.workload])
         if bounds is None:
             continue
         target: dict[str, Any] = {
@@ -57,7 +55,9 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
             "max": bounds.max,
         }
         if w.group is not None:
-            target["group"] = L.group_value(w.group)
+            target["group"] = w.group
+        if w.length_pool is not None:
+            target["pool"] = w.length_pool  # only this pool's engines count toward its load
         targets.append(target)
     router = f"http://{profile.name}-router.{namespace}.svc:{profile.router.port}"
     return {

@@ -1,8 +1,8 @@
 """Alert rules and Grafana dashboards for a release, as plain data (templates wrap them in objects).
 
 Engine series come from the engines' PodMonitor (job ``<namespace>/<release>-engines``, pod labels
-``infctl.io/role`` and ``infctl.io/group`` copied as ``infctl_io_role``/``infctl_io_group``); router series
-from the router's ServiceMonitor (job ``<release>-router``, the Service name).
+``infctl.io/role``, ``infctl.io/group`` and ``infctl.io/pool`` copied as ``infctl_io_role`` and so on);
+router series from the router's ServiceMonitor (job ``<release>-router``, the Service name).
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
         ),
     ]
     boards = {"gateway": gateway, "scheduler": scheduler, "model-performance": model}
+    if profile.length_pools is not None:
+        boards["length-pools"] = pool_panels(profile, eng)
     return {
         f"{profile.name}-{key}.json": json.dumps(
             _board(f"{profile.name} / {key}", f"infctl-{profile.name}-{key}", panels),
@@ -165,6 +167,36 @@ def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
         )
         for key, panels in boards.items()
     }
+
+
+def pool_panels(profile: DeploymentProfile, eng: str) -> list[dict[str, Any]]:
+    """Per length pool (the ``infctl_io_pool`` label the PodMonitor copies): whether short prompts stay fast
+    while long ones run, and which pool needs replicas. Titles name the pools' prompt limits."""
+    m = get_adapter(profile.model.engine).signal_metrics
+    pools = profile.length_pools or []
+    limits = ", ".join(
+        f"{p.name} <= {p.max_prompt_tokens}" if p.max_prompt_tokens is not None else f"{p.name} longer"
+        for p in pools
+    )
+    by = "infctl_io_pool"
+    return [
+        _panel(
+            f"TTFT p50/p99 by pool (s; {limits} tokens)",
+            *(_quantile(q, m.ttft, eng, by) for q in (0.5, 0.99)),
+        ),
+        _panel("Serving engines by pool", f"count by ({by}) (up{{{eng}}} == 1)"),
+        _panel(
+            "Waiting requests per engine by pool",
+            f"avg by ({by}) (sum by ({by}, pod) ({_one_copy(f'{m.queue}{{{eng}}}')}))",
+        ),
+        _panel("KV cache usage by pool (mean)", f"avg by ({by}) ({m.kv_usage}{{{eng}}})"),
+        _panel(
+            "Prompt and generated tokens/s by pool",
+            f"sum by ({by}) (rate({m.prompt_tokens}{{{eng}}}[1m]))",
+            f"sum by ({by}) (rate({m.generation_tokens}{{{eng}}}[1m]))",
+        ),
+        _panel("ITL p95 by pool (s)", _quantile(0.95, m.itl, eng, by)),
+    ]
 
 
 def _quantile(q: float, family: str, selector: str, by: str = "") -> str:

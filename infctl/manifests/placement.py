@@ -10,6 +10,8 @@ Pure functions of a :class:`~infctl.config.DeploymentProfile`; the renderer turn
   under one switch is refused before anything is rendered: the scheduler would leave it Pending forever.
 - Pool mode: one workload per role, each its own scale target; no co-location constraint.
 - Aggregated mode: one workload of replicas that both prefill and decode.
+- Length pools (``length_pools``): the above per pool, each workload named after its pool and its pods
+  labelled ``infctl.io/pool=<pool>``; groups are named ``<pool>-gN`` so they never pair across pools.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from infctl.config import DeploymentProfile, Role
+from infctl.config import DeploymentProfile, ReplicaSpec, Role, ScaleBounds
 from infctl.errors import ConfigError
 from infctl.manifests import labels as L
 
@@ -31,7 +33,7 @@ class WorkloadPlan:
     """One set of identical engine replicas: a Deployment, or a LeaderWorkerSet when a replica spans nodes."""
 
     workload: str
-    """``g0-prefill``, ``decode``, ``engine`` (see ``ReplicaSpec.workload``)."""
+    """``g0-prefill``, ``decode``, ``engine``, ``short-decode`` (see ``ReplicaSpec.workload``)."""
     name: str
     """Object name: ``<release>-<workload>``."""
     role: Role
@@ -41,8 +43,12 @@ class WorkloadPlan:
     """1: a Deployment; more: a LeaderWorkerSet of this group size."""
     gpus_per_pod: int
     """GPUs each pod requests (a multi-node replica has one pod per node)."""
-    group: int | None = None
+    group: str | None = None
+    """The PD group's label value (``g0``, ``short-g0``), group mode only."""
     pool: str | None = None
+    """The pool label value: a length pool's name, or prefill/decode in pool mode."""
+    length_pool: str | None = None
+    """The length pool this workload serves, when the profile has length pools."""
     selector: Mapping[str, str] = field(default_factory=dict)
     """Immutable selector labels of the workload's pods."""
     pod_labels: Mapping[str, str] = field(default_factory=dict)
@@ -87,13 +93,14 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
     gpus = profile.model.gpus_per_replica
     per_node = gpus if cluster is None else min(gpus, cluster.gpus_per_node)
     counts: dict[str, int] = {}
-    firsts: dict[str, tuple[Role, int | None, str | None]] = {}
+    firsts: dict[str, ReplicaSpec] = {}
     for spec in profile.engine_replicas():
         counts[spec.workload] = counts.get(spec.workload, 0) + 1
-        firsts.setdefault(spec.workload, (spec.role, spec.group, spec.pool))
+        firsts.setdefault(spec.workload, spec)
     workloads = []
     for workload, replicas in counts.items():
-        role, group, pool = firsts[workload]
+        first = firsts[workload]
+        role, group, pool = first.role, first.group_name, first.pool
         selector = {L.RELEASE: profile.name, L.WORKLOAD: workload}
         pod_labels = {
             **L.release_labels(profile.name, "engine", profile.model.engine),
@@ -102,7 +109,7 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
             L.ENGINE: profile.model.engine,
         }
         if group is not None:
-            pod_labels[L.GROUP] = L.group_value(group)
+            pod_labels[L.GROUP] = group
         if pool is not None:
             pod_labels[L.POOL] = pool
         if profile.model.data_parallel_size > 1:
@@ -122,23 +129,34 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
                 gpus_per_pod=per_node,
                 group=group,
                 pool=pool,
+                length_pool=first.length_pool,
                 selector=selector,
                 pod_labels=pod_labels,
                 affinity=affinity,
-                autoscaled=profile.autoscaler.enabled and getattr(profile.autoscaler, role) is not None,
+                autoscaled=profile.autoscaler.enabled and bounds_of(profile, first) is not None,
             )
         )
     return PlacementPlan(profile.name, profile.mode, switch, tuple(workloads), nodes_per_group)
 
 
-def group_affinity(release: str, group: int, switch_label: str, anti: AntiAffinity) -> dict[str, Any]:
-    """Required affinity to the own group under one ``switch_label`` value; anti-affinity to other groups."""
-    own = {"matchLabels": {L.RELEASE: release, L.GROUP: L.group_value(group)}}
+def bounds_of(profile: DeploymentProfile, spec: ReplicaSpec) -> ScaleBounds | None:
+    """The autoscaler bounds of ``spec``'s role: its length pool's, else the deployment's."""
+    if spec.length_pool is not None and profile.length_pools is not None:
+        pool = next(p for p in profile.length_pools if p.name == spec.length_pool)
+        return pool.bounds(spec.role)
+    bounds: ScaleBounds | None = getattr(profile.autoscaler, spec.role)
+    return bounds
+
+
+def group_affinity(release: str, group: str, switch_label: str, anti: AntiAffinity) -> dict[str, Any]:
+    """Required affinity to the own group (its label value) under one ``switch_label`` value; anti-affinity
+    to other groups."""
+    own = {"matchLabels": {L.RELEASE: release, L.GROUP: group}}
     others = {
         "matchExpressions": [
             {"key": L.RELEASE, "operator": "In", "values": [release]},
             {"key": L.GROUP, "operator": "Exists"},
-            {"key": L.GROUP, "operator": "NotIn", "values": [L.group_value(group)]},
+            {"key": L.GROUP, "operator": "NotIn", "values": [group]},
         ]
     }
     repel_term = {"labelSelector": others, "topologyKey": switch_label}
@@ -169,27 +187,35 @@ def nodes_for(replicas: int, gpus_per_replica: int, gpus_per_node: int) -> int:
 
 
 def check_group_fits(profile: DeploymentProfile) -> int | None:
-    """Nodes one PD group needs; ConfigError when that exceeds the nodes under one switch.
+    """Nodes the largest PD group needs; ConfigError when a group exceeds the nodes under one switch.
 
     None without a cluster profile. Unknown ``nodes_per_switch`` skips the check (nothing to compare with).
+    With length pools every pool's group shape is checked.
     """
-    cluster, layout = profile.cluster, profile.group
-    if cluster is None or layout is None:
+    cluster = profile.cluster
+    if profile.length_pools is not None:
+        shapes = [profile.group_shape(p) for p in profile.length_pools]
+    else:
+        shapes = [] if profile.group is None else [profile.group]
+    if cluster is None or not shapes:
         return None
-    replicas = layout.prefill + layout.decode
     gpus = profile.model.gpus_per_replica
-    nodes = nodes_for(replicas, gpus, cluster.gpus_per_node)
     limit = cluster.nodes_per_switch
-    if limit is not None and nodes > limit:
-        fits = _largest_fitting(layout.prefill, layout.decode, gpus, cluster.gpus_per_node, limit)
-        raise ConfigError(
-            f"a PD group of {layout.prefill} prefill + {layout.decode} decode replicas x {gpus} GPUs needs "
-            f"{nodes} nodes ({replicas * gpus} GPUs) under one switch, but {cluster.name} has "
-            f"{limit} nodes x {cluster.gpus_per_node} GPUs = {limit * cluster.gpus_per_node} GPUs per "
-            f"{cluster.switch_label} value",
-            hint=f"shrink the group (e.g. {fits}) and add groups instead, or use mode: pool",
-        )
-    return nodes
+    most = 0
+    for layout in shapes:
+        replicas = layout.prefill + layout.decode
+        nodes = nodes_for(replicas, gpus, cluster.gpus_per_node)
+        most = max(most, nodes)
+        if limit is not None and nodes > limit:
+            fits = _largest_fitting(layout.prefill, layout.decode, gpus, cluster.gpus_per_node, limit)
+            raise ConfigError(
+                f"a PD group of {layout.prefill} prefill + {layout.decode} decode replicas x {gpus} GPUs "
+                f"needs {nodes} nodes ({replicas * gpus} GPUs) under one switch, but {cluster.name} has "
+                f"{limit} nodes x {cluster.gpus_per_node} GPUs = {limit * cluster.gpus_per_node} GPUs per "
+                f"{cluster.switch_label} value",
+                hint=f"shrink the group (e.g. {fits}) and add groups instead, or use mode: pool",
+            )
+    return most
 
 
 def _largest_fitting(prefill: int, decode: int, gpus: int, per_node: int, limit: int) -> str:

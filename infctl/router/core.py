@@ -69,6 +69,7 @@ class RouterCore:
             settings=self.policy.settings,
             pd=pd,
             upstreams=self.policy.upstreams,
+            buckets=self.policy.buckets,
         )
         self.learn(snapshot, request, decision.prefill or decision.decode)
         return decision

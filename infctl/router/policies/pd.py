@@ -19,6 +19,7 @@ from typing import Literal
 
 from infctl.errors import ConfigError
 from infctl.router.errors import NoBackendError
+from infctl.router.policies.buckets import BucketConfig, bucket_candidates
 from infctl.router.policies.filters import FILTERS
 from infctl.router.policies.load import decode_tokens
 from infctl.router.policies.pickers import tie_break
@@ -77,6 +78,7 @@ def pick_pd(
     settings: PolicySettings | None = None,
     pd: PDSettings | None = None,
     upstreams: UpstreamConfig | None = None,
+    buckets: BucketConfig | None = None,
 ) -> PDDecision:
     """Choose the (prefill, decode) pair for ``request``; raises NoBackendError when no decode backend is
     up. With weighted ``upstreams`` both legs come from the request's group (as a cutover moves it), so a
@@ -99,6 +101,12 @@ def pick_pd(
     # An aggregated engine runs no KV connector or bootstrap server (launch_command gives it none): it is
     # never the prefill leg of another backend's request.
     prefillers = tuple(c for c in live if by_id[c].role == "prefill")
+    if buckets is not None and decoders:
+        # A length pool holds both legs: decode from the request's bucket (or where it may spill), prefill
+        # from the same pools, unless none of them has a prefill engine up (availability beats isolation).
+        decoders = bucket_candidates(ctx, decoders, buckets).candidates
+        pools = {by_id[d].pool for d in decoders}
+        prefillers = tuple(p for p in prefillers if by_id[p].pool in pools) or prefillers
     if not decoders:
         raise NoBackendError(
             f"no decode backend for request {request.request_id}",

@@ -112,11 +112,11 @@ def test_group_pinned_to_one_switch_or_refused(
     assert plan.nodes_per_group == needed
     assert plan.replicas_by_role() == p.replicas_by_role()
     for w in plan.workloads:
-        assert w.pod_labels[L.GROUP] == f"g{w.group}"
+        assert w.pod_labels[L.GROUP] == w.group
         own = w.affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert own == [
             {
-                "labelSelector": {"matchLabels": {L.RELEASE: "demo", L.GROUP: f"g{w.group}"}},
+                "labelSelector": {"matchLabels": {L.RELEASE: "demo", L.GROUP: w.group}},
                 "topologyKey": SWITCH,
             }
         ]
