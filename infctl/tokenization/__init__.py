@@ -9,6 +9,8 @@ Errors: :class:`TokenizerError` (an ``InfctlError``) for files that do not load 
 template refuses.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from infctl.tokenization.base import (
     CHAT_OPTIONS,
     Tokenizer,
@@ -18,9 +20,21 @@ from infctl.tokenization.base import (
     content_text,
 )
 from infctl.tokenization.estimate import EstimateTokenizer
-from infctl.tokenization.hf import HFTokenizer
 from infctl.tokenization.load import KEYWORDS, load_tokenizer
 from infctl.tokenization.words import WordTokenizer
+
+if TYPE_CHECKING:
+    from infctl.tokenization.hf import HFTokenizer
+
+
+def __getattr__(name: str) -> Any:
+    """``HFTokenizer`` on first use: it imports Jinja2 for chat templates (~0.1 s of every start-up)."""
+    if name == "HFTokenizer":
+        from infctl.tokenization.hf import HFTokenizer
+
+        return HFTokenizer
+    raise AttributeError(f"module 'infctl.tokenization' has no attribute {name!r}")
+
 
 __all__ = [
     "CHAT_OPTIONS",

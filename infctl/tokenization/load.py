@@ -19,7 +19,6 @@ from pathlib import Path
 
 from infctl.tokenization.base import Tokenizer, TokenizerError
 from infctl.tokenization.estimate import EstimateTokenizer
-from infctl.tokenization.hf import HFTokenizer
 from infctl.tokenization.words import WordTokenizer
 
 KEYWORDS = ("auto", "estimate", "words")
@@ -34,6 +33,8 @@ def load_tokenizer(spec: str | None) -> Tokenizer:
         return EstimateTokenizer()
     if spec == "words":
         return WordTokenizer()
+    from infctl.tokenization.hf import HFTokenizer  # (Jinja2 for chat templates: ~0.1 s, on need)
+
     path = Path(spec).expanduser()
     if path.exists():
         return HFTokenizer.from_path(path)
