@@ -19,8 +19,9 @@ class RouterSettings(ProfileModel):
     """Routing policy preset, e.g. ``cache_aware`` or ``round_robin``. Default cache_aware."""
     port: Port = 8000
     """Port the router listens on (the OpenAI endpoint clients use). Default 8000."""
-    replicas: Count = 1
-    """Router instances (Kubernetes target). Default 1."""
+    replicas: Count = 2
+    """Router instances (Kubernetes target). Default 2: one restarting (a rollout, a node drain) leaves the
+    other serving, and a PodDisruptionBudget keeps one up."""
     image: str | None = None
     """Router container image. Default None: the image matching this infctl version."""
     settings: dict[str, Any] = Field(default_factory=dict)

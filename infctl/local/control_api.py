@@ -5,6 +5,8 @@ Routes (JSON)::
     GET /health              200 while the supervisor runs
     GET /scale               per unit: desired, ready, starting, stopping, max, and the active replicas
     PUT /scale/{unit}        {"replicas": N}: converge on N units (202); 400 when out of 0..max
+    POST /restart/{name}     restart the router ``name`` without refusing a connection (its successor
+                             starts beside it on the same port, then it hands over): 200 once done
 
 This is how ``infctl autoscaler`` (a separate process) scales a local release, as it would use the
 ``/scale`` subresource of a Kubernetes workload. It listens on the loopback interface only.
@@ -39,6 +41,7 @@ class Control:
         app.router.add_get("/health", _health)
         app.router.add_get("/scale", functools.partial(_status, scaler))
         app.router.add_put("/scale/{unit}", functools.partial(_scale, scaler))
+        app.router.add_post("/restart/{name}", functools.partial(_restart, sup))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         try:
@@ -80,6 +83,18 @@ async def _scale(scaler: Scaler, request: web.Request) -> web.Response:
     except LocalTargetError as err:
         return _error(400 if unit in scaler.slots else 404, err.message)
     return web.json_response({"unit": unit, "desired": replicas}, status=202)
+
+
+async def _restart(sup: _Supervisor, request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    child = next((c for c in sup.children if c.spec.name == name), None)
+    if child is None or child.spec.kind != "router":
+        return _error(404, f"no router named {name!r} in this release (only routers hand over)")
+    try:
+        await sup.hand_over(child)
+    except LocalTargetError as err:
+        return _error(503, err.message)
+    return web.json_response({"name": name, "pid": child.proc.pid if child.proc else None})
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -9,6 +9,7 @@ Every change is written to ``<run_dir>/<release>/state.json`` for ``status`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -25,12 +26,16 @@ from infctl.local.backoff import next_restart
 from infctl.local.control_api import Control
 from infctl.local.http import aprobe, async_client
 from infctl.local.launch import spawn, tail, terminate
-from infctl.local.procs import signal_group, start_time
+from infctl.local.procs import listens_on, signal_group, start_time
 from infctl.local.settings import SupervisorSettings
 from infctl.local.spec import LocalPlan, ProcessSpec
 from infctl.local.state import ProcessState, RunState, write_state
 
 log = logging.getLogger(__name__)
+
+_HANDOVER_DRAIN_S = 60.0
+"""Longest a router handing over may take to finish its streams and exit, beyond ``grace_period``, seconds
+(the router's default ``drain_timeout_s`` is 30)."""
 
 OnChange = Callable[[RunState], None]
 """Called with the new state after every change (the CLI redraws its table)."""
@@ -135,7 +140,8 @@ class _Supervisor:
     async def keep_alive(self, child: _Child) -> None:
         """Restart ``child`` whenever it exits, until the supervisor halts."""
         while child.proc is not None and not self.over(child):
-            waiter = asyncio.ensure_future(child.proc.wait())
+            proc = child.proc
+            waiter = asyncio.ensure_future(proc.wait())
             halted = asyncio.ensure_future(self.halt.wait())
             retired = asyncio.ensure_future(child.retired.wait())
             await asyncio.wait({waiter, halted, retired}, return_when=asyncio.FIRST_COMPLETED)
@@ -143,6 +149,8 @@ class _Supervisor:
                 w.cancel()
             if self.over(child):
                 return
+            if child.proc is not proc:
+                continue  # a hand-over replaced it (``hand_over``): watch the successor
             code = child.proc.returncode
             # Whatever the crashed leader forked (an engine's workers) must not hold its port or memory.
             signal_group(child.proc.pid, signal.SIGKILL)
@@ -163,6 +171,32 @@ class _Supervisor:
             if reason is not None and not self.over(child):
                 log.warning("%s %s; stopping it to retry", child.spec.name, reason)
                 await terminate(child.proc, self.settings.grace_period)
+
+    async def hand_over(self, child: _Child) -> None:
+        """Restart ``child`` (a router) without refusing a connection: its successor starts beside it on
+        the same port (routers bind with SO_REUSEPORT), and once the successor listens and answers its
+        health URL the old one is told to hand over (SIGUSR1: it stops listening, finishes what its open
+        connections send, and exits; ``infctl.router.server.hand_over``). LocalTargetError when the
+        successor does not come up (the old one keeps serving)."""
+        old = child.proc
+        if old is None or old.returncode is not None:
+            raise LocalTargetError(f"{child.spec.name} is not running: nothing to hand over")
+        new = await spawn(child.spec, self.plan.log_path(child.spec.name))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.health_timeout
+        while not (listens_on(new.pid, child.spec.port) and await aprobe(self.client, child.spec.health_url)):
+            if new.returncode is not None or loop.time() >= deadline or self.halt.is_set():
+                await terminate(new, self.settings.grace_period)
+                raise _start_error(self.plan, child.spec, "did not take over its port")
+            await asyncio.sleep(min(self.settings.health_interval, 0.05))
+        child.proc, child.started = new, time.monotonic()
+        restarts = self.state.process(child.spec.name).restarts + 1
+        started = {"pid": new.pid, "pid_started": start_time(new.pid), "started_at": time.time()}
+        self.update(child, status="healthy", restarts=restarts, **started)
+        if signal_group(old.pid, signal.SIGUSR1):
+            with contextlib.suppress(TimeoutError):  # it drains its streams (the router's drain_timeout_s)
+                await asyncio.wait_for(old.wait(), self.settings.grace_period + _HANDOVER_DRAIN_S)
+        await terminate(old, self.settings.grace_period)  # whatever is left of it
 
     def watch(self, child: _Child) -> None:
         """Restart ``child`` whenever it exits (from now on)."""

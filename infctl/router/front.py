@@ -188,7 +188,7 @@ class FrontProtocol(asyncio.Protocol):
         if isinstance(out, RelayedResponse):
             keep = out.keep_alive
         else:
-            keep = request.keep_alive and not self.state.draining
+            keep = request.keep_alive and not (self.state.draining or self.state.handing_over)
             tr.write(_serialize(out, keep_alive=keep))
         if not keep or tr.is_closing():
             tr.close()
@@ -255,7 +255,10 @@ class LeanListener:
     async def start(cls, state: RouterState, fallback: web.Server, host: str, port: int) -> LeanListener:
         self = cls(state, fallback)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: FrontProtocol(state, fallback, self), host, port)
+        # SO_REUSEPORT: a successor can listen on the same port before this router stops (``hand_over``).
+        self.server = await loop.create_server(
+            lambda: FrontProtocol(state, fallback, self), host, port, reuse_port=True
+        )
         self._sweeper = asyncio.create_task(self._sweep())
         return self
 

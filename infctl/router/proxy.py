@@ -39,7 +39,10 @@ async def generate(state: RouterState, request: ClientRequest, *, path: str) -> 
     state.inflight += 1
     try:
         # Asked once and handed down: on Python 3.11 each get_running_loop() is a getpid() system call.
-        return await _generate(state, request, path, asyncio.get_running_loop())
+        out = await _generate(state, request, path, asyncio.get_running_loop())
+        if state.handing_over:
+            out.force_close()  # a successor listens: the client's next request goes there
+        return out
     finally:
         state.inflight -= 1
         if not state.inflight:

@@ -59,6 +59,9 @@ class RouterState:
     pd_settings: PDSettings = field(default_factory=PDSettings)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     draining: bool = False
+    handing_over: bool = False
+    """A successor listens on the same port (SIGUSR1): this router has stopped listening and serves what
+    arrives on its open connections, closing each after its answer (``serve``)."""
     kv_stats: KVStats = field(default_factory=KVStats)
     upstream_version: int = 0
     """Bumped on every write of the upstream weights (the If-Match / ETag of /admin/upstreams)."""
@@ -256,9 +259,12 @@ async def serve(
         keepalive_timeout=cfg.header_timeout_s,
     )
     loop = asyncio.get_running_loop()
+    handover = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGUSR1, handover.set)
     tasks: list[asyncio.Task[None]] = []
     listener: LeanListener | None = None
     try:
@@ -267,7 +273,7 @@ async def serve(
             listener = await LeanListener.start(state, runner.server, cfg.host, cfg.port)
             host, port = listener.address
         else:
-            await web.TCPSite(runner, cfg.host, cfg.port).start()
+            await web.TCPSite(runner, cfg.host, cfg.port, reuse_port=True).start()
             host, port = runner.addresses[0][:2]
         tasks = [asyncio.create_task(scrape_loop(state, stop)), asyncio.create_task(probe_loop(state, stop))]
         for src in cfg.kv_sources:
@@ -279,8 +285,11 @@ async def serve(
             on_ready(f"http://{host}:{port}")
         if ready is not None:
             ready.set()
-        await stop.wait()
-        state.draining = True
+        await _first(stop, handover)
+        if handover.is_set() and not stop.is_set():
+            await hand_over(state, runner, listener)  # then serves what its open connections still send
+        else:
+            state.draining = True
         await drain(state, cfg.drain_timeout_s - 2 * grace)  # then: the lean listener, aiohttp, a grace each
     finally:
         state.draining = True
@@ -298,9 +307,37 @@ async def serve(
             state.http1.close()
         await state.session.close()
         await state.scraper.aclose()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+async def hand_over(state: RouterState, runner: web.AppRunner, listener: LeanListener | None) -> None:
+    """SIGUSR1: a successor has started on the same port (both bind with SO_REUSEPORT), so new connections
+    are its: stop listening, close idle keep-alive connections (their clients reconnect, to the successor),
+    and serve what still arrives on open ones (never a 503: nobody else can answer it on that connection),
+    closing each connection after its answer. The caller then drains what is in flight. Unlike SIGTERM's
+    drain, which keeps accepting so a load balancer sees 503s and /ready fail, this loses no request."""
+    state.handing_over = True
+    if listener is not None and listener.server is not None:
+        listener.server.close()
+    for site in list(runner.sites):
+        await site.stop()
+    if listener is not None:
+        listener.close_idle()
+    if runner.server is not None:
+        for conn in list(runner.server.connections):
+            conn.close()  # aiohttp's: closes once the request being served (if any) is answered
+    log.info("handing over: stopped listening; %d requests in flight", state.inflight)
 
 
 async def drain(state: RouterState, timeout_s: float) -> None:

@@ -1,0 +1,109 @@
+"""A router restarted while a client sends a steady stream of requests, on both fronts: its successor starts
+on the same port (SO_REUSEPORT), the old one hands over (SIGUSR1) and drains; no request is lost or refused.
+
+This is what ``infctl.local.supervisor``'s ``hand_over`` does for a local release; here the two router
+processes are started by the test. Guards are generous and nothing is timed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from infctl.local.procs import listens_on
+from infctl.telemetry.prometheus import parse_metrics
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+GUARD_S = 90.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _router(config: Path, port: int, server: str, log: Path) -> asyncio.subprocess.Process:
+    argv = ["-m", "infctl", "router", "-f", str(config), "--server", server, "--port", str(port)]
+    with log.open("ab") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, *argv, stdout=asyncio.subprocess.DEVNULL, stderr=err
+        )
+
+
+async def _listening(proc: asyncio.subprocess.Process, port: int, log: Path) -> None:
+    """Until ``proc`` listens on ``port`` and the port answers /ready."""
+    async with httpx.AsyncClient(timeout=10) as c:
+        while True:
+            assert proc.returncode is None, log.read_text()
+            if listens_on(proc.pid, port):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await c.get(f"http://127.0.0.1:{port}/ready")).status_code == 200:
+                        return
+            await asyncio.sleep(0.025)
+
+
+async def _client(url: str, stop: asyncio.Event, outcomes: list[str]) -> None:
+    """Requests one after another, streamed and not, on a keep-alive connection pool: each outcome is
+    ``ok``, or what went wrong (a connection refused or reset before an answer, a status, a cut stream)."""
+    async with httpx.AsyncClient(timeout=30) as c:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            stream = n % 2 == 0
+            body = {"model": MODEL, "prompt": "a b c", "max_tokens": 8, "stream": stream}
+            try:
+                r = await c.post(f"{url}/v1/completions", json=body)
+            except httpx.HTTPError as exc:
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+                continue
+            if r.status_code != 200:
+                outcomes.append(f"HTTP {r.status_code}: {r.text[:200]}")
+            elif stream and not r.text.rstrip().endswith("data: [DONE]"):
+                outcomes.append(f"cut stream: {r.text[-200:]!r}")
+            else:
+                outcomes.append("ok")
+
+
+async def test_a_restarted_router_hands_over_without_losing_a_request(
+    start_sim: Any, tmp_path: Path, server: str
+) -> None:
+    sim = await start_sim()
+    port = _free_port()
+    config = tmp_path / "router.yaml"
+    config.write_text(f"backends: [{{url: '{sim.urls[0]}'}}]\npolicy: round_robin\ntokenizer: words\n")
+    log = tmp_path / "router.log"
+    url = f"http://127.0.0.1:{port}"
+    old = await _router(config, port, server, log)
+    new: asyncio.subprocess.Process | None = None
+    stop, outcomes = asyncio.Event(), list[str]()
+    try:
+        async with asyncio.timeout(GUARD_S):  # guards against hanging, not measurements
+            await _listening(old, port, log)
+            client = asyncio.create_task(_client(url, stop, outcomes))
+            while len(outcomes) < 20:
+                await asyncio.sleep(0.01)
+            new = await _router(config, port, server, log)
+            await _listening(new, port, log)
+            old.send_signal(signal.SIGUSR1)
+            assert await old.wait() == 0
+            handed = len(outcomes)
+            while len(outcomes) < handed + 20:  # the successor serves the same client on
+                await asyncio.sleep(0.01)
+            stop.set()
+            await client
+            async with httpx.AsyncClient(timeout=10) as c:
+                served = parse_metrics((await c.get(f"{url}/metrics")).text)
+    finally:
+        for proc in (old, new):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert [o for o in outcomes if o != "ok"] == []
+    assert sum(s.value for s in served["infctl_router_requests_total"]) >= 20  # the successor's own count
