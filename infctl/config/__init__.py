@@ -26,7 +26,7 @@ from infctl.config.loader import (
     load_router,
 )
 from infctl.config.model import (
-    Engine,
+    EngineName,
     KVEventsConfig,
     KVOffloadConfig,
     ModelProfile,
@@ -53,7 +53,7 @@ __all__ = [
     "BackendEntry",
     "ClusterProfile",
     "DeploymentProfile",
-    "Engine",
+    "EngineName",
     "GroupLayout",
     "KVDiskTier",
     "KVEventsConfig",

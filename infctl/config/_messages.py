@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import types
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -26,6 +27,25 @@ class Explained:
     text: str
     hint: str | None = None
     anchor: Loc | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OneOf:
+    """A string field's valid values read when a value is validated, not when the model is defined (the
+    keys of a registry that may grow, such as the engines). Put it in ``Annotated`` twice: as metadata, which
+    :func:`describe` reads, and as the ``BeforeValidator``, which raises the same words as a ``Literal``.
+    Compared and hashed by identity (``typing`` hashes ``Annotated`` metadata; a registry is a live view)."""
+
+    names: Collection[str]
+
+    def expected(self) -> str:
+        return "one of " + ", ".join(repr(name) for name in self.names)
+
+    def __call__(self, value: object) -> object:
+        if isinstance(value, str) and value in self.names:
+            return value
+        guess = _did_you_mean(value, list(self.names)) if isinstance(value, str) else ""
+        raise ValueError(f"expected {self.expected()}, found {found(value)}{guess}")
 
 
 def explain(err: ErrorDetails, root: type[BaseModel]) -> list[Explained]:
@@ -143,6 +163,9 @@ def describe(ann: Any, meta: list[Any]) -> str:
     origin = get_origin(ann)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(ann))
+    one_of = next((m for m in meta if isinstance(m, OneOf)), None)
+    if one_of is not None:
+        return one_of.expected()
     if origin is list:
         return "a list"
     if origin is dict or (isinstance(ann, type) and issubclass(ann, BaseModel)):

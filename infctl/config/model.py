@@ -9,41 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, raise_problems
+from infctl.config._messages import OneOf
 from infctl.config.kv_pool import KVDiskTier, KVPoolConfig, pool_problems
+from infctl.engines import ENGINES, get_adapter
 
-Engine = Literal["vllm", "sglang"]
-
-
-REFUSED_KV_CONNECTORS: dict[str, tuple[str, str]] = {
-    "p2pnccl": (
-        "vLLM (0.32) no longer registers P2pNcclConnector (its KV connector factory has no such class), "
-        "so the engine would fail at start",
-        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
-        "vLLM has no NCCL-based PD connector left",
-    ),
-    "mooncake": (
-        "infctl's router does not speak vLLM's MooncakeConnector protocol (both legs sent at once with one "
-        "transfer_id, the decode naming the prefill's remote_engine_id, read from its bootstrap server's "
-        "/query, and remote_bootstrap_addr); it runs NIXL's two-step protocol, so every decode leg would "
-        "fail",
-        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs), or "
-        "engine: sglang with pd.transfer_backend: mooncake",
-    ),
-    "lmcache": (
-        "infctl's router does not drive LMCacheConnectorV1's PD mode: it needs LMCache's own PD config "
-        "(LMCACHE_CONFIG_FILE with enable_pd, pd_role sender/receiver, the decode's receiver host and "
-        "init/alloc ports, the proxy's notification port), which infctl does not render, and a proxy that "
-        "sends the prefill leg kv_transfer_params {ret_first_tok, disagg_spec naming the decode's "
-        "receiver} and waits for the prefill's done message; the router runs NIXL's two-step protocol, "
-        "the prefill answers without kv_transfer_params, so every decode leg would fail",
-        "use kv_connector: nixl (NixlConnector, UCX over RDMA or TCP; pd.ib_device names the NICs); "
-        "LMCache stays available as a CPU tier behind each engine's KV cache: kv_offload.backend: lmcache",
-    ),
-}
-"""``pd.kv_connector`` values a vLLM profile may not use: value -> (why, the fix)."""
+_ENGINE_NAMES = OneOf(ENGINES)
+EngineName = Annotated[str, _ENGINE_NAMES, BeforeValidator(_ENGINE_NAMES)]
+"""An engine's name: one registered in :data:`infctl.engines.ENGINES` when the profile loads."""
 
 
 class PDConfig(ProfileModel):
@@ -51,7 +26,8 @@ class PDConfig(ProfileModel):
 
     kv_connector: Literal["nixl", "mooncake", "p2pnccl", "lmcache"] = "nixl"
     """vLLM only: the KV connector, NixlConnector (the default and the one the router drives). ``p2pnccl``,
-    ``mooncake`` and ``lmcache`` are refused with the reason and the fix (:data:`REFUSED_KV_CONNECTORS`)."""
+    ``mooncake`` and ``lmcache`` are refused with the reason and the fix
+    (:data:`infctl.engines.vllm_launch.REFUSED_KV_CONNECTORS`)."""
     transfer_backend: Literal["mooncake", "nixl"] = "mooncake"
     """SGLang only: ``--disaggregation-transfer-backend``. Default mooncake."""
     bootstrap_port: Port = 8998
@@ -129,8 +105,8 @@ class SimSettings(ProfileModel):
 class ModelProfile(ProfileModel):
     """A model served by one engine, with every engine setting infctl manages."""
 
-    engine: Engine
-    """Inference engine: vllm or sglang."""
+    engine: EngineName
+    """Inference engine: vllm or sglang (any engine registered in :data:`infctl.engines.ENGINES`)."""
     model: str = Field(min_length=1)
     """Hugging Face model id (``Qwen/Qwen3-8B``) or a path inside the container."""
     tokenizer: str | None = None
@@ -192,38 +168,31 @@ class ModelProfile(ProfileModel):
         return self
 
     def _pd_problems(self) -> list[Problem]:
+        """Another engine's ``pd`` fields set, and a KV connector the engine refuses (its adapter's rules)."""
         pd = self.pd
         if pd is None:
             return []
-        if self.engine == "vllm":
-            problems = [
-                Problem(
-                    ("pd", key),
-                    f"only meaningful for sglang, found it set with engine {self.engine!r}",
-                    hint="vLLM picks its transfer through pd.kv_connector",
-                )
-                for key in ("transfer_backend", "bootstrap_port")
-                if key in pd.model_fields_set
-            ]
-            if pd.kv_connector in REFUSED_KV_CONNECTORS:
-                why, fix = REFUSED_KV_CONNECTORS[pd.kv_connector]
-                problems.append(Problem(("pd", "kv_connector"), f"{pd.kv_connector!r}: {why}", hint=fix))
-            return problems
-        if "kv_connector" in pd.model_fields_set:
-            return [
-                Problem(
-                    ("pd", "kv_connector"),
-                    "only meaningful for vllm, found it set with engine 'sglang'",
-                    hint="SGLang picks its transfer through pd.transfer_backend (mooncake or nixl)",
-                )
-            ]
-        return []
+        rules = get_adapter(self.engine).profile_rules
+        problems = [
+            Problem(
+                ("pd", key),
+                f"only meaningful for {_engines_reading(key)}, found it set with engine {self.engine!r}",
+                hint=rules.pd_hint,
+            )
+            for key in PDConfig.model_fields
+            if key in pd.model_fields_set and key not in rules.pd_fields
+        ]
+        refused = rules.refused_kv_connectors.get(pd.kv_connector)
+        if refused is not None:
+            why, fix = refused
+            problems.append(Problem(("pd", "kv_connector"), f"{pd.kv_connector!r}: {why}", hint=fix))
+        return problems
 
     def _offload_problems(self) -> list[Problem]:
         off = self.kv_offload
         if off is None:
             return []
-        allowed = {"vllm": ("native", "lmcache"), "sglang": ("hicache",)}[self.engine]
+        allowed = get_adapter(self.engine).profile_rules.offload_backends
         problems = []
         if off.backend not in allowed:
             expected = " or ".join(repr(b) for b in allowed)
@@ -245,12 +214,14 @@ class ModelProfile(ProfileModel):
 
     def _parallel_problems(self) -> list[Problem]:
         problems = []
-        if self.dp_attention and self.engine != "sglang":
+        rules = get_adapter(self.engine).profile_rules
+        if self.dp_attention and not rules.dp_attention:
+            with_switch = [name for name, a in ENGINES.items() if a.profile_rules.dp_attention]
             problems.append(
                 Problem(
                     ("dp_attention",),
-                    "only meaningful for sglang",
-                    hint="vLLM runs data-parallel attention whenever data_parallel_size > 1",
+                    f"only meaningful for {' or '.join(with_switch) or 'no engine infctl knows'}",
+                    hint=rules.dp_attention_hint,
                 )
             )
         if self.enable_eplb and not self.expert_parallel:
@@ -268,3 +239,9 @@ class ModelProfile(ProfileModel):
         if spec is not None and spec.method == "ngram" and spec.draft_model is not None:
             problems.append(Problem(("speculative", "draft_model"), "not used by method 'ngram'; remove it"))
         return problems
+
+
+def _engines_reading(pd_field: str) -> str:
+    """The engines whose adapters read ``pd.<pd_field>``: ``sglang``, ``sglang or vllm``."""
+    readers = [name for name, a in ENGINES.items() if pd_field in a.profile_rules.pd_fields]
+    return " or ".join(readers) or "no engine infctl knows"

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, raise_problems
+from infctl.config.model import EngineName
+from infctl.engines import DEFAULT_ENGINE
 
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -31,7 +33,7 @@ class BackendEntry(ProfileModel):
     """Pool name that length buckets map to."""
     upstream: str = "default"
     """Upstream group for weighted splits (cutover old/new)."""
-    engine: Literal["vllm", "sglang"] | None = None
+    engine: EngineName | None = None
     """Engine kind; default the file's ``engine``."""
     dp_rank: Annotated[int, Field(ge=0)] | None = None
     """Data-parallel rank this entry pins (sent in the engine's DP-rank header)."""
@@ -94,8 +96,8 @@ class RouterFile(ProfileModel):
     different, paired per round)."""
     port: Port = 8000
     """Listen port. Default 8000."""
-    engine: Literal["vllm", "sglang"] = "vllm"
-    """Engine kind of backends that do not name one. Default vllm."""
+    engine: EngineName = DEFAULT_ENGINE
+    """Engine kind of backends that do not name one. Default vllm (``infctl.engines.DEFAULT_ENGINE``)."""
     scrape_interval_s: Seconds = 0.1
     """Engine /metrics scrape interval, seconds. Default 0.1."""
     health_interval_s: Seconds = 1.0

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from infctl.config import load_model
-from infctl.config.model import REFUSED_KV_CONNECTORS
-from infctl.engines.vllm_launch import KV_CONNECTORS
+from infctl.engines.vllm_launch import KV_CONNECTORS, REFUSED_KV_CONNECTORS
 from infctl.errors import ConfigError
 
 VLLM_FACTORY = sorted(
