@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from infctl import durations
 from infctl.errors import ConfigError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SLO_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "e2el": "e2e_s"}
 
 
 def parse_duration(text: str, *, default_unit: str = "s", what: str = "duration") -> float:
     """``"30s" -> 30.0``, ``"500ms" -> 0.5``, ``"2m" -> 120.0``; a bare number is in ``default_unit``."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ConfigError(f"{what}: cannot read {text!r} as a duration", hint="write e.g. 500ms, 30s, 2m, 1h")
-    return float(m.group(1)) * _UNITS[m.group(2) or default_unit]
+    return durations.parse_duration(text, what=what, default_unit=default_unit)
 
 
 @dataclass(frozen=True, slots=True)

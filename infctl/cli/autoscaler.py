@@ -13,17 +13,19 @@ from infctl.autoscaler.daemon import run
 from infctl.autoscaler.setup import Options, build
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
 from infctl.cli.context import global_options
+from infctl.cli.flags import DryRunMode, DryRunOption, duration_option
 from infctl.cli.output import console, err_console, errors_as_exit
+from infctl.cli.status import RunDirOption
 
 EXAMPLES = """
 Examples:
 
   # Recommendations only, for a local release deployed from this profile
-  infctl autoscaler -f profiles/local-demo.yaml --dry-run --interval 5
+  infctl autoscaler -f profiles/local-demo.yaml --dry-run --interval 5s
 
   # Act on it: a night floor, pre-warming before 09:00, and TTFT as a signal
   infctl autoscaler -f profiles/local-pd.yaml --schedule "00:00-07:00 min=1" --schedule "07:30-09:00 min=4" \\
-      --ttft-slo 2 --ratio 0.25:1
+      --ttft-slo 2s --ratio 0.25:1
 
   # In a cluster: the file `infctl render` puts in the autoscaler's ConfigMap
   infctl autoscaler -f /etc/infctl/autoscaler.yaml --prometheus http://prometheus.monitoring:9090
@@ -42,8 +44,8 @@ def autoscaler(
         typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, as deploy --set."),
     ] = None,
     router: Annotated[str | None, typer.Option("--router", help="Router URL (queue depth, TTFT).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print recommendations; never scale.")] = False,
-    interval: Annotated[float | None, typer.Option("--interval", help="Seconds between decisions.")] = None,
+    dry_run: DryRunOption = DryRunMode.none,
+    interval: Annotated[float | None, duration_option("--interval", help="Between decisions (15s).")] = None,
     schedule: Annotated[
         list[str] | None,
         typer.Option(
@@ -55,17 +57,19 @@ def autoscaler(
         typer.Option("--ratio", metavar="LOW:HIGH", help="Band of prefill replicas per decode replica."),
     ] = None,
     ttft_slo: Annotated[
-        float | None, typer.Option("--ttft-slo", help="Scale up while TTFT p99 > this, s.")
+        float | None, duration_option("--ttft-slo", help="Scale up while TTFT p99 exceeds this (2s).")
     ] = None,
-    up_window: Annotated[float | None, typer.Option("--up-window", help="Seconds high before up. 0.")] = None,
+    up_window: Annotated[
+        float | None, duration_option("--up-window", help="High this long before up. 0.")
+    ] = None,
     down_window: Annotated[
-        float | None, typer.Option("--down-window", help="Seconds low before down. 300.")
+        float | None, duration_option("--down-window", help="Low this long before down. 5m.")
     ] = None,
     up_cooldown: Annotated[
-        float | None, typer.Option("--up-cooldown", help="Seconds after a change. 30.")
+        float | None, duration_option("--up-cooldown", help="Wait after a change before up. 30s.")
     ] = None,
     down_cooldown: Annotated[
-        float | None, typer.Option("--down-cooldown", help="Seconds after a change. 120.")
+        float | None, duration_option("--down-cooldown", help="Wait after a change before down. 2m.")
     ] = None,
     max_step_up: Annotated[int | None, typer.Option("--max-step-up", help="Units added at once. 4.")] = None,
     max_step_down: Annotated[
@@ -76,8 +80,15 @@ def autoscaler(
         list[str] | None,
         typer.Option("--selector", metavar="LABEL=VALUE", help="Prometheus series matcher (repeatable)."),
     ] = None,
-    local: Annotated[str | None, typer.Option("--local", help="A local supervisor's control URL.")] = None,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Where the local release runs.")] = None,
+    control_url: Annotated[
+        str | None,
+        typer.Option(
+            "--control-url",
+            metavar="URL",
+            help="A local supervisor's control endpoint (default: from -f's state).",
+        ),
+    ] = None,
+    run_dir: RunDirOption = None,
     time_scale: Annotated[
         float,
         typer.Option("--time-scale", help="Wall seconds per policy second (simulated engines run faster)."),
@@ -110,12 +121,12 @@ def autoscaler(
                 file=file,
                 overrides=tuple(overrides or ()),
                 layout=layout,
-                local=local,
+                local=control_url,
                 run_dir=run_dir,
                 router=router,
                 prometheus=prometheus,
                 selector=tuple(selector or ()),
-                dry_run=dry_run,
+                dry_run=dry_run is not DryRunMode.none,
                 interval=interval,
                 time_scale=time_scale,
                 schedules=tuple(schedule or ()),

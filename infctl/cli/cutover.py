@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.flags import DryRunMode, DryRunOption, client_side
 from infctl.cli.output import emit, err_console, errors_as_exit, simple_table
 from infctl.cutover import (
     Plan,
@@ -134,7 +135,7 @@ MetricsURL = Annotated[
 ]  # fmt: skip
 GateOld = Annotated[str | None, _opt("--gate-old", help="Old's upstream label in the metrics.", panel=_G)]
 GateNew = Annotated[str | None, _opt("--gate-new", help="New's upstream label in the metrics.", panel=_G)]
-DryRun = Annotated[bool, _opt("--dry-run", help="Show what would be written; write nothing.")]
+DryRun = DryRunOption  # client: show what would be written; the router and routes have no server dry run
 Actor = Annotated[
     str | None, _opt("--actor", help="You, in the history (default $INFCTL_ACTOR or user@host).")
 ]
@@ -147,7 +148,7 @@ def cutover(
     resume_: Resume = False, rollback_: Rollback = False, interval: Interval = "10m", gate: Gates = "",
     min_requests: MinRequests = 20, prometheus: Prometheus = None, prometheus_selector: Selector = "",
     metrics_url: MetricsURL = None, gate_old: GateOld = None, gate_new: GateNew = None,
-    dry_run: DryRun = False, actor: Actor = None, output: Output = None,
+    dry_run: DryRun = DryRunMode.none, actor: Actor = None, output: Output = None,
 ) -> None:  # fmt: skip
     """Set, walk, pause, resume or roll back the split; with no action, show its status."""
     if ctx.invoked_subcommand is not None:
@@ -173,7 +174,8 @@ def cutover(
                 raise ConfigError("--gate needs metrics", hint="add --prometheus URL or --metrics-url ROUTER")
         action = chosen[0].lstrip("-") if chosen else "status"
         args = {"old": old, "new": new, "percent": percent, "settings": settings, "walk_opts": walk_opts,
-                "dry_run": dry_run, "actor": actor or default_actor()}  # fmt: skip
+                "dry_run": client_side(dry_run, what="a traffic split"),
+                "actor": actor or default_actor()}  # fmt: skip
         data, code = _run(opts, target, action, args)
     emit(opts, data, table=result_table)
     raise typer.Exit(code)

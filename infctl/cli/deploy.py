@@ -12,14 +12,18 @@ from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.diff import cluster, rendered
+from infctl.cli.files import FilesOption, required_files
+from infctl.cli.flags import DryRunMode, DryRunOption, duration_option
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.cli.render_flags import with_render_flags
-from infctl.cli.status import whole_urls
-from infctl.config import DeploymentProfile, LocalSettings, load_deployment
+from infctl.cli.status import RunDirOption, whole_urls
+from infctl.config import DeploymentProfile, load_deployment
+from infctl.errors import ConfigError
 from infctl.kube import AdminSecret, DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.admin_token import token_path
 from infctl.local.deploy import prepare, read_plan, start_detached
+from infctl.local.paths import resolve_run_dir
 from infctl.local.supervisor import run as run_supervisor
 from infctl.manifests import RenderOptions
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
@@ -28,12 +32,6 @@ from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 class DeployTarget(StrEnum):
     local = "local"
     kubernetes = "kubernetes"
-
-
-class DryRunMode(StrEnum):
-    none = "none"
-    client = "client"
-    server = "server"
 
 
 EXAMPLES = """
@@ -47,7 +45,7 @@ Examples:
 
   infctl deploy -f profiles/qwen3-8b-aggregated.yaml             # Kubernetes: apply, wait, prune
 
-  infctl deploy -f profiles/kimi-k2-pool.yaml --dry-run server   # the server checks, nothing stays
+  infctl deploy -f profiles/kimi-k2-pool.yaml --dry-run=server   # the server checks, nothing stays
 
 Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or flag, 3 a CRD is missing,
 4 a field-manager conflict (--force-conflicts), 5 not ready within --timeout.
@@ -57,7 +55,7 @@ Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or
 @with_render_flags
 def deploy(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (YAML).")],
+    files: FilesOption = None,
     target: Annotated[
         DeployTarget | None, typer.Option("--target", help="Where to run; default: the profile's `target`.")
     ] = None,
@@ -68,21 +66,16 @@ def deploy(
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Run in the background; return once healthy.")
     ] = False,
-    run_dir: Annotated[
-        Path | None, typer.Option("--run-dir", help="Logs and state go to RUN_DIR/<name>.")
-    ] = None,
+    run_dir: RunDirOption = None,
     timeout: Annotated[
         float | None,
-        typer.Option(
+        duration_option(
             "--timeout",
-            help="Seconds to become healthy: per process (local, default 180), or in all "
-            "(kubernetes, default 1800).",
+            help="Time to become healthy (90s, 10m): per process (local, default 3m), or in all "
+            "(kubernetes, default 30m).",
         ),
     ] = None,
-    dry_run: Annotated[
-        DryRunMode,
-        typer.Option("--dry-run", help="Kubernetes: client (read only) or server (validated, discarded)."),
-    ] = DryRunMode.none,
+    dry_run: DryRunOption = DryRunMode.none,
     force_conflicts: Annotated[
         bool, typer.Option("--force-conflicts", help="Kubernetes: take over fields another manager owns.")
     ] = False,
@@ -98,42 +91,73 @@ def deploy(
     *,
     options: RenderOptions,
 ) -> None:
-    """Deploy a profile; with --target local, as supervised processes on this machine.
+    """Deploy profiles (-f repeatable, a directory or a glob): to Kubernetes, or with --target local as
+    supervised processes on this machine.
 
     Engines (simulated, or real when local.simulate is false), router and autoscaler run as processes with
-    logs in RUN_DIR/<name>/logs; crashed ones restart with exponential backoff; Ctrl-C stops them all.
+    logs in RUN_DIR/<name>/logs; crashed ones restart with exponential backoff; Ctrl-C stops them all. The
+    router listens on the profile's router.port when it sets one. Several local profiles need --detach.
     """
     opts = global_options(ctx)
     with errors_as_exit():
-        profile = load_target_profile(file, target, overrides or [])
-        if profile.target == "kubernetes":
-            steps = DeployOptions(
-                force=force_conflicts,
-                dry_run=dry_run.value,
-                wait=wait,
-                prune=prune,
-                timeout_s=timeout if timeout is not None else DeployOptions.timeout_s,
+        paths = required_files(files, command="deploy")
+        profiles = [load_target_profile(f, target, overrides or []) for f in paths]
+        local = [p for p in profiles if p.target == "local"]
+        if len(profiles) > 1 and local and not detach:
+            raise ConfigError(
+                f"{len(profiles)} profiles, {len(local)} of them local: one runs in the foreground at a time",
+                hint="add --detach to start them all in the background",
             )
-            deploy_kubernetes(opts, profile, options, steps)
-            return
-        plan = local_plan(profile, run_dir)
-        settings = SupervisorSettings(
-            health_timeout=timeout if timeout is not None else SupervisorSettings.health_timeout
+        if dry_run is not DryRunMode.none and local:
+            raise ConfigError(
+                "--dry-run applies to Kubernetes releases", hint="drop --dry-run for local ones"
+            )
+        for profile in profiles:
+            _deploy_one(
+                opts, profile, options, run_dir, timeout, detach, dry_run, force_conflicts, wait, prune
+            )
+
+
+def _deploy_one(
+    opts: GlobalOptions,
+    profile: DeploymentProfile,
+    options: RenderOptions,
+    run_dir: Path | None,
+    timeout: float | None,
+    detach: bool,
+    dry_run: DryRunMode,
+    force_conflicts: bool,
+    wait: bool,
+    prune: bool,
+) -> None:
+    if profile.target == "kubernetes":
+        steps = DeployOptions(
+            force=force_conflicts,
+            dry_run=dry_run.value,
+            wait=wait,
+            prune=prune,
+            timeout_s=timeout if timeout is not None else DeployOptions.timeout_s,
         )
-        prepare(plan, settings)
-        if detach:
-            with err_console.status("starting...") as spinner:
-                state = start_detached(plan, settings, on_change=lambda s: spinner.update(_progress(s)))
-            table = process_table(state, plan=plan, stop=delete_command(plan))
-            emit(opts, state_summary(plan, state), table=lambda _: table)
-        elif opts.output is OutputFormat.table:
-            err_console.print(_token_line(plan), highlight=False, markup=False, soft_wrap=True)
-            with Live(process_table(None, plan=plan), console=console, refresh_per_second=4) as live:
-                state = run_supervisor(plan, settings, on_change=lambda s: live.update(process_table(s)))
-            logs = plan.release_dir / "logs"
-            console.print(f"stopped local release [bold]{plan.release}[/]; logs in {logs}")
-        else:
-            emit(opts, state_summary(plan, run_supervisor(plan, settings)))
+        deploy_kubernetes(opts, profile, options, steps)
+        return
+    plan = local_plan(profile, run_dir)
+    settings = SupervisorSettings(
+        health_timeout=timeout if timeout is not None else SupervisorSettings.health_timeout
+    )
+    prepare(plan, settings)
+    if detach:
+        with err_console.status("starting...") as spinner:
+            state = start_detached(plan, settings, on_change=lambda s: spinner.update(_progress(s)))
+        table = process_table(state, plan=plan, stop=delete_command(plan))
+        emit(opts, state_summary(plan, state), table=lambda _: table)
+    elif opts.output is OutputFormat.table:
+        err_console.print(_token_line(plan), highlight=False, markup=False, soft_wrap=True)
+        with Live(process_table(None, plan=plan), console=console, refresh_per_second=4) as live:
+            state = run_supervisor(plan, settings, on_change=lambda s: live.update(process_table(s)))
+        logs = plan.release_dir / "logs"
+        console.print(f"stopped local release [bold]{plan.release}[/]; logs in {logs}")
+    else:
+        emit(opts, state_summary(plan, run_supervisor(plan, settings)))
 
 
 def load_target_profile(file: Path, target: DeployTarget | None, overrides: list[str]) -> DeploymentProfile:
@@ -225,7 +249,7 @@ def _kube_summary(s: dict[str, Any]) -> str:
 
 
 def local_plan(profile: DeploymentProfile, run_dir: Path | None) -> LocalPlan:
-    return build_plan(profile, is_free=port_is_free, run_dir=(run_dir or profile.local.run_dir).absolute())
+    return build_plan(profile, is_free=port_is_free, run_dir=resolve_run_dir(run_dir, profile.local.run_dir))
 
 
 def supervise(plan_file: Annotated[Path, typer.Argument(help="plan.json of the release.")]) -> None:
@@ -237,9 +261,8 @@ def supervise(plan_file: Annotated[Path, typer.Argument(help="plan.json of the r
 
 def delete_command(plan: LocalPlan) -> str:
     """The command that stops ``plan``'s release from another shell."""
-    command = f"infctl delete --release {plan.release}"
-    default = LocalSettings().run_dir.absolute()
-    return command if plan.run_dir == default else f"{command} --run-dir {plan.run_dir}"
+    command = f"infctl delete {plan.release}"
+    return command if plan.run_dir == resolve_run_dir() else f"{command} --run-dir {plan.run_dir}"
 
 
 def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:

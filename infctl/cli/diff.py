@@ -7,17 +7,18 @@ options, and rendering a profile with the render flags.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.files import FilesOption, required_files
 from infctl.cli.output import emit, err_console, errors_as_exit
 from infctl.cli.render_flags import Overrides, render_options, with_render_flags
 from infctl.config import DeploymentProfile, load_deployment
-from infctl.kube import ClientSettings, KubeClient, connect, diff_release
-from infctl.manifests import RenderOptions, render
+from infctl.kube import ClientSettings, KubeClient, ObjectDiff, connect, diff_release
+from infctl.manifests import RenderOptions
+from infctl.manifests.render import render  # the function (the package's `render` may be the module)
 
 
 def cluster(opts: GlobalOptions) -> KubeClient:
@@ -36,7 +37,7 @@ def rendered(
 @with_render_flags
 def diff_cmd(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (target kubernetes).")],
+    files: FilesOption = None,
     overrides: Overrides = None,
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 1 when there are differences (like git diff).")
@@ -44,14 +45,18 @@ def diff_cmd(
     *,
     options: RenderOptions,
 ) -> None:
-    """Compare the rendered release with the cluster: a server-side dry-run apply of every object against
+    """Compare the rendered releases (-f repeatable, a directory or a glob) with the cluster: a server-side
+    dry-run apply of every object against
     the live one, plus the objects deploy would prune."""
     opts = global_options(ctx)
+    diffs: list[ObjectDiff] = []
     with errors_as_exit():
-        profile = load_deployment(file, overrides or [])  # a bad file is reported without a cluster
+        paths = required_files(files, command="diff")
+        profiles = [load_deployment(f, overrides or []) for f in paths]  # bad files: before a cluster
         client = cluster(opts)
-        objects, namespace = rendered(opts, client, profile, options)
-        diffs = diff_release(client, objects, release=profile.name, namespace=namespace)
+        for profile in profiles:
+            objects, namespace = rendered(opts, client, profile, options)
+            diffs += diff_release(client, objects, release=profile.name, namespace=namespace)
     changed = [d for d in diffs if d.action != "unchanged"]
     if opts.output is OutputFormat.table:
         for d in changed:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
-from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.context import global_options
+from infctl.cli.flags import duration_option
 from infctl.cli.output import emit, errors_as_exit
+from infctl.cli.status import RunDirOption
 from infctl.config import load_deployment
 from infctl.doctor import DEFAULT_TIMEOUT_S, GROUPS, DoctorDeps, build_request, doctor
 from infctl.doctor.router_probe import ADMIN_TOKEN_ENV
+from infctl.errors import ConfigError
 from infctl.kube import ClientSettings, connect
 
 EXAMPLES = f"""
@@ -28,7 +31,7 @@ Examples:
   infctl -n inference doctor --cluster
 
   # engines: health, models, metrics, prefix caching, a tiny completion, KV events
-  infctl doctor --engines http://10.0.0.7:8000 --engines http://10.0.0.8:30000,engine=sglang
+  infctl doctor --engine-url http://10.0.0.7:8000 --engine-url http://10.0.0.8:30000,engine=sglang
 
   # a router: backends, signal freshness, policy
   infctl doctor --router http://127.0.0.1:8000
@@ -36,10 +39,14 @@ Examples:
   # a local release's state, engines and router, as JSON
   infctl doctor --local local-demo -o json
 
---engines takes URL[,engine=NAME][,model=NAME][,role=ROLE][,kv_events=tcp://HOST:PORT][,dp=N]
+  # every check, not only the problems
+  infctl doctor --local local-demo --all
+
+--engine-url takes URL[,engine=NAME][,model=NAME][,role=ROLE][,kv_events=tcp://HOST:PORT][,dp=N]
 (dp: data-parallel ranks behind the URL; rank r's KV events are checked at the port + r).
 The router's admin token is read from {ADMIN_TOKEN_ENV}.
 
+The table lists failures and warnings, then one summary line; --all lists every check.
 Exit codes: 0 every check passed or warned, 1 a check failed, 2 bad input (profile, flags).
 """
 
@@ -57,7 +64,7 @@ def doctor_cmd(
     ] = None,
     engines: Annotated[
         list[str] | None,
-        typer.Option("--engines", metavar="URL[,key=value]", help="An engine to check (repeatable)."),
+        typer.Option("--engine-url", metavar="URL[,key=value]", help="An engine to check (repeatable)."),
     ] = None,
     router: Annotated[str | None, typer.Option("--router", metavar="URL", help="A router to check.")] = None,
     cluster: Annotated[
@@ -66,24 +73,23 @@ def doctor_cmd(
     local: Annotated[
         str | None, typer.Option("--local", metavar="RELEASE", help="A local release to check.")
     ] = None,
-    run_dir: Annotated[
-        Path | None, typer.Option("--run-dir", help="Where local releases keep state; default .infctl.")
-    ] = None,
+    run_dir: RunDirOption = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", metavar="S", min=0.5, help="Seconds each check may take.")
+        float, duration_option("--timeout", help="Time each check may take (at least 500ms).")
     ] = DEFAULT_TIMEOUT_S,
-    output: Annotated[
-        OutputFormat | None, typer.Option("-o", "--output", help="table (default), json or yaml.")
-    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Every check in the table, passed and skipped ones too.")
+    ] = False,
 ) -> None:
-    """Check a cluster, engines, a router or the local target; print every finding with its fix.
+    """Check a cluster, engines, a router or the local target; print the problems with their fixes.
 
-    Checks run concurrently, each within --timeout seconds. A warning does not fail the run; a failure does.
-    """
+    Checks run concurrently, each within --timeout. The table shows failures and warnings and one summary
+    line (--all: every check); -o json/yaml give every check. A warning does not fail the run; a failure
+    does."""
     opts = global_options(ctx)
-    if output is not None:
-        opts = replace(opts, output=output)
     with errors_as_exit():
+        if timeout < 0.5:
+            raise ConfigError(f"--timeout {timeout:g}s: at least 500ms", hint="--timeout 5s")
         profile = load_deployment(file, overrides or []) if file is not None else None
         request = build_request(
             profile=profile,
@@ -99,14 +105,29 @@ def doctor_cmd(
             kubeconfig=opts.kubeconfig, context=opts.context, namespace=opts.namespace, timeout_s=timeout
         )
         report = doctor(request, DoctorDeps(kube=lambda: connect(settings)), timeout_s=timeout)
-    emit(opts, report.to_dict(), table=report_table)
+    emit(opts, report.to_dict(), table=lambda data: report_view(data, show_all=show_all))
     raise typer.Exit(report.exit_code)
 
 
-def report_table(data: dict[str, Any]) -> Table:
+def summary_line(data: dict[str, Any]) -> str:
+    """``infctl doctor: healthy (34 passed, 2 skipped)`` or ``... 1 failed, 2 warnings ...``."""
     counts = data["counts"]
     verdict = "[green]healthy[/]" if data["ok"] else "[bold red]problems found[/]"
-    table = Table(title=f"infctl doctor: {verdict}", title_justify="left", show_lines=False)
+    words = {"pass": "passed", "warn": "warned", "fail": "failed", "skip": "skipped"}
+    parts = ", ".join(f"{n} {words.get(s, s)}" for s, n in counts.items() if n)
+    return f"infctl doctor: {verdict} ({parts or 'nothing checked'})"
+
+
+def report_view(data: dict[str, Any], *, show_all: bool = False) -> RenderableType:
+    """The problems (every check with ``show_all``) and the summary line."""
+    shown = data["results"] if show_all else [r for r in data["results"] if r["status"] in ("fail", "warn")]
+    if not shown:
+        return summary_line(data) + ("" if show_all else "  [dim](--all lists every check)[/]")
+    return Group(report_table({**data, "results": shown}), summary_line(data))
+
+
+def report_table(data: dict[str, Any]) -> Table:
+    table = Table(title="infctl doctor", title_justify="left", show_lines=False)
     for name, kwargs in (
         ("group", {}),
         ("check", {}),
@@ -130,7 +151,6 @@ def report_table(data: dict[str, Any]) -> Table:
             escape(r["summary"]),
             escape(r["fix"] or ""),
         )
-    table.caption = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     return table
 
 

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
@@ -25,7 +25,7 @@ def emit(
     opts: GlobalOptions,
     data: Any,
     *,
-    table: Callable[[Any], Table | str] | None = None,
+    table: Callable[[Any], RenderableType] | None = None,
 ) -> None:
     """Print ``data`` as JSON/YAML when asked, otherwise through ``table`` (or as YAML when there is none)."""
     if opts.output is OutputFormat.json:
@@ -48,12 +48,17 @@ def simple_table(
     return t
 
 
-def fail(err: InfctlError) -> NoReturn:
-    """One red line with what was wrong, one with the fix; exit with the error's code."""
+def report(err: InfctlError) -> None:
+    """One red line with what was wrong, one with the fix."""
     # Messages carry file:line and user text: never wrap them, never read them as markup.
     err_console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False, soft_wrap=True)
     if err.hint:
         err_console.print(f"[yellow]fix:[/] {escape(err.hint)}", highlight=False, soft_wrap=True)
+
+
+def fail(err: InfctlError) -> NoReturn:
+    """:func:`report` the error; exit with its code."""
+    report(err)
     raise typer.Exit(err.exit_code)
 
 

@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from infctl.cli.context import global_options
+from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.files import FilesOption, required_files
 from infctl.cli.output import err_console, errors_as_exit
 from infctl.cli.render_flags import Overrides, render_options, with_render_flags
 from infctl.config import load_deployment
 from infctl.errors import ConfigError
-from infctl.manifests import (
-    DEFAULT_K8S_VERSION,
-    RenderOptions,
-    render,
-    to_yaml,
-    validate_objects,
-    write_files,
-)
+from infctl.manifests import DEFAULT_K8S_VERSION, RenderOptions, validate_objects
 from infctl.manifests.admin_secret import admin_secret_ref, render_note
+
+# From the submodule: once it is imported, the package's attribute `render` is the module, not the function.
+from infctl.manifests.render import render, to_yaml, write_files
 
 EXAMPLES = """
 Examples:
 
   infctl render -f profiles/deepseek-v3-group.yaml                        # multi-document YAML on stdout
 
-  infctl render -f profiles/kimi-k2-pool.yaml -o out/ --validate          # one file per object, checked
+  infctl render -f profiles/kimi-k2-pool.yaml -d out/ --validate          # one file per object, checked
+
+  infctl render -f profiles/qwen3-8b-aggregated.yaml -o json              # a JSON list instead of YAML
 
   infctl render -f profiles/deepseek-v3-group.yaml --set groups=3 --anti-affinity required
 
@@ -45,10 +45,10 @@ Exit codes: 0 rendered (and valid), 2 the profile or a flag is wrong, or --valid
 @with_render_flags
 def render_cmd(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("-f", "--file", help="Deployment profile (target kubernetes).")],
+    files: FilesOption = None,
     output_dir: Annotated[
         Path | None,
-        typer.Option("-o", "--output-dir", help="Write one file per object here instead of stdout."),
+        typer.Option("-d", "--output-dir", help="Write one file per object here instead of stdout."),
     ] = None,
     overrides: Overrides = None,
     validate: Annotated[
@@ -60,16 +60,24 @@ def render_cmd(
     *,
     options: RenderOptions,
 ) -> None:
-    """Render a deployment profile into Kubernetes objects: engine workloads placed by group or pool, the
-    router and autoscaler, the HTTPRoute, monitors, alert rules and dashboards, in apply order."""
+    """Render deployment profiles (-f repeatable, a directory or a glob) into Kubernetes objects: engine
+    workloads placed by group or pool, the router and autoscaler, the HTTPRoute, monitors, alert rules and
+    dashboards, in apply order."""
     opts = global_options(ctx)
+    objects: list[dict[str, Any]] = []
     with errors_as_exit():
-        profile = load_deployment(file, overrides or [])
-        objects = render(profile, render_options(profile, opts.namespace, options))
+        for file in required_files(files, command="render"):
+            profile = load_deployment(file, overrides or [])
+            objects += render(profile, render_options(profile, opts.namespace, options))
         if validate:
             check(objects, k8s_version)
     ref = admin_secret_ref(objects)
     note = render_note(ref) if ref is not None else ""
+    if output_dir is None and opts.output is OutputFormat.json:
+        sys.stdout.write(json.dumps(objects, indent=2) + "\n")
+        if note:
+            err_console.print(note.rstrip("\n"), highlight=False, markup=False, soft_wrap=True)
+        return
     if output_dir is None:
         sys.stdout.write(note + to_yaml(objects))
         return

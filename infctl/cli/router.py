@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from infctl.cli.output import err_console, errors_as_exit
+from infctl.cli.flags import duration_option
+from infctl.cli.output import err_console, errors_as_exit, fail
 from infctl.config import RouterFile, load_router
 from infctl.errors import ConfigError
 from infctl.router import PRESETS
@@ -111,10 +113,10 @@ def router(
         str | None, typer.Option("--engine", help="vllm or sglang, for unnamed backends.")
     ] = None,
     scrape_interval: Annotated[
-        float | None, typer.Option("--scrape-interval", help="Engine metrics interval, seconds. Default 0.1.")
+        float | None, duration_option("--scrape-interval", help="Engine metrics interval. Default 100ms.")
     ] = None,
     health_interval: Annotated[
-        float | None, typer.Option("--health-interval", help="Health probe interval, seconds. Default 1.")
+        float | None, duration_option("--health-interval", help="Health probe interval. Default 1s.")
     ] = None,
     pd_mode: Annotated[
         str | None,
@@ -135,9 +137,8 @@ def router(
     ] = None,
     probe_timeout: Annotated[
         float | None,
-        typer.Option(
-            "--probe-timeout",
-            help="Health probe timeout, seconds; a timeout counts toward ejection. Default 2.",
+        duration_option(
+            "--probe-timeout", help="Health probe timeout; a timeout counts toward ejection. Default 2s."
         ),
     ] = None,
     failures_to_eject: Annotated[
@@ -146,9 +147,9 @@ def router(
     ] = None,
     max_backoff: Annotated[
         float | None,
-        typer.Option(
+        duration_option(
             "--max-backoff",
-            help="Longest an ejected backend stays out, seconds (the backoff doubles up to it). Default 30.",
+            help="Longest an ejected backend stays out (the backoff doubles up to it). Default 30s.",
         ),
     ] = None,
     admission_queue: Annotated[
@@ -160,8 +161,8 @@ def router(
     ] = None,
     admission_deadline: Annotated[
         float | None,
-        typer.Option(
-            "--admission-deadline", help="Longest a held request waits before a 429, seconds. Default 30."
+        duration_option(
+            "--admission-deadline", help="Longest a held request waits before a 429. Default 30s."
         ),
     ] = None,
     short_prompt_tokens: Annotated[
@@ -262,7 +263,27 @@ def router(
         f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
         highlight=False,
     )
-    run(cfg, loop=kind, upstream_client=client, server=cfg.server)
+    try:
+        run(cfg, loop=kind, upstream_client=client, server=cfg.server)
+    except OSError as err:
+        if err.errno not in _BIND_ERRORS:
+            raise
+        fail(bind_error(cfg.host, cfg.port, err))
+
+
+_BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+
+
+def bind_error(host: str, port: int, err: OSError) -> ConfigError:
+    """The one line a router that cannot open its port prints (exit code 2, as sim and autoscaler)."""
+    reason = os.strerror(err.errno) if err.errno else str(err)
+    if err.errno == errno.EADDRINUSE:
+        hint = f"pick another --port, or stop what listens there (ss -ltnp 'sport = :{port}')"
+    elif err.errno == errno.EACCES:
+        hint = "ports below 1024 need privileges: pick --port 1024 or above"
+    else:
+        hint = "--host must be an address of this machine (127.0.0.1, 0.0.0.0 or an interface's)"
+    return ConfigError(f"router cannot listen on {host}:{port}: {reason}", hint=hint)
 
 
 def _policy(value: str | None) -> str | dict[str, Any] | None:

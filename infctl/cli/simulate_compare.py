@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,8 +50,8 @@ EPILOG = """
   [dim]# does disaggregation pay on 16 engines (8 groups of 1 prefill + 1 decode)?[/]
   infctl simulate compare pd --engines 16 --requests 1000
 
-  [dim]# figures for a script[/]
-  infctl simulate compare bucketing --output json | jq '.scenarios[0].measures'
+  [dim]# figures for a script: raw values in the unit each measure names (latency in seconds)[/]
+  infctl simulate compare bucketing -o json | jq '.scenarios[0].measures'
 
 Every arm runs the simulator's unchanged router presets, autoscaler policy and engine KV model on the same
 workload and seed; DeepSeek-V3 (8xH200 per engine) unless --profile says otherwise; autoscaling uses half
@@ -84,15 +83,12 @@ def compare_cmd(
     trace: Annotated[
         Path | None, typer.Option(help="Mooncake-format trace (default: the one shipped with infctl).")
     ] = None,
-    output: Annotated[
-        OutputFormat | None, typer.Option("-o", "--output", help="table (default), json or yaml.")
-    ] = None,
     save: Annotated[
         Path | None, typer.Option(help="Write each arm's result here (bench JSON schema), one file per arm.")
     ] = None,
 ) -> None:
     """Run the seed's comparisons through the simulator and print them side by side."""
-    fmt = output or global_options(ctx).output
+    opts = global_options(ctx)
     with errors_as_exit():
         size = ScenarioSize(
             engines=engines,
@@ -108,10 +104,10 @@ def compare_cmd(
         ]
         saved = _save(outcomes, save) if save else []
     _clear()
-    if fmt is OutputFormat.table:
+    if opts.output is OutputFormat.table:
         console.print(Group(*(_view(o) for o in outcomes), *(Text(f"wrote {p}", style="dim") for p in saved)))
     else:
-        emit(replace(global_options(ctx), output=fmt), {"scenarios": [o.to_dict() for o in outcomes]})
+        emit(opts, {"scenarios": [o.to_dict() for o in outcomes]})
 
 
 def _view(outcome: ScenarioOutcome) -> RenderableType:

@@ -10,28 +10,43 @@ from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, global_options
 from infctl.cli.output import emit, errors_as_exit, simple_table
-from infctl.config import LocalSettings, load_deployment
+from infctl.config import load_deployment
 from infctl.errors import ConfigError, KubeError
 from infctl.local import list_releases, status
+from infctl.local.paths import resolve_run_dir
 
 FileOption = Annotated[
     Path | None, typer.Option("-f", "--file", help="Deployment profile; its name is the release.")
 ]
-ReleaseOption = Annotated[str | None, typer.Option("--release", help="Release (deployment) name.")]
+NameArgument = Annotated[
+    str | None, typer.Argument(metavar="[NAME]", help="Release (deployment) name.", show_default=False)
+]
+ReleaseOption = Annotated[str | None, typer.Option("--release", help="The release name, as NAME.")]
 RunDirOption = Annotated[
     Path | None,
-    typer.Option("--run-dir", help="Where releases keep state; default: local.run_dir or .infctl."),
+    typer.Option(
+        "--run-dir",
+        help="Where local releases keep state; default: the profile's local.run_dir, else $INFCTL_RUN_DIR, "
+        "else ~/.local/state/infctl/releases ($XDG_STATE_HOME).",
+    ),
 ]
 
 
+def release_name(name: str | None, release: str | None) -> str | None:
+    """NAME or ``--release NAME`` (its alias); both must agree."""
+    if name is not None and release is not None and name != release:
+        raise ConfigError(f"NAME {name!r} and --release {release!r} disagree", hint="give the name once")
+    return name if name is not None else release
+
+
 def release_of(file: Path | None, release: str | None, run_dir: Path | None) -> tuple[str | None, Path]:
-    """The release and run directory named by ``-f`` or ``--release`` (None: neither was given)."""
+    """The release and run directory named by ``-f`` or NAME (None: neither was given)."""
     if file is not None and release is not None:
-        raise ConfigError("give -f PROFILE or --release NAME, not both", hint="drop one of them")
+        raise ConfigError("give -f PROFILE or NAME, not both", hint="drop one of them")
     if file is not None:
         profile = load_deployment(file)
-        return profile.name, (run_dir or profile.local.run_dir).absolute()
-    return release, (run_dir or LocalSettings().run_dir).absolute()
+        return profile.name, resolve_run_dir(run_dir, profile.local.run_dir)
+    return release, resolve_run_dir(run_dir)
 
 
 TargetOption = Annotated[
@@ -51,7 +66,7 @@ def kube_release(file: Path | None, release: str | None, target: str | None) -> 
         return (profile.name, profile.namespace) if "kubernetes" in (profile.target, target) else None
     if target == "kubernetes":
         if release is None:
-            raise ConfigError("name the release", hint="add -f PROFILE or --release NAME")
+            raise ConfigError("name the release", hint="add NAME or -f PROFILE")
         return release, None
     return None
 
@@ -78,6 +93,7 @@ def kube_status(opts: GlobalOptions, name: str, namespace: str | None) -> None:
 
 def status_cmd(
     ctx: typer.Context,
+    name: NameArgument = None,
     file: FileOption = None,
     release: ReleaseOption = None,
     run_dir: RunDirOption = None,
@@ -86,10 +102,11 @@ def status_cmd(
     """Show a release: a local one's processes (URL, status, restarts, live health probe), or a Kubernetes
     one's objects and their readiness.
 
-    With neither -f nor --release, every local release under the run directory is listed.
+    With neither NAME nor -f, every local release under the run directory is listed.
     """
     opts = global_options(ctx)
     with errors_as_exit():
+        release = release_name(name, release)
         kube = kube_release(file, release, target)
         if kube is not None:
             kube_status(opts, *kube)
@@ -104,6 +121,16 @@ def status_cmd(
             return
         emit(opts, reports, table=releases_table)
 
+
+EXAMPLES = """
+Examples:
+
+  infctl status                          # every local release
+
+  infctl status local-demo -o json       # one release (--release NAME works too)
+
+  infctl status -f profiles/qwen3-8b-aggregated.yaml -n inference   # a Kubernetes release
+"""
 
 COLUMNS = ["name", "role", "url", "status", "health", "restarts", "pid"]
 
@@ -156,11 +183,11 @@ def status_table(report: dict[str, Any]) -> Table:
     title = f"{report['release']}: {report['status']} (supervisor pid {report['supervisor_pid']})"
     table = whole_urls(simple_table(title, COLUMNS, _rows(report)))
     if report["status"] == "stale":
-        table.caption = f"the supervisor is gone; clean up with: infctl delete --release {report['release']}"
+        table.caption = f"the supervisor is gone; clean up with: infctl delete {report['release']}"
     elif report.get("error"):
         table.caption = report["error"]
     return table
 
 
 def register(app: typer.Typer) -> None:
-    app.command("status")(status_cmd)
+    app.command("status", epilog=EXAMPLES)(status_cmd)

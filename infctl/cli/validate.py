@@ -6,17 +6,22 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
 from rich.table import Table
 
 from infctl.cli.context import global_options
-from infctl.cli.output import emit, errors_as_exit, kv_table
+from infctl.cli.files import FilesOption, required_files
+from infctl.cli.output import emit, errors_as_exit, fail, kv_table, report
 from infctl.config import AnyProfile, ClusterProfile, DeploymentProfile, ModelProfile, load_profile
 from infctl.config.length_pools import describe
+from infctl.errors import ConfigError, InfctlError
 
 EXAMPLES = """
 Examples:
 
   infctl validate -f profiles/deepseek-v3-group.yaml
+
+  infctl validate -f profiles/                     # every profile in the directory (or -f a -f b, or a glob)
 
   infctl validate -f profiles/local-demo.yaml --set replicas=2 --set model.sim.speedup=10
 
@@ -30,7 +35,13 @@ A mistake is reported as FILE:LINE: KEY.PATH: expected ..., found ... (exit code
 
 def validate(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("-f", "--file", help="Profile: deployment, model or cluster.")],
+    files: FilesOption = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="More profiles (what an unquoted -f profiles/*.yaml expands to).", show_default=False
+        ),
+    ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a key, e.g. groups=3 (repeatable)."),
@@ -39,15 +50,35 @@ def validate(
         bool, typer.Option("--resolved", help="Print the whole profile as loaded, defaults filled in.")
     ] = False,
 ) -> None:
-    """Check a profile and summarise it. References (model: models/x.yaml) are followed and --set overrides
-    applied exactly as deploy and render do, so a profile that validates here loads there."""
+    """Check profiles and summarise them. References (model: models/x.yaml) are followed and --set overrides
+    applied exactly as deploy and render do, so a profile that validates here loads there.
+
+    Every file named is checked (-f repeated, a directory, a glob); one that fails does not hide the others,
+    and any failure makes the exit code 2."""
     opts = global_options(ctx)
     with errors_as_exit():
-        profile = load_profile(file, overrides or [])
+        targets = required_files([*(files or []), *(paths or [])], command="validate")
+    results: list[tuple[Path, Any]] = []
+    failures: list[InfctlError] = []
+    for path in targets:
+        try:
+            results.append((path, load_profile(path, overrides or [])))
+        except InfctlError as err:
+            failures.append(err)
+            report(err)
     if resolved:
-        emit(opts, profile.model_dump(mode="json"))
-    else:
-        emit(opts, summary(profile), table=lambda data: _table(file, data))
+        data = [p.model_dump(mode="json") for _, p in results]
+        emit(opts, data[0] if len(targets) == 1 and data else data)
+    elif len(targets) == 1 and results:
+        path, profile = results[0]
+        emit(opts, summary(profile), table=lambda data: _table(path, data))
+    elif results:
+        summaries = [{"file": str(path), **summary(profile)} for path, profile in results]
+        emit(opts, summaries, table=lambda data: Group(*(_table(Path(d["file"]), d) for d in data)))
+    if failures:
+        fail(
+            ConfigError(f"{len(failures)} of {len(targets)} profiles are invalid", hint="fix the files above")
+        )
 
 
 def summary(profile: AnyProfile) -> dict[str, Any]:
@@ -75,7 +106,12 @@ def _deployment_summary(p: DeploymentProfile) -> dict[str, Any]:
     if p.target == "kubernetes":
         data["nodes_per_replica"] = p.nodes_per_replica
         data["total_gpus"] = sum(counts.values()) * p.model.gpus_per_replica
-    data["router"] = f"{p.router.policy} on port {p.router.port}" if p.router.enabled else "disabled"
+    port = (
+        f"port {p.router.port}"
+        if p.target == "kubernetes" or "port" in p.router.model_fields_set
+        else f"the first free port after the engines' (from {p.local.base_port})"
+    )
+    data["router"] = f"{p.router.policy} on {port}" if p.router.enabled else "disabled"
     data["autoscaler"] = _autoscaler(p)
     return data
 
@@ -126,7 +162,7 @@ def _cluster_summary(c: ClusterProfile) -> dict[str, Any]:
 
 
 def _table(file: Path, data: dict[str, Any]) -> Table:
-    rows = {k: _cell(v) for k, v in data.items() if k != "kind" and v is not None}
+    rows = {k: _cell(v) for k, v in data.items() if k not in ("kind", "file") and v is not None}
     return kv_table(f"valid {data['kind']}: {file}", rows)
 
 

@@ -89,8 +89,10 @@ class LocalSettings(ProfileModel):
 
     base_port: Port = 8100
     """First port given to a local engine; the supervisor counts up from it. Default 8100."""
-    run_dir: Path = Path(".infctl")
-    """Directory for pid files, logs and state, relative to the working directory. Default ``.infctl``."""
+    run_dir: Path | None = None
+    """Directory for pid files, logs and state (``<run_dir>/<release>/``), relative to the working directory.
+    Default None: the per-user state directory, ``$XDG_STATE_HOME/infctl/releases`` (``~/.local/state/...``),
+    the same from every directory (``infctl.local.paths``)."""
     engine_command: list[str] | None = None
     """Command that starts a real engine, when not simulating. Default None: the engine adapter's command."""
     simulate: bool = True

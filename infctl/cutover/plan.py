@@ -7,18 +7,15 @@ Gateway API HTTPRoute (weights are proportional, 0..1,000,000) and on the router
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from infctl import durations
 from infctl.errors import ConfigError
 
 TOTAL_WEIGHT = 100
 """Weights of old and new always sum to this."""
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +55,7 @@ def parse_steps(text: str) -> tuple[int, ...]:
 
 def parse_duration(text: str, *, what: str = "--interval") -> float:
     """``"10m" -> 600.0``, ``"500ms" -> 0.5``; a bare number is seconds. Must be > 0."""
-    m = _DURATION.match(text)
-    if not m or float(m.group(1)) <= 0:
-        raise ConfigError(f"{what} {text!r}: not a positive duration", hint="write e.g. 30s, 10m or 1h")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    return durations.parse_duration(text, what=what, positive=True)
 
 
 def format_duration(seconds: float) -> str:

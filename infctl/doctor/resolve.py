@@ -1,6 +1,6 @@
 """Turning what the operator named (URLs, a profile, a local release) into engine and router targets.
 
-``--engines URL[,key=value...]`` takes the keys of :class:`EngineTarget` (``engine``, ``model``, ``role``,
+``--engine-url URL[,key=value...]`` takes the keys of :class:`EngineTarget` (``engine``, ``model``, ``role``,
 ``kv_events``); a profile fills in what a spec leaves out (engine, served model name, prefix caching, KV-event
 port, whether the router's index is precise). A local release contributes its engines and router from the
 plan and state files its supervisor wrote, and the router's admin token from the release's token file
@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from infctl.config import DeploymentProfile, LocalSettings
+from infctl.config import DeploymentProfile
 from infctl.doctor.targets import DoctorRequest, EngineTarget, RouterTarget
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
 from infctl.local.admin_token import token_path
 from infctl.local.deploy import read_plan
+from infctl.local.paths import resolve_run_dir
 from infctl.local.procs import pid_alive
 from infctl.local.spec import LocalPlan
 from infctl.local.state import PLAN_FILE, is_live, read_state
@@ -37,24 +38,25 @@ def parse_engine_spec(spec: str) -> dict[str, str]:
     url, *pairs = [p.strip() for p in spec.split(",")]
     if not url.startswith(("http://", "https://")):
         raise ConfigError(
-            f"--engines {spec}: expected an http(s) URL first, found {url!r}",
-            hint="e.g. --engines http://10.0.0.7:8000,engine=sglang",
+            f"--engine-url {spec}: expected an http(s) URL first, found {url!r}",
+            hint="e.g. --engine-url http://10.0.0.7:8000,engine=sglang",
         )
     out = {"url": url}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in SPEC_KEYS:
             raise ConfigError(
-                f"--engines {spec}: cannot read {pair!r}",
+                f"--engine-url {spec}: cannot read {pair!r}",
                 hint=f"use URL[,key=value...] with keys {', '.join(SPEC_KEYS)}",
             )
         out[key] = value
     if "engine" in out:
         get_adapter(out["engine"])  # ConfigError listing the known engines
     if "dp" in out and not (out["dp"].isdigit() and int(out["dp"]) >= 1):
-        raise ConfigError(f"--engines {spec}: dp must be a count of ranks, found {out['dp']!r}")
+        raise ConfigError(f"--engine-url {spec}: dp must be a count of ranks, found {out['dp']!r}")
     if out.get("role", "both") not in ROLES:
-        raise ConfigError(f"--engines {spec}: role must be one of {', '.join(ROLES)}, found {out['role']!r}")
+        roles = ", ".join(ROLES)
+        raise ConfigError(f"--engine-url {spec}: role must be one of {roles}, found {out['role']!r}")
     return out
 
 
@@ -154,10 +156,10 @@ def build_request(
     if profile is None and not (engines or router or cluster or local):
         raise ConfigError(
             "nothing to check",
-            hint="give -f PROFILE, --engines URL, --router URL, --local "
+            hint="give -f PROFILE, --engine-url URL, --router URL, --local "
             "RELEASE or --cluster (see infctl doctor --help)",
         )
-    directory = run_dir or (profile.local.run_dir if profile is not None else LocalSettings().run_dir)
+    directory = resolve_run_dir(run_dir, profile.local.run_dir if profile is not None else None)
     targets = [engine_target(parse_engine_spec(s), profile) for s in engines]
     router_target = RouterTarget(router, admin_token) if router else None
     release = local or (profile.name if profile is not None and profile.target == "local" else None)

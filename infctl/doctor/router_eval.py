@@ -71,7 +71,7 @@ def evaluate_backends(backends: Backends, *, target: str = "") -> CheckResult:
             G,
             "backends",
             f"{len(ejected)} of {len(backends)} ejected: {listed}",
-            "check each with: infctl doctor --engines URL (a probe re-admits it once healthy)",
+            "check each with: infctl doctor --engine-url URL (a probe re-admits it once healthy)",
             target=target,
         )
     note = f" ({len(draining)} draining: {', '.join(draining)})" if draining else ""
@@ -93,7 +93,7 @@ def evaluate_freshness(backends: Backends, stale_after_s: float, *, target: str 
             "signals",
             f"stale (limit {limit_ms:.0f} ms): {'; '.join(listed)}",
             "the router cannot read these engines' /metrics: check them with infctl doctor "
-            "--engines URL (SGLang needs --enable-metrics)",
+            "--engine-url URL (SGLang needs --enable-metrics)",
             target=target,
         )
     if late:

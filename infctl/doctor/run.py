@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import httpx
 
@@ -26,6 +25,7 @@ from infctl.doctor.router_probe import check_router
 from infctl.doctor.targets import DoctorRequest
 from infctl.engines.kv_pool import pool_kind as kv_pool_kind
 from infctl.local import port_is_free
+from infctl.local.paths import resolve_run_dir
 from infctl.local.procs import pid_alive
 from infctl.telemetry import make_client
 
@@ -60,7 +60,7 @@ def _sync(fn: Callable[[], CheckResult | Sequence[CheckResult]]) -> Findings:
 
 
 def local_checks(request: DoctorRequest, deps: DoctorDeps) -> list[Check]:
-    run_dir = request.run_dir or Path(".infctl")
+    run_dir = request.run_dir or resolve_run_dir()
     profile, release = request.profile, request.local_release
     checks = []
     if profile is not None and profile.target == "local":

@@ -51,7 +51,8 @@ class DoctorRequest:
     local_release: str | None = None
     """A local release whose state, engines and router are checked."""
     run_dir: Path | None = None
-    """Where local releases keep state; None: the profile's local.run_dir, else ``.infctl``."""
+    """Where local releases keep state; None: the profile's local.run_dir, else the per-user default
+    (``infctl.local.paths``)."""
 
     @property
     def checks_cluster(self) -> bool:

@@ -5,8 +5,8 @@ page the operator opens, can reach it), so it gets a token like a cluster router
 creates ``<run_dir>/<release>/admin-token`` with a ``secrets.token_urlsafe`` token unless it exists (an
 existing one must still be mode 0600 or stricter: :func:`check_private`; ``deploy`` checks that before it
 starts anything), and :func:`with_admin_token` puts it in the router's and the autoscaler's environment
-(not in plan.json, which is world-readable). ``infctl delete`` keeps the file, so the next deploy of the
-release has the same token.
+(not in plan.json, which is world-readable). ``infctl delete`` removes it with the rest of the release
+directory: the next deploy of the release gets a new token.
 Read it with ``export INFCTL_ROUTER_ADMIN_TOKEN=$(cat <run_dir>/<release>/admin-token)``.
 """
 

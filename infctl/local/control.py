@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 from dataclasses import asdict
 from pathlib import Path
@@ -16,8 +17,6 @@ from infctl.local.http import probe, sync_client
 from infctl.local.procs import group_alive, kill_group, pid_alive, wait_until
 from infctl.local.spec import backend_ids
 from infctl.local.state import (
-    PLAN_FILE,
-    STATE_FILE,
     TERMINAL,
     Alive,
     ProcessState,
@@ -100,8 +99,9 @@ def _process_row(p: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def delete(run_dir: Path, release: str) -> dict[str, Any]:
-    """Stop the release and remove its state (logs stay). Idempotent: no release means nothing to do."""
+def delete(run_dir: Path, release: str, *, keep_logs: bool = False) -> dict[str, Any]:
+    """Stop the release and remove its directory: state, plan, admin token and logs (``keep_logs``: all but
+    the logs). Idempotent: no release means nothing to do."""
     state = read_state(run_dir, release)
     if state is None:
         message = f"nothing to delete: no local release {release!r} in {run_dir}"
@@ -109,14 +109,25 @@ def delete(run_dir: Path, release: str) -> dict[str, Any]:
     if is_live(state):
         _stop_supervisor(state)
     leftovers = [p.name for p in state.processes if _kill_leftover(p, state.grace_period)]
-    for name in (STATE_FILE, PLAN_FILE):
-        (release_dir(run_dir, release) / name).unlink(missing_ok=True)
+    directory = release_dir(run_dir, release)
+    logs = directory / "logs"  # LocalPlan.log_path
+    for entry in [*directory.iterdir()] if directory.is_dir() else []:
+        if keep_logs and entry == logs:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if not keep_logs:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+    kept = f"; logs kept in {logs}" if keep_logs else ""
     return {
         "release": release,
         "deleted": True,
         "killed_leftovers": leftovers,
-        "logs": str(release_dir(run_dir, release) / "logs"),
-        "message": f"deleted local release {release!r}",
+        "logs": str(logs) if keep_logs else None,
+        "message": f"deleted local release {release!r}{kept}",
     }
 
 

@@ -27,7 +27,8 @@ from infctl.local.admin_token import ensure_token, token_path
 from infctl.local.control import delete
 from infctl.local.deploy import prepare
 from infctl.local.http import async_client
-from infctl.local.plan import build_plan
+from infctl.local.paths import resolve_run_dir
+from infctl.local.plan import build_plan, profile_router_port
 from infctl.local.procs import port_is_free
 from infctl.local.settings import SupervisorSettings
 from infctl.local.spec import LocalPlan
@@ -104,10 +105,17 @@ def find_demo_profile(path: Path | None = None) -> Path:
     return found
 
 
-def demo_plan(profile: DeploymentProfile, run_dir: Path | None = None) -> LocalPlan:
-    """The demo's plan: the profile's processes as release ``<name>-demo``, beside any deployed copy."""
+def demo_plan(
+    profile: DeploymentProfile, run_dir: Path | None = None, *, is_free: Callable[[int], bool] = port_is_free
+) -> LocalPlan:
+    """The demo's plan: the profile's processes as release ``<name>-demo``, beside any deployed copy. Its
+    router listens on the profile's ``router.port``, or, when a deployed copy (or anything else) holds that
+    port, on the next free one (the demo prints where)."""
     demo = profile.model_copy(update={"name": f"{profile.name}-demo"})
-    return build_plan(demo, is_free=port_is_free, run_dir=(run_dir or profile.local.run_dir).absolute())
+    directory = resolve_run_dir(run_dir, profile.local.run_dir)
+    port = profile_router_port(demo)
+    fixed = port is None or is_free(port)
+    return build_plan(demo, is_free=is_free, run_dir=directory, fixed_router_port=fixed)
 
 
 def run_demo(
@@ -121,10 +129,11 @@ def run_demo(
 ) -> DemoResult:
     """Run the demo (sync entry point, owns the event loop); Ctrl-C interrupts it and still tears down.
 
-    ``quick`` skips the scenarios; ``report`` is where their HTML report goes (default: in the run dir)."""
+    ``quick`` skips the scenarios; ``report`` is where their HTML report goes (default: beside the release
+    directory, ``<run_dir>/<release>-report.html``, which outlives the release that ``delete`` removes)."""
     settings = settings or SupervisorSettings(health_timeout=30.0, grace_period=5.0)
     prepare(plan, settings)
-    target = None if quick else (report or plan.run_dir / plan.release / "demo-report.html")
+    target = None if quick else (report or plan.run_dir / f"{plan.release}-report.html")
     result = asyncio.run(_main(plan, settings, progress or (lambda _: None), transport, target))
     delete(plan.run_dir, plan.release)
     return result

@@ -23,6 +23,7 @@ from infctl.config.length_pools import router_buckets
 from infctl.engines import get_adapter
 from infctl.errors import LocalTargetError
 from infctl.local.engine_ports import host_port_args, host_port_env, placeholders, take_host_ports
+from infctl.local.paths import resolve_run_dir
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
 
 
@@ -39,6 +40,8 @@ class PlanContext:
     """The interpreter to run ``python -m infctl ...`` with."""
     control_port: int | None = None
     """The supervisor's control endpoint (runtime scaling), when the autoscaler is enabled."""
+    router_port: int | None = None
+    """The router's port when the profile sets ``router.port``; None: the next free one."""
 
 
 SpecBuilder = Callable[[PlanContext], list[ProcessSpec]]
@@ -57,7 +60,7 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     profile = ctx.profile
     if not profile.router.enabled or not ctx.engines:
         return []
-    port = ctx.ports.take()
+    port = ctx.router_port if ctx.router_port is not None else ctx.ports.take()
     wanted = profile.router_policy()  # length pools: one bucket per pool, engines labelled with it
     policy = wanted if isinstance(wanted, str) else json.dumps(wanted)
     argv = [
@@ -124,7 +127,7 @@ def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
         "-m",
         "infctl",
         "autoscaler",
-        "--local",
+        "--control-url",
         f"http://{LOCALHOST}:{ctx.control_port}",
         "--layout",
         Layout.from_profile(profile).to_json(),
@@ -150,24 +153,50 @@ def build_plan(
     run_dir: Path | None = None,
     python: str = sys.executable,
     daemons: Sequence[SpecBuilder] = DAEMONS,
+    fixed_router_port: bool = True,
 ) -> LocalPlan:
-    """Every process of ``profile`` on this machine, with ports allocated and commands built."""
-    ports = PortAllocator(profile.local.base_port, is_free)
+    """Every process of ``profile`` on this machine, with ports allocated and commands built.
+
+    The router listens on ``router.port`` when the profile sets it (taken: :class:`LocalTargetError` with
+    the fix), else, as with ``fixed_router_port`` false, on the next free port after the engines'."""
+    router_port = profile_router_port(profile) if fixed_router_port else None
+    if router_port is not None and not is_free(router_port):
+        raise LocalTargetError(
+            f"router.port {router_port} is taken (the profile's router port)",
+            hint=f"stop what listens there (ss -ltnp 'sport = :{router_port}'), or pick another: "
+            f"--set router.port={router_port + 1}",
+        )
+    ports = PortAllocator(
+        profile.local.base_port, is_free, taken=() if router_port is None else (router_port,)
+    )
     check_data_parallel(profile)
     check_length_pool_scaling(profile)
     engines = _engine_specs(profile, profile.engine_replicas(), ports, python)
     control = ports.take() if profile.autoscaler.enabled else None
-    ctx = PlanContext(profile=profile, engines=engines, ports=ports, python=python, control_port=control)
+    ctx = PlanContext(
+        profile=profile,
+        engines=engines,
+        ports=ports,
+        python=python,
+        control_port=control,
+        router_port=router_port,
+    )
     extra = [spec for build in daemons for spec in build(ctx)]
     return LocalPlan(
         release=profile.name,
-        run_dir=profile.local.run_dir if run_dir is None else run_dir,
+        run_dir=resolve_run_dir(run_dir, profile.local.run_dir),
         model=profile.model.served_model_name,
         specs=(*engines, *extra),
         reserve=reserve_specs(profile, engines, ports, python) if control is not None else (),
         control_port=control,
         buckets=tuple(router_buckets(profile.length_pools or [])),
     )
+
+
+def profile_router_port(profile: DeploymentProfile) -> int | None:
+    """``router.port`` when the profile (or ``--set``) gives it and a router runs; None: not fixed."""
+    router = profile.router
+    return router.port if router.enabled and "port" in router.model_fields_set else None
 
 
 def reserve_specs(

@@ -4,7 +4,7 @@ Spec strings (``--fault`` is repeatable; the same strings work in ``POST /admin/
 
 =======================  ===========================================================================
 ``crash-after=30s``      the instance dies abruptly after 30 wall seconds (listener closed, every open
-                         connection reset); ``crash-after=0`` crashes at once. Units: ms, s, m; bare = s.
+                         connection reset); ``crash-after=0`` crashes at once. Units: ms, s, m, h; bare = s.
 ``error-rate=0.2:503``   20% of generation requests fail with status 503 and the engine's error body.
 ``slowdown=3``           every engine step takes 3x longer.
 ``hang``                 the engine stops stepping: requests are accepted and never answered.
@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from infctl import durations
 from infctl.errors import ConfigError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
 _HINT = (
     "use e.g. --fault crash-after=30s, error-rate=0.2:503, slowdown=3, hang, disconnect-after=5, health=fail"
 )
@@ -64,10 +62,7 @@ class FaultPlan:
 
 
 def parse_duration(text: str) -> float:
-    m = _DURATION.match(text)
-    if not m:
-        raise ConfigError(f"invalid duration {text!r}", hint="write e.g. 30s, 500ms or 2m")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    return durations.parse_duration(text, what="--fault")
 
 
 def parse_fault(spec: str) -> dict[str, Any]:

@@ -33,18 +33,20 @@ async def invoke(runner: CliRunner, *args: str) -> Result:
 
 def test_bad_input_exits_2(runner: CliRunner) -> None:
     assert runner.invoke(app, ["doctor"]).exit_code == 2
-    result = runner.invoke(app, ["doctor", "--engines", "http://h:1,colour=red"])
+    result = runner.invoke(app, ["doctor", "--engine-url", "http://h:1,colour=red"])
     assert result.exit_code == 2 and "colour=red" in result.output
 
 
 async def test_table_with_a_healthy_and_a_failing_engine_exits_1(runner: CliRunner, start_sim) -> None:
     good = await start_sim(model="m1")
     bad = await start_sim(model="m1", enable_prefix_caching=False)
-    result = await invoke(runner, "doctor", "--engines", good.urls[0], "--engines", f"{bad.urls[0]},model=m1")
+    result = await invoke(
+        runner, "doctor", "--engine-url", good.urls[0], "--engine-url", f"{bad.urls[0]},model=m1"
+    )
     assert result.exit_code == 1, result.output
     assert "problems found" in result.output
     assert "prefix caching" in result.output and "--enable-prefix-caching" in result.output
-    ok = await invoke(runner, "doctor", "--engines", good.urls[0], "-o", "json")
+    ok = await invoke(runner, "doctor", "--engine-url", good.urls[0], "-o", "json")
     assert ok.exit_code == 0, ok.output
     data = json.loads(ok.stdout)
     assert data["ok"] and data["counts"]["fail"] == 0

@@ -76,7 +76,7 @@ async def test_ejected_backend_is_listed_with_its_last_error(start_sim, start_ro
     backends = (await doctor(url))["backends"][0]
     assert backends.status == "fail"
     assert sims.urls[1] in backends.summary and "HTTP 503" in backends.summary
-    assert backends.fix is not None and "infctl doctor --engines" in backends.fix
+    assert backends.fix is not None and "infctl doctor --engine-url" in backends.fix
 
 
 async def test_policy_sanity_flags_pd_without_decode_and_prefix_over_one_backend(

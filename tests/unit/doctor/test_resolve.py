@@ -70,7 +70,7 @@ def test_local_release_targets_come_from_its_plan() -> None:
     assert [e.url for e in engines] == ["http://127.0.0.1:8100", "http://127.0.0.1:8101"]
     assert engines[0].kv_events == "tcp://127.0.0.1:8102"
     assert engines[0].engine == "vllm" and engines[0].model == "llama3-8b" and engines[0].precise
-    assert router is not None and router.url == "http://127.0.0.1:8104"
+    assert router is not None and router.url == "http://127.0.0.1:8000"  # the profile's router.port
 
 
 def test_nothing_to_check_is_bad_input(tmp_path: Path) -> None:

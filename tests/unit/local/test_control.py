@@ -104,11 +104,23 @@ def test_delete_of_a_stale_release_kills_leftover_process_groups(tmp_path: Path)
         assert result["killed_leftovers"] == ["engine-0"]
         assert not group_alive(leftover.pid)
         assert read_state(tmp_path, "r") is None
-        assert (tmp_path / "r" / "logs").is_dir()
+        assert not (tmp_path / "r").exists()  # nothing left behind: state, plan, token and logs go
         assert delete(tmp_path, "r")["deleted"] is False
     finally:
         leftover.kill()
         leftover.wait()
+
+
+def test_delete_removes_the_admin_token_and_keeps_logs_only_when_asked(tmp_path: Path) -> None:
+    for keep in (False, True):
+        write_state(tmp_path, state(DEAD_PID))
+        (tmp_path / "r" / "logs").mkdir(exist_ok=True)
+        (tmp_path / "r" / "logs" / "router.log").write_text("served\n")
+        (tmp_path / "r" / "admin-token").write_text("secret\n")
+        result = delete(tmp_path, "r", keep_logs=keep)
+        assert result["deleted"] is True and not (tmp_path / "r" / "admin-token").exists()
+        assert (tmp_path / "r" / "logs" / "router.log").is_file() is keep
+        assert (tmp_path / "r").exists() is keep
 
 
 class _Health(BaseHTTPRequestHandler):

@@ -29,7 +29,7 @@ def test_the_autoscaler_reaches_the_supervisor_and_runs_on_the_simulated_clock()
     plan = plan_of(scaled(**{"autoscaler.both": {"min": 1, "max": 4}}))
     scaler = plan.specs[-1]
     assert scaler.argv[:4] == (PY, "-m", "infctl", "autoscaler")
-    assert flag(scaler, "--local") == "http://127.0.0.1:18002"
+    assert flag(scaler, "--control-url") == "http://127.0.0.1:18002"
     assert flag(scaler, "--time-scale") == "0.1"  # the profile's sim runs ten times faster
     assert flag(scaler, "--port") == str(scaler.port) and scaler.health_path == "/health"
     layout = json.loads(flag(scaler, "--layout"))

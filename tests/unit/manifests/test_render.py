@@ -149,7 +149,7 @@ def test_render_command_stdout_and_files(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout)]
     assert "PrometheusRule" not in kinds and "HTTPRoute" not in kinds and "Deployment" in kinds
-    result = runner.invoke(app, ["render", "-f", str(QWEN), "-o", str(tmp_path / "out")])
+    result = runner.invoke(app, ["render", "-f", str(QWEN), "-d", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "11-deployment-qwen3-8b-engine.yaml").is_file()
 

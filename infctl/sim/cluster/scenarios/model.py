@@ -21,6 +21,9 @@ from infctl.sim.cluster.result import SimResult
 from infctl.sim.cluster.run import simulate
 
 Unit = Literal["ms", "pct", "tok/s", "req/s", "h", "count"]
+VALUE_UNITS: dict[str, str] = {"ms": "s", "pct": "fraction", "h": "h", "tok/s": "tok/s", "req/s": "req/s"}
+"""The unit of a measure's raw value (what JSON carries) by the unit the table shows it in: a latency is
+measured in seconds and shown in ms, a share is a fraction shown in percent."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ class ScenarioOutcome:
             "measures": [
                 {
                     "measure": m.name,
-                    "unit": m.unit,
+                    "unit": VALUE_UNITS.get(m.unit, m.unit),
+                    "display_unit": m.unit,
                     "better": m.better,
                     "values": {lab: m.value(r) for lab, r in zip(labels, self.results, strict=True)},
                     "seed_reported": sc.seed_says.get(m.name),

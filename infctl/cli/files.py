@@ -1,0 +1,71 @@
+"""``-f``, as kubectl takes it: repeatable, a file, a directory (its YAML and JSON files) or a glob.
+
+``infctl validate -f a.yaml -f b.yaml`` checks both; ``-f profiles/`` and ``-f 'profiles/*.yaml'`` every
+profile there. A glob that matches nothing or a directory without profiles is an error naming it (never a
+silent pass); a missing file is reported by the loader, as every unreadable file.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from infctl.errors import ConfigError
+
+PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+FilesOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-f",
+        "--file",
+        metavar="PATH",
+        help="Profile file, directory (its *.yaml, *.yml, *.json) or glob; repeatable.",
+        show_default=False,
+    ),
+]
+
+
+def expand_files(specs: Iterable[str | Path]) -> list[Path]:
+    """Every file ``specs`` name, in the order given (a directory's and a glob's sorted), each once."""
+    found: list[Path] = []
+    for spec in specs:
+        text = str(spec)
+        if glob.has_magic(text):
+            matches = [Path(m) for m in sorted(glob.glob(text)) if Path(m).is_file()]
+            if not matches:
+                raise ConfigError(f"-f {text}: no file matches", hint="check the pattern, or quote it")
+        elif Path(text).is_dir():
+            matches = sorted(p for p in Path(text).iterdir() if p.suffix in PROFILE_SUFFIXES and p.is_file())
+            if not matches:
+                raise ConfigError(
+                    f"-f {text}: no {', '.join(PROFILE_SUFFIXES)} files in this directory",
+                    hint="name the files, or the directory that holds them",
+                )
+        else:  # a file, or a missing one the loader reports as it reports every file it cannot read
+            matches = [Path(text)]
+        found.extend(m for m in matches if m not in found)
+    return found
+
+
+def one_file(specs: Iterable[str | Path] | None, *, command: str) -> Path | None:
+    """The single file a command that acts on one profile was given (None: no -f)."""
+    files = expand_files(specs or [])
+    if len(files) > 1:
+        raise ConfigError(
+            f"{command} takes one profile, -f names {len(files)}: {', '.join(map(str, files))}",
+            hint=f"run {command} once per profile",
+        )
+    return files[0] if files else None
+
+
+def required_files(specs: Iterable[str | Path] | None, *, command: str) -> list[Path]:
+    """At least one file, as ``expand_files``."""
+    files = expand_files(specs or [])
+    if not files:
+        raise ConfigError(f"{command}: no profile given", hint=f"infctl {command} -f PROFILE.yaml")
+    return files
