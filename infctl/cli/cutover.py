@@ -279,6 +279,8 @@ def result_table(data: dict[str, Any]) -> Table:
         walk_line += f"\nwalk {data['outcome']}: {escape(data['reason'])}"
     if data.get("drift"):
         walk_line += f"\n[yellow]{escape(data['drift'])}[/]"
+    if data.get("note"):
+        walk_line += f"\n[yellow]{escape(data['note'])}[/]"
     rows = [(e["time"], e["actor"], e["action"], f"{e['previous']}% -> {e['percent']}%", e.get("reason", ""))
             for e in data["history"][-10:]]  # fmt: skip
     table = simple_table(f"{head}\n{walk_line}", ["time", "actor", "action", "share", "reason"], rows)

@@ -29,6 +29,9 @@ class Observed(NamedTuple):
     version: str
     targets: tuple[str, ...] = ()
     """Names a split may use: upstream groups with backends (router), backendRef names (HTTPRoute)."""
+    split_set: bool = True
+    """False when no weights are set and ``weights`` are what the router applies meanwhile (its groups'
+    capacity): the split is real but nobody chose it."""
 
 
 class TrafficBackend(Protocol):
@@ -116,6 +119,11 @@ class _Stale(Exception):
 
 
 def _observed(view: Mapping[str, Any], targets: tuple[str, ...]) -> Observed:
-    weights = {str(k): float(v) for k, v in (view.get("weights") or {}).items()}
+    """The split the router applies (``applied``), which is the one set when weights are set; a router
+    that does not report ``applied`` is read by its set weights."""
+    applied, set_ = view.get("applied"), view.get("weights") or {}
+    raw = set_ if applied is None else applied
+    weights = {str(k): float(v) for k, v in raw.items()}
     annotations = {str(k): str(v) for k, v in (view.get("annotations") or {}).items()}
-    return Observed(weights, annotations, str(view.get("version", 0)), targets)
+    split_set = bool(set_) or applied is None
+    return Observed(weights, annotations, str(view.get("version", 0)), targets, split_set)

@@ -85,11 +85,13 @@ def apply(
 
 
 def begin(
-    state: CutoverState, plan: Plan, gates: str, *, walker: str, now: float, actor: str, resume: bool = False
-) -> CutoverState:
-    """Own the split for a walk of ``plan``. From 0 the first step is taken at once; from a share above 0 the
-    first window is read where the split stands. ``resume`` continues the stored walk."""
-    first = plan.steps[0] if state.percent == 0 else state.percent
+    state: CutoverState, plan: Plan, gates: str, *, walker: str, now: float, actor: str, resume: bool = False,
+    pinned: bool = True,
+) -> CutoverState:  # fmt: skip
+    """Own the split for a walk of ``plan``. From 0, or from a split nobody set (``pinned`` False: the router
+    shares by capacity meanwhile), the first step is taken at once; from a share set above 0 the first window
+    is read where the split stands. ``resume`` continues the stored walk."""
+    first = plan.steps[0] if state.percent == 0 or not pinned else state.percent
     action = "resume" if resume else "start"
     reason = f"plan {plan.to_text()} every {plan.interval_s:g}s, gates {gates or 'none'}"
     entry = Entry(now, action, first, state.percent, actor, reason)
@@ -97,19 +99,24 @@ def begin(
                         gates=gates, walker=walker)  # fmt: skip
 
 
-def set_percent(state: CutoverState, percent: int, *, now: float, actor: str) -> CutoverState | None:
-    """``--percent N``: a manual split ends any walk. None when there is nothing to change (idempotent)."""
-    if percent == state.percent and state.phase in ("manual", "idle") and state.walker == "":
+def set_percent(
+    state: CutoverState, percent: int, *, now: float, actor: str, pinned: bool = True
+) -> CutoverState | None:
+    """``--percent N``: a manual split ends any walk. None when there is nothing to change (idempotent); a
+    split nobody set (``pinned`` False) is written even at the same share, so it stays put."""
+    if percent == state.percent and state.phase in ("manual", "idle") and state.walker == "" and pinned:
         return None
     entry = Entry(now, "set", percent, state.percent, actor, "manual")
     return state.record(entry, phase="manual", paused=False, walker="")
 
 
 def rollback(state: CutoverState, *, now: float, actor: str) -> CutoverState | None:
-    """``--rollback``: everything back to the old system, any walk ended. None when already there."""
-    if state.percent == 0 and state.walker == "" and state.phase in ("rolled-back", "idle"):
+    """``--rollback``: everything back to the old system, any walk ended. None when already there: at 0%
+    with no walk to end, whatever the phase says (a "rollback 0% -> 0%" would record nothing happening)."""
+    if state.percent == 0 and state.walker == "":
         return None
-    entry = Entry(now, "rollback", 0, state.percent, actor, "manual rollback")
+    why = "manual rollback" if state.percent else "manual rollback: walk ended, the split was already at 0%"
+    entry = Entry(now, "rollback", 0, state.percent, actor, why)
     return state.record(entry, phase="rolled-back", paused=False, walker="")
 
 

@@ -108,8 +108,10 @@ async def change(
 async def set_percent(backend: TrafficBackend, percent: int, *, old: str | None, new: str | None,
                       now: float, actor: str, dry_run: bool = False) -> Outcome:  # fmt: skip
     check_percent(percent)
-    return await change(backend, lambda s: decide.set_percent(s, percent, now=now, actor=actor), old, new,
-                        dry_run=dry_run)  # fmt: skip
+    view = await load(backend, old, new)
+    pinned = view.observed.split_set
+    state = decide.set_percent(view.state, percent, now=now, actor=actor, pinned=pinned)
+    return await commit(backend, view, state, dry_run=dry_run)
 
 
 async def pause(backend: TrafficBackend, *, old: str | None, new: str | None, now: float, actor: str,
@@ -131,6 +133,7 @@ def status_dict(view: View, state: CutoverState | None = None) -> dict[str, Any]
     walking = s.phase == "walking" and not s.paused
     weights = weights_for(s.percent, view.old, view.new) if state is not None else dict(view.observed.weights)
     drift = s.phase != "idle" and view.stored_percent != view.percent and state is None
+    unset = not view.observed.split_set and state is None
     return {
         "where": view.where, "old": view.old, "new": view.new, "percent": s.percent, "weights": weights,
         "phase": s.phase, "paused": s.paused, "plan": list(s.steps), "interval_s": s.interval_s,
@@ -139,4 +142,7 @@ def status_dict(view: View, state: CutoverState | None = None) -> dict[str, Any]
         "updated": iso(s.updated) if s.updated is not None else None,
         "history": [e.to_dict() for e in s.history],
         "drift": f"weights edited by hand (cutover last set {view.stored_percent}%)" if drift else None,
+        "split_set": not unset,
+        "note": "no weights set: the router splits by its groups' capacity; --percent or a walk pins it"
+        if unset else None,
     }  # fmt: skip

@@ -92,8 +92,10 @@ async def walk(
         return WalkReport("complete", f"already complete at {s.percent}%: nothing written", view, s)
     resume = resume or (same and s.phase == "walking")
     walker = f"{actor}/{uuid.uuid4().hex[:8]}"
-    state = decide.begin(s, plan, settings.gates, walker=walker, now=clock.now(), actor=actor, resume=resume)
-    steps = list(timeline(plan, s.percent))
+    pinned = view.observed.split_set
+    state = decide.begin(s, plan, settings.gates, walker=walker, now=clock.now(), actor=actor, resume=resume,
+                         pinned=pinned)  # fmt: skip
+    steps = list(timeline(plan, s.percent if pinned else 0))
     if dry_run:
         return WalkReport("dry-run", f"would walk {plan.to_text()} from {s.percent}%", view, state, steps)
     view = (await commit(backend, view, state, dry_run=False)).view

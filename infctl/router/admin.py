@@ -16,8 +16,9 @@ Routes::
     PUT    /admin/policy                   a preset name or policy dict; prefix indexes are kept, and so are
                                            the upstream weights unless the dict has an ``upstreams`` key
                                            (then it is an upstream write: If-Match honoured, version bumped)
-    GET    /admin/upstreams                weighted upstream groups, mirror, annotations, version (also
-                                           the ETag header)
+    GET    /admin/upstreams                weighted upstream groups (as set, and as applied: by capacity
+                                           while none are set), mirror, annotations, version (also the
+                                           ETag header)
     PUT    /admin/upstreams                {"weights": {"old": 60, "new": 40}, "mirror": .., ...}
                                            with If-Match: <version> (428 without, 412 if stale); weights
                                            name known groups (a backend's or the config's), finite, >= 0,
@@ -65,7 +66,7 @@ from infctl.router.admin_validate import (
 )
 from infctl.router.kv_events import KVSource
 from infctl.router.policies import build_policy
-from infctl.router.policies.weights import UpstreamConfig, parse_upstreams
+from infctl.router.policies.weights import UpstreamConfig, applied_weights, parse_upstreams
 from infctl.router.ranks import rank_endpoint
 from infctl.router.requests import error_response
 from infctl.router.snapshot import Backend
@@ -260,9 +261,13 @@ async def _set_policy(state: RouterState, request: web.Request) -> web.Response:
 
 
 def upstreams_view(state: RouterState) -> dict[str, Any]:
+    """``weights``: as set (empty: none); ``applied``: what the router splits by now, the set weights or,
+    without any, each group's capacity (``applied_weights``; empty: one group, no split)."""
     cfg = state.core.policy.upstreams
+    backends = [state.pool.backend(b) for b in state.pool.ids()]
     return {
         "weights": dict(cfg.weights) if cfg else {},
+        "applied": dict(applied_weights(cfg, backends)),
         "mirror": {"to": cfg.mirror_to, "percent": cfg.mirror_percent} if cfg and cfg.mirror_to else None,
         "annotations": dict(state.upstream_annotations),
         "version": state.upstream_version,

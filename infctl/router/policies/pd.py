@@ -25,7 +25,7 @@ from infctl.router.policies.load import decode_tokens
 from infctl.router.policies.pickers import tie_break
 from infctl.router.policies.scorers import prefill_cost
 from infctl.router.policies.types import Candidates, Context
-from infctl.router.policies.weights import UpstreamConfig, split_upstream
+from infctl.router.policies.weights import UpstreamConfig, applied_weights, split_upstream
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import RequestInfo, Snapshot
 
@@ -81,20 +81,20 @@ def pick_pd(
     buckets: BucketConfig | None = None,
 ) -> PDDecision:
     """Choose the (prefill, decode) pair for ``request``; raises NoBackendError when no decode backend is
-    up. With weighted ``upstreams`` both legs come from the request's group (as a cutover moves it), so a
-    pair never spans the old and the new system."""
+    up. With upstream groups (weighted, or split by capacity: ``applied_weights``) both legs come from the
+    request's group (as a cutover moves it), so a pair never spans the old and the new system."""
     pd = pd or PDSettings()
     ctx = Context(snapshot, request, settings or PolicySettings(), matches or {})
     live = tuple(b.id for b in snapshot.backends if b.routable)
     live = _MODEL.fn(ctx, live)
     live = _FRESH.fn(ctx, live) or live
     by_id = snapshot.by_id
-    if upstreams is not None and upstreams.weights:
+    if weights := applied_weights(upstreams, snapshot.backends):
         _, live = split_upstream(
             request.request_id,
             snapshot,
             live,
-            upstreams,
+            weights,
             usable=lambda kept: any(by_id[c].role in ("decode", "both") for c in kept),
         )
     decoders = tuple(c for c in live if by_id[c].role in ("decode", "both"))

@@ -34,7 +34,7 @@ from infctl.router.policies.pickers import PICKERS
 from infctl.router.policies.presets import PRESETS
 from infctl.router.policies.scorers import SCORERS, shared_depth
 from infctl.router.policies.types import Candidates, Context, Decision, Filter, Picker, PolicyState, Scorer
-from infctl.router.policies.weights import UpstreamConfig, parse_upstreams, split_upstream
+from infctl.router.policies.weights import UpstreamConfig, applied_weights, parse_upstreams, split_upstream
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import RequestInfo, Snapshot
 
@@ -76,8 +76,8 @@ class Policy:
                     hint="check backend health, roles and models (infctl doctor)",
                 )
         upstream = None
-        if self.upstreams and self.upstreams.weights:
-            upstream, cands = split_upstream(request.request_id, snapshot, cands, self.upstreams)
+        if weights := applied_weights(self.upstreams, snapshot.backends):
+            upstream, cands = split_upstream(request.request_id, snapshot, cands, weights)
         bucket, priority, fallback = None, 0, False
         if self.buckets:
             choice = bucket_candidates(ctx, cands, self.buckets)

@@ -3,19 +3,23 @@
 A group is chosen by weighted rendezvous hashing of the request id: group g wins with probability exactly
 w_g / sum(w), every replica computes the same group for the same id, and raising one group's weight only moves
 requests *into* that group, so a cutover step from 10% to 20% never bounces a request back to the old system.
+
+Without weights set, backends in several groups are still split, by capacity (:func:`applied_weights`): the
+split the router applies is always one it can report (``GET /admin/upstreams``'s ``applied``), so a cutover
+never reads "0% to new" while the policy spreads requests over both systems, and a PD pair never spans them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from infctl.errors import ConfigError
 from infctl.router.hashing import open_unit, stable_hash, unit
-from infctl.router.snapshot import Snapshot
+from infctl.router.snapshot import Backend, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +45,37 @@ def pick_upstream(request_id: str, weights: Mapping[str, float]) -> str | None:
     return choice
 
 
+def applied_weights(cfg: UpstreamConfig | None, backends: Iterable[Backend]) -> Mapping[str, float]:
+    """The weights the split applies: the configured ones; without any, each upstream group's capacity (the
+    summed ``weight`` of its backends that answer clients: role both or decode), so the groups share
+    traffic as one pool of their engines would, but by request id, reportably. Empty (no split) when fewer
+    than two groups answer clients: one system, or prefill-only groups lending prefill legs to it. The
+    mirror's shadow group takes no share. A group whose backends are all down or draining keeps its share
+    here and is skipped per request (``split_upstream``), as with weights set."""
+    if cfg is not None and cfg.weights:
+        return cfg.weights
+    shadow = cfg.mirror_to if cfg is not None else None
+    capacity: dict[str, float] = {}
+    for b in backends:
+        group = b.upstream
+        if group != shadow and b.role != "prefill":
+            capacity[group] = capacity.get(group, 0.0) + b.weight
+    return capacity if len(capacity) > 1 else {}
+
+
 def split_upstream(
     request_id: str,
     snapshot: Snapshot,
     cands: Sequence[str],
-    cfg: UpstreamConfig,
+    weights: Mapping[str, float],
     usable: Callable[[Sequence[str]], bool] = bool,
 ) -> tuple[str | None, tuple[str, ...]]:
-    """The request's upstream group and its candidates among ``cands``. A group with nothing ``usable``
-    (down, or for a PD request no decode backend) is skipped and the split redone among the others, keeping
-    their relative weights; (None, cands) when no group is usable."""
+    """The request's upstream group by ``weights`` (:func:`applied_weights`) and its candidates among
+    ``cands``. A group with nothing ``usable`` (down, or for a PD request no decode backend) is skipped and
+    the split redone among the others, keeping their relative weights; (None, cands) when no group is
+    usable."""
     by_id = snapshot.by_id
-    weights = dict(cfg.weights)
+    weights = dict(weights)
     while weights:
         group = pick_upstream(request_id, weights)
         if group is None:

@@ -16,6 +16,7 @@ from cutoverstack import Stack, cli_app
 from typer.testing import CliRunner
 
 from infctl.cutover import Plan, Target, WalkOptions, WalkSettings, from_annotations, open_target, walk
+from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -114,8 +115,9 @@ async def walk_with_fault(stack: Stack, spec: str, gates: str) -> tuple[Any, Any
 async def test_errors_on_new_roll_back_within_one_interval(cutover_stack: Stack) -> None:
     report, state = await walk_with_fault(cutover_stack, "error-rate=0.5:503", "error_rate<5%,ttft_p99<5s")
     assert report.outcome == "rolled-back"
+    # No weights were set: the router shared by capacity (one engine each, 50%) until the walk pinned 10%.
     assert [(e.action, e.previous, e.percent) for e in state.history] == [
-        ("start", 0, 10), ("advance", 10, 50), ("rollback", 50, 10),
+        ("start", 50, 10), ("advance", 10, 50), ("rollback", 50, 10),
     ]  # fmt: skip
     step, back = state.history[-2], state.history[-1]
     assert back.time - step.time == 1.0  # the first window at 50% decided it
@@ -158,3 +160,40 @@ async def test_cli_walk_rolls_back_on_a_real_clock(cutover_stack: Stack) -> None
     assert [w["decision"] for w in out["windows"]][-1] == "rollback"
     assert {w["decision"] for w in out["windows"][:-1]} <= {"hold"}
     assert out["windows"][-1]["percent"] == 20 and out["windows"][-1]["gates"][0]["passed"] is False
+
+
+async def test_status_reports_the_split_the_router_applies(start_sim: Any, start_router: Any) -> None:
+    """Issue 18: with old and new backends and no weights set, status said "0% to new" while the policy
+    sent requests to both. Now the reported split is the applied one, set or not: 200 requests each time,
+    the observed share within 7 points of the reported one (fixed request ids: deterministic)."""
+    old, new = await start_sim(instances=2, time_scale=0.2), await start_sim(time_scale=0.2)
+    backends = [Backend(id=f"old{i}", url=u, upstream="old") for i, u in enumerate(old.urls)]
+    url = await start_router(
+        [*backends, Backend(id="new", url=new.urls[0], upstream="new")], policy="least_load"
+    )
+    done = 0.0
+
+    async def observed(prefix: str) -> float:
+        nonlocal done
+        assert await traffic(url, 200, prefix) == [200] * 200
+        now = await served(new.urls[0])
+        share, done = (now - done) / 200, now
+        return 100 * share
+
+    code, status = await cli("cutover", "--router", url, "status")
+    seen = await observed("unset")
+    assert code == 0 and abs(seen - status["percent"]) <= 7, (seen, status["percent"])
+    assert status["percent"] == 33 and status["weights"] == {"old": 2.0, "new": 1.0}
+    assert status["split_set"] is False and "capacity" in status["note"]
+    code, out = await cli("cutover", "--router", url, "--percent", "20")
+    assert code == 0 and out["changed"] and out["history"][-1]["previous"] == 33
+    code, status = await cli("cutover", "--router", url, "status")
+    assert status["percent"] == 20 and status["split_set"] is True and status["note"] is None
+    assert abs(await observed("set") - 20) <= 7
+    code, back = await cli("cutover", "--router", url, "--rollback")
+    assert code == 0 and [(e["action"], e["previous"], e["percent"]) for e in back["history"]][-1] == (
+        "rollback", 20, 0,
+    )  # fmt: skip
+    assert await observed("rolled-back") == 0
+    code, again = await cli("cutover", "--router", url, "--rollback")
+    assert code == 0 and again["changed"] is False and len(again["history"]) == len(back["history"])

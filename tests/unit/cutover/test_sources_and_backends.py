@@ -152,3 +152,20 @@ async def test_router_backend_refuses_a_stale_write_and_a_bad_token() -> None:
             await backend.read()
     assert err.value.hint is not None and "INFCTL_ROUTER_ADMIN_TOKEN" in err.value.hint
     assert admin.puts == []
+
+
+async def test_router_backend_reads_the_split_the_router_applies() -> None:
+    """No weights set: the router splits by capacity and reports it as ``applied``; that is the split."""
+    admin = FakeAdmin()
+    admin.view = {"weights": {}, "applied": {"old": 2.0, "new": 1.0}, "annotations": {}, "version": 0}
+    async with make_client(httpx.MockTransport(admin)) as client:
+        backend = RouterBackend(client, "http://router:8000")
+        seen = await backend.read()
+        assert seen.weights == {"old": 2.0, "new": 1.0} and seen.split_set is False
+        written = await backend.write({"old": 100, "new": 0}, {}, seen.version)
+    assert admin.puts[0]["weights"] == {"old": 100, "new": 0}  # the applied split is not written back
+    assert written.split_set and written.weights == {"old": 100, "new": 0}
+    admin.view = {"weights": {"old": 1}, "annotations": {}, "version": 1}  # a router without "applied"
+    async with make_client(httpx.MockTransport(admin)) as client:
+        seen = await RouterBackend(client, "http://router:8000").read()
+    assert (seen.weights, seen.split_set) == ({"old": 1.0}, True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 
 from hypothesis import given
@@ -134,3 +135,26 @@ def test_state_round_trips_through_annotations(
 
 def test_no_annotations_is_the_idle_state() -> None:
     assert from_annotations({"kubectl.kubernetes.io/last-applied-configuration": "{}"}) == CutoverState()
+
+
+def test_rollback_at_zero_with_no_walk_records_nothing() -> None:
+    """A "rollback 0% -> 0%" would record nothing happening: at 0% with no walk to end there is nothing to
+    roll back, whatever the phase says; ending a walk that stands at 0% (weights edited by hand) says so."""
+    manual_zero = decide.set_percent(CutoverState(percent=40, phase="manual"), 0, now=1, actor="me")
+    assert manual_zero is not None and manual_zero.phase == "manual"
+    assert decide.rollback(manual_zero, now=2, actor="me") is None
+    stuck = replace(started(), percent=0)
+    ended = decide.rollback(stuck, now=3, actor="me")
+    assert ended is not None and ended.walker == "" and "already at 0%" in ended.history[-1].reason
+
+
+def test_a_split_nobody_set_is_pinned_by_the_first_command() -> None:
+    """The router shares by capacity until weights are set (``pinned`` False): --percent at the same share
+    still writes it, and a walk starts at its first step rather than reading a window where it stands."""
+    shared = CutoverState(percent=50)
+    assert decide.set_percent(shared, 50, now=1, actor="me") is None
+    pinned = decide.set_percent(shared, 50, now=1, actor="me", pinned=False)
+    assert pinned is not None and pinned.history[-1].previous == 50
+    walk = decide.begin(shared, PLAN, "", walker="w", now=2, actor="me", pinned=False)
+    assert (walk.percent, walk.history[-1].previous) == (2, 50)
+    assert decide.begin(shared, PLAN, "", walker="w", now=2, actor="me").percent == 50

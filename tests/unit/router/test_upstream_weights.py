@@ -81,3 +81,47 @@ def test_shadow_backend_is_the_least_busy_routable_member_of_the_group() -> None
     }
     assert shadow_backend(Snapshot(backends, states), "shadow") == "s2"
     assert shadow_backend(Snapshot(backends, states), "nowhere") is None
+
+
+def test_without_weights_groups_share_by_capacity_and_the_report_is_the_split() -> None:
+    """The split the router applies is the one it reports, weights set or not (issue 18: with old and new
+    backends and no weights, cutover status said 0% to new while the policy sent requests to both)."""
+    from infctl.router.policies.weights import applied_weights
+
+    backends = [
+        Backend("o1", upstream="old"),
+        Backend("o2", upstream="old", weight=2.0),
+        Backend("n1", upstream="new"),
+        Backend("p1", role="prefill", upstream="new"),  # lends prefill legs: no share of its own
+        Backend("s1", upstream="shadow"),
+    ]
+    mirror = parse_upstreams({"mirror": {"to": "shadow", "percent": 10}})
+    assert applied_weights(mirror, backends) == {"old": 3.0, "new": 1.0}
+    assert applied_weights(None, backends[:2]) == {}  # one group: no split
+    assert applied_weights(None, [backends[0], backends[3]]) == {}  # one group answers clients
+    set_ = parse_upstreams({"weights": {"old": 1, "new": 0}})
+    assert applied_weights(set_, backends) == {"old": 1.0, "new": 0.0}
+    policy = build_policy({"preset": "least_load", "upstreams": {"mirror": {"to": "shadow", "percent": 10}}})
+    counts: Counter[str] = Counter()
+    for i in range(4000):
+        d = policy.decide(snap(backends), request(f"r{i}"))
+        assert d.upstream is not None and d.backend_id.startswith(d.upstream[0])
+        counts[d.upstream] += 1
+    assert chi_square(counts, {"old": 0.75, "new": 0.25}) < 10.8  # type: ignore[arg-type]
+
+
+def test_without_weights_a_pd_pair_never_spans_two_systems() -> None:
+    from infctl.router.policies.pd import pick_pd
+
+    backends = [
+        Backend("op", role="prefill", group="g", upstream="old"),
+        Backend("od", role="decode", group="g", upstream="old"),
+        Backend("np", role="prefill", group="g", upstream="new"),
+        Backend("nd", role="decode", group="g", upstream="new"),
+    ]
+    seen = set()
+    for i in range(300):
+        d = pick_pd(snap(backends), request(f"r{i}", tokens=4096, blocks=256))
+        assert d.prefill is None or d.prefill[0] == d.decode[0], (d.prefill, d.decode)
+        seen.add(d.decode)
+    assert seen == {"od", "nd"}
