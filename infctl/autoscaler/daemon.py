@@ -26,7 +26,7 @@ from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.signals import Buckets, read_router, router_backends, scrape_replicas
 from infctl.autoscaler.snapshot import Decision, ReplicaSignals, ScalerState, ScalingSnapshot
 from infctl.config.router import ADMIN_TOKEN_ENV
-from infctl.engines import get_adapter
+from infctl.engines import DEFAULT_ENGINE, get_adapter
 from infctl.errors import InfctlError
 from infctl.telemetry import make_client
 
@@ -40,7 +40,7 @@ class AutoscalerConfig:
     """Everything ``serve`` needs besides the actuator."""
 
     policy: PolicyConfig
-    engine: str = "vllm"
+    engine: str = DEFAULT_ENGINE
     """Engine adapter for scraping replicas (metric names)."""
     interval_s: float = 15.0
     """Seconds between decisions."""

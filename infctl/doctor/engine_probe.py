@@ -11,13 +11,12 @@ from infctl.doctor.http import Answer, fetch
 from infctl.doctor.kv_probe import check_kv_events, provoking_prompt, subscriber_endpoint
 from infctl.doctor.result import CheckResult, failed, skipped, warned
 from infctl.doctor.targets import EngineTarget
-from infctl.engines import ENGINES, EngineAdapter, get_adapter
+from infctl.engines import DEFAULT_ENGINE, ENGINES, EngineAdapter, get_adapter
 from infctl.errors import MetricsError
 from infctl.router.pd_legs import pd_endpoint
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.telemetry import MetricFamilies, parse_metrics
 
-DEFAULT_ENGINE = next(iter(ENGINES))
 LATER = ("models", "metrics", "prefix caching", "completion", "kv events")
 
 
@@ -79,7 +78,7 @@ async def _detect(
     if name is None:
         summary = f"cannot tell the engine; checking as {DEFAULT_ENGINE}"
         results.append(
-            warned("engines", "engine kind", summary, "name it: --engine-url URL,engine=NAME", target=target)
+            warned("engines", "engine kind", summary, "name it: --engines URL,engine=NAME", target=target)
         )
     return get_adapter(name or DEFAULT_ENGINE)
 

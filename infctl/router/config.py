@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from infctl.config.router import RouterFile
+from infctl.engines import DEFAULT_ENGINE
 from infctl.router.discovery import DiscoverySettings
 from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
@@ -28,7 +29,7 @@ class RouterConfig:
     port: int = 8000
     server: Literal["aiohttp", "lean"] = "lean"
     """The HTTP front: aiohttp, or the lean front (``infctl.router.front``) for the generation POSTs."""
-    engine: str = "vllm"
+    engine: str = DEFAULT_ENGINE
     """Engine adapter for backends that do not name one (metric names, health, PD protocol)."""
     scrape_interval_s: float = 0.1
     """How often every engine's /metrics is scraped, seconds."""
