@@ -134,7 +134,8 @@ def test_a_rendered_sglang_prefill_pod_names_the_profiles_bootstrap_port() -> No
     import yaml
 
     rendered = Path(__file__).parents[2] / "golden/deepseek-v3-group"
-    golden = rendered / "07-leaderworkerset-deepseek-v3-g0-prefill.yaml"
+    # The number in front is the object's place in the apply order, which other objects shift.
+    (golden,) = rendered.glob("*-leaderworkerset-deepseek-v3-g0-prefill.yaml")
     leader = yaml.safe_load(golden.read_text())["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     running = {"phase": "Running", "podIP": "10.0.0.8", "conditions": [{"type": "Ready", "status": "True"}]}
     pod = {"metadata": {**leader["metadata"], "name": "p", "namespace": "ns"}, "spec": leader["spec"],
