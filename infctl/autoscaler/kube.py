@@ -5,8 +5,9 @@ real thing is :class:`KubeScaleAPI` over :mod:`infctl.kube` (``scale()`` for the
 workload for ``spec.replicas`` and ``status.readyReplicas``). The kube layer scales Deployments and
 LeaderWorkerSets today; a StatefulSet or an RBG scaling adapter needs it to learn those kinds.
 
-Engines are not drained here: on Kubernetes the pod being removed is the controller's choice, and a
-stream is protected by the engine's preStop hook and termination grace period, not by this daemon.
+With a :class:`~infctl.autoscaler.kube_drain.KubeDrainer`, a scale-in first drains the pods it will remove
+(the drainer picks them for the controller and routers stop sending them requests), as the local target
+drains the engines it stops; the engines' preStop hook and termination grace period cover the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from infctl.errors import KubeError
 from infctl.manifests.kinds import lookup
 
 if TYPE_CHECKING:
+    from infctl.autoscaler.kube_drain import KubeDrainer
     from infctl.kube import KubeClient
 
 API_VERSIONS = {"Deployment": "apps/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}
@@ -67,9 +69,15 @@ class KubeScaleAPI:
 class KubeActuator:
     """Units backed by Kubernetes workloads."""
 
-    def __init__(self, targets: Sequence[KubeTarget], api: ScaleAPI, router_url: str | None = None) -> None:
+    def __init__(
+        self,
+        targets: Sequence[KubeTarget],
+        api: ScaleAPI,
+        router_url: str | None = None,
+        drainer: KubeDrainer | None = None,
+    ) -> None:
         self.targets = {t.unit: t for t in targets}
-        self.api, self.router_url = api, router_url
+        self.api, self.router_url, self.drainer = api, router_url, drainer
 
     async def observe(self) -> Fleet:
         units, notes = {}, []
@@ -82,4 +90,6 @@ class KubeActuator:
 
     async def scale(self, unit: str, replicas: int) -> None:
         t = self.targets[unit]
+        if self.drainer is not None and replicas < (await self.api.read(t.kind, t.name)).desired:
+            await self.drainer.before_scale_in(t.kind, t.name, replicas)
         await self.api.scale(t.kind, t.name, replicas)

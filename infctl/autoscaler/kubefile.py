@@ -16,7 +16,8 @@ One unit per target (named after the workload), scaled through its ``/scale`` su
 
 A target may carry ``group`` (its replicas belong to that PD group only), and ``role: group`` with
 ``members: {prefill: P, decode: D}`` for a workload whose replicas are whole groups (an LWS of groups, an
-RBG scaling adapter). ``prometheus`` (a URL) is optional.
+RBG scaling adapter). ``prometheus`` (a URL) and ``drain_timeout_s`` (seconds a scale-in waits for the
+requests of the pods it removes; default 600) are optional.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any
 
 from infctl.autoscaler.kube import KubeTarget
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
-from infctl.engines import DEFAULT_ENGINE
 from infctl.errors import ConfigError
 
 
@@ -43,6 +43,8 @@ class KubeFile:
     interval_s: float
     dry_run: bool
     prometheus: str | None
+    drain_timeout_s: float = 600.0
+    """Longest a scale-in waits for the requests of the pods it removes (``KubeDrainer.timeout_s``)."""
 
     def policy(self, **extra: Any) -> PolicyConfig:
         return PolicyConfig(units=self.units, **{**self.thresholds, **extra})
@@ -83,7 +85,7 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
     return KubeFile(
         release=str(data.get("release", "")),
         namespace=data.get("namespace"),
-        engine=str(data.get("engine", DEFAULT_ENGINE)),
+        engine=str(data.get("engine", "vllm")),
         router_url=data.get("router_url"),
         targets=tuple(targets),
         units=tuple(units),
@@ -91,4 +93,5 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
         interval_s=float(data.get("interval_s", 15.0)),
         dry_run=bool(data.get("dry_run", False)),
         prometheus=data.get("prometheus"),
+        drain_timeout_s=float(data.get("drain_timeout_s", 600.0)),
     )

@@ -2,7 +2,7 @@
 
 Three sources, one of which is required:
 
-- ``--layout JSON`` with ``--control-url URL``: what the local planner gives a supervised autoscaler;
+- ``--layout JSON`` with ``--local URL``: what the local planner gives a supervised autoscaler;
 - ``-f`` a deployment profile: its units and thresholds; target local acts on the running release;
 - ``-f`` the rendered ``autoscaler.yaml`` (:mod:`infctl.autoscaler.kubefile`): Kubernetes workloads.
 """
@@ -18,6 +18,7 @@ import httpx
 from infctl.autoscaler.daemon import AutoscalerConfig
 from infctl.autoscaler.fleet import Actuator
 from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI
+from infctl.autoscaler.kube_drain import KubeDrainer, KubePodAPI
 from infctl.autoscaler.kubefile import is_kube_file, parse_kube_file
 from infctl.autoscaler.local import LocalActuator, control_url
 from infctl.autoscaler.profile import Layout, policy_config
@@ -25,8 +26,8 @@ from infctl.autoscaler.promql import PrometheusSource
 from infctl.autoscaler.schedule import parse_window
 from infctl.autoscaler.settings import PolicyConfig
 from infctl.config import load_deployment, read_yaml
+from infctl.engines import get_adapter
 from infctl.errors import ConfigError
-from infctl.local.paths import resolve_run_dir
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         extra["ratio"] = _ratio(opts.ratio)
     if opts.layout is not None:
         if opts.local is None:
-            raise ConfigError("--layout needs --control-url URL (the supervisor's control endpoint)")
+            raise ConfigError("--layout needs --local URL (the supervisor's control endpoint)")
         layout = Layout.from_json(opts.layout)
         return _config(
             opts,
@@ -90,7 +91,12 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             kf.dry_run,
             prometheus=opts.prometheus or kf.prometheus,
         )
-        return cfg, KubeActuator(kf.targets, KubeScaleAPI(client), opts.router or kf.router_url)
+        # A scale-in drains the pods it removes first (annotated for every router, engines polled idle).
+        drainer = KubeDrainer(
+            KubePodAPI(client, namespace), _client(), get_adapter(kf.engine), kf.drain_timeout_s
+        )
+        router = opts.router or kf.router_url
+        return cfg, KubeActuator(kf.targets, KubeScaleAPI(client), router, drainer)
     profile = load_deployment(opts.file, opts.overrides)
     if profile.target != "local" and opts.local is None:
         raise ConfigError(
@@ -98,7 +104,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             hint="infctl render -f PROFILE writes it into the autoscaler's ConfigMap",
         )
     layout = Layout.from_profile(profile)
-    url = opts.local or control_url(resolve_run_dir(opts.run_dir, profile.local.run_dir), profile.name)
+    url = opts.local or control_url((opts.run_dir or profile.local.run_dir).absolute(), profile.name)
     cfg = _config(
         opts,
         policy_config(layout, **extra),

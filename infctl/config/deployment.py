@@ -25,6 +25,7 @@ from pydantic import Field, field_validator, model_validator
 
 from infctl.config._base import Count, Problem, ProfileModel, check_dns_label, raise_problems
 from infctl.config.cluster import ClusterProfile
+from infctl.config.drain import DrainSettings
 from infctl.config.length_pools import GroupShape, LengthPool, pool_problems, router_buckets
 from infctl.config.model import ModelProfile
 from infctl.config.settings import AutoscalerSettings, LocalSettings, RouterSettings
@@ -122,6 +123,8 @@ class DeploymentProfile(ProfileModel):
     """The autoscaler (off by default)."""
     local: LocalSettings = LocalSettings()
     """Settings used when target is local."""
+    drain: DrainSettings = DrainSettings()
+    """How engine pods stop without cutting requests (preStop, grace period, scale-in drain)."""
 
     @field_validator("name", "namespace")
     @classmethod

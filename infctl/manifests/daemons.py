@@ -71,4 +71,6 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
         "kv_usage": scaler.kv_usage.model_dump(),
         "interval_s": scaler.interval_s,
         "dry_run": scaler.dry_run,
+        # A scale-in waits this long for the requests of the pods it removes (infctl.autoscaler.kube_drain).
+        "drain_timeout_s": profile.drain.timeout_s,
     }

@@ -13,6 +13,7 @@ from infctl.config import DeploymentProfile
 from infctl.engines import DIST_PORT, get_adapter
 from infctl.engines.versions import check_image
 from infctl.manifests import labels as L
+from infctl.manifests.drain import lifecycle
 from infctl.manifests.placement import WorkloadPlan
 
 ENGINE_PORT = 8000
@@ -59,6 +60,9 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
         "probes": _probes(adapter.health.path) if leader else None,
         "volumes": _volumes(profile),
         "rdma": cluster is not None and cluster.rdma_resource is not None,
+        # Stop without cutting requests: wait for the engine (a worker: its leader) to be idle.
+        "lifecycle": lifecycle(profile, ENGINE_PORT, leader=leader),
+        "grace_period_s": profile.drain.grace_period_s,
     }
 
 

@@ -38,6 +38,10 @@ SERVES = "infctl.io/serves"
 """``http`` on engine pods that serve the OpenAI API (Deployment pods, LeaderWorkerSet leaders); workers of
 a multi-node replica lack it, so the router's discovery never picks them."""
 
+DRAINING = "infctl.io/draining"
+"""Annotation ``"true"`` on an engine pod the autoscaler is about to scale away: routers watching the pods
+send it no new requests while its requests in flight finish (``infctl.autoscaler.kube_drain``)."""
+
 AUTOSCALED = "infctl.io/autoscaled"
 """Annotation (not a label) on workloads whose replica count the autoscaler owns; apply leaves it alone."""
 

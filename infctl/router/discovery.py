@@ -6,7 +6,10 @@ A pod describes itself with these keys, each read from its labels, then from its
 ====================================  ==============================================================
 ``infctl.io/role``                    prefill | decode | both (*rendered*; anything else counts as both)
 ``infctl.io/group``                   PD group; prefill and decode pair inside one (*rendered*, group mode)
-``infctl.io/pool``                    pool that length buckets map to (*rendered*, pool mode)
+``infctl.io/pool``                    pool that length buckets map to (*rendered*: a length pool's name, or
+                                      prefill/decode in pool mode)
+``infctl.io/draining``                ``"true"``: send it no new requests (set by the autoscaler on a pod a
+                                      scale-in will remove)
 ``infctl.io/engine``                  engine adapter (*rendered*; default: the router's ``engine``)
 ``infctl.io/upstream``                upstream group for weighted splits and cutover (default ``default``)
 ``infctl.io/data-parallel-size``      N > 1: the pod serves N data-parallel ranks behind one port, and
@@ -44,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from infctl.engines import DEFAULT_ENGINE, ENGINES
+from infctl.engines import ENGINES
 from infctl.manifests import labels
 from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
@@ -77,7 +80,7 @@ class DiscoverySettings:
     """Label selector, e.g. ``infctl.io/release=ds3,app.kubernetes.io/component=engine``."""
     port: int = 8000
     """Engine HTTP port, unless the pod names a container port ``http``."""
-    engine: str = DEFAULT_ENGINE
+    engine: str = "vllm"
     """Engine when the pod has no ``infctl.io/engine`` label."""
     watch_timeout_s: int = 300
     """How long the API server holds one watch request, seconds; the next resumes where it ended."""
@@ -128,6 +131,8 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
             engine=engine,
             dp_rank=None if ranks == 1 else rank,
             bootstrap_port=bootstrap,
+            # Being scaled away: no new requests, those in flight finish (infctl.autoscaler.kube_drain).
+            draining=keys.get(labels.DRAINING) == "true",
         )
         for rank in range(ranks)
     )

@@ -84,7 +84,15 @@ def test_pool_mode_scales_per_role() -> None:
             "resources": ["leaderworkersets/scale"],
             "resourceNames": ["kimi-k2-prefill", "kimi-k2-decode"],
             "verbs": ["get", "update", "patch"],
-        }
+        },
+        {
+            "apiGroups": ["leaderworkerset.x-k8s.io"],
+            "resources": ["leaderworkersets"],
+            "resourceNames": ["kimi-k2-prefill", "kimi-k2-decode"],
+            "verbs": ["get"],
+        },
+        # A scale-in marks the pods it removes draining first (infctl.autoscaler.kube_drain).
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
     ]
 
 
