@@ -65,6 +65,7 @@ from infctl.router.admin_validate import (
     with_path_id,
 )
 from infctl.router.kv_events import KVSource
+from infctl.router.parse_errors import coding_refusal
 from infctl.router.policies import build_policy
 from infctl.router.policies.weights import UpstreamConfig, applied_weights, parse_upstreams
 from infctl.router.ranks import rank_endpoint
@@ -109,6 +110,8 @@ def add_routes(app: web.Application, state: RouterState) -> None:
 
     def guarded(fn: Callable[[RouterState, web.Request], Awaitable[web.StreamResponse]]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
+            if (unread := coding_refusal(request)) is not None:
+                return unread
             headers = request.headers
             header = headers.get("authorization")
             if not authorized(header, token):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from infctl.router import admin
+from infctl.router.parse_errors import coding_refusal
 from infctl.router.proxy import generate
 from infctl.router.requests import BadRequest, error_response, parse_body, read_request_info
 from infctl.telemetry.scrape import NoAnswer
@@ -25,32 +26,44 @@ if TYPE_CHECKING:
     from infctl.router.server import RouterState
 
 STATE: web.AppKey[RouterState] = web.AppKey("router_state")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def build_app(state: RouterState) -> web.Application:
     app = web.Application(client_max_size=state.cfg.max_body_bytes)
     app[STATE] = state
 
-    def route(path: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def route(path: str) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
+            if (refused := coding_refusal(request)) is not None:
+                return refused
             return await generate(state, request, path=path)
 
         return handler
 
     app.router.add_post("/v1/completions", route("/v1/completions"))
     app.router.add_post("/v1/chat/completions", route("/v1/chat/completions"))
-    app.router.add_get("/v1/models", _models)
-    app.router.add_get("/health", _health)
-    app.router.add_get("/ready", _ready)
-    app.router.add_get("/metrics", _metrics)
-    app.router.add_post("/tokenize", _tokenize)
-    admin.add_routes(app, state)
+    app.router.add_get("/v1/models", _coded(_models))
+    app.router.add_get("/health", _coded(_health))
+    app.router.add_get("/ready", _coded(_ready))
+    app.router.add_get("/metrics", _coded(_metrics))
+    app.router.add_post("/tokenize", _coded(_tokenize))
+    admin.add_routes(app, state)  # its handlers check transfer codings too
     # Wrong method or unknown path: the OpenAI error shape like every other router answer. Catch-all routes
     # rather than a middleware, which would sit in front of every generation request.
     for path in ("/v1/completions", "/v1/chat/completions"):
-        app.router.add_route("*", path, _method_not_allowed)
-    app.router.add_route("*", "/{tail:.*}", _not_found)
+        app.router.add_route("*", path, _coded(_method_not_allowed))
+    app.router.add_route("*", "/{tail:.*}", _coded(_not_found))
     return app
+
+
+def _coded(handler: Handler) -> Handler:
+    """``handler`` behind the transfer-coding check every route makes (``parse_errors.coding_refusal``)."""
+
+    async def checked(request: web.Request) -> web.StreamResponse:
+        return coding_refusal(request) or await handler(request)
+
+    return checked
 
 
 async def _method_not_allowed(request: web.Request) -> web.Response:

@@ -4,11 +4,18 @@ The front takes only requests it understands completely: a generation POST over 
 Content-Length body and nothing unusual in its head. Anything else (another path or method, a chunked body,
 ``Expect``, HTTP/1.0, a head this parser finds odd) is aiohttp's, which answers it exactly as it would
 have without the front (a 400 for a malformed head included): the verdict is then ``None``.
+
+Transfer codings: a request with ``Transfer-Encoding`` is aiohttp's to frame; whichever front took the
+connection, the router then refuses any coding but a single final ``chunked``
+(:func:`transfer_coding_problem`, applied by the app's handlers): aiohttp's parser frames ``gzip, chunked``
+as plain chunked and ignores the gzip, and a proxy must not forward a body it read differently from what
+the client sent.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from multidict import CIMultiDict
@@ -84,3 +91,21 @@ def parse_head(buf: bytes | bytearray) -> Head | None:
     if not (length.isascii() and length.isdigit()):
         return None
     return Head(path, CIMultiDict(pairs), int(length), not close, end + 4)
+
+
+def transfer_coding_problem(fields: Iterable[str]) -> tuple[int, str] | None:
+    """What is wrong with a request's ``Transfer-Encoding`` field values, as (status, message); None when
+    there are none or they say just ``chunked``. RFC 9112 section 6.1: a coding the server does not
+    implement is a 501 (the router decodes none: ``gzip``, ``deflate``, ``compress``, ``identity`` and
+    any other); ``chunked`` must be the last coding, once (400 otherwise)."""
+    codings = [c.strip().lower() for value in fields for c in value.split(",")]
+    codings = [c for c in codings if c]
+    if not codings or codings == ["chunked"]:
+        return None
+    unknown = [c for c in codings if c != "chunked"]
+    if unknown:
+        return 501, (
+            f"Transfer-Encoding {', '.join(codings)}: the router decodes no transfer coding but chunked "
+            f"({unknown[0]} is not implemented); send the body plain with Content-Length or chunked"
+        )
+    return 400, f"Transfer-Encoding {', '.join(codings)}: chunked may be applied once, last"

@@ -33,6 +33,7 @@ from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
+from infctl.router.parse_errors import quiet_parse_errors
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.ranks import Target, scrape_targets
@@ -269,6 +270,8 @@ async def serve(
     listener: LeanListener | None = None
     try:
         await runner.setup()
+        if runner.server is not None:
+            quiet_parse_errors(runner.server)  # before any connection: each reads the request factory
         if server == "lean" and runner.server is not None:
             listener = await LeanListener.start(state, runner.server, cfg.host, cfg.port)
             host, port = listener.address

@@ -109,3 +109,22 @@ def test_tabs_obs_text_and_every_token_character_still_parse() -> None:
 def test_a_head_over_the_limit_is_left_to_aiohttp_not_awaited_forever() -> None:
     raw = b"POST /v1/completions HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD_BYTES
     assert parse_head(raw) is None
+
+
+def test_only_plain_chunked_is_a_transfer_coding_the_router_reads() -> None:
+    from infctl.router.front_parse import transfer_coding_problem
+
+    assert transfer_coding_problem([]) is None
+    assert transfer_coding_problem(["chunked"]) is None
+    assert transfer_coding_problem([" Chunked "]) is None
+    for fields in (["gzip, chunked"], ["gzip", "chunked"], ["identity,chunked"], ["br, chunked"]):
+        problem = transfer_coding_problem(fields)
+        assert problem is not None and problem[0] == 501, fields
+        assert "not implemented" in problem[1] and "Content-Length" in problem[1]
+    for fields in (["chunked, chunked"], ["chunked", "chunked"]):
+        assert transfer_coding_problem(fields) == (
+            400,
+            "Transfer-Encoding chunked, chunked: chunked may be applied once, last",
+        )
+    gzip_after = transfer_coding_problem(["chunked, gzip"])
+    assert gzip_after is not None and gzip_after[0] == 501  # aiohttp's parser refuses it first (400)
