@@ -179,6 +179,9 @@ _INEXACT = {
 
 UpstreamClient = Literal["lean", "aiohttp"]
 ServerKind = Literal["lean", "aiohttp"]
+HANDOVER_IDLE_S = 1.0
+"""Handing over: a keep-alive connection idle this long is closed (seconds); a busier one is closed after
+its next answer instead."""
 _DRAIN_GRACE_S = 0.25
 """Of ``drain_timeout_s``, what is kept for closing connections once in-flight streams are done or cut."""
 
@@ -290,7 +293,7 @@ async def serve(
             ready.set()
         await _first(stop, handover)
         if handover.is_set() and not stop.is_set():
-            await hand_over(state, runner, listener)  # then serves what its open connections still send
+            await hand_over(state, runner, listener, cfg.drain_timeout_s - 2 * grace)
         else:
             state.draining = True
         await drain(state, cfg.drain_timeout_s - 2 * grace)  # then: the lean listener, aiohttp, a grace each
@@ -324,23 +327,32 @@ async def _first(*events: asyncio.Event) -> None:
             w.cancel()
 
 
-async def hand_over(state: RouterState, runner: web.AppRunner, listener: LeanListener | None) -> None:
+async def hand_over(
+    state: RouterState, runner: web.AppRunner, listener: LeanListener | None, timeout_s: float
+) -> None:
     """SIGUSR1: a successor has started on the same port (both bind with SO_REUSEPORT), so new connections
-    are its: stop listening, close idle keep-alive connections (their clients reconnect, to the successor),
-    and serve what still arrives on open ones (never a 503: nobody else can answer it on that connection),
-    closing each connection after its answer. The caller then drains what is in flight. Unlike SIGTERM's
-    drain, which keeps accepting so a load balancer sees 503s and /ready fail, this loses no request."""
+    are its. Stop listening; answer what open connections still send (never a 503: nobody else can answer
+    it on that connection) with ``connection: close``, so their clients reconnect, to the successor; close
+    connections once idle for ``HANDOVER_IDLE_S`` (closing one at once would reset a request its client had
+    just sent on it); return when none is left, or after ``timeout_s``. Unlike SIGTERM's drain, which keeps
+    accepting so a load balancer sees 503s and /ready fail, this loses no request."""
     state.handing_over = True
     if listener is not None and listener.server is not None:
         listener.server.close()
     for site in list(runner.sites):
         await site.stop()
-    if listener is not None:
-        listener.close_idle()
-    if runner.server is not None:
-        for conn in list(runner.server.connections):
-            conn.close()  # aiohttp's: closes once the request being served (if any) is answered
     log.info("handing over: stopped listening; %d requests in flight", state.inflight)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, timeout_s)
+    while loop.time() < deadline:
+        if listener is not None:
+            listener.close_idle(loop.time() - HANDOVER_IDLE_S)
+        # aiohttp's connections close after their next answer (``generate`` forces it) or their keep-alive
+        # timeout (``header_timeout_s``).
+        served_by_aiohttp = runner.server.connections if runner.server is not None else []
+        if not state.inflight and not served_by_aiohttp and not (listener and listener.connections):
+            return
+        await asyncio.sleep(0.05)
 
 
 async def drain(state: RouterState, timeout_s: float) -> None:
