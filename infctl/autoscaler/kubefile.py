@@ -27,6 +27,7 @@ from typing import Any
 
 from infctl.autoscaler.kube import KubeTarget
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
+from infctl.engines import DEFAULT_ENGINE
 from infctl.errors import ConfigError
 
 
@@ -85,7 +86,7 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
     return KubeFile(
         release=str(data.get("release", "")),
         namespace=data.get("namespace"),
-        engine=str(data.get("engine", "vllm")),
+        engine=str(data.get("engine", DEFAULT_ENGINE)),
         router_url=data.get("router_url"),
         targets=tuple(targets),
         units=tuple(units),

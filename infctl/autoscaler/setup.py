@@ -2,7 +2,7 @@
 
 Three sources, one of which is required:
 
-- ``--layout JSON`` with ``--local URL``: what the local planner gives a supervised autoscaler;
+- ``--layout JSON`` with ``--control-url URL``: what the local planner gives a supervised autoscaler;
 - ``-f`` a deployment profile: its units and thresholds; target local acts on the running release;
 - ``-f`` the rendered ``autoscaler.yaml`` (:mod:`infctl.autoscaler.kubefile`): Kubernetes workloads.
 """
@@ -28,6 +28,7 @@ from infctl.autoscaler.settings import PolicyConfig
 from infctl.config import load_deployment, read_yaml
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
+from infctl.local.paths import resolve_run_dir
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         extra["ratio"] = _ratio(opts.ratio)
     if opts.layout is not None:
         if opts.local is None:
-            raise ConfigError("--layout needs --local URL (the supervisor's control endpoint)")
+            raise ConfigError("--layout needs --control-url URL (the supervisor's control endpoint)")
         layout = Layout.from_json(opts.layout)
         return _config(
             opts,
@@ -104,7 +105,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             hint="infctl render -f PROFILE writes it into the autoscaler's ConfigMap",
         )
     layout = Layout.from_profile(profile)
-    url = opts.local or control_url((opts.run_dir or profile.local.run_dir).absolute(), profile.name)
+    url = opts.local or control_url(resolve_run_dir(opts.run_dir, profile.local.run_dir), profile.name)
     cfg = _config(
         opts,
         policy_config(layout, **extra),

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from infctl.engines import ENGINES
+from infctl.engines import DEFAULT_ENGINE, ENGINES
 from infctl.manifests import labels
 from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
@@ -80,7 +80,7 @@ class DiscoverySettings:
     """Label selector, e.g. ``infctl.io/release=ds3,app.kubernetes.io/component=engine``."""
     port: int = 8000
     """Engine HTTP port, unless the pod names a container port ``http``."""
-    engine: str = "vllm"
+    engine: str = DEFAULT_ENGINE
     """Engine when the pod has no ``infctl.io/engine`` label."""
     watch_timeout_s: int = 300
     """How long the API server holds one watch request, seconds; the next resumes where it ended."""
