@@ -4,7 +4,10 @@ Adding an engine is one module exposing ``ADAPTER`` (an :class:`EngineAdapter`) 
 ``_ADAPTERS`` below (or a :func:`register` call for an adapter that lives elsewhere). Everything outside
 this package reads engines through :data:`ENGINES`, :func:`get_adapter` and :data:`DEFAULT_ENGINE`: the
 profiles accept the registered names, and the manifests, the local target, the router, the autoscaler and
-doctor ask the adapter for every fact they need.
+doctor ask the adapter for every fact they need (``tests/unit/engines/test_third_engine.py`` registers a
+made-up engine and runs it through all of them). Outside this package a third engine touches only
+``infctl.sim``, to be simulated (a personality), and ``infctl.config`` for a profile value that is new to
+the schema (another ``pd.kv_connector`` or ``kv_offload.backend``).
 """
 
 from __future__ import annotations
