@@ -57,6 +57,28 @@ class StorageHints(ProfileModel):
         return self
 
 
+class MonitoringSettings(ProfileModel):
+    """Labels the cluster's monitoring stack selects rendered objects by. The defaults are what a stock
+    kube-prometheus-stack selects: its Prometheus takes PodMonitors, ServiceMonitors and PrometheusRules
+    labelled ``release: <its Helm release>`` (``kube-prometheus-stack`` when installed under that name),
+    its Grafana sidecar ConfigMaps labelled ``grafana_dashboard: "1"``."""
+
+    prometheus_labels: dict[str, str] = Field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+    """Added to PodMonitors, ServiceMonitors and PrometheusRules: match the Prometheus resource's
+    ``podMonitorSelector``, ``serviceMonitorSelector`` and ``ruleSelector``. Default
+    ``{release: kube-prometheus-stack}``."""
+    dashboard_labels: dict[str, str] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
+    """Added to dashboard ConfigMaps: match the Grafana sidecar's ``label``/``labelValue``. Default
+    ``{grafana_dashboard: "1"}``."""
+
+    @field_validator("prometheus_labels", "dashboard_labels")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            check_label_key(key)
+        return value
+
+
 class ClusterProfile(ProfileModel):
     """A pool of GPU nodes: resource names, placement labels, taints and storage."""
 
@@ -81,6 +103,11 @@ class ClusterProfile(ProfileModel):
     """Taints engine pods tolerate."""
     storage: StorageHints | None = None
     """Model-cache volume. Default None: every pod downloads the weights."""
+    monitoring: MonitoringSettings = MonitoringSettings()
+    """Labels the Prometheus Operator and the Grafana sidecar select by (kube-prometheus-stack's default)."""
+    create_namespace: bool = False
+    """Render a Namespace object for the deployment's namespace (applied first). Default false: the
+    namespace exists, or ``kubectl create namespace`` makes it."""
 
     @field_validator("switch_label")
     @classmethod

@@ -135,17 +135,19 @@ def _old_ref(spec: str) -> dict[str, Any]:
 
 
 def monitoring_context(profile: DeploymentProfile, namespace: str, opts: RenderOptions) -> dict[str, Any]:
+    """The monitoring objects, labelled for the cluster's Prometheus Operator and Grafana sidecar."""
+    own = L.release_labels(profile.name, "monitoring", "infctl-monitoring")
+    selected = profile.cluster.monitoring if profile.cluster is not None else None
+    prometheus = dict(selected.prometheus_labels) if selected is not None else {}
+    grafana = dict(selected.dashboard_labels) if selected is not None else {"grafana_dashboard": "1"}
     return {
         "name": profile.name,
-        "labels": L.release_labels(profile.name, "monitoring", "infctl-monitoring"),
+        "labels": {**own, **prometheus},
         "engine_selector": {L.RELEASE: profile.name, L.COMPONENT: "engine"},
         "pod_target_labels": [L.ROLE, L.GROUP, L.POOL, L.WORKLOAD],
         "router": profile.router.enabled,
         "router_selector": {L.RELEASE: profile.name, L.COMPONENT: "router"},
         "rule_groups": alert_rules(profile, namespace, opts.ttft_slo_s),
         "dashboards": dashboards(profile, namespace),
-        "dashboard_labels": {
-            **L.release_labels(profile.name, "monitoring", "infctl-monitoring"),
-            "grafana_dashboard": "1",
-        },
+        "dashboard_labels": {**own, **grafana},
     }

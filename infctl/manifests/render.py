@@ -95,6 +95,8 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
     plan = plan_placement(profile, anti_affinity=opts.anti_affinity)
     env = _environment(templates_dir())
     docs: list[str] = []
+    if profile.cluster.create_namespace:
+        docs.append(yaml.safe_dump(namespace_object(profile, namespace), sort_keys=False))
     pool = pool_values(profile, namespace)
     if pool:
         docs.append(env.get_template("kv-pool.yaml.j2").render(pool=pool, namespace=namespace))
@@ -129,6 +131,16 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
         )
     objects = [o for text in docs for o in yaml.safe_load_all(text) if o]
     return sorted(objects, key=phase_of)  # stable: template order within a phase
+
+
+def namespace_object(profile: DeploymentProfile, namespace: str) -> Obj:
+    """The release's Namespace (``cluster.create_namespace``); never pruned with the release, as its
+    deletion would take everything else in it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {L.MANAGED_BY: L.MANAGER, L.PART_OF: L.PART_OF_VALUE}},
+    }
 
 
 def _workload(env: jinja2.Environment, profile: DeploymentProfile, w: WorkloadPlan, namespace: str) -> str:
