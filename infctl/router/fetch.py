@@ -20,7 +20,7 @@ import httpx
 
 from infctl.router.http1 import Http1Pool, ProtocolError, ResponseHead
 from infctl.router.upstream import UpstreamFailed
-from infctl.telemetry.scrape import HttpxGet, NoAnswer
+from infctl.telemetry.scrape import HttpxGet, NoAnswer, make_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,24 +207,31 @@ _ACCEPT = {"accept": "text/plain"}
 """What telemetry's httpx client asks for: the classic text exposition, not OpenMetrics."""
 
 
-@dataclass(frozen=True, slots=True)
 class EngineGet:
     """The router's GETs of its engines (scrapes, health probes, ``/v1/models``), a telemetry ``Getter``:
     plain HTTP through the lean pool's bare :func:`fetch`; HTTPS, or every URL when there is no ``pool``
     (the router runs on aiohttp's client, or a test injected an httpx transport), through ``client``.
+    ``client`` None: telemetry's ``make_client`` builds one on first need. A router on plain-HTTP engines
+    never needs one, and building one (certificates) and closing it (httpx imports anyio to close even an
+    unused client) cost ~0.1 s each of start-up and of shutdown.
     Failures raise ``NoAnswer``; ``timed_out`` when the engine stayed silent (or never accepted) in time.
     Timeouts: connect, the pool's (``Http1Settings.connect_timeout_s``) or the client's; silence,
     ``timeout_s`` unless a call gives its own."""
 
-    pool: Http1Pool | None
-    client: httpx.AsyncClient
-    timeout_s: float
-    """Longest silence from an engine, seconds."""
+    __slots__ = ("_client", "pool", "timeout_s")
+
+    def __init__(self, pool: Http1Pool | None, client: httpx.AsyncClient | None, timeout_s: float) -> None:
+        self.pool = pool
+        self._client = client
+        self.timeout_s = timeout_s
+        """Longest silence from an engine, seconds."""
 
     async def __call__(self, url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         if self.pool is None or not url.startswith("http://"):
-            return await HttpxGet(self.client)(url, timeout)
+            if self._client is None:
+                self._client = make_client(timeout=self.timeout_s)
+            return await HttpxGet(self._client)(url, timeout)
         try:
             answer = await fetch(self.pool, "GET", url, headers=_ACCEPT, read_timeout_s=timeout)
         except FetchError as exc:
@@ -234,5 +241,6 @@ class EngineGet:
         return answer.status, answer.body
 
     async def aclose(self) -> None:
-        """Close ``client`` (the pool is the router's, closed with it)."""
-        await self.client.aclose()
+        """Close the httpx client, if there is one (the pool is the router's, closed with it)."""
+        if self._client is not None:
+            await self._client.aclose()

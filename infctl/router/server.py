@@ -218,7 +218,9 @@ def build_state(
         core=RouterCore(policy, block_size=cfg.block_size),
         pool=BackendPool(cfg.backends, cfg.health, engine=cfg.engine),
         session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
-        scraper=EngineGet(lean, make_client(transport, timeout=timeout_s), timeout_s),
+        scraper=EngineGet(
+            lean, None if transport is None else make_client(transport, timeout=timeout_s), timeout_s
+        ),
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
         pd_settings=PDSettings(
             mode=cfg.pd_mode,
