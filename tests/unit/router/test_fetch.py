@@ -224,3 +224,20 @@ async def test_without_a_pool_or_over_https_the_bare_get_uses_httpx() -> None:
             await EngineGet(None, client, 1.0)("http://slow/health")
     assert slow.value.timed_out
     pool.close()
+
+
+async def test_without_a_client_the_bare_get_builds_one_when_httpx_is_needed_and_closes_it(
+    engine: tuple[str, list[web.Request]],
+) -> None:
+    """A router on plain-HTTP engines never builds the httpx client (nor pays to close it); without a
+    pool every GET needs one, built on the first and closed with the getter."""
+    url, seen = engine
+    unused = EngineGet(Http1Pool(), None, 2.0)
+    await unused.aclose()  # nothing to close
+    get = EngineGet(None, None, 2.0)
+    assert await get(url + "/metrics") == (200, METRICS.encode())
+    assert await get(url + "/metrics") == (200, METRICS.encode())
+    assert [r.headers["accept"] for r in seen] == ["text/plain"] * 2  # telemetry's client, as before
+    await get.aclose()
+    with pytest.raises(RuntimeError):  # httpx refuses a closed client: it was this getter's own
+        await get(url + "/metrics")
