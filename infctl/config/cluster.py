@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -79,6 +79,50 @@ class MonitoringSettings(ProfileModel):
         return value
 
 
+GangScheduler = Literal["affinity", "volcano", "scheduler-plugins"]
+
+
+class GangSettings(ProfileModel):
+    """How a PD group is scheduled whole or not at all (group mode). Every mechanism keeps the group under
+    one switch with the required pod affinity; a gang scheduler also holds its pods until all of them fit,
+    so a group is never left half-scheduled holding GPUs it cannot use."""
+
+    scheduler: GangScheduler = "affinity"
+    """``affinity``: pod affinity alone (the first pod picks the switch; no gang, doctor warns);
+    ``volcano``: a Volcano PodGroup per PD group (``scheduling.volcano.sh/v1beta1``), pods scheduled by
+    Volcano; ``scheduler-plugins``: a coscheduling PodGroup per PD group (``scheduling.x-k8s.io/v1alpha1``),
+    pods scheduled by the scheduler-plugins scheduler. Default affinity."""
+    scheduler_name: str | None = None
+    """The pods' ``schedulerName``. Default: ``volcano``, or ``scheduler-plugins-scheduler`` (the name the
+    project's Helm chart installs it under)."""
+    queue: str | None = None
+    """Volcano: the queue PodGroups are admitted from. Default None: Volcano's ``default`` queue."""
+    network_tier: Annotated[int, Field(ge=1)] | None = None
+    """Volcano: the highest HyperNode tier a group may span (network-topology-aware scheduling, hard
+    mode), e.g. 1 for one leaf switch. Default None: the switch is held by pod affinity alone."""
+    schedule_timeout_s: Annotated[int, Field(ge=1)] | None = None
+    """scheduler-plugins: how long a group's pods wait for the whole group before the attempt is retried.
+    Default None: the plugin's default."""
+
+    @model_validator(mode="after")
+    def _fields_of_the_scheduler(self) -> GangSettings:
+        owners = {"queue": "volcano", "network_tier": "volcano", "schedule_timeout_s": "scheduler-plugins"}
+        raise_problems(
+            [
+                Problem((key,), f"only used with scheduler {owner}, found it with {self.scheduler!r}")
+                for key, owner in owners.items()
+                if getattr(self, key) is not None and self.scheduler != owner
+            ]
+        )
+        return self
+
+    @property
+    def pod_scheduler(self) -> str | None:
+        """``schedulerName`` for the engine pods; None: the default scheduler."""
+        default = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
+        return self.scheduler_name or default.get(self.scheduler)
+
+
 class ClusterProfile(ProfileModel):
     """A pool of GPU nodes: resource names, placement labels, taints and storage."""
 
@@ -105,6 +149,8 @@ class ClusterProfile(ProfileModel):
     """Model-cache volume. Default None: every pod downloads the weights."""
     monitoring: MonitoringSettings = MonitoringSettings()
     """Labels the Prometheus Operator and the Grafana sidecar select by (kube-prometheus-stack's default)."""
+    gang: GangSettings = GangSettings()
+    """How PD groups are scheduled whole (a gang scheduler's PodGroups, or pod affinity alone)."""
     create_namespace: bool = False
     """Render a Namespace object for the deployment's namespace (applied first). Default false: the
     namespace exists, or ``kubectl create namespace`` makes it."""

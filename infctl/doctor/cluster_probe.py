@@ -18,7 +18,7 @@ from infctl.doctor.crds import DISCOVERED, evaluate_crds
 from infctl.doctor.nodes import node_views
 from infctl.doctor.pods import engine_selector, evaluate_engine_pods
 from infctl.doctor.result import CheckResult, failed, skipped, warned
-from infctl.doctor.topology import evaluate_rdma, evaluate_switch_capacity
+from infctl.doctor.topology import evaluate_gang, evaluate_rdma, evaluate_switch_capacity
 from infctl.errors import ConfigError, KubeError
 from infctl.manifests import KINDS, Kind, RenderOptions, kind_of, render
 
@@ -105,6 +105,7 @@ async def _check(
             evaluate_switch_capacity(views, profile, target=t),
             evaluate_rdma(views, profile, target=t),
         ]
+    results.append(evaluate_gang(profile, target=t))
     results.append(ev.evaluate_metrics_apis(groups, target=t))
     if profile is not None:
         results.append(await _engine_pods(call, profile.name, ns, t))

@@ -50,6 +50,16 @@ FAMILIES: tuple[CRDFamily, ...] = (
         _install("leaderworkerset.x-k8s.io/v1", "install LeaderWorkerSet"),
     ),
     CRDFamily(
+        "Volcano PodGroup",
+        _rendered("scheduling.volcano.sh/v1beta1"),
+        _install("scheduling.volcano.sh/v1beta1", "install Volcano"),
+    ),
+    CRDFamily(
+        "coscheduling PodGroup (scheduler-plugins)",
+        _rendered("scheduling.x-k8s.io/v1alpha1"),
+        _install("scheduling.x-k8s.io/v1alpha1", "install scheduler-plugins with coscheduling"),
+    ),
+    CRDFamily(
         "RoleBasedGroup (RBG)",
         (("workloads.x-k8s.io", "rolebasedgroups"),),
         "install RBG: kubectl apply --server-side -f the manifests of a release of "

@@ -114,3 +114,28 @@ def evaluate_rdma(
     if lacking:
         return warned(G, "rdma", f"{cluster.rdma_resource} missing on {names(lacking)}", fix, target=target)
     return passed(G, "rdma", f"{cluster.rdma_resource} on all {len(gpus)} GPU nodes", target=target)
+
+
+def evaluate_gang(profile: DeploymentProfile | None, *, target: str = "") -> CheckResult:
+    """Group mode: whether a PD group is scheduled whole (a gang scheduler's PodGroup) or by pod affinity
+    alone; the chosen scheduler's CRD is checked with the rendered kinds (``crds``)."""
+    if profile is None or profile.cluster is None or profile.mode != "group":
+        mode = profile.mode if profile is not None else "no profile"
+        return skipped(G, "gang", f"{mode}: no PD group to schedule whole", target=target)
+    gang = profile.cluster.gang
+    if gang.scheduler == "affinity":
+        return warned(
+            G,
+            "gang",
+            "PD groups are placed by pod affinity alone: the first pod picks the switch, and a group that "
+            "no longer fits there is left half-scheduled, holding GPUs it cannot use",
+            "schedule groups whole: set cluster.gang.scheduler to volcano or scheduler-plugins (installed)",
+            target=target,
+        )
+    return passed(
+        G,
+        "gang",
+        f"every PD group is a {gang.scheduler} PodGroup scheduled by {gang.pod_scheduler}, under one "
+        f"{profile.cluster.switch_label}",
+        target=target,
+    )

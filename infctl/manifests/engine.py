@@ -14,6 +14,7 @@ from infctl.engines import DIST_PORT, get_adapter
 from infctl.engines.versions import check_image
 from infctl.manifests import labels as L
 from infctl.manifests.drain import lifecycle
+from infctl.manifests.gang import pod_group_of
 from infctl.manifests.placement import WorkloadPlan
 
 ENGINE_PORT = 8000
@@ -50,8 +51,15 @@ def engine_values(profile: DeploymentProfile, plan: WorkloadPlan, *, leader: boo
     if storage is not None and (storage.host_path or storage.pvc):
         env.append({"name": "HF_HOME", "value": storage.mount_path})
     env += [{"name": k, "value": v} for k, v in sorted(adapter.launch_env(model, plan.role).items())]
+    gang = pod_group_of(profile, plan)  # a gang scheduler's PodGroup, when one holds the PD group
     return {
-        "pod_labels": {**plan.pod_labels, **({L.SERVES: "http"} if leader else {})},
+        "pod_labels": {
+            **plan.pod_labels,
+            **({L.SERVES: "http"} if leader else {}),
+            **(gang.labels if gang else {}),
+        },
+        "pod_annotations": gang.annotations if gang else {},
+        "scheduler_name": gang.scheduler_name if gang else None,
         "image": image,
         "command": command,
         "env": env,

@@ -60,6 +60,16 @@ _GIE = (
     "https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/v1.0.0/manifests.yaml"
 )
 
+_VOLCANO = (
+    "install Volcano (its scheduler and CRDs): kubectl apply -f "
+    "https://raw.githubusercontent.com/volcano-sh/volcano/master/installer/volcano-development.yaml, "
+    "or set cluster.gang.scheduler: affinity"
+)
+_COSCHEDULING = (
+    "install scheduler-plugins as a second scheduler with coscheduling (helm install scheduler-plugins "
+    "as-a-second-scheduler/ from kubernetes-sigs/scheduler-plugins), or set cluster.gang.scheduler: affinity"
+)
+
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Namespace", "namespaces", namespaced=False, phase=0),
     Kind("v1", "ServiceAccount", "serviceaccounts", phase=1),
@@ -69,6 +79,22 @@ KINDS: tuple[Kind, ...] = (
     Kind("v1", "Service", "services", phase=2),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", phase=2),
     Kind("apps/v1", "Deployment", "deployments", phase=2),
+    Kind(
+        "scheduling.volcano.sh/v1beta1",
+        "PodGroup",
+        "podgroups",
+        phase=2,
+        crd="podgroups.scheduling.volcano.sh",
+        install=_VOLCANO,
+    ),
+    Kind(
+        "scheduling.x-k8s.io/v1alpha1",
+        "PodGroup",
+        "podgroups",
+        phase=2,
+        crd="podgroups.scheduling.x-k8s.io",
+        install=_COSCHEDULING,
+    ),
     Kind(
         "leaderworkerset.x-k8s.io/v1",
         "LeaderWorkerSet",

@@ -21,6 +21,7 @@ from infctl.errors import ConfigError
 from infctl.manifests import labels as L
 from infctl.manifests.context import autoscaler_context, monitoring_context, router_context, traffic_context
 from infctl.manifests.engine import ENGINE_PORT, engine_values
+from infctl.manifests.gang import pod_groups
 from infctl.manifests.kinds import kind_of
 from infctl.manifests.kv_pool import COMPONENT as POOL_COMPONENT
 from infctl.manifests.kv_pool import pool_values, with_pool_address
@@ -95,11 +96,13 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
     plan = plan_placement(profile, anti_affinity=opts.anti_affinity)
     env = _environment(templates_dir())
     docs: list[str] = []
-    if profile.cluster.create_namespace:
+    if profile.cluster is not None and profile.cluster.create_namespace:
         docs.append(yaml.safe_dump(namespace_object(profile, namespace), sort_keys=False))
     pool = pool_values(profile, namespace)
     if pool:
         docs.append(env.get_template("kv-pool.yaml.j2").render(pool=pool, namespace=namespace))
+    # A gang scheduler's PodGroups exist before the pods that name them.
+    docs += [yaml.safe_dump(g, sort_keys=False) for g in pod_groups(profile, plan, namespace)]
     for w in plan.workloads:
         docs.append(_workload(env, profile, w, namespace))
         docs.append(
