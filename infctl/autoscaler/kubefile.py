@@ -14,7 +14,8 @@ One unit per target (named after the workload), scaled through its ``/scale`` su
     interval_s: 30.0
     dry_run: true
 
-A target may carry ``group`` (its replicas belong to that PD group only), and ``role: group`` with
+A target may carry ``group`` (its replicas belong to that PD group only), ``pool`` (to that length pool
+only), and ``role: group`` with
 ``members: {prefill: P, decode: D}`` for a workload whose replicas are whole groups (an LWS of groups, an
 RBG scaling adapter). ``prometheus`` (a URL) and ``drain_timeout_s`` (seconds a scale-in waits for the
 requests of the pods it removes; default 600) are optional.
@@ -72,7 +73,7 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
         else:
             members = ((role, 1),)
         targets.append(KubeTarget(unit=name, kind=kind, name=name))
-        units.append(UnitConfig(name, lo, hi, members, group=t.get("group")))
+        units.append(UnitConfig(name, lo, hi, members, group=t.get("group"), pool=t.get("pool")))
     if not targets:
         raise ConfigError(f"{source}: no targets", hint="render it: `infctl render`, autoscaler bounds set")
     queue, kv = data.get("queue_per_replica") or {}, data.get("kv_usage") or {}

@@ -66,7 +66,10 @@ def unit_load(
         seen = [
             r
             for r in snapshot.replicas
-            if r.role == role and r.ready and (unit.group is None or r.group == unit.group)
+            if r.role == role
+            and r.ready
+            and (unit.group is None or r.group == unit.group)
+            and (unit.pool is None or r.pool == unit.pool)
         ]
         if not seen:
             continue

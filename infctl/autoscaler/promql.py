@@ -31,6 +31,7 @@ class PrometheusSource:
     pod_label: str = "pod"
     role_label: str = "infctl_io_role"
     group_label: str = "infctl_io_group"
+    pool_label: str = "infctl_io_pool"
 
     def query(self, adapter: MetricsSource) -> str:
         names = "|".join(sorted(adapter.wanted_metrics))
@@ -59,18 +60,22 @@ async def query_signals(
     if data.get("resultType") != "vector":
         raise MetricsError(f"GET {url}: expected a vector result, got {data.get('resultType')!r}")
     pods: dict[str, MetricFamilies] = {}
-    meta: dict[str, tuple[str, str | None]] = {}
+    meta: dict[str, tuple[str, str | None, str | None]] = {}
     for series in data.get("result", []):
         labels: dict[str, str] = series.get("metric", {})
         pod = labels.get(source.pod_label) or labels.get("instance", "?")
         name = labels.pop("__name__", "")
         pods.setdefault(pod, {}).setdefault(name, []).append(Sample(labels, float(series["value"][1])))
-        meta[pod] = (labels.get(source.role_label, "both"), labels.get(source.group_label))
+        meta[pod] = (
+            labels.get(source.role_label, "both"),
+            labels.get(source.group_label),
+            labels.get(source.pool_label),
+        )
     out = []
     for pod, families in sorted(pods.items()):
         s = adapter.signals(families)
-        role, group = meta[pod]
-        out.append(ReplicaSignals(pod, role, group, True, s.queue, s.running, s.kv_usage))
+        role, group, pool = meta[pod]
+        out.append(ReplicaSignals(pod, role, group, True, s.queue, s.running, s.kv_usage, pool))
     return tuple(out)
 
 

@@ -27,6 +27,8 @@ class UnitConfig:
     """Replicas per unit by role, e.g. ``(("decode", 1),)``; a group ``(("prefill", 1), ("decode", 2))``."""
     group: str | None = None
     """Only replicas of this PD group belong to the unit (per-group Kubernetes targets); None: any."""
+    pool: str | None = None
+    """Only replicas of this length pool belong to the unit (per-pool Kubernetes targets); None: any."""
 
     def per_unit(self, role: str) -> int:
         return dict(self.members).get(role, 0)

@@ -82,6 +82,7 @@ async def router_backends(
                 float(b.get("queue") or 0),
                 float(b.get("running") or 0),
                 float(b.get("kv_usage") or 0),
+                b.get("pool"),
             )
         )
     return tuple(out)

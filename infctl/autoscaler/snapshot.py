@@ -30,6 +30,8 @@ class ReplicaSignals:
     """Requests in the running batch."""
     kv_usage: float = 0.0
     """KV-cache usage, 0..1."""
+    pool: str | None = None
+    """The length pool it serves (``infctl.io/pool``), else None."""
 
 
 @dataclass(frozen=True, slots=True)
