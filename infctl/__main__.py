@@ -1,3 +1,3 @@
-from infctl.cli.main import run
+from infctl.cli.entry import run
 
 run()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,23 +25,20 @@ from infctl.cli.context import GlobalOptions, OutputFormat
 from infctl.cli.flags import bare_dry_run
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "validate": ("infctl.cli.validate", "Check profiles and summarise them, as deploy and render load them."),
-    "deploy": ("infctl.cli.deploy", "Deploy a profile: to Kubernetes, or as supervised processes here."),
+    "validate": ("infctl.cli.validate", "Check profiles as deploy and render load them; summarise them."),
+    "deploy": ("infctl.cli.deploy", "Deploy a profile: to Kubernetes, or as processes on this host."),
     "status": ("infctl.cli.status", "Show a release: its processes or objects, and their health."),
-    "delete": ("infctl.cli.delete", "Stop a release and remove what it left (local) or its objects."),
-    "demo": ("infctl.cli.demo", "Start the local demo stack, show it working, compare policies, stop it."),
-    "router": ("infctl.cli.router", "Route OpenAI requests across engines by prefix cache, load and length."),
-    "render": ("infctl.cli.render", "Render a deployment profile into Kubernetes objects, in apply order."),
+    "delete": ("infctl.cli.delete", "Stop a release and remove everything it left."),
+    "demo": ("infctl.cli.demo", "Run the local demo stack, compare policies on it, stop it."),
+    "router": ("infctl.cli.router", "Route OpenAI requests by prefix cache, load and length."),
+    "render": ("infctl.cli.render", "Render a deployment profile into Kubernetes objects."),
     "diff": ("infctl.cli.diff", "Compare the rendered release with the cluster."),
-    "doctor": ("infctl.cli.doctor", "Check a cluster, engines, a router or a local release; say the fix."),
-    "autoscaler": ("infctl.cli.autoscaler", "Scale prefill, decode and groups on queue, KV usage and TTFT."),
-    "sim": ("infctl.cli.sim", "Run simulated vLLM/SGLang engines: real HTTP, metrics, KV events."),
-    "bench": ("infctl.cli.bench", "Benchmark an OpenAI server: TTFT/TPOT/ITL/E2E, throughput, goodput."),
-    "cutover": ("infctl.cli.cutover", "Move traffic from the old system to the new one behind SLO gates."),
-    "simulate": (
-        "infctl.cli.simulate",
-        "Simulate a cluster on a virtual clock: the real router and autoscaler.",
-    ),
+    "doctor": ("infctl.cli.doctor", "Check a cluster, engines, a router or a local release."),
+    "autoscaler": ("infctl.cli.autoscaler", "Scale prefill, decode and groups on queue, KV and TTFT."),
+    "sim": ("infctl.cli.sim", "Run simulated vLLM/SGLang engines (HTTP, metrics, KV events)."),
+    "bench": ("infctl.cli.bench", "Benchmark an OpenAI server: TTFT, TPOT, ITL, E2E, goodput."),
+    "cutover": ("infctl.cli.cutover", "Move traffic from the old system to the new one, gated."),
+    "simulate": ("infctl.cli.simulate", "Simulate a cluster on a virtual clock: router, autoscaler."),
     "supervise": ("infctl.cli.deploy", ""),
 }
 """Every command: the module whose ``register(app)`` adds it, its line in ``infctl --help`` ("": hidden)."""
@@ -64,7 +60,7 @@ class InfctlGroup(typer.core.TyperGroup):
             return None
         module, line = COMMANDS[cmd_name]
         if self._listing:  # `infctl --help`: the line is enough, the module stays unimported
-            return typer.core.TyperCommand(name=cmd_name, help=line, hidden=not line)
+            return typer.core.TyperCommand(name=cmd_name, short_help=line, hidden=not line)
         if cmd_name not in self.commands:
             self.commands[cmd_name] = with_global_options(load_command(module, cmd_name))
         return self.commands[cmd_name]
@@ -156,7 +152,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # the root's help in plain text: Rich's formatter alone costs ~0.1 s to import
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -169,6 +165,8 @@ def _version(value: bool) -> None:
 
 
 def _configure_logging(verbose: int) -> None:
+    import logging  # here: --help and --version never need it
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger().setLevel(level)
@@ -204,4 +202,4 @@ def _register() -> None:
 
 
 def run() -> None:
-    app()
+    app(prog_name="infctl")

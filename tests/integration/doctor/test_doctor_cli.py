@@ -119,3 +119,24 @@ async def test_local_release_engines_and_router_are_checked(
     assert ("engines", "health", sims.urls[0], "pass") in found
     assert ("engines", "health", sims.urls[1], "fail") in found
     assert ("router", "backends", router, "fail") in found
+
+
+async def test_the_table_shows_problems_and_a_summary_line_and_all_with_all(
+    runner: CliRunner, start_sim
+) -> None:
+    good = await start_sim(model="m1")
+    quiet = await invoke(runner, "doctor", "--engine-url", good.urls[0])
+    assert quiet.exit_code == 0, quiet.output
+    lines = [line for line in quiet.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("infctl doctor: healthy (") and "passed" in lines[0]
+    assert "--all lists every check" in lines[0]  # before: a row per check (36 for a healthy stack)
+    every = await invoke(runner, "doctor", "--engine-url", good.urls[0], "--all")
+    assert every.exit_code == 0 and "prefix caching" in every.stdout and "models" in every.stdout
+    bad = await start_sim(model="m1", enable_prefix_caching=False)
+    problems = await invoke(runner, "doctor", "--engine-url", f"{bad.urls[0]},model=m1")
+    assert (
+        problems.exit_code == 1
+        and "prefix caching" in problems.stdout
+        and "problems found" in problems.stdout
+    )
+    assert "│ health " not in problems.stdout  # the passing checks stay out of the table
