@@ -53,8 +53,8 @@ async def test_deploy_status_diff_delete(cluster: FakeCluster, tmp_path: Path) -
     assert ready["qwen3-8b-engine"] and ready["qwen3-8b-router"]
     same = await infctl(config, "diff", "-f", QWEN, "--exit-code")
     assert same.exit_code == 0, same.output
-    changed = await infctl(config, "diff", "-f", QWEN, "--set", "router.replicas=2", "--exit-code")
-    assert changed.exit_code == 1 and "+  replicas: 2" in changed.stdout
+    changed = await infctl(config, "diff", "-f", QWEN, "--set", "router.replicas=3", "--exit-code")
+    assert changed.exit_code == 1 and "+  replicas: 3" in changed.stdout
     deleted = await infctl(config, "-o", "json", "delete", "-f", QWEN)
     assert deleted.exit_code == 0, deleted.output
     assert len(json.loads(deleted.stdout)["deleted"]) == summary["applied"].__len__()
