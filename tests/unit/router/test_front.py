@@ -97,6 +97,7 @@ def make(
         pool=pool,
         metrics=SimpleNamespace(rejected=Counter()),
         draining=False,
+        handing_over=False,
     )
     fallback = Fallback()
     listener = LeanListener(state, fallback)  # type: ignore[arg-type]
