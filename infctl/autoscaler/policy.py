@@ -9,7 +9,13 @@ Per unit, with ``n`` ready units (pending ones are never capacity):
 - **low** when every role is under both ``down`` levels (and TTFT meets the SLO). After ``down_window_s`` of
   low and ``down_cooldown_s``, remove up to ``max_step_down`` units, but never below the count the load
   needs: a scale-down never lands in a scale-up, so a constant signal cannot flap.
-- then schedule floors, ``min``/``max``, and the prefill:decode ratio band, in that order.
+- with a forecast (``PolicyConfig.forecast``, :mod:`~infctl.autoscaler.forecast`), the entry role also
+  scales up at once (pending replicas counted: they serve by then) to what the demand forecast one start-up
+  ahead needs, and goes straight to what a spike needs in panic mode. It scales down only when both agree:
+  the signals have been low for ``down_window_s`` and the demand of that window needs fewer units (never
+  below the most it needed).
+- then schedule floors, ``min``/``max``, the prefill:decode ratio band and the GPU budget (the planner's
+  :func:`~infctl.autoscaler.planner.fit_budget`), in that order.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from infctl.autoscaler.forecast import Outlook, outlook
 from infctl.autoscaler.load import UnitLoad, unit_load
+from infctl.autoscaler.planner import PoolDemand, fit_budget
 from infctl.autoscaler.ratio import fit_band
 from infctl.autoscaler.schedule import schedule_floor
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig, ratio_pairs
@@ -42,6 +50,8 @@ class _Proposal:
     floor: int
     memory: UnitState
     inputs: tuple[tuple[str, float], ...]
+    load: float = 0.0
+    """Units' worth of work the signals show (for the GPU budget)."""
 
 
 def desired_replicas(
@@ -62,6 +72,8 @@ def desired_replicas(
         for prop, n in ((p, fitted[0]), (d, fitted[1])):
             if n != prop.desired:
                 proposals[prop.unit.name] = replace(prop, desired=n, reason=f"{band}; {prop.reason}")
+    if config.gpu_budget is not None:
+        _fit_budget(proposals, config.gpu_budget)
     recommendations, memory = [], state
     for prop in proposals.values():
         memory = memory.with_unit(prop.unit.name, _remember(prop, snapshot.now))
@@ -132,6 +144,19 @@ def _propose(
             reason = f"{why} for {held:.0f}s"
     elif not ttft_ok and load.known and n > 0 and load.is_low(n, config):
         reason = f"queue and KV are low, but TTFT p99 {ttft:.2f}s is over {config.ttft_down:g} x the SLO"
+    ahead = outlook(snap, unit, n, config, memory.forecast)
+    extra: tuple[tuple[str, float], ...] = ()
+    if ahead is not None:
+        view, fstate = ahead
+        memory = replace(memory, forecast=fstate)
+        quiet = low and memory.low_since is not None and now - memory.low_since >= config.down_window_s
+        target, reason = _ahead(view, target, reason, base, (high or ttft_high, quiet), since_change, config)
+        extra = (
+            ("forecast_prompt_tps", view.forecast_tps),
+            ("forecast_needed", float(view.needed)),
+            ("forecast_headroom", view.headroom),
+        )
+        needed = max(needed, view.needed)
     inputs = (
         ("ready", float(n)),
         ("pending", float(status.pending)),
@@ -140,8 +165,50 @@ def _propose(
         ("kv_usage", load.kv_usage(n)),
         ("router_queue", snap.router_queue),
         ("ttft_p99_s", ttft if ttft is not None else math.nan),
+        *extra,
     )
-    return _Proposal(unit, status, target, reason, 0, memory, inputs)
+    return _Proposal(unit, status, target, reason, 0, memory, inputs, float(max(needed, n, 1)))
+
+
+def _ahead(
+    view: Outlook,
+    target: int,
+    reason: str,
+    base: int,
+    signals: tuple[bool, bool],
+    since_change: float,
+    config: PolicyConfig,
+) -> tuple[int, str]:
+    """The reactive proposal (``target``) amended by the forecast; ``signals``: (high, low) now."""
+    high, quiet = signals
+    if not view.warm:
+        return target, reason
+    if view.panic is not None and view.panic > max(target, base):
+        return view.panic, f"panic: a spike needs {view.panic} now"
+    if view.needed > max(target, base):
+        n = min(base + config.max_step_up, view.needed)
+        return n, f"forecast {view.forecast_tps:.0f} prompt tok/s needs {view.needed}"
+    if target > base or high:
+        return target, reason
+    if view.hold < base and since_change >= config.down_cooldown_s and quiet:
+        n = max(base - config.max_step_down, view.hold)
+        return n, f"the demand of the last {config.down_window_s:g}s needs {view.hold}"
+    if target < base:  # the queue is low but the forecast still needs them
+        return base, f"forecast needs {view.hold} (held over {config.down_window_s:g}s)"
+    return target, reason
+
+
+def _fit_budget(proposals: dict[str, _Proposal], budget: int) -> None:
+    pools = [PoolDemand(p.unit.name, 0.0, 0.0, 1.0, 1.0, p.unit.gpus, p.unit.min, p.unit.max)
+             for p in proposals.values()]  # fmt: skip
+    wanted = {name: p.desired for name, p in proposals.items()}
+    loads = {name: p.load for name, p in proposals.items()}
+    fitted = fit_budget(wanted, loads, pools, budget)
+    for name, n in fitted.items():
+        prop = proposals[name]
+        if n != prop.desired:
+            why = f"GPU budget {budget} shared by load"
+            proposals[name] = replace(prop, desired=n, reason=f"{why}; {prop.reason}")
 
 
 def _bounded(prop: _Proposal, snap: ScalingSnapshot, config: PolicyConfig) -> _Proposal:

@@ -29,6 +29,8 @@ class UnitConfig:
     """Only replicas of this PD group belong to the unit (per-group Kubernetes targets); None: any."""
     pool: str | None = None
     """Only replicas of this length pool belong to the unit (per-pool Kubernetes targets); None: any."""
+    gpus: int = 1
+    """GPUs one unit holds (all its replicas), for ``PolicyConfig.gpu_budget``."""
 
     def per_unit(self, role: str) -> int:
         return dict(self.members).get(role, 0)
@@ -36,6 +38,62 @@ class UnitConfig:
     @property
     def roles(self) -> tuple[str, ...]:
         return tuple(r for r, _ in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastConfig:
+    """Scaling ahead of demand: units for the prompt tokens per second forecast ``lead_s`` ahead (see
+    :mod:`infctl.autoscaler.forecast`)."""
+
+    replica_prompt_tps: float
+    """Uncached prompt tokens per second one replica of the entry role prefills at full use (the engine's
+    measured or profiled prefill rate)."""
+    headroom: float = 0.5
+    """Replicas beyond the work, by the square-root staffing rule: ``R + headroom * sqrt(R)`` replicas for
+    ``R`` replicas' worth of demand (queueing needs less spare capacity the more replicas share it; Halfin
+    and Whitt). The SLO term scales it."""
+    lead_s: float = 105.0
+    """How far ahead to provision: an engine's start-up plus one decision interval."""
+    window_s: float = 120.0
+    """Smoothing of the demand's level (an exponential window)."""
+    trend_window_s: float = 180.0
+    """Smoothing of its trend."""
+    panic_window_s: float = 30.0
+    """Panic mode (AIBrix/Knative): when the demand over this window is ``panic_factor`` times what the ready
+    units are planned to carry (and over the smoothed level), scale to it at once, without step limits, and
+    hold it this long."""
+    panic_factor: float = 2.0
+    slo_gain: float = 0.1
+    """The SLO term: each interval whose TTFT p99 misses the SLO raises the headroom by this share; each
+    under half the SLO while the replicas run near the plan lowers it by a quarter of that."""
+    min_slo_scale: float = 0.25
+    """The least headroom the SLO term leaves, as a share of ``headroom``."""
+    max_slo_scale: float = 4.0
+    """The most, as a share of ``headroom``."""
+
+    def scaled(self, factor: float) -> ForecastConfig:
+        return replace(
+            self,
+            lead_s=self.lead_s * factor,
+            window_s=self.window_s * factor,
+            trend_window_s=self.trend_window_s * factor,
+            panic_window_s=self.panic_window_s * factor,
+        )
+
+    def problems(self) -> list[str]:
+        out = []
+        if not (math.isfinite(self.replica_prompt_tps) and self.replica_prompt_tps > 0):
+            out.append("forecast.replica_prompt_tps must be > 0")
+        if not (math.isfinite(self.headroom) and self.headroom >= 0):
+            out.append("forecast.headroom must be >= 0")
+        if not 0 < self.min_slo_scale <= 1 <= self.max_slo_scale < math.inf:
+            out.append("forecast: min_slo_scale must be in (0, 1] and max_slo_scale >= 1")
+        durations = (self.lead_s, self.window_s, self.trend_window_s, self.panic_window_s)
+        if any(not math.isfinite(x) or x < 0 for x in durations) or self.window_s <= 0:
+            out.append("forecast durations must be >= 0 seconds (the window > 0)")
+        if self.trend_window_s <= 0 or self.panic_factor <= 1 or not 0 <= self.slo_gain < 1:
+            out.append("forecast needs trend_window_s > 0, panic_factor > 1 and 0 <= slo_gain < 1")
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +129,16 @@ class PolicyConfig:
     """Band of prefill replicas per decode replica, ``(low, high)``, kept between prefill and decode units."""
     schedules: tuple[ScheduleWindow, ...] = field(default=())
     """Time-of-day floors (see :mod:`infctl.autoscaler.schedule`)."""
+    forecast: ForecastConfig | None = None
+    """Scale the entry role ahead of demand (infctl's policy); None: react to queue, KV and TTFT only."""
+    gpu_budget: int | None = None
+    """Most GPUs all units may hold together; over it, the planner divides the budget by each unit's load
+    (:func:`~infctl.autoscaler.planner.fit_budget`). None: only each unit's ``max``."""
 
     def __post_init__(self) -> None:
-        problems = [*_threshold_problems(self), *_unit_problems(self)]
+        problems = [*_threshold_problems(self), *_unit_problems(self), *_budget_problems(self)]
+        if self.forecast is not None:
+            problems += self.forecast.problems()
         if problems:
             raise ConfigError("autoscaler: " + "; ".join(problems))
         for p, d in ratio_pairs(self):
@@ -99,6 +164,7 @@ class PolicyConfig:
             down_window_s=self.down_window_s * factor,
             up_cooldown_s=self.up_cooldown_s * factor,
             down_cooldown_s=self.down_cooldown_s * factor,
+            forecast=None if self.forecast is None else self.forecast.scaled(factor),
         )
 
 
@@ -145,6 +211,15 @@ def _threshold_problems(c: PolicyConfig) -> list[str]:
     return problems
 
 
+def _budget_problems(c: PolicyConfig) -> list[str]:
+    if c.gpu_budget is None:
+        return []
+    floor = sum(u.min * u.gpus for u in c.units)
+    if floor > c.gpu_budget:
+        return [f"gpu_budget {c.gpu_budget} is below the units' minimums ({floor} GPUs)"]
+    return []
+
+
 def _unit_problems(c: PolicyConfig) -> list[str]:
     problems = []
     names = [u.name for u in c.units]
@@ -155,4 +230,6 @@ def _unit_problems(c: PolicyConfig) -> list[str]:
             problems.append(f"{u.name}: bounds need 1 <= min <= max, got min {u.min} max {u.max}")
         if not u.members or any(n < 1 for _, n in u.members):
             problems.append(f"{u.name}: needs at least one replica per unit")
+        if u.gpus < 1:
+            problems.append(f"{u.name}: gpus must be >= 1")
     return problems

@@ -35,6 +35,15 @@ class ReplicaSignals:
 
 
 @dataclass(frozen=True, slots=True)
+class Demand:
+    """What reached the router over the last interval (its request and prompt-token counters)."""
+
+    requests_per_s: float
+    prompt_tps: float
+    """Prompt tokens per second the engines must compute: routed less those expected cached."""
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingSnapshot:
     """Everything observed at one decision time."""
 
@@ -47,6 +56,8 @@ class ScalingSnapshot:
     """The router's TTFT p99 over the last interval, seconds; None when unknown or no request finished."""
     time_of_day_s: float | None = None
     """Local seconds after midnight, for schedules; None disables schedules."""
+    demand: Demand | None = None
+    """Arrivals over the last interval, for the forecast; None when unknown (the first reading)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +93,28 @@ class Recommendation:
 
 
 @dataclass(frozen=True, slots=True)
+class ForecastState:
+    """The forecast's memory (see :mod:`infctl.autoscaler.forecast`)."""
+
+    at: float
+    """When it last saw demand (policy seconds)."""
+    since: float
+    """When it first saw demand."""
+    level: float
+    """Smoothed prompt tokens per second."""
+    trend: float = 0.0
+    """Its smoothed change, prompt tokens per second per second."""
+    slo_scale: float = 1.0
+    """The SLO term: the planned utilisation's multiplier, lowered while TTFT misses the SLO."""
+    panic_until: float | None = None
+    """Panic mode (a spike): no scale-down before this."""
+    needs: tuple[tuple[float, int], ...] = ()
+    """(time, units needed) over the scale-down window: the forecast never scales below their maximum."""
+    recent: tuple[tuple[float, float], ...] = ()
+    """(time, prompt tokens per second) read over the panic window."""
+
+
+@dataclass(frozen=True, slots=True)
 class UnitState:
     """Per-unit memory the policy keeps between decisions."""
 
@@ -96,6 +129,10 @@ class UnitState:
     settled_at: float | None = None
     """When the last pending replicas became ready: scale-up cooldowns count from here too, so the new
     capacity shows in the signals before more is added."""
+    forecast: ForecastState | None = None
+    """The forecast's memory, when the policy forecasts."""
+    recommendations: tuple[tuple[float, int], ...] = ()
+    """Threshold policy: (time, count) recommended over its scale-down stabilisation window."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.cli.simulate import show_progress
 from infctl.sim.cluster.scenarios import (
+    GROUPS,
     SCENARIOS,
     ScenarioOutcome,
     ScenarioSize,
@@ -28,10 +29,13 @@ from infctl.sim.profiles import get_profile
 EPILOG = """
 [bold]Scenarios[/] (all of them when none is named)
 
-  [bold]bucketing[/]        length buckets vs one pool: short-prompt TTFT, throughput at saturation
+  [bold]bucketing[/]        length buckets (pools sized by the planner) vs one pool: short-prompt TTFT,
+                   throughput at saturation
   [bold]prefix[/]           prefix-aware vs random routing on long shared prefixes: hit rate, TTFT, throughput
   [bold]prefix-mooncake[/]  the same on the Mooncake trace, time-compressed to load the fleet
-  [bold]autoscaling[/]      autoscaler vs a static fleet for the peak over a diurnal day: GPU-hours, SLO
+  [bold]autoscaling[/]      a static fleet for the peak vs the reactive, a KEDA-style and infctl's autoscaler
+                   over a business, a consumer and a spiky day (autoscaling-business, -consumer,
+                   -spiky: one of them): GPU-hours, SLO attainment
   [bold]kv-tier[/]          HBM only vs a host-DRAM tier vs a slower shared pool: hit rate, TTFT, throughput
   [bold]pd[/]               aggregated vs Group-mode vs Pool-mode PD (1P1D groups), same engines and traffic:
                    TTFT/TPOT p50/p99, goodput, throughput
@@ -63,7 +67,8 @@ with infctl.
 def compare_cmd(
     ctx: typer.Context,
     scenarios: Annotated[
-        list[str] | None, typer.Argument(help=f"Any of: {', '.join(SCENARIOS)}.", show_default=False)
+        list[str] | None,
+        typer.Argument(help=f"Any of: {', '.join([*GROUPS, *SCENARIOS])}.", show_default=False),
     ] = None,
     engines: Annotated[int, typer.Option(min=2, help="Engines of the routing comparisons.")] = 8,
     requests: Annotated[int, typer.Option(min=20, help="Requests per arm (a trace: its first ones).")] = 2000,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
+from infctl.autoscaler.threshold import ThresholdConfig
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.slo import SLO
 from infctl.bench.workloads import RandomSpec, WorkloadSpec
@@ -57,11 +58,12 @@ def variant_scrape_interval(variant: int) -> float:
 class AutoscaleSettings:
     """Run the autoscaler's policy (``infctl.autoscaler.policy.desired_replicas``) on the virtual clock."""
 
-    policy: PolicyConfig = field(
+    policy: PolicyConfig | ThresholdConfig = field(
         default_factory=lambda: PolicyConfig(units=(UnitConfig("both", min=1, max=64),))
     )
-    """Thresholds, windows, cooldowns and bounds, exactly as the daemon takes them. One unit named ``both``
-    (aggregated engines); its ``min``/``max`` bound the fleet."""
+    """Thresholds, windows, cooldowns and bounds, exactly as the daemon takes them (a ``ThresholdConfig``:
+    the KEDA-style policy). One unit named ``both`` (aggregated engines); its ``min``/``max`` bound the
+    fleet."""
     interval_s: float = 15.0
     """Seconds of virtual time between decisions (the daemon's ``--interval``)."""
     startup_s: float = 60.0

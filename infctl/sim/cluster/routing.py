@@ -35,6 +35,8 @@ class SimRouter:
         """Decisions by reason (prefix_hit, least_load, round_robin...), as the router's metrics count."""
         self.matched_tokens = 0
         """Prompt tokens the chosen backends were expected to hold (the router's estimate)."""
+        self.prompt_tokens = 0
+        """Prompt tokens routed (the live router's ``infctl_router_prompt_tokens_total``)."""
         self._event_seq: Counter[str] = Counter()
         self._cached: dict[str, int] = {}
         """Request id -> prompt tokens the router expected cached where it sent the request."""
@@ -70,6 +72,7 @@ class SimRouter:
         """Pick a backend (raises NoBackendError when none can take it) and count the request in flight."""
         decision = self.core.route(self.pool.snapshot(now), info)
         self.reasons[decision.reason] += 1
+        self.prompt_tokens += info.prompt_tokens
         cached = min(info.prompt_tokens, decision.matched_blocks * info.block_size)
         self.matched_tokens += decision.matched_blocks * info.block_size
         # As the live proxy: only the prompt tokens the router does not expect cached queue as prefill.
@@ -90,6 +93,7 @@ class SimRouter:
         within the variants' spread (benchmarks/bench_pd_accounting.py)."""
         decision = self.core.route_pd(self.pool.snapshot(now), info, pd)
         self.reasons[decision.reason] += 1
+        self.prompt_tokens += info.prompt_tokens
         self._cached[info.request_id] = 0
         self.pool.start(decision.decode, info.prompt_tokens, expected_tokens, cached_tokens=0)
         if decision.prefill is not None:

@@ -1,5 +1,6 @@
-"""The autoscaler, unchanged: ``desired_replicas`` called every ``interval_s`` of virtual time with what the
-daemon would observe (each engine's queue, running and KV usage; the router's TTFT p99 over the interval).
+"""The autoscaler, unchanged: ``desired_replicas`` (or the KEDA-style ``threshold_replicas``) called every
+``interval_s`` of virtual time with what the daemon would observe (each engine's queue, running and KV usage;
+the router's TTFT p99 over the interval, and its request and prompt-token counters' rates: the demand).
 
 The fleet actuator is the simulator's: new engines serve after ``startup_s``; removed ones drain first. A
 scale-down cancels engines still starting before it drains serving ones (the least loaded, newest first).
@@ -11,10 +12,12 @@ import math
 from dataclasses import dataclass
 
 from infctl.autoscaler.policy import desired_replicas
-from infctl.autoscaler.snapshot import ReplicaSignals, ScalerState, ScalingSnapshot, UnitStatus
+from infctl.autoscaler.snapshot import Demand, ReplicaSignals, ScalerState, ScalingSnapshot, UnitStatus
+from infctl.autoscaler.threshold import ThresholdConfig, threshold_replicas
 from infctl.bench.stats import percentile
 from infctl.sim.cluster.config import AutoscaleSettings
 from infctl.sim.cluster.fleet import Fleet, SimEngine
+from infctl.sim.cluster.routing import SimRouter
 
 UNIT = "both"
 
@@ -47,11 +50,22 @@ class Scaler:
         self.state = ScalerState()
         self._ttfts: list[float] = []
         self.events: list[ScaleEvent] = []
+        self._counted: tuple[float, int, int] | None = None
+        """(time, requests routed, prompt tokens routed less expected cached) at the last decision."""
 
     def observe_ttft(self, ttft_s: float) -> None:
         self._ttfts.append(ttft_s)
 
-    def decide(self, fleet: Fleet, now: float) -> int:
+    def demand(self, router: SimRouter, now: float) -> Demand | None:
+        """The router's counters' rates since the last decision, as the daemon reads them."""
+        counted = (now, sum(router.reasons.values()), router.prompt_tokens - router.matched_tokens)
+        last, self._counted = self._counted, counted
+        if last is None or now <= last[0]:
+            return None
+        dt = now - last[0]
+        return Demand((counted[1] - last[1]) / dt, max(0, counted[2] - last[2]) / dt)
+
+    def decide(self, fleet: Fleet, router: SimRouter, now: float) -> int:
         """Engines the policy wants now (starting + ready)."""
         replicas: list[ReplicaSignals] = []
         for e in fleet.live():
@@ -63,9 +77,13 @@ class Scaler:
         ttfts, self._ttfts = sorted(self._ttfts), []
         p99 = percentile(ttfts, 99.0) if ttfts else None
         snap = ScalingSnapshot(now=now, replicas=tuple(replicas), ttft_p99_s=p99 if p99 is None or
-                               math.isfinite(p99) else None)  # fmt: skip
+                               math.isfinite(p99) else None, demand=self.demand(router, now))  # fmt: skip
         status = UnitStatus(desired=fleet.count("starting", "ready"), ready=fleet.count("ready"))
-        decision = desired_replicas(snap, {UNIT: status}, self.settings.policy, self.state)
+        policy = self.settings.policy
+        if isinstance(policy, ThresholdConfig):
+            decision = threshold_replicas(snap, {UNIT: status}, policy, self.state)
+        else:
+            decision = desired_replicas(snap, {UNIT: status}, policy, self.state)
         self.state = decision.state
         rec = decision.recommendations[0]
         if rec.changed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infctl.autoscaler.planner import PoolDemand, fit_budget, plan_pools
@@ -55,7 +55,8 @@ def test_the_plan_keeps_bounds_and_budget(ps: list[PoolDemand], budget: int) -> 
             assert plan.gpus + p.gpus_per_replica > budget
 
 
-@given(st.lists(st.floats(0.01, 100), min_size=1, max_size=4), st.integers(4, 24))
+@settings(deadline=None)
+@given(st.lists(st.floats(0.01, 100), min_size=1, max_size=3), st.integers(3, 12))
 def test_one_gpu_pools_get_the_least_busiest_split(loads: list[float], budget: int) -> None:
     ps = [pool(f"p{i}", load * 1000.0) for i, load in enumerate(loads)]
     if budget < len(ps):

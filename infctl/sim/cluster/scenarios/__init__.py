@@ -6,14 +6,20 @@
 
 Modules: ``model`` (scenario, arm, measure, the table), ``measures`` (figures read from a result),
 ``catalog`` (length bucketing, prefix-aware routing on shared prefixes and on the Mooncake trace),
-``capacity`` (autoscaling on a diurnal day, a second KV tier), ``diurnal`` (the day as load stages),
-``disagg`` (aggregated vs Group- and Pool-mode PD), ``pools`` (engines placed in pools for bucketing).
+``autoscaling`` (static vs three autoscalers over a business, a consumer and a spiky day), ``capacity`` (a
+second KV tier), ``diurnal`` (the day as load stages), ``disagg`` (aggregated vs Group- and Pool-mode PD),
+``pools`` (length pools sized by the autoscaler's planner for bucketing).
 """
 
 from collections.abc import Callable
 
 from infctl.errors import ConfigError
-from infctl.sim.cluster.scenarios.capacity import autoscaling, kv_tier
+from infctl.sim.cluster.scenarios.autoscaling import (
+    autoscaling_business,
+    autoscaling_consumer,
+    autoscaling_spiky,
+)
+from infctl.sim.cluster.scenarios.capacity import kv_tier
 from infctl.sim.cluster.scenarios.catalog import ScenarioSize, bucketing, prefix_mooncake, prefix_shared
 from infctl.sim.cluster.scenarios.disagg import pd_scenario
 from infctl.sim.cluster.scenarios.model import (
@@ -30,24 +36,32 @@ SCENARIOS: dict[str, Callable[[ScenarioSize], SimScenario]] = {
     "bucketing": bucketing,
     "prefix": prefix_shared,
     "prefix-mooncake": prefix_mooncake,
-    "autoscaling": autoscaling,
+    "autoscaling-business": autoscaling_business,
+    "autoscaling-consumer": autoscaling_consumer,
+    "autoscaling-spiky": autoscaling_spiky,
     "kv-tier": kv_tier,
     "pd": pd_scenario,
 }
 """Name -> builder, in the order ``compare`` runs them."""
+GROUPS: dict[str, tuple[str, ...]] = {
+    "autoscaling": ("autoscaling-business", "autoscaling-consumer", "autoscaling-spiky"),
+}
+"""A name that runs several scenarios (``compare autoscaling``: every day)."""
 
 
 def build_scenarios(names: list[str], size: ScenarioSize) -> list[SimScenario]:
-    """The named scenarios (all when ``names`` is empty), validated before anything runs."""
-    unknown = [n for n in names if n not in SCENARIOS]
+    """The named scenarios (all when ``names`` is empty; a group name: its members), validated before
+    anything runs."""
+    unknown = [n for n in names if n not in SCENARIOS and n not in GROUPS]
     if unknown:
-        raise ConfigError(
-            f"unknown scenario(s): {', '.join(unknown)}", hint=f"pick from: {', '.join(SCENARIOS)}"
-        )
-    return [SCENARIOS[n](size) for n in (names or list(SCENARIOS))]
+        known = ", ".join([*GROUPS, *SCENARIOS])
+        raise ConfigError(f"unknown scenario(s): {', '.join(unknown)}", hint=f"pick from: {known}")
+    picked = [m for n in names for m in GROUPS.get(n, (n,))] or list(SCENARIOS)
+    return [SCENARIOS[n](size) for n in dict.fromkeys(picked)]
 
 
 __all__ = [
+    "GROUPS",
     "SCENARIOS",
     "Measure",
     "ScenarioOutcome",

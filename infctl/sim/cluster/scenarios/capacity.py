@@ -1,11 +1,5 @@
-"""The two capacity comparisons: autoscaling vs static provisioning, and a second KV tier vs HBM only.
-
-Autoscaling: one diurnal day (:mod:`~infctl.sim.cluster.scenarios.diurnal`) of Mooncake requests,
-compressed so the arm sends ``requests``; the static fleet is half of ``engines`` (sized for the peak: ~60%
-of its prefill capacity there), the autoscaled one runs the autoscaler's unchanged policy between 1 and
-that. Its windows, cooldowns,
-decision interval and engine startup shrink with the day, but never below ``MIN_TIME_SCALE`` of their real
-length (a 1 s decision interval), so a strongly compressed day is harder on the autoscaler than life is.
+"""A capacity comparison: a second KV tier vs HBM only (autoscaling is in
+:mod:`~infctl.sim.cluster.scenarios.autoscaling`).
 
 KV tier: the Mooncake trace (22M distinct prompt tokens) on an eighth of the engines (whose HBM holds a
 fifth of it with DeepSeek-V3), with no tier, a host-DRAM tier and a slower shared pool
@@ -14,12 +8,6 @@ fifth of it with DeepSeek-V3), with no tier, a host-DRAM tier and a slower share
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-
-from infctl.autoscaler.settings import PolicyConfig, UnitConfig
-from infctl.bench.slo import SLO
-from infctl.sim.cluster.config import AutoscaleSettings
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
@@ -27,72 +15,10 @@ from infctl.sim.cluster.scenarios.catalog import (
     ScenarioSize,
     base_config,
     on_trace,
-    paced_rate,
     seed_note,
-    trace_spec,
 )
-from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level, shape
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
 from infctl.sim.offload import OffloadTier
-
-DAY_SHAPE = "consumer"
-TTFT_SLO_S = 2.0
-"""The day's objective: TTFT p99 under 2 s (a 15k-token Mooncake prompt prefills in ~0.25 s)."""
-MIN_TIME_SCALE = 1 / 15
-REAL_INTERVAL_S, REAL_STARTUP_S = 15.0, 90.0
-"""The autoscaler daemon's decision interval and an engine's startup (weights, warm-up) in life."""
-TRACE_PROMPT_TOKENS = 15_300
-"""Mean prompt of the Mooncake trace."""
-
-
-def autoscaling(size: ScenarioSize) -> SimScenario:
-    """A consumer-shaped day of Mooncake requests (sent at the day's rate, not the trace's timestamps):
-    a static fleet of ``engines // 2`` for the peak vs the autoscaler between 1 and that."""
-    engines = max(2, size.engines // 2)
-    base = base_config(size, DEEPSEEK_V3_H200, engines=engines)
-    peak = paced_rate(engines, base.profile, TRACE_PROMPT_TOKENS)
-    trace, n = trace_spec(size, 1.0)
-    day_s = n / (peak * mean_level(DAY_SHAPE))
-    scale = max(day_s / 86_400, MIN_TIME_SCALE)
-    policy = PolicyConfig(
-        units=(UnitConfig("both", min=1, max=engines),),
-        ttft_slo_s=TTFT_SLO_S,
-        queue_up=2.0,
-        queue_down=0.5,
-    ).scaled(scale)
-    start = max(1, math.ceil(engines * shape(DAY_SHAPE)[0]))
-    auto = AutoscaleSettings(
-        policy=policy, interval_s=REAL_INTERVAL_S * scale, startup_s=REAL_STARTUP_S * scale
-    )
-    base = replace(
-        base,
-        workload=trace,
-        load=diurnal_plan(DAY_SHAPE, peak, day_s),
-        slo=SLO(ttft_s=TTFT_SLO_S),
-    )
-    return SimScenario(
-        name="autoscaling",
-        title=f"autoscaling vs static for the peak: {base.profile.name}, a {DAY_SHAPE} day in "
-        f"{day_s / 60:.0f} min",
-        base=base,
-        arms=[
-            SimArm(f"static {engines}"),
-            SimArm(f"autoscaled 1-{engines}", {"autoscale": auto, "engines": start}),
-        ],
-        measures=[
-            Measure("GPU-hours", m.gpu_hours, "h", "lower"),
-            Measure(f"SLO attainment (TTFT <= {TTFT_SLO_S:g} s)", m.slo_attainment, "pct", "higher"),
-            Measure("TTFT p50", m.ttft("p50"), "ms", "lower"),
-            Measure("TTFT p99", m.ttft("p99"), "ms", "lower"),
-            Measure("peak engines", m.peak_engines, "count", "lower"),
-        ],
-        headline="GPU-hours",
-        seed_says={"GPU-hours": "-26%"},
-        notes=f"peak {peak:.1f} req/s; autoscaler timings x{scale:.3f} of life (interval "
-        f"{auto.interval_s:.1f} s, startup {auto.startup_s:.1f} s, scale-down window "
-        f"{policy.down_window_s:.0f} s); GPU-hours at {base.gpus_per_engine} GPUs per engine",
-    )
-
 
 DRAM_GBPS, POOL_GBPS, POOL_LATENCY_S = 50.0, 5.0, 1e-3
 """Host DRAM over PCIe 5.0 x16, and a pool shared over a 40 Gb/s NIC (``benchmarks/bench_kv_offload.py``)."""

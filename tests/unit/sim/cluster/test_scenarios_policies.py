@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from infctl.autoscaler import policy as autoscaler_policy
+from infctl.autoscaler import threshold
 from infctl.autoscaler.settings import PolicyConfig
+from infctl.autoscaler.threshold import ThresholdConfig
 from infctl.errors import ConfigError
 from infctl.router.core import RouterCore
 from infctl.router.policies.buckets import parse_buckets
@@ -19,7 +21,7 @@ from infctl.sim.cluster import scaling as sim_scaling
 from infctl.sim.cluster.fleet import SimEngine
 from infctl.sim.cluster.routing import SimRouter
 from infctl.sim.cluster.scenarios import SCENARIOS, ScenarioSize, SimScenario, build_scenarios
-from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level
+from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, level_at, mean_level
 from infctl.sim.offload import OffloadTier
 from infctl.sim.profiles import get_profile
 from infctl.sim.scheduler import EngineCore
@@ -49,12 +51,25 @@ def test_every_arm_routes_with_a_router_preset(scenarios: list[SimScenario]) -> 
 
 
 def test_autoscaled_arms_run_the_autoscalers_policy(scenarios: list[SimScenario]) -> None:
-    sc = next(s for s in scenarios if s.name == "autoscaling")
-    static, auto = (arm.config(sc.base) for arm in sc.arms)
-    assert static.autoscale is None
-    assert auto.autoscale is not None and isinstance(auto.autoscale.policy, PolicyConfig)
-    # The simulator decides with the daemon's function itself.
+    for sc in (s for s in scenarios if s.name.startswith("autoscaling-")):
+        static, reactive, keda, ours = (arm.config(sc.base) for arm in sc.arms)
+        assert static.autoscale is None
+        assert reactive.autoscale is not None and isinstance(reactive.autoscale.policy, PolicyConfig)
+        assert reactive.autoscale.policy.forecast is None
+        assert keda.autoscale is not None and isinstance(keda.autoscale.policy, ThresholdConfig)
+        assert ours.autoscale is not None and isinstance(ours.autoscale.policy, PolicyConfig)
+        assert ours.autoscale.policy.forecast is not None
+        # Same day, engines and seed for every arm.
+        for c in (static, reactive, keda, ours):
+            assert (c.load, c.workload, c.seed, c.profile) == (
+                sc.base.load,
+                sc.base.workload,
+                sc.base.seed,
+                sc.base.profile,
+            )
+    # The simulator decides with the daemon's functions themselves.
     assert vars(sim_scaling)["desired_replicas"] is autoscaler_policy.desired_replicas
+    assert vars(sim_scaling)["threshold_replicas"] is threshold.threshold_replicas
 
 
 def test_tier_arms_give_engines_the_offload_tier(scenarios: list[SimScenario]) -> None:
@@ -94,6 +109,17 @@ def test_a_diurnal_day_is_24_hourly_ramps_at_the_shapes_levels() -> None:
     assert len(plan.stages) == 24 and plan.stages[12].rate == pytest.approx(10.0)
     mean = sum(s.mean_rate or 0 for s in plan.stages) / 24
     assert mean == pytest.approx(10.0 * mean_level("consumer"))
+
+
+def test_a_spiky_day_is_its_base_shape_with_bursts() -> None:
+    plan = diurnal_plan("spiky", 10.0, 2400.0)
+    assert sum(s.duration_s or 0 for s in plan.stages) == pytest.approx(2400.0)
+    mean = sum((s.mean_rate or 0) * (s.duration_s or 0) for s in plan.stages) / 2400.0
+    assert mean == pytest.approx(10.0 * mean_level("spiky"))
+    assert mean_level("spiky") > mean_level("business")
+    # At 03:00 the night rate jumps to 0.6 of the peak within three minutes and holds for half an hour.
+    assert level_at("spiky", 3.3) == pytest.approx(0.6) and level_at("business", 3.3) < 0.1
+    assert max(s.rate or 0 for s in plan.stages) == pytest.approx(12.5)
 
 
 def test_pools_must_name_one_pool_per_starting_engine() -> None:

@@ -73,16 +73,27 @@ def test_infctl_arm_beats_the_baseline_on_the_headline(name: str, size: Scenario
 
 def test_autoscaling_saves_gpu_hours_and_follows_the_day(tmp_path: Path) -> None:
     trace = small_trace(tmp_path / "t.jsonl", n=200, own=26)  # the trace's mean prompt: 15k tokens
-    outcome = run_scenario(SCENARIOS["autoscaling"](ScenarioSize(engines=8, requests=200, trace=trace)))
-    static, auto = outcome.results
-    assert auto.gpu_hours < static.gpu_hours
-    assert auto.scale_events and static.scale_events == []
-    # SLO attainment is a figure to read, not to assert: a 200-request day lasts half a minute, shorter
-    # than an engine's (scaled) startup.
-    assert auto.bench.summary.good_fraction is not None
-    # The day's shape reached the fleet: it started small at night and grew for the peak.
-    desired = [p.desired for p in auto.replicas]
-    assert desired[0] == 1 and max(desired) > 1
+    scenario = SCENARIOS["autoscaling-business"](ScenarioSize(engines=8, requests=200, trace=trace))
+    assert [a.label.split()[0] for a in scenario.arms] == ["static", "reactive", "KEDA-style", "infctl"]
+    outcome = run_scenario(scenario)
+    static, *autoscaled = outcome.results
+    assert static.scale_events == []
+    for auto in autoscaled:
+        assert auto.gpu_hours < static.gpu_hours
+        # SLO attainment is a figure to read, not to assert: a 200-request day lasts half a minute, shorter
+        # than an engine's (scaled) startup.
+        assert auto.bench.summary.good_fraction is not None
+        # The day's shape reached the fleet: it started small at night and grew for the peak.
+        desired = [p.desired for p in auto.replicas]
+        assert desired[0] == 1 and max(desired) > 1
+
+
+def test_autoscaling_runs_every_day() -> None:
+    built = build_scenarios(["autoscaling"], ScenarioSize(requests=200))
+    assert [s.name for s in built] == ["autoscaling-business", "autoscaling-consumer", "autoscaling-spiky"]
+    assert len({s.base.load.stages[0].rate for s in built}) > 1  # three days, three load plans
+    again = build_scenarios(["autoscaling", "autoscaling-spiky"], ScenarioSize(requests=200))
+    assert [s.name for s in again] == [s.name for s in built]
 
 
 def test_rows_have_the_demo_table_shape(size: ScenarioSize) -> None:
