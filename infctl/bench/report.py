@@ -1,8 +1,13 @@
-"""The HTML report: summary tables and inline SVG plots (TTFT CDF, latency and throughput over time; for a
-sweep, latency and throughput against the rate). One self-contained file, no JavaScript."""
+"""The HTML report: summary tables and inline SVG plots. One self-contained file, no JavaScript.
+
+Latency is drawn one chart per measure (TTFT, TPOT, ITL, E2E): the distribution (CDF) of every run on the
+page overlaid on one log-scale axis, with each run's p50 and p99 marked, so runs are compared on the same
+chart and a 20 ms TTFT is as readable as a 760 ms E2E. Throughput over time follows, every run on one chart;
+a sweep draws latency and throughput against the rate."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -10,7 +15,7 @@ from typing import Any
 from infctl.bench import tables
 from infctl.bench.metrics import request_metrics
 from infctl.bench.result import BenchResult, timeseries_dict
-from infctl.bench.svg import Series, chart
+from infctl.bench.svg import Marker, Series, chart
 
 MAX_DOTS = 2000
 
@@ -20,6 +25,7 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
 td, th { border: 1px solid #ddd; padding: 4px 8px; text-align: right; }
 td:first-child, th:first-child { text-align: left; }
 .warn { color: #b35900; } .plots { display: flex; flex-wrap: wrap; gap: 12px; }
+.note { max-width: 60em; color: #444; }
 """
 
 
@@ -52,29 +58,79 @@ def result_html(result: BenchResult) -> str:
     return _page(f"infctl bench: {result.label}", "".join(parts))
 
 
+MEASURES = ("TTFT", "TPOT", "ITL", "E2E")
+"""The latency measures drawn, one chart each."""
+MARKED = ("p50", "p99")
+"""The percentiles marked on each run's distribution (the summary's own values, as in the tables)."""
+
+
 def result_plots(result: BenchResult) -> list[str]:
-    ok = [r for r in result.requests if r.error is None and r.chunk_times]
-    ttfts = sorted((r.chunk_times[0] - r.sent_s) * 1e3 for r in ok)
-    n = len(ttfts)
-    cdf = Series("TTFT", ttfts, [(i + 1) / n for i in range(n)], kind="step")
-    stride = max(1, len(ok) // MAX_DOTS)
-    sample = ok[::stride]
-    t0 = min((r.sent_s for r in result.requests), default=0.0)
-    per = [request_metrics(r) for r in sample]
-    lat = [
-        Series("TTFT", [r.sent_s - t0 for r in sample], [(m.ttft_s or 0) * 1e3 for m in per], kind="dots"),
-        Series("E2E", [r.sent_s - t0 for r in sample], [(m.e2e_s or 0) * 1e3 for m in per], kind="dots"),
-    ]
-    ts: dict[str, Any] = timeseries_dict(result.requests, result.summary.duration_s)
+    """One run's charts: :func:`latency_charts` and :func:`throughput_charts` of it alone."""
+    return [*latency_charts([result]), *throughput_charts([result])]
+
+
+def latency_charts(runs: Sequence[BenchResult]) -> list[str]:
+    """Per measure, every run's distribution on one shared log axis, its p50 and p99 marked."""
+    per_run = [_latencies_ms(r) for r in runs]
+    out = []
+    for measure in MEASURES:
+        series, markers = [], []
+        for i, (run, values) in enumerate(zip(runs, per_run, strict=True)):
+            ms = sorted(v for v in values[measure] if v > 0)
+            cdf = [(k + 1) / len(ms) for k in range(len(ms))]
+            series.append(Series(_label(run, i), _thin(ms), _thin(cdf), kind="step"))
+            dist = getattr(run.summary, measure.lower())
+            marked = {p: dist.percentiles.get(p, math.nan) for p in MARKED}
+            markers += [Marker(v * 1e3, p, i) for p, v in marked.items() if math.isfinite(v) and v > 0]
+        out.append(
+            chart(
+                f"{measure} distribution",
+                series,
+                x_label=f"{measure} (ms, log scale)",
+                y_label="fraction of requests",
+                log_x=True,
+                markers=markers,
+            )
+        )
+    return out
+
+
+def throughput_charts(runs: Sequence[BenchResult]) -> list[str]:
+    """Completed requests and output tokens per second over time, every run on one chart each."""
+    series: dict[str, list[Series]] = {"completed requests over time": [], "output tokens over time": []}
+    for i, run in enumerate(runs):
+        ts: dict[str, Any] = timeseries_dict(run.requests, run.summary.duration_s)
+        series["completed requests over time"].append(Series(_label(run, i), ts["t"], ts["requests_per_s"]))
+        series["output tokens over time"].append(Series(_label(run, i), ts["t"], ts["output_tokens_per_s"]))
     return [
-        chart("TTFT CDF", [cdf], x_label="TTFT (ms)", y_label="fraction of requests"),
-        chart("latency over time", lat, x_label="send time (s)", y_label="ms"),
-        chart("requests over time", [Series("completed/s", ts["t"], ts["requests_per_s"]),
-                                     Series("failed/s", ts["t"], [e / ts["bucket_s"] for e in ts["errors"]])],
-              x_label="time (s)", y_label="requests/s"),
-        chart("output tokens over time", [Series("output tok/s", ts["t"], ts["output_tokens_per_s"])],
-              x_label="time (s)", y_label="tokens/s"),
-    ]  # fmt: skip
+        chart(
+            title, s, x_label="time since the run's first request (s)", y_label=title.split(" over")[0] + "/s"
+        )
+        for title, s in series.items()
+    ]
+
+
+def _latencies_ms(run: BenchResult) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {m: [] for m in MEASURES}
+    for rec in run.requests:
+        m = request_metrics(rec)
+        for name, value in (("TTFT", m.ttft_s), ("TPOT", m.tpot_s), ("E2E", m.e2e_s)):
+            if value is not None:
+                out[name].append(value * 1e3)
+        out["ITL"] += [v * 1e3 for v in m.itl_s]
+    return out
+
+
+def _label(run: BenchResult, i: int) -> str:
+    return run.metadata.label or f"run {i + 1}"
+
+
+def _thin(values: Sequence[float]) -> list[float]:
+    """At most MAX_DOTS points, evenly spaced by rank (the last kept), so a page stays small."""
+    if len(values) <= MAX_DOTS:
+        return list(values)
+    stride = len(values) / MAX_DOTS
+    return [values[min(len(values) - 1, round(k * stride))] for k in range(MAX_DOTS)] + [values[-1]]
 
 
 def sweep_html(outcome: Any) -> str:
@@ -103,17 +159,26 @@ def sweep_html(outcome: Any) -> str:
     return _page("infctl bench: rate sweep", body)
 
 
+SEED_NOTE = (
+    "<p class='note'><b>seed reported</b>: the change the seed, the design brief infctl was started from, "
+    "reported for the same comparison on its production fleet: its own models, GPUs and traffic. infctl does "
+    "not measure that figure; it is quoted as written (<code>seed_says</code> in "
+    "<code>infctl/bench/scenarios.py</code>) so that this run's direction and size of effect can be held "
+    "against it. On simulated engines and another workload, compare the direction and rough size, not the "
+    "digits.</p>"
+)
+
+
 def comparison_html(
     title: str, sections: Sequence[tuple[str, Sequence[Sequence[str]], Sequence[BenchResult]]]
 ) -> str:
-    """One page for side-by-side runs: per section, the comparison rows and each run's plots."""
-    parts: list[str] = []
+    """One page for side-by-side runs: per section, the comparison rows, then one chart per measure with
+    every run of the section overlaid (:func:`latency_charts`, :func:`throughput_charts`)."""
+    parts: list[str] = [SEED_NOTE]
     for name, rows, runs in sections:
         parts.append(f"<h2>{escape(name)}</h2>")
         labels = [r.metadata.label for r in runs]
         parts.append(_table(["measure", *labels, "change", "seed reported"], rows))
-        for run in runs:
-            parts.append(
-                f"<h3>{escape(run.metadata.label)}</h3><div class='plots'>{''.join(result_plots(run))}</div>"
-            )
+        charts = [*latency_charts(runs), *throughput_charts(runs)]
+        parts.append(f"<div class='plots'>{''.join(charts)}</div>")
     return _page(title, "".join(parts))

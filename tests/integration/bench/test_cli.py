@@ -74,7 +74,7 @@ async def test_run_save_outputs_and_compare(start_sim, runner: CliRunner, tmp_pa
     assert saved["schema_version"] == 1 and saved["requests"]["completed"] == 20
     assert saved["metadata"]["label"] == "base" and saved["server"]["engines"][0]["engine"] == "vllm"
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 21
-    assert (tmp_path / "r.html").read_text().count("<svg") == 4
+    assert (tmp_path / "r.html").read_text().count("<svg") == 6  # TTFT, TPOT, ITL, E2E, requests/s, tokens/s
 
     code, out, err = await infctl("-o", "json", "bench", "--url", url, *BASE, "--api", "chat", cwd=tmp_path)
     assert code == 0, err
