@@ -264,7 +264,8 @@ def router(
         highlight=False,
     )
     try:
-        run(cfg, loop=kind, upstream_client=client, server=cfg.server)
+        with errors_as_exit():  # what fails at start-up (a tokenizer that does not load) is one line too
+            run(cfg, loop=kind, upstream_client=client, server=cfg.server)
     except OSError as err:
         if err.errno not in _BIND_ERRORS:
             raise

@@ -29,6 +29,13 @@ def chat_options(body: Mapping[str, Any]) -> dict[str, Any]:
     return {k: body[k] for k in CHAT_OPTIONS if k in body}
 
 
+FALLBACK = (
+    "name a model directory holding tokenizer.json (or the file itself), or use --tokenizer estimate "
+    "(counts by bytes and characters; no files)"
+)
+"""The fix a tokenizer that does not load suggests: the right files, or the estimate."""
+
+
 class TokenizerError(InfctlError):
     """A tokenizer could not be loaded, or a prompt could not be tokenized (bad chat messages)."""
 

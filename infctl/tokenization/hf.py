@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infctl.tokenization.base import Tokenizer, TokenizerError
+from infctl.tokenization.base import FALLBACK, Tokenizer, TokenizerError
 from infctl.tokenization.chat import ChatTemplate
 from infctl.tokens import Memo
 
@@ -75,14 +75,11 @@ class HFTokenizer(Tokenizer):
             raise TokenizerError("the 'tokenizers' package is not installed") from None
         file = path / "tokenizer.json" if path.is_dir() else path
         if not file.is_file():
-            raise TokenizerError(
-                f"no tokenizer.json at {path}",
-                hint="name a model directory holding tokenizer.json, or the file itself",
-            )
+            raise TokenizerError(f"no tokenizer.json at {path}", hint=FALLBACK)
         try:
             raw = RawTokenizer.from_file(str(file))
         except Exception as exc:  # the Rust side raises plain Exception on a bad file
-            raise TokenizerError(f"{file} is not a tokenizer.json that loads: {exc}") from None
+            raise TokenizerError(f"{file} is not a tokenizer.json that loads: {exc}", hint=FALLBACK) from None
         config = _read_json(file.parent / "tokenizer_config.json")
         source = _template_source(file.parent, config)
         specials = {k: _token_text(v) for k, v in config.items() if k.endswith("_token")}
@@ -153,7 +150,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise TokenizerError(f"{path} is not valid JSON: {exc}") from None
+        raise TokenizerError(f"{path} is not valid JSON: {exc}", hint=FALLBACK) from None
     return data if isinstance(data, dict) else {}
 
 

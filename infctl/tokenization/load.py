@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from infctl.tokenization.base import Tokenizer, TokenizerError
+from infctl.tokenization.base import FALLBACK, Tokenizer, TokenizerError
 from infctl.tokenization.estimate import EstimateTokenizer
 from infctl.tokenization.words import WordTokenizer
 
@@ -42,8 +42,8 @@ def load_tokenizer(spec: str | None) -> Tokenizer:
         return HFTokenizer.from_path(_hub_snapshot(spec))
     raise TokenizerError(
         f"tokenizer {spec!r}: no such file or directory, and not a Hugging Face model id",
-        hint="give a model directory, a tokenizer.json, an id like Qwen/Qwen3-8B, or one of: "
-        + ", ".join(KEYWORDS),
+        hint="give a model directory, a tokenizer.json or an id like Qwen/Qwen3-8B; or use --tokenizer "
+        "estimate (counts by bytes and characters; no files) or words (infctl sim's convention)",
     )
 
 
@@ -60,7 +60,9 @@ def _hub_snapshot(model_id: str) -> Path:
     if found is not None:
         return found
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
-        raise TokenizerError(f"tokenizer {model_id}: not in the Hugging Face cache {hub_cache()} (offline)")
+        raise TokenizerError(
+            f"tokenizer {model_id}: not in the Hugging Face cache {hub_cache()} (offline)", hint=FALLBACK
+        )
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
