@@ -23,8 +23,8 @@ from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.promql import PrometheusSource, query_signals
 from infctl.autoscaler.server import MetricsServer
 from infctl.autoscaler.settings import PolicyConfig
-from infctl.autoscaler.signals import Buckets, read_router, router_backends, scrape_replicas
-from infctl.autoscaler.snapshot import Decision, ReplicaSignals, ScalerState, ScalingSnapshot
+from infctl.autoscaler.signals import Buckets, demand_between, read_router, router_backends, scrape_replicas
+from infctl.autoscaler.snapshot import Decision, Demand, ReplicaSignals, ScalerState, ScalingSnapshot
 from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.engines import DEFAULT_ENGINE, get_adapter
 from infctl.errors import InfctlError
@@ -62,6 +62,8 @@ class _Daemon:
         self.metrics = AutoscalerMetrics(cfg.dry_run)
         self.state = ScalerState()
         self.router_buckets: Buckets | None = None
+        self.router_counts: tuple[float, tuple[float, float, float]] | None = None
+        """(when, the router's counters) at the last reading, for the demand."""
 
     async def tick(self, now: float, time_of_day: float, on_decision: OnDecision | None) -> Decision | None:
         try:
@@ -70,9 +72,14 @@ class _Daemon:
             self._failed("observe", err)
             return None
         replicas = await self._signals(fleet)
-        queue, ttft = await self._router(self.cfg.router_url or fleet.router_url)
+        queue, ttft, demand = await self._router(self.cfg.router_url or fleet.router_url, now)
         snap = ScalingSnapshot(
-            now=now, replicas=replicas, router_queue=queue, ttft_p99_s=ttft, time_of_day_s=time_of_day
+            now=now,
+            replicas=replicas,
+            router_queue=queue,
+            ttft_p99_s=ttft,
+            time_of_day_s=time_of_day,
+            demand=demand,
         )
         decision = desired_replicas(snap, fleet.units, self.cfg.policy, self.state)
         self.state = decision.state
@@ -109,16 +116,18 @@ class _Daemon:
             self._failed("signals", failure)
         return replicas
 
-    async def _router(self, url: str | None) -> tuple[float, float | None]:
+    async def _router(self, url: str | None, now: float) -> tuple[float, float | None, Demand | None]:
         if url is None:
-            return 0.0, None
+            return 0.0, None, None
         try:
             reading = await read_router(self.client, url, self.router_buckets)
         except InfctlError as err:
             self._failed("router", err)
-            return 0.0, None
+            return 0.0, None, None
         self.router_buckets = reading.buckets
-        return reading.queue, reading.ttft_p99_s
+        last, self.router_counts = self.router_counts, (now, reading.counts)
+        demand = None if last is None else demand_between(last[1], reading.counts, now - last[0])
+        return reading.queue, reading.ttft_p99_s, demand
 
     async def _apply(self, decision: Decision) -> None:
         for rec in decision.recommendations:

@@ -18,16 +18,20 @@ A target may carry ``group`` (its replicas belong to that PD group only), ``pool
 only), and ``role: group`` with
 ``members: {prefill: P, decode: D}`` for a workload whose replicas are whole groups (an LWS of groups, an
 RBG scaling adapter). ``prometheus`` (a URL) and ``drain_timeout_s`` (seconds a scale-in waits for the
-requests of the pods it removes; default 600) are optional.
+requests of the pods it removes; default 600) are optional, and so are infctl's forecast and a GPU budget
+shared by the targets (each target's ``gpus`` per unit)::
+
+    forecast: {replica_prompt_tps: 70000, headroom: 0.5, lead_s: 105}
+    gpu_budget: 64
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from infctl.autoscaler.kube import KubeTarget
-from infctl.autoscaler.settings import PolicyConfig, UnitConfig
+from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
 from infctl.engines import DEFAULT_ENGINE
 from infctl.errors import ConfigError
 
@@ -47,9 +51,12 @@ class KubeFile:
     prometheus: str | None
     drain_timeout_s: float = 600.0
     """Longest a scale-in waits for the requests of the pods it removes (``KubeDrainer.timeout_s``)."""
+    forecast: ForecastConfig | None = None
+    gpu_budget: int | None = None
 
     def policy(self, **extra: Any) -> PolicyConfig:
-        return PolicyConfig(units=self.units, **{**self.thresholds, **extra})
+        planned = {"forecast": self.forecast, "gpu_budget": self.gpu_budget}
+        return PolicyConfig(units=self.units, **{**self.thresholds, **planned, **extra})
 
 
 def is_kube_file(data: Any) -> bool:
@@ -73,7 +80,8 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
         else:
             members = ((role, 1),)
         targets.append(KubeTarget(unit=name, kind=kind, name=name))
-        units.append(UnitConfig(name, lo, hi, members, group=t.get("group"), pool=t.get("pool")))
+        gpus = int(t.get("gpus", 1))
+        units.append(UnitConfig(name, lo, hi, members, group=t.get("group"), pool=t.get("pool"), gpus=gpus))
     if not targets:
         raise ConfigError(f"{source}: no targets", hint="render it: `infctl render`, autoscaler bounds set")
     queue, kv = data.get("queue_per_replica") or {}, data.get("kv_usage") or {}
@@ -96,4 +104,18 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
         dry_run=bool(data.get("dry_run", False)),
         prometheus=data.get("prometheus"),
         drain_timeout_s=float(data.get("drain_timeout_s", 600.0)),
+        forecast=_forecast(data.get("forecast"), source),
+        gpu_budget=None if data.get("gpu_budget") is None else int(data["gpu_budget"]),
     )
+
+
+def _forecast(data: Any, source: str) -> ForecastConfig | None:
+    if data is None:
+        return None
+    known = {f.name for f in fields(ForecastConfig)}
+    if not isinstance(data, dict) or "replica_prompt_tps" not in data or set(data) - known:
+        raise ConfigError(
+            f"{source}: forecast: expected a mapping with replica_prompt_tps",
+            hint=f"known keys: {', '.join(sorted(known))}",
+        )
+    return ForecastConfig(**{k: float(v) for k, v in data.items()})

@@ -3,7 +3,9 @@
 Engines are scraped through :mod:`infctl.telemetry` with their engine adapter, so no metric name is spelled
 here. The router contributes its admission queue (``infctl_router_queue_depth``) and TTFT p99 over the
 last interval, from the difference between two scrapes of its cumulative histogram
-(``infctl_router_time_to_first_byte_seconds``), as ``histogram_quantile(rate(...))`` would.
+(``infctl_router_time_to_first_byte_seconds``), as ``histogram_quantile(rate(...))`` would, and the demand
+(the rates of its routing-decision and prompt-token counters, less the tokens it expected cached) that the
+forecast reads.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from dataclasses import dataclass
 import httpx
 
 from infctl.autoscaler.fleet import ReplicaInfo
-from infctl.autoscaler.snapshot import ReplicaSignals
+from infctl.autoscaler.snapshot import Demand, ReplicaSignals
 from infctl.errors import MetricsError
 from infctl.telemetry import MetricsSource, histogram_buckets, parse_metrics, scrape_many, value
 from infctl.telemetry.prometheus import MetricFamilies, Sample, histogram_quantile
 
 ROUTER_QUEUE = "infctl_router_queue_depth"
 ROUTER_TTFT = "infctl_router_time_to_first_byte_seconds"
+ROUTER_DECISIONS = "infctl_router_decisions_total"
+ROUTER_PROMPT = "infctl_router_prompt_tokens_total"
+ROUTER_CACHED = "infctl_router_estimated_cached_tokens_total"
 
 Buckets = tuple[tuple[float, float], ...]
 """Cumulative ``(upper bound, count)`` pairs of a histogram."""
@@ -34,6 +39,19 @@ class RouterReading:
     """TTFT p99 since the previous reading; None without one, or when no request got its first byte."""
     buckets: Buckets
     """This reading's TTFT histogram, for the next window."""
+    counts: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The router's counters: requests routed, prompt tokens routed, prompt tokens expected cached."""
+
+
+def demand_between(
+    before: tuple[float, float, float], after: tuple[float, float, float], seconds: float
+) -> Demand | None:
+    """Requests and uncached prompt tokens per second between two readings of the router's counters (None
+    without elapsed time, or when a counter went down: the router restarted)."""
+    if seconds <= 0 or any(b > a for b, a in zip(before, after, strict=True)):
+        return None
+    routed, prompt, cached = (a - b for b, a in zip(before, after, strict=True))
+    return Demand(routed / seconds, max(0.0, prompt - cached) / seconds)
 
 
 async def scrape_replicas(
@@ -97,10 +115,17 @@ async def read_router(client: httpx.AsyncClient, router_url: str, previous: Buck
         raise MetricsError(f"GET {url}: {type(err).__name__}", hint="is the router running?") from None
     if resp.status_code != 200:
         raise MetricsError(f"GET {url} answered HTTP {resp.status_code}")
-    families = parse_metrics(resp.text, {ROUTER_QUEUE, ROUTER_TTFT})
+    families = parse_metrics(
+        resp.text, {ROUTER_QUEUE, ROUTER_TTFT, ROUTER_DECISIONS, ROUTER_PROMPT, ROUTER_CACHED}
+    )
     buckets = tuple(histogram_buckets(families, ROUTER_TTFT))
     p99 = None if previous is None else window_quantile(0.99, previous, buckets)
-    return RouterReading(queue=value(families, ROUTER_QUEUE), ttft_p99_s=p99, buckets=buckets)
+    counts = (
+        value(families, ROUTER_DECISIONS),
+        value(families, ROUTER_PROMPT),
+        value(families, ROUTER_CACHED),
+    )
+    return RouterReading(queue=value(families, ROUTER_QUEUE), ttft_p99_s=p99, buckets=buckets, counts=counts)
 
 
 def window_quantile(q: float, before: Buckets, after: Buckets) -> float | None:

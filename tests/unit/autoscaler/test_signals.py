@@ -146,3 +146,12 @@ async def test_prometheus_errors_name_the_url() -> None:
     async with client(lambda req: httpx.Response(200, text=body)) as c:
         with pytest.raises(MetricsError, match="expected a vector"):
             await query_signals(c, PrometheusSource("http://prom:9090"), VLLM)
+
+
+def test_demand_is_the_rate_of_the_routers_counters() -> None:
+    from infctl.autoscaler.signals import demand_between
+
+    got = demand_between((10, 1000, 200), (40, 31_000, 1200), 15.0)
+    assert got is not None and got.requests_per_s == 2.0 and got.prompt_tps == 1933.3333333333333
+    assert demand_between((10, 1000, 200), (5, 500, 100), 15.0) is None  # the router restarted
+    assert demand_between((10, 1000, 200), (10, 1000, 200), 0.0) is None
