@@ -22,6 +22,11 @@ being removed first stops receiving requests, finishes those it holds (drain) an
 Load is Poisson with a 24-point hourly shape (``SHAPES``), the day compressed ``24 / day-hours`` times while
 startup, windows and cooldowns keep their real lengths (ramps are that much steeper than in life, the harder
 case for an autoscaler). Prompts are lognormal around 6k tokens, outputs exponential with mean 400.
+
+This fluid model is not the simulator's engine (``infctl simulate compare autoscaling`` runs the unchanged
+``EngineCore``). So that the two can be judged side by side, every run first replays the same requests at
+the same times (~70% of one engine's prefill capacity) through one fluid engine and through one simulated
+engine core on the same profile, and prints how far the fluid TTFT p50/p99 are from the core's.
 """
 
 from __future__ import annotations
@@ -38,7 +43,12 @@ from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.schedule import parse_window
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.autoscaler.snapshot import ReplicaSignals, ScalerState, ScalingSnapshot, UnitStatus
+from infctl.bench.config import LoadPlan, Stage
+from infctl.bench.workloads import LengthDist, RandomSpec
+from infctl.sim.cluster import SimConfig
+from infctl.sim.cluster import simulate as simulate_cluster
 from infctl.sim.cluster.scenarios.diurnal import SHAPES  # hourly rate over the peak, shared with simulate
+from infctl.sim.cluster.scenarios.pools import prefill_rate
 from infctl.sim.profiles import SimProfile, get_profile
 
 DT = 0.2
@@ -250,6 +260,47 @@ def _poisson(rng: random.Random, mean: float) -> int:
         k += 1
 
 
+def engine_check(seed: int, requests: int = 600) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """TTFT (p50, p99) of the same requests on one fluid engine and on one simulated ``EngineCore``
+    (llama3-8b-h100), and the offered load as a share of the engine's prefill rate."""
+    profile = get_profile("llama3-8b-h100")
+    mean_prompt = PROMPT_MEDIAN * math.exp(0.6**2 / 2)
+    rate = 0.7 * prefill_rate(profile) / mean_prompt
+    cfg = SimConfig(
+        workload=RandomSpec(
+            input=LengthDist(kind="lognormal", mean=mean_prompt, sigma=0.6),
+            output=LengthDist(kind="lognormal", mean=OUTPUT_MEAN, sigma=1.0),
+        ),
+        load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
+        engines=1,
+        profile=profile,
+        policy="least_load",
+        seed=seed,
+    )
+    records = sorted(simulate_cluster(cfg).bench.requests, key=lambda r: r.sent_s)
+    core = [r.chunk_times[0] - r.sent_s for r in records if r.chunk_times]
+    engine, ttfts, t = Engine(profile, ready_at=0.0), [], 0.0
+    pending = [
+        Request(r.sent_s, r.input_tokens, max(1, r.output_tokens), float(r.input_tokens)) for r in records
+    ]
+    while pending or engine.load():
+        while pending and pending[0].arrival < t + DT:
+            engine.waiting.append(pending.pop(0))
+        engine.tick(t, DT, ttfts)
+        t += DT
+    fluid = [x for _, x in ttfts]
+    return (
+        (_median(fluid), p99(fluid)),
+        (_median(core), p99(core)),
+        rate * mean_prompt / prefill_rate(profile),
+    )
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 def autoscaler_policy(args: argparse.Namespace) -> PolicyConfig:
     """The profile's defaults for windows, cooldowns and steps; the KV band and queue levels an operator would
     pick for a 2 s TTFT on 6k-token prompts (flags); the router's TTFT p99 as a signal; optional schedules."""
@@ -309,6 +360,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     started = time.perf_counter()
+    fluid, core, load = engine_check(args.seed)
+    print(
+        f"engine model check (the same requests on one engine at {load:.0%} of its prefill rate): TTFT "
+        f"p50/p99 fluid {fluid[0]:.2f}/{fluid[1]:.2f} s vs the simulator's EngineCore {core[0]:.2f}/"
+        f"{core[1]:.2f} s ({fluid[0] / core[0] - 1:+.0%} / {fluid[1] / core[1] - 1:+.0%}); "
+        "`infctl simulate compare autoscaling` runs the EngineCore"
+    )
     n_peak = peak_static(args)
     day = (0.0, args.day_hours * 3600)
     static = simulate(args, None, n_peak, day)
