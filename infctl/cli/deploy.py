@@ -64,7 +64,7 @@ def deploy(
         typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, e.g. replicas=3."),
     ] = None,
     detach: Annotated[
-        bool, typer.Option("--detach", "-d", help="Run in the background; return once healthy.")
+        bool, typer.Option("--detach", help="Run in the background; return once healthy.")
     ] = False,
     run_dir: RunDirOption = None,
     timeout: Annotated[

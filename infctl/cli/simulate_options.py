@@ -72,7 +72,6 @@ Trace = Annotated[
 TimeScale = Annotated[
     float,
     typer.Option(
-        "--time-scale",
         "--time-compression",
         "--trace-speedup",
         help="trace: replay this many times faster.",

@@ -40,7 +40,9 @@ def test_trace_replay_with_time_scale(runner: CliRunner, tmp_path: Path) -> None
     lines = [{"timestamp": i * 1000, "input_length": 1024, "output_length": 4, "hash_ids": [1, 2 + i % 2]}
              for i in range(6)]  # fmt: skip
     trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    out = runner.invoke(app, ["-o", "json", "simulate", "run", "--trace", str(trace), "--time-scale", "10"])
+    out = runner.invoke(
+        app, ["-o", "json", "simulate", "run", "--trace", str(trace), "--time-compression", "10"]
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["requests"]["completed"] == 6

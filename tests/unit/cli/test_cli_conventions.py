@@ -152,6 +152,12 @@ def test_one_name_one_meaning() -> None:
     assert code == 2 and "No such option" in err
     code, _, err = invoke("autoscaler", "--local", "http://127.0.0.1:9")
     assert code == 2 and "No such option" in err
+    # -d is render's --output-dir only; --time-scale is wall seconds per simulated second (sim, autoscaler),
+    # not simulate run's trace speed-up (--time-compression, as bench).
+    code, _, err = invoke("deploy", "-d", "-f", str(PROFILES / "local-demo.yaml"))
+    assert code == 2 and "No such option" in err
+    code, _, err = invoke("simulate", "run", "--time-scale", "10")
+    assert code == 2 and "No such option" in err
     doctor = runner.invoke(app, ["doctor", "--help"], env={"COLUMNS": "200"}).stdout
     assert "--engine-url" in doctor and "--local" in doctor and "--all" in doctor
 
