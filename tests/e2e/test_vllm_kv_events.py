@@ -21,7 +21,7 @@ VLLM_BLOCK = 128
 
 @pytest.fixture(scope="module")
 def kv_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
-    """One real vLLM publishing KV events, behind the router on the precise index."""
+    """Two real vLLMs publishing KV events, behind the router."""
     model: dict[str, Any] = {
         "engine": "vllm",
         "model": str(tiny_model),
@@ -35,7 +35,7 @@ def kv_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
         "name": "e2e-vllm-kv",
         "target": "local",
         "mode": "aggregated",
-        "replicas": 1,
+        "replicas": 2,
         "model": model,
         "router": {"enabled": True, "policy": "cache_aware", "settings": {}},
         "local": {
@@ -94,3 +94,48 @@ def test_predicted_cached_prefix_matches_vllms_cached_tokens(kv_release: Release
         f"\nprecise index on real KV events: {n - len(misses)} of {n} predictions within one block; {batches}"
     )
     assert len(misses) <= 0.05 * n, misses
+
+
+def prefix_counters(release: Release) -> tuple[float, float]:
+    queries = hits = 0.0
+    for url in release.engine_urls:
+        text = httpx.get(url + "/metrics", timeout=10, trust_env=False).text
+        for line in text.splitlines():
+            if line.startswith("vllm:prefix_cache_queries_total"):
+                queries += float(line.rpartition(" ")[2])
+            elif line.startswith("vllm:prefix_cache_hits_total"):
+                hits += float(line.rpartition(" ")[2])
+    return queries, hits
+
+
+def hit_ratio(release: Release, index: str, seed: int) -> float:
+    """Six Chinese and English system prompts, three questions each in a row, on cache_aware with
+    ``index``; vLLM's own hits/queries over the run."""
+    token = Path(release.summary["admin_token"]["file"]).read_text().strip()
+    policy = {"preset": "cache_aware", "index": index}
+    with httpx.Client(timeout=120, trust_env=False) as client:
+        resp = client.put(
+            release.router_url + "/admin/policy", json=policy, headers={"authorization": f"Bearer {token}"}
+        )
+        assert resp.status_code == 200, resp.text
+        q0, h0 = prefix_counters(release)
+        for p in range(6):
+            system = hanzi(900, seed * 100 + p) if p % 2 else english(900, seed * 100 + p)
+            for turn in range(3):
+                messages = [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": hanzi(10, seed * 1000 + p * 10 + turn)},
+                ]
+                body = {"model": MODEL_NAME, "messages": messages, "max_tokens": 2, "ignore_eos": True}
+                assert client.post(release.router_url + "/v1/chat/completions", json=body).status_code == 200
+        q1, h1 = prefix_counters(release)
+    return (h1 - h0) / (q1 - q0)
+
+
+def test_the_precise_index_hits_no_less_than_the_approximate_one(kv_release: Release) -> None:
+    approx = hit_ratio(kv_release, "approx", seed=41)
+    precise = hit_ratio(kv_release, "precise", seed=42)
+    print(
+        f"\nvLLM prefix_cache_hits/queries on cache_aware: approx index {approx:.3f}, precise {precise:.3f}"
+    )
+    assert precise >= approx - 0.02  # the same routing when both know the same blocks; noise: 0.02
