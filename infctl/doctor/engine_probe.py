@@ -78,7 +78,7 @@ async def _detect(
     if name is None:
         summary = f"cannot tell the engine; checking as {DEFAULT_ENGINE}"
         results.append(
-            warned("engines", "engine kind", summary, "name it: --engines URL,engine=NAME", target=target)
+            warned("engines", "engine kind", summary, "name it: --engine-url URL,engine=NAME", target=target)
         )
     return get_adapter(name or DEFAULT_ENGINE)
 
