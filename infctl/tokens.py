@@ -209,6 +209,19 @@ def output_word(seed: int, index: int) -> str:
     return _WORDS[(seed * 31 + index * 7) % len(_WORDS)]
 
 
+def gb2312_level1() -> list[str]:
+    """GB2312's 3,755 level-1 hanzi (the common ones), decoded from the codec: no data file needed. The
+    Chinese text of the benchmark, the tests' tokenizer and the tiny model's tokenizer is drawn from it."""
+    chars = []
+    for hi in range(0xB0, 0xD8):
+        for lo in range(0xA1, 0xFF):
+            try:
+                chars.append(bytes([hi, lo]).decode("gb2312"))
+            except UnicodeDecodeError:  # 0xD7FA-0xD7FE are unassigned
+                continue
+    return chars
+
+
 def synth_words(n: int, salt: int = 0) -> str:
     """N words of filler text; different salts give different (non-shared) token sequences."""
     return " ".join(f"{_WORDS[(i * 13 + salt) % len(_WORDS)]}{salt}" for i in range(n))

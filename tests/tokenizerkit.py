@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from infctl.tokens import gb2312_level1
+
 VOCAB = 2000
 SEED = 0
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -58,18 +60,6 @@ COMMON_HANZI = (
 )
 """The most frequent Chinese characters, most frequent first (the head of the Zipf ranking)."""
 COMMA, ENDINGS = "\uff0c", ("\u3002", "\uff1f", "\uff01", "\uff1b")
-
-
-def gb2312_level1() -> list[str]:
-    """GB2312's 3,755 level-1 hanzi (the common ones), decoded from the codec: no data file needed."""
-    chars = []
-    for hi in range(0xB0, 0xD8):
-        for lo in range(0xA1, 0xFF):
-            try:
-                chars.append(bytes([hi, lo]).decode("gb2312"))
-            except UnicodeDecodeError:  # 0xD7FA-0xD7FE are unassigned
-                continue
-    return chars
 
 
 @functools.cache

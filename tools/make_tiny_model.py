@@ -43,6 +43,7 @@ from pathlib import Path
 # infctl.tokens is plain Python (no dependencies), so the engine's venv can import it from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from infctl.tokens import _WORDS as WORDS
+from infctl.tokens import gb2312_level1
 
 HIDDEN = 256
 HEADS = 4
@@ -83,18 +84,6 @@ frequency ranking (the rest of GB2312's level 1 follows in a fixed pseudo-random
 
 COMMA, ENDINGS = "\uff0c", ("\u3002", "\uff1f", "\uff01", "\uff1b")
 """Chinese punctuation: the full-width comma; the full stop, question mark, exclamation mark, semicolon."""
-
-
-def gb2312_level1() -> list[str]:
-    """GB2312's 3,755 level-1 hanzi (the common ones), decoded from the codec: no data file needed."""
-    chars = []
-    for hi in range(0xB0, 0xD8):
-        for lo in range(0xA1, 0xFF):
-            try:
-                chars.append(bytes([hi, lo]).decode("gb2312"))
-            except UnicodeDecodeError:  # 0xD7FA-0xD7FE are unassigned
-                continue
-    return chars
 
 
 def hanzi_by_frequency(seed: int) -> list[str]:

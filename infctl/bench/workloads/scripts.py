@@ -20,6 +20,8 @@ import random
 from collections.abc import Iterator
 from typing import Literal
 
+from infctl.tokens import gb2312_level1
+
 TextKind = Literal["en", "zh", "code", "mixed"]
 TEXT_KINDS: tuple[TextKind, ...] = ("en", "zh", "code", "mixed")
 
@@ -46,13 +48,7 @@ _SYMBOLS = ("(", ")", ", ", " = ", ".", "[", "]", " + ", " == ", ":", ";", " {",
 def hanzi() -> tuple[tuple[str, ...], tuple[float, ...]]:
     """Level-1 hanzi ranked (the common head first, the rest in a fixed order) and the cumulative Zipf
     weights ``1 / (rank + 20)`` of the ranks."""
-    chars = []
-    for hi in range(0xB0, 0xD8):
-        for lo in range(0xA1, 0xFF):
-            try:
-                chars.append(bytes([hi, lo]).decode("gb2312"))
-            except UnicodeDecodeError:  # 0xD7FA-0xD7FE are unassigned
-                continue
+    chars = gb2312_level1()
     head = list(dict.fromkeys(_COMMON_HANZI))
     rest = [c for c in chars if c not in set(head)]
     random.Random(0).shuffle(rest)
