@@ -19,6 +19,7 @@ import yaml
 
 from infctl.config import ModelProfile
 from infctl.engines.vllm import ADAPTER
+from infctl.tokens import gb2312_level1
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = Path.home() / ".cache" / "infctl" / "vllm-venv"
@@ -41,12 +42,7 @@ def hanzi(n: int, seed: int) -> str:
     return "".join(rng.choice(_LEVEL1) for _ in range(n))
 
 
-_LEVEL1 = [
-    bytes([hi, lo]).decode("gb2312")
-    for hi in range(0xB0, 0xD8)
-    for lo in range(0xA1, 0xFF)
-    if (hi, lo) < (0xD7, 0xFA)  # 0xD7FA-0xD7FE are unassigned
-]
+_LEVEL1 = gb2312_level1()
 
 
 def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
