@@ -1,4 +1,4 @@
-"""Against a server with known delays, the client measures TTFT within 1 ms at p50, and ITL and TPOT too.
+"""Against a server with known delays, the client measures TTFT within 2 ms at p50, and ITL and TPOT too.
 
 The fake server shares the test's event loop and records when it actually wrote each first token
 (asyncio timers wake up to 1 ms late and this 2-core machine is shared, so "known" means recorded);
@@ -43,10 +43,13 @@ async def test_ttft_itl_tpot_match_the_server(start_fake: StartFake, api: str) -
     # One at a time, so the client's requests and the server's records pair up in order.
     ttft = [r.chunk_times[0] - r.sent_s for r in result.requests]
     errors = [m - known for m, known in zip(ttft, fake.delays, strict=True)]
-    assert 0 <= statistics.median(errors) < 0.001  # within 1 ms of the delay the server really applied
+    # Within 2 ms of the delay the server really applied: the client's own send and parse cost ~0.7-1.1 ms
+    # here, so a 1 ms bound failed 1 in 3 idle runs on the older code too; a role chunk counted as the first
+    # token (~-50 ms) or the stream's end (~+50 ms) still fails it.
+    assert 0 <= statistics.median(errors) < 0.002
     e2e = [r.chunk_times[-1] - r.sent_s for r in result.requests]
     late = [m - w[-1] for m, w in zip(e2e, fake.writes, strict=True)]
-    assert 0 <= statistics.median(late) < 0.001  # and of when it really wrote the last token
+    assert 0 <= statistics.median(late) < 0.002  # and of when it really wrote the last token
     # ITL and TPOT against the gaps the server really left, not the nominal 10 ms: on a loaded machine its
     # timers wake late, then catch up (the deadlines are fixed), so the nominal bounds failed (p50 TTFT 55 ms
     # against 50 +- 3 with two CPU hogs running); it still fails if the role chunk counted or a gap was lost.
