@@ -18,10 +18,9 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from e2e_support import DEFAULT_VENV, ENGINE_ENV, MODEL_NAME, REPO, Release, deployed, engine_command
+from e2e_support import DEFAULT_VENV, REPO, Release, deployed, engine_command, tiny_vllm_model
 
 
 @pytest.fixture(scope="session")
@@ -51,14 +50,7 @@ def tiny_model(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="session")
 def vllm_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
     """Two real vLLM engines and the router (round robin to start with), deployed detached."""
-    model: dict[str, Any] = {
-        "engine": "vllm",
-        "model": str(tiny_model),
-        "served_model_name": MODEL_NAME,
-        "max_model_len": 4096,
-        "enable_prefix_caching": True,
-        "env": ENGINE_ENV,
-    }
+    model = tiny_vllm_model(tiny_model)
     profile = {
         "name": "e2e-vllm",
         "target": "local",

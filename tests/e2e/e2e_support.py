@@ -45,6 +45,20 @@ def hanzi(n: int, seed: int) -> str:
 _LEVEL1 = gb2312_level1()
 
 
+def tiny_vllm_model(tiny_model: Path, **extra: Any) -> dict[str, Any]:
+    """The model section every real-vLLM release here shares (the tiny model, 4,096 positions, prefix
+    caching, the engine environment), plus ``extra`` keys (``pd``, ``kv_events``)."""
+    return {
+        "engine": "vllm",
+        "model": str(tiny_model),
+        "served_model_name": MODEL_NAME,
+        "max_model_len": 4096,
+        "enable_prefix_caching": True,
+        **extra,
+        "env": ENGINE_ENV,
+    }
+
+
 def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
     """The vLLM adapter's own command line, run by the vLLM venv's interpreter: ``local.engine_command`` with
     placeholders, since the profile has no field for "the adapter's command, another python"."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from e2e_support import ENGINE_ENV, MODEL_NAME, Release, deployed, engine_command, hanzi
+from e2e_support import MODEL_NAME, Release, deployed, engine_command, hanzi, tiny_vllm_model
 
 from infctl.tokens import _WORDS
 
@@ -22,15 +21,7 @@ VLLM_BLOCK = 128
 @pytest.fixture(scope="module")
 def kv_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
     """Two real vLLMs publishing KV events, behind the router."""
-    model: dict[str, Any] = {
-        "engine": "vllm",
-        "model": str(tiny_model),
-        "served_model_name": MODEL_NAME,
-        "max_model_len": 4096,
-        "enable_prefix_caching": True,
-        "kv_events": {},
-        "env": ENGINE_ENV,
-    }
+    model = tiny_vllm_model(tiny_model, kv_events={})
     profile = {
         "name": "e2e-vllm-kv",
         "target": "local",

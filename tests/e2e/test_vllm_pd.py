@@ -40,7 +40,6 @@ import httpx
 import pytest
 import yaml
 from e2e_support import (
-    ENGINE_ENV,
     MODEL_NAME,
     REPO,
     Release,
@@ -48,6 +47,7 @@ from e2e_support import (
     free_port_block,
     hanzi,
     pd_engine_command,
+    tiny_vllm_model,
 )
 
 from infctl.telemetry.prometheus import parse_metrics
@@ -83,15 +83,7 @@ def nixl(vllm_python: str) -> None:
 
 @pytest.fixture(scope="module")
 def pd_release(nixl: None, vllm_python: str, tiny_model: Path) -> Iterator[Release]:
-    model: dict[str, Any] = {
-        "engine": "vllm",
-        "model": str(tiny_model),
-        "served_model_name": MODEL_NAME,
-        "max_model_len": 4096,
-        "enable_prefix_caching": True,
-        "pd": {"kv_connector": "nixl"},
-        "env": ENGINE_ENV,
-    }
+    model = tiny_vllm_model(tiny_model, pd={"kv_connector": "nixl"})
     profile = {
         "name": "e2e-vllm-pd",
         "target": "local",
