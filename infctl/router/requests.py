@@ -74,13 +74,15 @@ def request_info(
     tokenizer: Tokenizer,
     hashes: bool = True,
     max_prompt_chars: int | None = None,
+    chars: int | None = None,
 ) -> RequestInfo:
     """What the policies read from one request. ``hashes=False`` (a policy that uses no prefix index) only
     counts the prompt's tokens: no block hashes.
 
     ``max_prompt_chars`` bounds the prompt's characters (a pre-tokenised prompt's ids) before any
-    tokenizing or hashing: above it, a BadRequest with status 413. None: no bound."""
-    _check_length(prompt_chars(body, chat=chat), max_prompt_chars)
+    tokenizing or hashing: above it, a BadRequest with status 413. None: no bound. ``chars``: the
+    prompt's ``prompt_chars`` when the caller has it already."""
+    _check_length(prompt_chars(body, chat=chat) if chars is None else chars, max_prompt_chars)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
     common: dict[str, Any] = {
@@ -107,9 +109,11 @@ async def read_request_info(
     body: Mapping[str, Any], *, chat: bool, loop: asyncio.AbstractEventLoop, **kwargs: Any
 ) -> RequestInfo:
     """``request_info``, in a worker thread when the prompt is long for its tokenizer."""
-    if prompt_chars(body, chat=chat) <= kwargs["tokenizer"].off_loop_chars:
-        return request_info(body, chat=chat, **kwargs)
-    return await loop.run_in_executor(None, functools.partial(request_info, body, chat=chat, **kwargs))
+    chars = prompt_chars(body, chat=chat)  # once: request_info takes it rather than count again
+    if chars <= kwargs["tokenizer"].off_loop_chars:
+        return request_info(body, chat=chat, chars=chars, **kwargs)
+    call = functools.partial(request_info, body, chat=chat, chars=chars, **kwargs)
+    return await loop.run_in_executor(None, call)
 
 
 def _prompt_ids(body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool) -> list[int] | int:
