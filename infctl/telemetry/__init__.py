@@ -11,7 +11,8 @@ from infctl.telemetry.prometheus import (
     value,
 )
 from infctl.telemetry.scrape import (
-    DEFAULT_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
     LoadSource,
     MetricsSource,
     fetch_load,
@@ -22,7 +23,8 @@ from infctl.telemetry.scrape import (
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S",
     "EngineSignals",
     "LoadReport",
     "LoadSource",

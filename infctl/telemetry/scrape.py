@@ -18,16 +18,22 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from infctl.errors import EngineError, MetricsError
 from infctl.telemetry.prometheus import MetricFamilies, parse_metrics
 from infctl.telemetry.signals import EngineSignals, LoadReport
 
-DEFAULT_TIMEOUT = httpx.Timeout(2.0, connect=1.0)
-"""A scrape slower than this is worse than a missed one: the router treats stale data as saturated."""
+if TYPE_CHECKING:
+    # httpx is imported where a client is built or used, not here: a router scraping plain-HTTP engines
+    # through its lean client never needs it (~50 ms of every start-up, with the click and rich it pulls).
+    import httpx
+
+DEFAULT_TIMEOUT_S = 2.0
+"""Longest wait for a scrape's answer, seconds: a scrape slower than this is worse than a missed one (the
+router treats stale data as saturated)."""
+DEFAULT_CONNECT_TIMEOUT_S = 1.0
+"""Longest wait for a scrape's connection, seconds."""
 
 
 class MetricsSource(Protocol):
@@ -76,6 +82,8 @@ class HttpxGet:
     client: httpx.AsyncClient
 
     async def __call__(self, url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        import httpx
+
         try:
             if timeout_s is None:
                 resp = await self.client.get(url)
@@ -86,17 +94,22 @@ class HttpxGet:
         return resp.status_code, resp.content
 
 
-Client = httpx.AsyncClient | Getter
+Client: TypeAlias = "httpx.AsyncClient | Getter"
 """What :func:`scrape` and :func:`scrape_many` read with."""
 
 
 def make_client(
     transport: httpx.AsyncBaseTransport | None = None,
     *,
-    timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    timeout: float | httpx.Timeout | None = None,
     max_connections: int = 256,
 ) -> httpx.AsyncClient:
-    """The one place telemetry clients are built; tests pass an ``httpx.MockTransport``."""
+    """The one place telemetry clients are built; tests pass an ``httpx.MockTransport``. ``timeout`` None:
+    ``DEFAULT_TIMEOUT_S``, connecting within ``DEFAULT_CONNECT_TIMEOUT_S``."""
+    import httpx
+
+    if timeout is None:
+        timeout = httpx.Timeout(DEFAULT_TIMEOUT_S, connect=DEFAULT_CONNECT_TIMEOUT_S)
     return httpx.AsyncClient(
         transport=transport,
         timeout=timeout,
@@ -110,7 +123,7 @@ def make_client(
 async def scrape(client: Client, base_url: str, adapter: MetricsSource) -> EngineSignals:
     """GET ``<base_url>/metrics`` and turn it into signals; MetricsError on any failure."""
     url = base_url.rstrip("/") + adapter.metrics_path
-    get = HttpxGet(client) if isinstance(client, httpx.AsyncClient) else client
+    get = client if callable(client) else HttpxGet(client)  # a Getter is called; a client is not
     text = await _get_text(get, url, adapter.metrics_hint)
     try:
         families = parse_metrics(text, adapter.wanted_metrics)
@@ -141,6 +154,8 @@ async def scrape_many(
 
 async def fetch_load(client: httpx.AsyncClient, base_url: str, adapter: LoadSource) -> LoadReport:
     """The engine's load endpoint, trying ``adapter.load_paths`` in order past 404s; EngineError else."""
+    import httpx
+
     base = base_url.rstrip("/")
     if not adapter.load_paths:
         raise EngineError(f"{adapter.name} has no load endpoint", hint="read /metrics instead (scrape)")
@@ -182,6 +197,8 @@ async def _get_text(get: Getter, url: str, hint: str) -> str:
 
 
 def _describe(e: httpx.HTTPError) -> str:
+    import httpx
+
     if isinstance(e, httpx.TimeoutException):
         return f"timed out ({type(e).__name__})"
     detail = str(e) or type(e).__name__

@@ -6,7 +6,8 @@ import pytest
 from infctl.engines import sglang, vllm
 from infctl.errors import EngineError, MetricsError
 from infctl.telemetry import (
-    DEFAULT_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
     EngineSignals,
     LoadReport,
     fetch_load,
@@ -154,7 +155,7 @@ async def test_fetch_load_errors() -> None:
 
 async def test_make_client_defaults() -> None:
     async with make_client() as client:
-        assert client.timeout == DEFAULT_TIMEOUT
+        assert client.timeout == httpx.Timeout(DEFAULT_TIMEOUT_S, connect=DEFAULT_CONNECT_TIMEOUT_S)
         assert client.headers["accept"] == "text/plain"
     async with make_client(timeout=0.5) as client:
         assert client.timeout == httpx.Timeout(0.5)
