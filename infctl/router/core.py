@@ -86,7 +86,7 @@ class RouterCore:
         if not self.learns(request):
             return
         index = self.policy.index
-        if index != "approx":
+        if index != "approx" and not request.estimated:
             ttl = self.policy.settings.speculative_ttl_s
             if ttl > 0:
                 self.precise.speculate(backend_id, request.block_hashes, snapshot.now + ttl)

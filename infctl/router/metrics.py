@@ -32,6 +32,11 @@ class RouterMetrics:
         """Completed health-probe rounds (every backend probed once)."""
         self.prompt_tokens = 0
         self.estimated_cached_tokens = 0
+        self.exact_counts: Counter[str] = Counter()
+        """when -> prompts the model's tokenizer counted: ``routing`` (the request waited for it),
+        ``background`` (routed on the estimate, counted after), ``skipped`` (too many counts in flight)."""
+        self.estimate_misses = 0
+        """Background counts outside the estimate's band: the decision may have differed from the exact."""
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
         self.upstream_requests: Counter[tuple[str, str]] = Counter()
@@ -100,6 +105,17 @@ class RouterMetrics:
             self.probe_rounds,
         )
         w.counter(f"{PREFIX}prompt_tokens_total", "Prompt tokens routed (estimate).", "", self.prompt_tokens)
+        w.counters(
+            f"{PREFIX}exact_token_counts_total",
+            "Prompts the model's tokenizer counted: while routing, after (routed on the estimate), skipped.",
+            ((label_pairs({"when": k}), n) for k, n in sorted(self.exact_counts.items())),
+        )
+        w.counter(
+            f"{PREFIX}estimate_misses_total",
+            "Prompts routed on the estimate whose exact count fell outside the band it was trusted within.",
+            "",
+            self.estimate_misses,
+        )
         w.counter(
             f"{PREFIX}estimated_cached_tokens_total",
             "Prompt tokens the chosen backend was expected to hold in its prefix cache.",

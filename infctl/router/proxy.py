@@ -60,6 +60,7 @@ async def _generate(
             body,
             chat=path.endswith("chat/completions"),
             loop=loop,
+            estimate=state.estimating.plan(state.core, state.pd_settings if state.disaggregated else None),
             request_id=request_id,
             headers=request.headers,
             block_size=state.cfg.block_size,
@@ -130,6 +131,9 @@ async def _route(
         if attempt == 0:
             state.metrics.estimated_cached_tokens += matched * info.block_size
             mirror(state, snap, info, request.path, raw, headers)
+            # Counted exactly once the request is on its way (as the prefix index learns: attempt.py).
+            chat = request.path.endswith("chat/completions")
+            loop.call_soon(loop.call_soon, state.estimating.count_later, loop, body, chat, info)
         else:
             state.metrics.retries += 1
         try:

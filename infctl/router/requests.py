@@ -3,22 +3,35 @@
 Prompt tokens come from the router's tokenizer (``infctl.tokenization``): the model's own, an estimate, or
 the simulator's words. A long prompt (the tokenizer's ``off_loop_chars``) is tokenized and hashed in a
 worker thread (``tokenizers`` releases the GIL while it works), so one big request does not hold up the
-others.
+others. With an ``EstimatePlan`` the model's tokenizer is skipped where the estimate decides alike
+(``infctl.router.estimating``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from infctl.router.relay import ClientRequest
 from infctl.router.snapshot import RequestInfo
-from infctl.tokenization import Tokenizer, TokenizerError, chat_options, check_messages, content_text
+from infctl.tokenization import (
+    EstimateTokenizer,
+    Tokenizer,
+    TokenizerError,
+    chat_options,
+    check_messages,
+    content_text,
+)
+from infctl.tokenization.band import RatioBand
+
+ESTIMATE = EstimateTokenizer()
 
 
 def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
@@ -105,15 +118,52 @@ def request_info(
     return RequestInfo.from_ids(request_id, ids, **common)
 
 
+@dataclass(frozen=True, slots=True)
+class EstimatePlan:
+    """Route on the estimate unless it could decide differently from the model's tokenizer: when a
+    threshold (``count <= t``) falls within ``band`` of the estimate."""
+
+    band: RatioBand
+    thresholds: tuple[int, ...]
+
+
 async def read_request_info(
-    body: Mapping[str, Any], *, chat: bool, loop: asyncio.AbstractEventLoop, **kwargs: Any
+    body: Mapping[str, Any],
+    *,
+    chat: bool,
+    loop: asyncio.AbstractEventLoop,
+    estimate: EstimatePlan | None = None,
+    **kwargs: Any,
 ) -> RequestInfo:
-    """``request_info``, in a worker thread when the prompt is long for its tokenizer."""
+    """``request_info``, in a worker thread when the prompt is long for its tokenizer. With ``estimate`` (an
+    exact tokenizer whose ids no index needs), the estimate's info (``estimated``) when it decides alike."""
     chars = prompt_chars(body, chat=chat)  # once: request_info takes it rather than count again
+    if estimate is not None and not (chat and _templated_extras(body)):
+        guess = await _info(body, chat, chars, loop, {**kwargs, "tokenizer": ESTIMATE})
+        if estimate.band.decides(chars, guess.prompt_tokens, estimate.thresholds):
+            return dataclasses.replace(guess, estimated=True)
+    return await _info(body, chat, chars, loop, kwargs)
+
+
+async def _info(
+    body: Mapping[str, Any], chat: bool, chars: int, loop: asyncio.AbstractEventLoop, kwargs: dict[str, Any]
+) -> RequestInfo:
     if chars <= kwargs["tokenizer"].off_loop_chars:
         return request_info(body, chat=chat, chars=chars, **kwargs)
     call = functools.partial(request_info, body, chat=chat, chars=chars, **kwargs)
     return await loop.run_in_executor(None, call)
+
+
+def _templated_extras(body: Mapping[str, Any]) -> bool:
+    # Tools and template switches add text only the real template writes (a tool schema can be thousands
+    # of tokens): the estimate, which renders messages alone, cannot bound them.
+    return bool(body.get("tools") or body.get("chat_template_kwargs"))
+
+
+def exact_count(body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer) -> int:
+    """The prompt's count by ``tokenizer`` (a body ``request_info`` already accepted)."""
+    ids = _prompt_ids(body, chat, tokenizer, count_only=True)
+    return ids if isinstance(ids, int) else len(ids)
 
 
 def _prompt_ids(body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool) -> list[int] | int:

@@ -28,6 +28,7 @@ from infctl.router.background import probe_loop, scrape_loop
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
+from infctl.router.estimating import Estimating
 from infctl.router.fetch import EngineGet
 from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
@@ -82,8 +83,11 @@ class RouterState:
     """Set each time ``inflight`` drops to 0."""
     tokenizer: Tokenizer = field(default_factory=EstimateTokenizer)
     """Counts and hashes prompts (``cfg.tokenizer``)."""
+    estimating: Estimating = field(init=False)
+    """When the router may route on the estimate rather than wait for ``tokenizer``."""
 
     def __post_init__(self) -> None:
+        self.estimating = Estimating(self.tokenizer, self.metrics)
         self.admission = AdmissionQueue(
             self.cfg.admission_queue,
             self.cfg.admission_deadline_s,

@@ -106,6 +106,9 @@ class RequestInfo:
     """Request headers policies may consult (lower-case names)."""
     is_stream: bool = False
     max_tokens: int | None = None
+    estimated: bool = False
+    """Count and hashes are the estimate's, not the model's ids (``infctl.tokenization.band``): the precise
+    index, keyed on the engines' real ids, never takes them."""
     _key: int | None = field(default=None, init=False, repr=False, compare=False)
 
     @property

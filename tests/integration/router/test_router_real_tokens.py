@@ -3,13 +3,19 @@ whitespace "word", so it reaches the long pool whether the router has the estima
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from tokenizerkit import english, tiny_tokenizer
 
 from infctl.router.snapshot import Backend
+from infctl.tokenization import EstimateTokenizer, load_tokenizer
+
+__all__ = ["tiny_tokenizer"]  # the session fixture, imported for this module's tests
 
 StartSim = Callable[..., Awaitable[Any]]
 StartRouter = Callable[..., Awaitable[str]]
@@ -56,6 +62,38 @@ async def test_a_long_chinese_prompt_reaches_the_long_pool(
     assert (served(await scrape(long_url)), served(await scrape(short_url))) == (2, 1)
     counted = [x for x in metrics.splitlines() if x.startswith("infctl_router_prompt_tokens_total")]
     assert counted and float(counted[0].rpartition(" ")[2]) >= 2 * 3000 + 40
+
+
+async def test_with_the_models_tokenizer_only_a_prompt_near_a_bound_waits_for_it(
+    start_sim: StartSim, start_router: StartRouter, scrape: Scrape, tiny_tokenizer: Path
+) -> None:
+    sim = await start_sim(instances=2)
+    short_url, long_url = sim.urls
+    url = await start_router(
+        [Backend(id=short_url, url=short_url, pool="short"), Backend(id=long_url, url=long_url, pool="long")],
+        policy=POLICY,
+        tokenizer=str(tiny_tokenizer),
+    )
+    model, estimate = load_tokenizer(str(tiny_tokenizer)), EstimateTokenizer()
+    rng = random.Random(5)
+    near = english(rng, 100)  # the estimate says short (<= 512), the model long
+    while model.count(near) <= 512:
+        near += " " + english(rng, 5)
+    assert estimate.count(near) <= 512
+    far = (CHINESE * 75)[:3000]  # long by any count: routed on the estimate, counted after
+    async with httpx.AsyncClient(timeout=60) as c:
+        for prompt in (near, far):
+            body = {"model": MODEL, "prompt": prompt, "max_tokens": 2}
+            assert (await c.post(f"{url}/v1/completions", json=body)).status_code == 200
+        metrics = ""
+        for _ in range(100):  # the background count lands a moment after the answer
+            metrics = (await c.get(f"{url}/metrics")).text
+            if 'exact_token_counts_total{when="background"} 1' in metrics:
+                break
+    assert (served(await scrape(long_url)), served(await scrape(short_url))) == (2, 0)
+    assert 'infctl_router_exact_token_counts_total{when="routing"} 1' in metrics
+    assert 'infctl_router_exact_token_counts_total{when="background"} 1' in metrics
+    assert "infctl_router_estimate_misses_total 0" in metrics
 
 
 @pytest.mark.parametrize(

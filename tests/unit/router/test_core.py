@@ -85,3 +85,19 @@ def test_learns_says_whether_learn_would_record_anything() -> None:
         assert not core.learns(RequestInfo("short", prompt_tokens=8))  # no full block to record
         core.learn(snap, request, "e1")
         assert (core.matches(burst_request(1), now=0.0).get("e1", 0) > 0) is expected
+
+
+def test_an_estimated_request_teaches_the_approximate_index_only() -> None:
+    # The precise index is keyed on the model's ids: an estimate's pseudo-ids would be a guess about blocks
+    # no engine will ever report.
+    core = RouterCore(
+        build_policy({"preset": "cache_aware", "index": "auto", "settings": {"speculative_ttl_s": 5}})
+    )
+    guess = RequestInfo("g", prompt_tokens=16 * 64, block_hashes=tuple(range(64)), estimated=True)
+    chosen = core.route(Snapshot(BACKENDS, IDLE, now=0.0), guess).backend_id
+    assert core.approx.size(chosen) > 0
+    assert core.precise.match(guess.block_hashes) == {}
+    exact = RequestInfo("x", prompt_tokens=16 * 64, block_hashes=tuple(range(64)))
+    assert core.precise.match(exact.block_hashes) == {}
+    chosen = core.route(Snapshot(BACKENDS, IDLE, now=0.0), exact).backend_id
+    assert core.precise.match(exact.block_hashes) == {chosen: 64}

@@ -1,0 +1,134 @@
+"""Routing on the estimate in front of the model's tokenizer: only where no decision could differ, and
+never for the precise index; the exact count after widens the band."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizerkit import chinese, english, tiny_tokenizer
+
+from infctl.router import build_policy
+from infctl.router.core import RouterCore
+from infctl.router.estimating import CPU_SHARE, Estimating
+from infctl.router.metrics import RouterMetrics
+from infctl.router.policies import PDSettings
+from infctl.router.requests import EstimatePlan, read_request_info
+from infctl.tokenization import EstimateTokenizer, Tokenizer, load_tokenizer
+from infctl.tokenization.band import RatioBand
+
+__all__ = ["tiny_tokenizer"]  # the session fixture, imported for this module's tests
+
+BUCKETS = [{"name": "short", "max_tokens": 512, "pools": ["s"]}, {"name": "long", "pools": ["l"]}]
+
+
+@pytest.fixture
+def model_tokenizer(tiny_tokenizer: Path) -> Tokenizer:
+    return load_tokenizer(str(tiny_tokenizer))
+
+
+async def read(body: dict[str, Any], tok: Tokenizer, plan: EstimatePlan | None) -> Any:
+    return await read_request_info(
+        body,
+        chat="messages" in body,
+        loop=asyncio.get_running_loop(),
+        estimate=plan,
+        request_id="r",
+        headers={},
+        block_size=16,
+        session_header="x-session",
+        tokenizer=tok,
+    )
+
+
+def test_the_plan_names_every_threshold_and_steps_aside_for_the_precise_index(
+    model_tokenizer: Tokenizer,
+) -> None:
+    est = Estimating(model_tokenizer, RouterMetrics())
+    plan = est.plan(RouterCore(build_policy({"preset": "cache_aware", "buckets": BUCKETS})), PDSettings())
+    assert plan is not None and plan.thresholds == (512, PDSettings().min_uncached_tokens)
+    assert est.plan(RouterCore(build_policy({"preset": "cache_aware", "index": "precise"})), None) is None
+    assert (
+        Estimating(EstimateTokenizer(), RouterMetrics()).plan(RouterCore(build_policy("cache_aware")), None)
+        is None
+    )
+
+
+async def test_far_from_every_threshold_the_estimate_routes(model_tokenizer: Tokenizer) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": chinese(random.Random(1), 3000)}]}
+    info = await read(body, model_tokenizer, EstimatePlan(RatioBand(), (512,)))
+    assert info.estimated
+    assert info.prompt_tokens == len(EstimateTokenizer().chat_ids(body["messages"]))
+    assert info.block_hashes  # the approximate index works on the estimate's ids
+    exact = await read(body, model_tokenizer, None)
+    assert not exact.estimated and exact.prompt_tokens > 512  # the same side of the threshold
+
+
+async def test_near_a_threshold_the_model_counts(model_tokenizer: Tokenizer) -> None:
+    # English the model counts above 512 and the estimate at or below it: only the exact count is right.
+    rng = random.Random(3)
+    text = english(rng, 100)
+    while model_tokenizer.count(text) <= 512:
+        text += " " + english(rng, 5)
+    assert EstimateTokenizer().count(text) <= 512 < model_tokenizer.count(text)
+    info = await read({"model": "m", "prompt": text}, model_tokenizer, EstimatePlan(RatioBand(), (512,)))
+    assert not info.estimated and info.prompt_tokens == model_tokenizer.count(text)
+
+
+async def test_tools_are_written_only_by_the_real_template(model_tokenizer: Tokenizer) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi " * 3000}], "tools": tools}
+    info = await read(body, model_tokenizer, EstimatePlan(RatioBand(), ()))
+    assert not info.estimated
+
+
+async def test_the_count_after_feeds_the_band_and_the_metrics(model_tokenizer: Tokenizer) -> None:
+    metrics = RouterMetrics()
+    est = Estimating(model_tokenizer, metrics)
+    plan = est.plan(RouterCore(build_policy("cache_aware")), None)
+    body = {"model": "m", "prompt": chinese(random.Random(2), 2000)}
+    info = await read(body, model_tokenizer, plan)
+    assert info.estimated
+    est.count_later(asyncio.get_running_loop(), body, False, info)
+    for _ in range(200):
+        if not est.pending:
+            break
+        await asyncio.sleep(0.01)
+    assert metrics.exact_counts["background"] == 1 and est.band.seen == 1
+    assert 'infctl_router_exact_token_counts_total{when="background"} 1' in metrics.render([], "p")
+
+
+class Slow(Tokenizer):
+    """An exact tokenizer that spends ``cpu_s`` of CPU on every prompt."""
+
+    exact = True
+
+    def __init__(self, cpu_s: float) -> None:
+        self.cpu_s = cpu_s
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        began = time.thread_time()
+        while time.thread_time() - began < self.cpu_s:
+            pass
+        return EstimateTokenizer().encode(text)
+
+    def chat_ids(self, messages: Any, **options: Any) -> list[int]:
+        return self.encode(str(messages))
+
+
+async def test_the_counts_after_keep_to_their_cpu_share() -> None:
+    metrics = RouterMetrics()
+    est = Estimating(Slow(2 * CPU_SHARE), metrics)
+    loop = asyncio.get_running_loop()
+    body = {"model": "m", "prompt": "x" * 4000}
+    info = await read(body, est.tokenizer, est.plan(RouterCore(build_policy("cache_aware")), None))
+    assert info.estimated
+    est.count_later(loop, body, False, info)
+    while est.pending:
+        await asyncio.sleep(0.01)
+    est.count_later(loop, body, False, info)  # the first spent twice the share: nothing left for this one
+    assert (metrics.exact_counts["background"], metrics.exact_counts["skipped"]) == (1, 1)
