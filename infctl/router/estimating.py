@@ -67,6 +67,7 @@ class Estimating:
         self._as_of = now
         if self.pending >= MAX_PENDING or self._credit <= 0:
             self.metrics.exact_counts["skipped"] += 1
+            self.metrics.prompt_tokens += info.prompt_tokens
             return
         self.pending += 1
         work = loop.run_in_executor(None, _count, body, chat, self.tokenizer)
@@ -76,9 +77,11 @@ class Estimating:
         self.pending -= 1
         result = None if done.cancelled() or done.exception() else done.result()
         if result is None:  # the model's template refused what the estimate took: the engine will say so
+            self.metrics.prompt_tokens += estimate
             return
         chars, exact, cpu_s = result
         self._credit -= cpu_s
+        self.metrics.prompt_tokens += exact
         self.metrics.exact_counts["background"] += 1
         if self.band.observe(chars, estimate, exact):
             self.metrics.estimate_misses += 1

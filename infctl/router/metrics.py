@@ -104,7 +104,12 @@ class RouterMetrics:
             "",
             self.probe_rounds,
         )
-        w.counter(f"{PREFIX}prompt_tokens_total", "Prompt tokens routed (estimate).", "", self.prompt_tokens)
+        w.counter(
+            f"{PREFIX}prompt_tokens_total",
+            "Prompt tokens routed: the model's count where made, else the estimate.",
+            "",
+            self.prompt_tokens,
+        )
         w.counters(
             f"{PREFIX}exact_token_counts_total",
             "Prompts the model's tokenizer counted: while routing, after (routed on the estimate), skipped.",

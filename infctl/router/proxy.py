@@ -112,7 +112,8 @@ async def _route(
     first: Snapshot | None,
     loop: asyncio.AbstractEventLoop,
 ) -> web.StreamResponse:
-    state.metrics.prompt_tokens += info.prompt_tokens
+    if not info.estimated:  # an estimated one is added when counted exactly (``Estimating``)
+        state.metrics.prompt_tokens += info.prompt_tokens
     headers = upstream_headers(request.headers, info.request_id)
     expected = info.max_tokens or DEFAULT_EXPECTED_OUTPUT
     tried: set[str] = set()

@@ -94,6 +94,8 @@ async def test_with_the_models_tokenizer_only_a_prompt_near_a_bound_waits_for_it
     assert 'infctl_router_exact_token_counts_total{when="routing"} 1' in metrics
     assert 'infctl_router_exact_token_counts_total{when="background"} 1' in metrics
     assert "infctl_router_estimate_misses_total 0" in metrics
+    counted = [x for x in metrics.splitlines() if x.startswith("infctl_router_prompt_tokens_total")]
+    assert float(counted[0].rpartition(" ")[2]) == model.count(near) + model.count(far)  # exact, both
 
 
 @pytest.mark.parametrize(
