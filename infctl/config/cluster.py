@@ -79,22 +79,26 @@ class MonitoringSettings(ProfileModel):
         return value
 
 
-GangScheduler = Literal["affinity", "volcano", "scheduler-plugins"]
+GangScheduler = Literal["affinity", "volcano", "scheduler-plugins", "lws", "kueue"]
+KueueTopology = Literal["required", "preferred"]
 
 
 class GangSettings(ProfileModel):
     """How a PD group is scheduled whole or not at all (group mode). Every mechanism keeps the group under
-    one switch with the required pod affinity; a gang scheduler also holds its pods until all of them fit,
-    so a group is never left half-scheduled holding GPUs it cannot use."""
+    one switch; a gang mechanism also holds its pods until all of them fit, so a group is never left
+    half-scheduled holding GPUs it cannot use."""
 
     scheduler: GangScheduler = "affinity"
     """``affinity``: pod affinity alone (the first pod picks the switch; no gang, doctor warns);
     ``volcano``: a Volcano PodGroup per PD group (``scheduling.volcano.sh/v1beta1``), pods scheduled by
     Volcano; ``scheduler-plugins``: a coscheduling PodGroup per PD group (``scheduling.x-k8s.io/v1alpha1``),
-    pods scheduled by the scheduler-plugins scheduler. Default affinity."""
+    pods scheduled by the scheduler-plugins scheduler; ``lws``: every PD group one LeaderWorkerSet replica
+    with LWS exclusive topology on the switch label (each engine replica a subgroup); ``kueue``: the same
+    LeaderWorkerSet admitted by Kueue, each group placed by topology-aware scheduling under one switch.
+    Default affinity."""
     scheduler_name: str | None = None
     """The pods' ``schedulerName``. Default: ``volcano``, or ``scheduler-plugins-scheduler`` (the name the
-    project's Helm chart installs it under)."""
+    project's Helm chart installs it under); the default scheduler for lws and kueue."""
     queue: str | None = None
     """Volcano: the queue PodGroups are admitted from. Default None: Volcano's ``default`` queue."""
     network_tier: Annotated[int, Field(ge=1)] | None = None
@@ -103,17 +107,51 @@ class GangSettings(ProfileModel):
     schedule_timeout_s: Annotated[int, Field(ge=1)] | None = None
     """scheduler-plugins: how long a group's pods wait for the whole group before the attempt is retried.
     Default None: the plugin's default."""
+    subgroup_topology: str | None = None
+    """lws: node label each engine replica (an LWS subgroup) is held under, alone
+    (``leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology``), e.g. an NVLink-domain or rack label.
+    Default None: a replica's nodes are only held under the group's switch."""
+    queue_name: str | None = None
+    """kueue: the LocalQueue (in the release's namespace) the groups are admitted from. Required."""
+    topology: KueueTopology = "required"
+    """kueue: ``required`` admits a group only when it fits under one switch label value
+    (``podset-required-topology``); ``preferred`` tries one switch, then the next level up. Default
+    required."""
+    topology_name: str | None = None
+    """kueue: the Topology object (cluster-scoped, the operator's) doctor checks lists the switch label.
+    Default None: any Topology listing it."""
+
+    @field_validator("subgroup_topology")
+    @classmethod
+    def _a_label_key(cls, value: str | None) -> str | None:
+        return None if value is None else check_label_key(value)
 
     @model_validator(mode="after")
     def _fields_of_the_scheduler(self) -> GangSettings:
-        owners = {"queue": "volcano", "network_tier": "volcano", "schedule_timeout_s": "scheduler-plugins"}
-        raise_problems(
-            [
-                Problem((key,), f"only used with scheduler {owner}, found it with {self.scheduler!r}")
-                for key, owner in owners.items()
-                if getattr(self, key) is not None and self.scheduler != owner
-            ]
-        )
+        owners = {
+            "queue": ("volcano",),
+            "network_tier": ("volcano",),
+            "schedule_timeout_s": ("scheduler-plugins",),
+            "subgroup_topology": ("lws",),
+            "queue_name": ("kueue",),
+            "topology_name": ("kueue",),
+        }
+        problems = [
+            Problem(
+                (key,), f"only used with scheduler {' or '.join(owner)}, found it with {self.scheduler!r}"
+            )
+            for key, owner in owners.items()
+            if getattr(self, key) is not None and self.scheduler not in owner
+        ]
+        if self.scheduler == "kueue" and self.queue_name is None:
+            problems.append(
+                Problem(
+                    ("queue_name",),
+                    "expected the LocalQueue Kueue admits the groups from, found nothing",
+                    hint="set cluster.gang.queue_name to a LocalQueue in the release's namespace",
+                )
+            )
+        raise_problems(problems)
         return self
 
     @property
@@ -121,6 +159,11 @@ class GangSettings(ProfileModel):
         """``schedulerName`` for the engine pods; None: the default scheduler."""
         default = {"volcano": "volcano", "scheduler-plugins": "scheduler-plugins-scheduler"}
         return self.scheduler_name or default.get(self.scheduler)
+
+    @property
+    def one_set_per_group(self) -> bool:
+        """Each PD group is one LeaderWorkerSet replica (lws, kueue) rather than a workload per role."""
+        return self.scheduler in ("lws", "kueue")
 
 
 class ClusterProfile(ProfileModel):
@@ -150,7 +193,8 @@ class ClusterProfile(ProfileModel):
     monitoring: MonitoringSettings = MonitoringSettings()
     """Labels the Prometheus Operator and the Grafana sidecar select by (kube-prometheus-stack's default)."""
     gang: GangSettings = GangSettings()
-    """How PD groups are scheduled whole (a gang scheduler's PodGroups, or pod affinity alone)."""
+    """How PD groups are scheduled whole (a gang scheduler's PodGroups, LeaderWorkerSet exclusive topology,
+    Kueue topology-aware scheduling, or pod affinity alone)."""
     create_namespace: bool = False
     """Render a Namespace object for the deployment's namespace (applied first). Default false: the
     namespace exists, or ``kubectl create namespace`` makes it."""

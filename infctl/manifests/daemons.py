@@ -44,7 +44,8 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
     targets = []
     replicas = {r.workload: r for r in profile.engine_replicas()}
     for w in plan.workloads:
-        bounds = bounds_of(profile, replicas[w.workload])
+        spec = replicas.get(w.workload)  # none for a PD-group set, which is never autoscaled
+        bounds = bounds_of(profile, spec) if spec is not None else None
         if bounds is None:
             continue
         target: dict[str, Any] = {

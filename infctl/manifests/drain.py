@@ -22,6 +22,10 @@ from infctl.engines import get_adapter
 
 LEADER = "env:LWS_LEADER_ADDRESS"
 """Host argument meaning: the leader's address from that variable (exec hooks get no ``$(VAR)`` expansion)."""
+SUBGROUP = "lws-subgroup:"
+"""Host argument ``lws-subgroup:<n>``: in a PD-group set (``infctl.manifests.group_set``), the rank 0 of the
+pod's own engine replica (every ``n`` pods of the LWS group): this pod when it is one, else its address
+by LWS's pod naming."""
 
 WAIT_IDLE = """\
 import os, sys, time, urllib.request
@@ -45,6 +49,19 @@ while calm < 2 and time.monotonic() < end:
 """
 """argv: host (or ``env:VAR``), port, settle seconds, timeout seconds, then the metric names to sum. Exits 0
 when the engine is idle, unreachable (nothing left to wait for) or the timeout has passed."""
+
+_HOST_LINE = 'host = os.environ.get(host[4:], "") if host.startswith("env:") else host\n'
+WAIT_IDLE_SUBGROUP = WAIT_IDLE.replace(
+    _HOST_LINE,
+    _HOST_LINE
+    + """\
+if host.startswith("lws-subgroup:"):
+    n, i = int(host[13:]), int(os.environ["LWS_WORKER_INDEX"])
+    lead, _, rest = os.environ["LWS_LEADER_ADDRESS"].partition(".")
+    host = "127.0.0.1" if i % n == 0 else "%s.%s" % (lead if i < n else "%s-%d" % (lead, i - i % n), rest)
+""",
+)
+""":data:`WAIT_IDLE` that also takes host ``lws-subgroup:<n>`` (:data:`SUBGROUP`)."""
 
 
 def prestop_command(profile: DeploymentProfile, port: int, *, leader: bool) -> list[str]:

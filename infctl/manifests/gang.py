@@ -60,7 +60,7 @@ def pod_group_of(profile: DeploymentProfile, w: WorkloadPlan) -> PodMembership |
 def pod_groups(profile: DeploymentProfile, plan: PlacementPlan, namespace: str) -> list[dict[str, Any]]:
     """One PodGroup per PD group, ``minMember`` every pod of it; none without a gang scheduler."""
     gang = profile.cluster.gang if profile.cluster is not None else None
-    if gang is None or gang.scheduler == "affinity":
+    if gang is None or gang.scheduler not in ("volcano", "scheduler-plugins"):
         return []
     members: dict[str, int] = {}
     for w in plan.workloads:

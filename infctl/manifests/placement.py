@@ -57,6 +57,9 @@ class WorkloadPlan:
     """The pod ``affinity`` stanza, or None."""
     autoscaled: bool = False
     """The autoscaler owns the replica count (bounds for this role and the autoscaler enabled)."""
+    members: tuple[int, int] | None = None
+    """A PD-group set (``cluster.gang.scheduler`` lws or kueue): (prefill, decode) engine replicas per group;
+    ``replicas`` then counts groups, each one LeaderWorkerSet group (``infctl.manifests.group_set``)."""
 
     @property
     def annotations(self) -> dict[str, str] | None:
@@ -64,7 +67,8 @@ class WorkloadPlan:
 
     @property
     def multi_node(self) -> bool:
-        return self.nodes_per_replica > 1
+        """A LeaderWorkerSet: replicas span nodes, or each replica is a whole PD group."""
+        return self.nodes_per_replica > 1 or self.members is not None
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,49 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
                 autoscaled=profile.autoscaler.enabled and bounds_of(profile, first) is not None,
             )
         )
+    if profile.mode == "group" and cluster is not None and cluster.gang.one_set_per_group:
+        workloads = group_sets(profile, workloads)
     return PlacementPlan(profile.name, profile.mode, switch, tuple(workloads), nodes_per_group)
+
+
+def group_sets(profile: DeploymentProfile, workloads: list[WorkloadPlan]) -> list[WorkloadPlan]:
+    """The group-mode workloads folded into one PD-group set per length pool (or one for the deployment):
+    a replica per group, with no role, group or affinity of its own (``infctl.manifests.group_set``)."""
+    cluster = profile.cluster
+    assert cluster is not None
+    if profile.autoscaler.enabled and any(w.autoscaled for w in workloads):
+        raise ConfigError(
+            f"cluster.gang.scheduler {cluster.gang.scheduler} places whole PD groups (one LeaderWorkerSet "
+            "replica each); the autoscaler's per-role bounds cannot scale a role inside a group",
+            hint="scale groups by hand (groups: N), or choose gang scheduler volcano or scheduler-plugins",
+        )
+    sets: dict[str | None, list[WorkloadPlan]] = {}
+    for w in workloads:
+        sets.setdefault(w.length_pool, []).append(w)
+    out = []
+    for pool, members in sets.items():
+        first = next(w for w in members if w.group is not None)
+        shape = {w.role: w.replicas for w in members if w.group == first.group}
+        workload = "pd" if pool is None else f"{pool}-pd"
+        selector = {L.RELEASE: profile.name, L.WORKLOAD: workload}
+        drop = (L.ROLE, L.GROUP, L.WORKLOAD)
+        pod_labels = {**{k: v for k, v in first.pod_labels.items() if k not in drop}, **selector}
+        out.append(
+            WorkloadPlan(
+                workload=workload,
+                name=f"{profile.name}-{workload}",
+                role=first.role,
+                replicas=len({w.group for w in members}),
+                nodes_per_replica=first.nodes_per_replica,
+                gpus_per_pod=first.gpus_per_pod,
+                pool=first.pool,
+                length_pool=pool,
+                selector=selector,
+                pod_labels=pod_labels,
+                members=(shape.get("prefill", 0), shape.get("decode", 0)),
+            )
+        )
+    return out
 
 
 def bounds_of(profile: DeploymentProfile, spec: ReplicaSpec) -> ScaleBounds | None:

@@ -22,6 +22,7 @@ from infctl.manifests import labels as L
 from infctl.manifests.context import autoscaler_context, monitoring_context, router_context, traffic_context
 from infctl.manifests.engine import ENGINE_PORT, engine_values
 from infctl.manifests.gang import pod_groups
+from infctl.manifests.group_set import dispatch_values, set_objects
 from infctl.manifests.kinds import kind_of
 from infctl.manifests.kv_pool import COMPONENT as POOL_COMPONENT
 from infctl.manifests.kv_pool import pool_values, with_pool_address
@@ -153,11 +154,26 @@ def _workload(env: jinja2.Environment, profile: DeploymentProfile, w: WorkloadPl
         "node_selector": dict(cluster.node_selector),
         "tolerations": [t.model_dump(exclude_none=True) for t in cluster.tolerations],
     }
+    if w.members is not None:  # a PD-group set: every LWS group is one PD group
+        return env.get_template("engine-lws.yaml.j2").render(
+            w=w,
+            lws=set_objects(profile, w),
+            leader=dispatch_values(profile, w, leader=True),
+            worker=dispatch_values(profile, w, leader=False),
+            pod=pod,
+            namespace=namespace,
+        )
     leader = engine_values(profile, w, leader=True)
     if w.multi_node:
         worker = engine_values(profile, w, leader=False)
+        lws = {
+            "size": w.nodes_per_replica,
+            "sub_group_size": None,
+            "labels": w.pod_labels,
+            "annotations": w.annotations,
+        }
         return env.get_template("engine-lws.yaml.j2").render(
-            w=w, leader=leader, worker=worker, pod=pod, namespace=namespace
+            w=w, lws=lws, leader=leader, worker=worker, pod=pod, namespace=namespace
         )
     return env.get_template("engine-deployment.yaml.j2").render(
         w=w, leader=leader, pod=pod, namespace=namespace
