@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from infctl.engines import DEFAULT_ENGINE, ENGINES
 from infctl.manifests import labels
+from infctl.manifests.group_set import LAYOUT, member_of
 from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend, Role
@@ -110,7 +111,12 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
         return None
     keys = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
     problems: list[str] = []
-    role = keys.get(labels.ROLE, "both")
+    member = member_of(keys) if LAYOUT in keys else None  # a pod of a PD-group set (one LWS group a group)
+    if LAYOUT in keys and member is None:
+        problems.append(f"{LAYOUT}={keys[LAYOUT]!r} with no readable LeaderWorkerSet indexes: labels used")
+    if member is not None and not member.serves:
+        return None  # a rank of a multi-node engine: its rank 0 serves for it
+    role = member.role if member is not None else keys.get(labels.ROLE, "both")
     engine = keys.get(labels.ENGINE, s.engine)
     if engine not in ENGINES:
         problems.append(
@@ -125,7 +131,7 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
             id=backend_id(url, None if ranks == 1 else rank),
             url=url,
             role=cast(Role, role if role in _ROLES else "both"),
-            group=keys.get(labels.GROUP),
+            group=member.group if member is not None else keys.get(labels.GROUP),
             pool=keys.get(labels.POOL),
             upstream=keys.get(labels.UPSTREAM, "default"),
             engine=engine,
