@@ -34,10 +34,43 @@ from pathlib import Path
 import httpx
 
 from infctl.engines import vllm
-from infctl.router.fetch import EngineGet, LeanTransport
+from infctl.router.fetch import EngineGet, FetchError, fetch
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.telemetry import make_client, parse_metrics, scrape, scrape_many
-from infctl.telemetry.scrape import Client
+from infctl.telemetry.scrape import Client, HttpxGet
+
+_HTTPX_ERRORS: dict[str, type[httpx.TransportError]] = {
+    "connect": httpx.ConnectError,
+    "connect_timeout": httpx.ConnectTimeout,
+    "timeout": httpx.ReadTimeout,
+    "read": httpx.ReadError,
+    "protocol": httpx.RemoteProtocolError,
+}
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    """httpx's client over the router's lean pool: how the router scraped before ``EngineGet`` (the old
+    path this benchmark compares with). Plain HTTP only."""
+
+    def __init__(self, pool: Http1Pool) -> None:
+        self.pool = pool
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        read = (request.extensions.get("timeout") or {}).get("read")
+        try:
+            answer = await fetch(
+                self.pool,
+                request.method,
+                str(request.url),
+                body=await request.aread(),
+                headers=request.headers,
+                read_timeout_s=read,
+            )
+        except FetchError as exc:
+            raise _HTTPX_ERRORS[exc.stage](str(exc), request=request) from exc
+        headers = [(k, v) for k, v in answer.headers.items() if k != "transfer-encoding"]
+        return httpx.Response(answer.status, headers=headers, content=answer.body, request=request)
+
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -163,7 +196,7 @@ async def over_a_socket(payload: bytes, adapter: vllm.VLLMAdapter) -> list[tuple
     clients: dict[str, Client] = {
         "httpx transport": plain,
         OLD_PATH: make_client(LeanTransport(pool)),
-        NEW_PATH: EngineGet(pool, plain, 2.0),
+        NEW_PATH: EngineGet(pool, HttpxGet(plain), 2.0),
     }
     took: dict[str, list[float]] = {name: [] for name in clients}
     n = 200
@@ -228,7 +261,8 @@ def serve_router(port: int, engines: list[str], old_path: bool) -> None:
     settings = Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
 
     async def main() -> None:
-        await serve(cfg, transport=LeanTransport(Http1Pool(settings)) if old_path else None)
+        old = HttpxGet(make_client(LeanTransport(Http1Pool(settings)), timeout=1.0))
+        await serve(cfg, scraper=old if old_path else None)
 
     with asyncio.Runner(loop_factory=loop_factory("auto")) as runner:
         runner.run(main())
@@ -322,4 +356,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from saved import save_if_asked  # benchmarks/saved.py
+
+    save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     main()

@@ -1,12 +1,14 @@
 """Whole-answer exchanges over the lean HTTP/1.1 client (``http1``): the PD prefill leg, mirrored copies,
-and, through :class:`EngineGet`, the router's scrapes, health probes and ``/v1/models``.
+and, through :class:`EngineGet`, the router's scrapes, health probes and ``/v1/models`` (over aiohttp's
+client, the router's other one, where the lean pool cannot go: HTTPS engines, or ``--upstream-client
+aiohttp``).
 
 ``forward_lean`` (``relay``) streams an answer to a client as it arrives; these exchanges need the answer
 whole, so a :class:`_Collect` sink buffers it (de-chunked at the end). Why not aiohttp's or httpx's client
 here: every engine is scraped ten times a second and every PD request makes one of these calls. ``py-spy``
 of a router at 80 req/s put 12% of its CPU in scraping one engine through httpx's transport; httpx's client
-over the lean pool (:class:`LeanTransport`) halved that, and the bare ``fetch`` of :class:`EngineGet`
-halves it again (``benchmarks/bench_metrics_parse.py`` prints all three, parse included).
+over the lean pool halved that, and the bare ``fetch`` of :class:`EngineGet` halves it again
+(``benchmarks/bench_metrics_parse.py`` prints all three, parse included).
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from infctl.router.http1 import Http1Pool, ProtocolError, ResponseHead
 from infctl.router.upstream import UpstreamFailed
-from infctl.telemetry.scrape import HttpxGet, NoAnswer, make_client
+from infctl.telemetry.scrape import Getter, NoAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,80 +160,52 @@ async def post_whole(pool: Http1Pool, url: str, body: bytes, headers: Mapping[st
     return answer.status, answer.body
 
 
-_HTTPX_ERRORS: dict[str, type[httpx.TransportError]] = {
-    "connect": httpx.ConnectError,
-    "connect_timeout": httpx.ConnectTimeout,
-    "timeout": httpx.ReadTimeout,
-    "read": httpx.ReadError,
-    "protocol": httpx.RemoteProtocolError,
-}
-
-
-class LeanTransport(httpx.AsyncBaseTransport):
-    """httpx's client over the lean pool, for callers that want httpx's API and exceptions (ConnectError,
-    ConnectTimeout, ReadTimeout, ReadError, RemoteProtocolError) at half the CPU of httpx's own transport.
-    The router scraped and probed through it before :class:`EngineGet` (twice as cheap again); it remains
-    ``bench_metrics_parse.py``'s baseline and any test's way to run a router on the old path
-    (``serve(cfg, transport=LeanTransport(pool))``).
-    The connect timeout is the pool's (``Http1Settings.connect_timeout_s``); a request's own read timeout
-    is honoured. HTTPS and HEAD (whose answer announces a body it does not send) go to ``fallback``."""
-
-    def __init__(self, pool: Http1Pool, fallback: httpx.AsyncBaseTransport | None = None) -> None:
-        self.pool = pool
-        self.fallback = fallback or httpx.AsyncHTTPTransport(trust_env=False)
-
-    async def aclose(self) -> None:
-        await self.fallback.aclose()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme != "http" or request.method == "HEAD":
-            return await self.fallback.handle_async_request(request)
-        timeouts = request.extensions.get("timeout") or {}
-        read = timeouts.get("read")
-        try:
-            answer = await fetch(
-                self.pool,
-                request.method,
-                str(request.url),
-                body=await request.aread(),
-                headers=request.headers,
-                read_timeout_s=read,
-            )
-        except FetchError as exc:
-            raise _HTTPX_ERRORS[exc.stage](str(exc), request=request) from exc
-        headers = [(k, v) for k, v in answer.headers.items() if k not in ("transfer-encoding",)]
-        return httpx.Response(answer.status, headers=headers, content=answer.body, request=request)
-
-
 _ACCEPT = {"accept": "text/plain"}
-"""What telemetry's httpx client asks for: the classic text exposition, not OpenMetrics."""
+"""What a scrape asks for: the classic text exposition, not OpenMetrics."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionGet:
+    """The router's aiohttp client as a telemetry ``Getter``, for the GETs the lean pool cannot make
+    (HTTPS engines) or that the router sends through aiohttp's client (``--upstream-client aiohttp``).
+    ``timeout_s``: longest silence from the engine (the session's connect timeout applies too)."""
+
+    session: aiohttp.ClientSession
+    timeout_s: float
+
+    async def __call__(self, url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        read = self.timeout_s if timeout_s is None else timeout_s
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=read)
+        try:
+            async with self.session.get(url, headers=_ACCEPT, timeout=timeout) as resp:
+                return resp.status, await resp.read()
+        except TimeoutError as exc:
+            raise NoAnswer(f"timed out ({type(exc).__name__}: {exc})", timed_out=True) from None
+        except aiohttp.ClientError as exc:
+            raise NoAnswer(f"{type(exc).__name__}: {exc}", timed_out=False) from None
 
 
 class EngineGet:
     """The router's GETs of its engines (scrapes, health probes, ``/v1/models``), a telemetry ``Getter``:
     plain HTTP through the lean pool's bare :func:`fetch`; HTTPS, or every URL when there is no ``pool``
-    (the router runs on aiohttp's client, or a test injected an httpx transport), through ``client``.
-    ``client`` None: telemetry's ``make_client`` builds one on first need. A router on plain-HTTP engines
-    never needs one, and building one (certificates) and closing it (httpx imports anyio to close even an
-    unused client) cost ~0.1 s each of start-up and of shutdown.
+    (the router runs on aiohttp's client), through ``other`` (the router's :class:`SessionGet`; a test or
+    a benchmark may give any ``Getter``).
     Failures raise ``NoAnswer``; ``timed_out`` when the engine stayed silent (or never accepted) in time.
-    Timeouts: connect, the pool's (``Http1Settings.connect_timeout_s``) or the client's; silence,
+    Timeouts: connect, the pool's (``Http1Settings.connect_timeout_s``) or ``other``'s; silence,
     ``timeout_s`` unless a call gives its own."""
 
-    __slots__ = ("_client", "pool", "timeout_s")
+    __slots__ = ("other", "pool", "timeout_s")
 
-    def __init__(self, pool: Http1Pool | None, client: httpx.AsyncClient | None, timeout_s: float) -> None:
+    def __init__(self, pool: Http1Pool | None, other: Getter, timeout_s: float) -> None:
         self.pool = pool
-        self._client = client
+        self.other = other
         self.timeout_s = timeout_s
         """Longest silence from an engine, seconds."""
 
     async def __call__(self, url: str, timeout_s: float | None = None) -> tuple[int, bytes]:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         if self.pool is None or not url.startswith("http://"):
-            if self._client is None:
-                self._client = make_client(timeout=self.timeout_s)
-            return await HttpxGet(self._client)(url, timeout)
+            return await self.other(url, timeout)
         try:
             answer = await fetch(self.pool, "GET", url, headers=_ACCEPT, read_timeout_s=timeout)
         except FetchError as exc:
@@ -239,8 +213,3 @@ class EngineGet:
             message = f"timed out ({exc})" if silent else str(exc)
             raise NoAnswer(message, timed_out=silent or exc.stage == "connect_timeout") from None
         return answer.status, answer.body
-
-    async def aclose(self) -> None:
-        """Close the httpx client, if there is one (the pool is the router's, closed with it)."""
-        if self._client is not None:
-            await self._client.aclose()

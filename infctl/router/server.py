@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import aiohttp
-import httpx
 from aiohttp import web
 
 from infctl.engines import get_adapter
@@ -29,7 +28,7 @@ from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.discovery import discover
 from infctl.router.estimating import Estimating
-from infctl.router.fetch import EngineGet
+from infctl.router.fetch import EngineGet, SessionGet
 from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
@@ -39,7 +38,7 @@ from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.ranks import Target, scrape_targets
 from infctl.router.upstream import make_session
-from infctl.telemetry.scrape import make_client
+from infctl.telemetry.scrape import Getter
 from infctl.tokenization import EstimateTokenizer, Tokenizer, load_tokenizer
 
 if TYPE_CHECKING:
@@ -193,14 +192,14 @@ _DRAIN_GRACE_S = 0.25
 def build_state(
     cfg: RouterConfig,
     *,
-    transport: httpx.AsyncBaseTransport | None = None,
+    scraper: Getter | None = None,
     upstream_client: UpstreamClient = "lean",
 ) -> RouterState:
     """``upstream_client``: ``lean`` sends generation requests, PD prefill legs, mirrored copies, scrapes and
     probes through ``infctl.router.http1`` (aiohttp's client remains for clients that are not HTTP/1.1 and
-    for HTTPS engines); ``aiohttp`` uses aiohttp's client for requests and httpx's for scrapes and probes
-    (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them). ``transport``, when
-    given, carries the scrapes and probes (tests pass an ``httpx.MockTransport``)."""
+    for HTTPS engines); ``aiohttp`` uses aiohttp's client for everything
+    (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them). ``scraper``, when
+    given, carries the scrapes and probes instead (a benchmark's old path, a test's fake)."""
     policy = build_policy(cfg.policy)
     tokenizer = load_tokenizer(cfg.tokenizer)
     if not tokenizer.exact:
@@ -213,17 +212,17 @@ def build_state(
             Http1Settings(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
         )
     timeout_s = max(cfg.scrape_interval_s * 5, 1.0)
-    # Scrapes and probes on the bare lean path: half the CPU of httpx's client over the same pool.
-    lean = http1 if transport is None else None
+    session = make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s)
     return RouterState(
         tokenizer=tokenizer,
         http1=http1,
         cfg=cfg,
         core=RouterCore(policy, block_size=cfg.block_size),
         pool=BackendPool(cfg.backends, cfg.health, engine=cfg.engine),
-        session=make_session(connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s),
+        session=session,
+        # Scrapes and probes on the bare lean path: half the CPU of httpx's client over the same pool.
         scraper=EngineGet(
-            lean, None if transport is None else make_client(transport, timeout=timeout_s), timeout_s
+            http1 if scraper is None else None, scraper or SessionGet(session, timeout_s), timeout_s
         ),
         policy_name=cfg.policy if isinstance(cfg.policy, str) else policy.name,
         pd_settings=PDSettings(
@@ -239,7 +238,7 @@ async def serve(
     *,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
+    scraper: Getter | None = None,
     on_ready: Callable[[str], None] | None = None,
     kube_connect: Callable[[], KubeClient] | None = None,
     upstream_client: UpstreamClient = "lean",
@@ -255,7 +254,7 @@ async def serve(
     check_exposure(cfg.host, cfg.admin_token, insecure=cfg.insecure_admin)
     server = server or cfg.server
     stop = stop or asyncio.Event()
-    state = build_state(cfg, transport=transport, upstream_client=upstream_client)
+    state = build_state(cfg, scraper=scraper, upstream_client=upstream_client)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
     # The drain itself is ours (_drain); what aiohttp's shutdown waits for after it is the short grace.
     grace = min(_DRAIN_GRACE_S, cfg.drain_timeout_s / 4)
@@ -318,7 +317,6 @@ async def serve(
         if state.http1 is not None:
             state.http1.close()
         await state.session.close()
-        await state.scraper.aclose()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)

@@ -243,4 +243,3 @@ async def test_the_router_state_wakes_by_its_pools_headroom() -> None:
         await asyncio.gather(*waiters)
     finally:
         await state.session.close()
-        await state.scraper.aclose()

@@ -64,7 +64,6 @@ async def closed(state: RouterState) -> None:
     if state.http1 is not None:
         state.http1.close()
     await state.session.close()
-    await state.scraper.aclose()
 
 
 async def test_the_prober_ejects_a_refused_engine_and_counts_a_slow_one(engine: str) -> None:

@@ -190,7 +190,6 @@ async def router_and_engine() -> AsyncIterator[tuple[RouterState, KVEventPublish
         if state.http1 is not None:
             state.http1.close()
         await state.session.close()
-        await state.scraper.aclose()
 
 
 async def until(condition: Callable[[], bool], publisher: KVEventPublisher | None = None) -> None:

@@ -1,6 +1,6 @@
 """Whole-answer exchanges over the lean client, against a real local aiohttp server: the PD prefill leg's and
-the mirror's POST, the bare GET the router scrapes and probes through (``EngineGet``), and the httpx transport
-over the same pool."""
+the mirror's POST, and the bare GET the router scrapes and probes through (``EngineGet``, over aiohttp's
+client where the lean pool cannot go)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import pytest
 from aiohttp import web
 
 from infctl.engines import get_adapter
-from infctl.router.fetch import EngineGet, FetchError, LeanTransport, dechunk, fetch, post_whole
-from infctl.router.http1 import Http1Pool, Http1Settings, ProtocolError
+from infctl.router.fetch import EngineGet, FetchError, SessionGet, dechunk, fetch, post_whole
+from infctl.router.http1 import Http1Pool, ProtocolError
 from infctl.router.ranks import Target, scrape_targets
-from infctl.router.upstream import UpstreamFailed
+from infctl.router.upstream import UpstreamFailed, make_session
 from infctl.telemetry import make_client
-from infctl.telemetry.scrape import NoAnswer
+from infctl.telemetry.scrape import HttpxGet, NoAnswer
 from infctl.telemetry.signals import EngineSignals
 
 METRICS = 'vllm:num_requests_waiting{engine="0"} 3.0\n'
@@ -147,47 +147,23 @@ def test_dechunk() -> None:
         dechunk(b"5\r\nhello\r\n")
 
 
-async def test_httpx_client_over_the_lean_transport(engine: tuple[str, list[web.Request]]) -> None:
-    url, seen = engine
-    pool = Http1Pool()
-    async with make_client(LeanTransport(pool)) as client:
-        r = await client.get(url + "/metrics")
-        assert r.status_code == 200 and r.text == METRICS
-        assert "accept-encoding" not in seen[-1].headers  # answers come back as sent, never compressed
-        r = await client.post(url + "/echo?chunked=1", content=b'{"a": 1}')
-        assert r.json() == {"a": 1}
-        with pytest.raises(httpx.ReadTimeout):
-            await client.get(url + "/stall", timeout=0.05)
-        with pytest.raises(httpx.ConnectError):
-            await client.get(f"http://127.0.0.1:{await closed_port()}/metrics")
-    pool.close()
-
-
-async def test_https_goes_to_the_fallback_transport() -> None:
-    fallback = httpx.MockTransport(lambda request: httpx.Response(200, text=str(request.url)))
-    async with make_client(LeanTransport(Http1Pool(Http1Settings()), fallback)) as client:
-        r = await client.get("https://engine.internal/metrics")
-    assert r.text == "https://engine.internal/metrics"
-
-
 @pytest.mark.parametrize("page", ["/vllm", "/chunked"])
 async def test_the_bare_get_scrapes_the_same_signals_as_httpx(
     engine: tuple[str, list[web.Request]], page: str
 ) -> None:
-    """The router's scrape path (``EngineGet``) against httpx's client (its own transport, and the lean
-    one): the same page gives the same signals, each rank's own and the engine's."""
+    """The router's scrape path (``EngineGet``) against httpx's client: the same page gives the same
+    signals, each rank's own and the engine's."""
     url, seen = engine
     vllm = get_adapter("vllm")
     base = url + page
     targets = [Target(f"e#dp{r}", base, r, vllm) for r in (0, 1)] + [Target("e", base, None, vllm)]
     pool = Http1Pool()
-    async with make_client() as plain, make_client(LeanTransport(pool)) as lean:
-        bare = await scrape_targets(EngineGet(pool, plain, 2.0), targets)
+    async with make_client() as plain:
+        bare = await scrape_targets(EngineGet(pool, HttpxGet(plain), 2.0), targets)
         assert seen[-1].headers["accept"] == "text/plain"  # the text exposition, as httpx's client asks
         via_httpx = await scrape_targets(plain, targets)
-        via_lean = await scrape_targets(lean, targets)
     pool.close()
-    assert bare == via_httpx == via_lean
+    assert bare == via_httpx
     loads = {bid: (s.queue, s.running) for bid, s in bare.items() if isinstance(s, EngineSignals)}
     assert loads == {"e#dp0": (3.0, 7.0), "e#dp1": (0.0, 5.0), "e": (3.0, 12.0)}  # each rank its own
 
@@ -198,7 +174,7 @@ async def test_the_bare_get_reports_no_answer_and_says_whether_the_engine_was_sl
     url, _ = engine
     pool = Http1Pool()
     async with make_client() as client:
-        get = EngineGet(pool, client, 2.0)
+        get = EngineGet(pool, HttpxGet(client), 2.0)
         assert await get(url + "/metrics") == (200, METRICS.encode())
         assert pool.idle_count("127.0.0.1", int(url.rsplit(":", 1)[1])) == 1  # the lean pool's connection
         with pytest.raises(NoAnswer) as slow:
@@ -210,7 +186,7 @@ async def test_the_bare_get_reports_no_answer_and_says_whether_the_engine_was_sl
     pool.close()
 
 
-async def test_without_a_pool_or_over_https_the_bare_get_uses_httpx() -> None:
+async def test_without_a_pool_or_over_https_the_bare_get_asks_the_other_getter() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.host == "slow":
             raise httpx.ConnectTimeout("connect timed out", request=request)
@@ -218,26 +194,33 @@ async def test_without_a_pool_or_over_https_the_bare_get_uses_httpx() -> None:
 
     pool = Http1Pool()
     async with make_client(httpx.MockTransport(answer)) as client:
-        assert await EngineGet(pool, client, 1.0)("https://e/metrics") == (200, b"https://e/metrics")
-        assert await EngineGet(None, client, 1.0)("http://e/metrics") == (200, b"http://e/metrics")
+        other = HttpxGet(client)
+        assert await EngineGet(pool, other, 1.0)("https://e/metrics") == (200, b"https://e/metrics")
+        assert await EngineGet(None, other, 1.0)("http://e/metrics") == (200, b"http://e/metrics")
         with pytest.raises(NoAnswer) as slow:
-            await EngineGet(None, client, 1.0)("http://slow/health")
+            await EngineGet(None, other, 1.0)("http://slow/health")
     assert slow.value.timed_out
+    assert pool.idle_count("e", 80) == 0  # the pool was never asked
     pool.close()
 
 
-async def test_without_a_client_the_bare_get_builds_one_when_httpx_is_needed_and_closes_it(
+async def test_the_session_get_is_a_getter_over_aiohttps_client(
     engine: tuple[str, list[web.Request]],
 ) -> None:
-    """A router on plain-HTTP engines never builds the httpx client (nor pays to close it); without a
-    pool every GET needs one, built on the first and closed with the getter."""
+    """What the router scrapes HTTPS engines through (and everything on ``--upstream-client aiohttp``):
+    the same answers and failures as the bare GET, over the router's aiohttp session."""
     url, seen = engine
-    unused = EngineGet(Http1Pool(), None, 2.0)
-    await unused.aclose()  # nothing to close
-    get = EngineGet(None, None, 2.0)
-    assert await get(url + "/metrics") == (200, METRICS.encode())
-    assert await get(url + "/metrics") == (200, METRICS.encode())
-    assert [r.headers["accept"] for r in seen] == ["text/plain"] * 2  # telemetry's client, as before
-    await get.aclose()
-    with pytest.raises(RuntimeError):  # httpx refuses a closed client: it was this getter's own
-        await get(url + "/metrics")
+    session = make_session(connect_timeout_s=1.0, read_timeout_s=5.0)
+    try:
+        get = EngineGet(None, SessionGet(session, 2.0), 2.0)
+        assert await get(url + "/metrics") == (200, METRICS.encode())
+        assert seen[-1].headers["accept"] == "text/plain"  # the text exposition, as the bare GET asks
+        assert await get(url + "/chunked/metrics") == (200, VLLM_DP2)  # de-chunked
+        with pytest.raises(NoAnswer) as slow:
+            await get(url + "/stall", 0.05)
+        assert slow.value.timed_out and "timed out" in str(slow.value)
+        with pytest.raises(NoAnswer) as gone:
+            await get(f"http://127.0.0.1:{await closed_port()}/health")
+        assert not gone.value.timed_out
+    finally:
+        await session.close()
