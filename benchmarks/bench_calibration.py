@@ -325,6 +325,9 @@ async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: flo
 
 
 if __name__ == "__main__":
+    from saved import save_if_asked  # benchmarks/saved.py
+
+    save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running engine to calibrate against (default: start vLLM here)")
     parser.add_argument("--out", type=Path, help="also write the calibrated profile here")

@@ -87,6 +87,9 @@ def _short_p99(result: BenchResult) -> float:
 
 
 if __name__ == "__main__":
+    from saved import save_if_asked  # benchmarks/saved.py
+
+    save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", type=Path, default=PROFILE)
     parser.add_argument("--requests", type=int, default=240)

@@ -554,6 +554,9 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    from saved import save_if_asked  # benchmarks/saved.py
+
+    save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     cli_args = parse_args()
     if cli_args.serve_null:
         serve_null(cli_args.serve_null, cli_args.null_itl_ms)
