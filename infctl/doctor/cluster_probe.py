@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from infctl.config import DeploymentProfile
 from infctl.doctor import cluster_eval as ev
 from infctl.doctor.crds import DISCOVERED, evaluate_crds
+from infctl.doctor.gang import KUEUE_APIS, KueueObjects, evaluate_kueue, evaluate_subgroup_label
+from infctl.doctor.gang import needs as gang_needs
 from infctl.doctor.nodes import node_views
 from infctl.doctor.pods import engine_selector, evaluate_engine_pods
 from infctl.doctor.result import CheckResult, failed, skipped, warned
@@ -106,6 +108,11 @@ async def _check(
             evaluate_rdma(views, profile, target=t),
         ]
     results.append(evaluate_gang(profile, target=t))
+    views = [] if isinstance(nodes, KubeError) else node_views(nodes)
+    subgroup = evaluate_subgroup_label(views, profile, target=t)
+    results += [subgroup] if subgroup is not None else []
+    if profile is not None and gang_needs(profile):
+        results += evaluate_kueue(await _kueue(call, profile, ns), views, profile, ns, target=t)
     results.append(ev.evaluate_metrics_apis(groups, target=t))
     if profile is not None:
         results.append(await _engine_pods(call, profile.name, ns, t))
@@ -141,7 +148,29 @@ def _rendered(
         target = f"profile {profile.name}"
         return core, None, [failed("cluster", "manifests", err.message, err.hint, target=target)]
     kinds = list({kind_of(o): None for o in objects})
-    return kinds, {(k.api_version, k.plural) for k in kinds}, []
+    return kinds, {(k.api_version, k.plural) for k in kinds} | gang_needs(profile), []
+
+
+async def _kueue(call: Call, profile: DeploymentProfile, namespace: str) -> KueueObjects:
+    """Kueue's Topologies, ResourceFlavors and the profile's LocalQueue, at the newest version served."""
+    assert profile.cluster is not None
+    queue = profile.cluster.gang.queue_name
+    for api in KUEUE_APIS:
+        try:
+            topologies = (await call("GET", f"/apis/{api}/topologies")).get("items", [])
+            flavors = (await call("GET", f"/apis/{api}/resourceflavors")).get("items", [])
+        except KubeError as err:
+            if err.status == 404:
+                continue
+            raise
+        try:
+            found = await call("GET", f"/apis/{api}/namespaces/{namespace}/localqueues/{queue}")
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            found = None
+        return KueueObjects(topologies, flavors, found)
+    return KueueObjects((), (), None)
 
 
 async def _nodes(call: Call) -> list[dict[str, Any]] | KubeError:

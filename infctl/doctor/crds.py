@@ -60,6 +60,11 @@ FAMILIES: tuple[CRDFamily, ...] = (
         _install("scheduling.x-k8s.io/v1alpha1", "install scheduler-plugins with coscheduling"),
     ),
     CRDFamily(
+        "Kueue",
+        tuple((k, p) for k in ("kueue.x-k8s.io",) for p in ("topologies", "resourceflavors", "localqueues")),
+        _install("kueue.x-k8s.io/v1beta2", "install Kueue"),
+    ),
+    CRDFamily(
         "RoleBasedGroup (RBG)",
         (("workloads.x-k8s.io", "rolebasedgroups"),),
         "install RBG: kubectl apply --server-side -f the manifests of a release of "

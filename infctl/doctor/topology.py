@@ -129,7 +129,29 @@ def evaluate_gang(profile: DeploymentProfile | None, *, target: str = "") -> Che
             "gang",
             "PD groups are placed by pod affinity alone: the first pod picks the switch, and a group that "
             "no longer fits there is left half-scheduled, holding GPUs it cannot use",
-            "schedule groups whole: set cluster.gang.scheduler to volcano or scheduler-plugins (installed)",
+            "schedule groups whole: set cluster.gang.scheduler to volcano, scheduler-plugins, lws or kueue "
+            "(installed)",
+            target=target,
+        )
+    switch = profile.cluster.switch_label
+    if gang.scheduler == "lws":
+        sub = (
+            f", each engine replica alone under one {gang.subgroup_topology}"
+            if gang.subgroup_topology
+            else ""
+        )
+        return passed(
+            G,
+            "gang",
+            f"every PD group is one LeaderWorkerSet group alone under one {switch} (exclusive topology){sub}",
+            target=target,
+        )
+    if gang.scheduler == "kueue":
+        return passed(
+            G,
+            "gang",
+            f"every PD group is one LeaderWorkerSet group admitted whole by Kueue from LocalQueue "
+            f"{gang.queue_name}, {gang.topology} under one {switch} (topology-aware scheduling)",
             target=target,
         )
     return passed(

@@ -70,6 +70,12 @@ _COSCHEDULING = (
     "as-a-second-scheduler/ from kubernetes-sigs/scheduler-plugins), or set cluster.gang.scheduler: affinity"
 )
 
+_KUEUE = (
+    "install Kueue (v0.14 or later: topology-aware scheduling on by default): kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/kueue/releases/download/v0.19.2/manifests.yaml, "
+    "or set cluster.gang.scheduler: affinity"
+)
+
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Namespace", "namespaces", namespaced=False, phase=0),
     Kind("v1", "ServiceAccount", "serviceaccounts", phase=1),
@@ -102,6 +108,23 @@ KINDS: tuple[Kind, ...] = (
         phase=2,
         crd="leaderworkersets.leaderworkerset.x-k8s.io",
         install=_LWS,
+    ),
+    # Kueue's placement objects are the operator's (doctor reads them; infctl never renders them).
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "Topology",
+        "topologies",
+        namespaced=False,
+        crd="topologies.kueue.x-k8s.io",
+        install=_KUEUE,
+    ),
+    Kind(
+        "kueue.x-k8s.io/v1beta2",
+        "ResourceFlavor",
+        "resourceflavors",
+        namespaced=False,
+        crd="resourceflavors.kueue.x-k8s.io",
+        install=_KUEUE,
     ),
     Kind(
         "gateway.networking.k8s.io/v1",
