@@ -19,66 +19,37 @@ So in these modes the group is the unit (LWS KEP-115: prefill and decode servers
   ``kueue.x-k8s.io/podset-group-name``, so Kueue admits a group whole and places leader and workers in one
   switch domain.
 
-The router reads a pod's role and PD group from :data:`LAYOUT` and the LWS labels
-(:func:`member_of`), since one template cannot label its pods differently.
+The router reads a pod's role and PD group from its layout annotation and the LWS labels
+(``infctl.manifests.group_layout``), since one template cannot label its pods differently.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from infctl.config import DeploymentProfile
 from infctl.errors import ConfigError
-from infctl.manifests import labels as L
 from infctl.manifests.drain import SUBGROUP, WAIT_IDLE_SUBGROUP
 from infctl.manifests.engine import ENGINE_PORT, engine_values
+from infctl.manifests.group_layout import (
+    LAYOUT,
+    LWS_GROUP_INDEX,
+    LWS_WORKER_INDEX,
+    Member,
+    layout_value,
+    member_of,
+)
 from infctl.manifests.placement import WorkloadPlan
 
-LAYOUT = "infctl.io/group-layout"
-"""Pod annotation of a PD-group set: ``prefill=P,decode=D,nodes=n``."""
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LWS_SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
-LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
-"""Pod label: the pod's index in its LWS group (0: the leader)."""
-LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
-"""Pod label: the LWS group (here: the PD group) the pod belongs to."""
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
-
-
-@dataclass(frozen=True)
-class Member:
-    """What a pod of a PD-group set is: its role, its PD group, and whether it serves HTTP (rank 0)."""
-
-    role: str
-    group: str
-    serves: bool
-
-
-def layout_value(prefill: int, decode: int, nodes: int) -> str:
-    return f"prefill={prefill},decode={decode},nodes={nodes}"
-
-
-def member_of(keys: Mapping[str, str]) -> Member | None:
-    """A pod's place in its PD-group set from its :data:`LAYOUT` annotation and LWS labels; None when the
-    pod carries no layout or an unreadable one."""
-    try:
-        layout = dict(part.split("=", 1) for part in keys[LAYOUT].split(","))
-        prefill, nodes = int(layout["prefill"]), int(layout["nodes"])
-        index, group = int(keys[LWS_WORKER_INDEX]), int(keys[LWS_GROUP_INDEX])
-    except (KeyError, ValueError):
-        return None
-    if nodes < 1:
-        return None
-    pool = keys.get(L.POOL)
-    name = f"g{group}" if pool is None else f"{pool}-g{group}"
-    role = "prefill" if index // nodes < prefill else "decode"
-    return Member(role, name, index % nodes == 0)
 
 
 def set_objects(profile: DeploymentProfile, w: WorkloadPlan) -> dict[str, Any]:
@@ -218,3 +189,22 @@ def subgroup_lifecycle(lifecycle: dict[str, Any], n: int) -> dict[str, Any]:
     command = list(lifecycle["preStop"]["exec"]["command"])
     command[2], command[3] = WAIT_IDLE_SUBGROUP, f"{SUBGROUP}{n}"
     return {"preStop": {"exec": {"command": command}}}
+
+
+__all__ = [
+    "KUEUE_PODSET_GROUP",
+    "KUEUE_PREFERRED",
+    "KUEUE_QUEUE",
+    "KUEUE_REQUIRED",
+    "LAYOUT",
+    "LWS_EXCLUSIVE",
+    "LWS_GROUP_INDEX",
+    "LWS_SUBGROUP_EXCLUSIVE",
+    "LWS_WORKER_INDEX",
+    "Member",
+    "dispatch_script",
+    "dispatch_values",
+    "layout_value",
+    "member_of",
+    "set_objects",
+]

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from infctl.engines import DEFAULT_ENGINE, ENGINES
 from infctl.manifests import labels
-from infctl.manifests.group_set import LAYOUT, member_of
+from infctl.manifests.group_layout import LAYOUT, member_of
 from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend, Role

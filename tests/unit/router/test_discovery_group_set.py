@@ -9,7 +9,7 @@ from typing import Any
 
 from infctl.config import load_deployment
 from infctl.manifests import labels as L
-from infctl.manifests.group_set import LWS_GROUP_INDEX, LWS_WORKER_INDEX
+from infctl.manifests.group_layout import LWS_GROUP_INDEX, LWS_WORKER_INDEX
 from infctl.manifests.render import render
 from infctl.router.discovery import DiscoverySettings, targets_from_pod
 
