@@ -56,10 +56,15 @@ from infctl.sim.calib_loop import free_port, simulated_engine
 from infctl.sim.calib_measure import EngineClient, engine_info, make_session, measure_itl, prompt_words
 from infctl.sim.calib_profile import write_profile_file
 from infctl.sim.calibrate import CalibrationSettings, calibrate, quantile
+from infctl.tokenization import Tokenizer, load_tokenizer
+from infctl.tokens import gb2312_level1
 
 TOLERANCE = 0.10
 REPO = Path(__file__).resolve().parents[1]
 HELD_OUT_LENGTHS = (64, 256, 600, 1000, 1700)
+HELD_OUT_CHINESE = (300, 1200)
+"""Lone Chinese prompts of about these many tokens (the model's tokenizer): the simulator, given the same
+tokenizer (``infctl sim --tokenizer``), must count and time them as vLLM does."""
 HELD_OUT_ITL = ((3, 512), (6, 512), (12, 256), (20, 512))
 ITL_OUTPUT_TOKENS = 160
 DEFAULT_QUANTILE = 0.25
@@ -71,7 +76,7 @@ SALT = secrets.randbits(40)
 
 
 @asynccontextmanager
-async def real_vllm(session: aiohttp.ClientSession) -> AsyncIterator[str]:
+async def real_vllm(session: aiohttp.ClientSession) -> AsyncIterator[tuple[str, str]]:
     python = os.environ.get("INFCTL_VLLM_PYTHON") or str(Path.home() / ".cache/infctl/vllm-venv/bin/python")
     with tempfile.TemporaryDirectory(prefix="bench-calib-") as tmp:
         model_dir = os.environ.get("INFCTL_TINY_MODEL") or str(Path(tmp) / "tiny")
@@ -96,7 +101,7 @@ async def real_vllm(session: aiohttp.ClientSession) -> AsyncIterator[str]:
                     pass
                 await asyncio.sleep(1)
             print(f"vLLM up at {url} after {time.monotonic() - started:.0f} s", flush=True)
-            yield url
+            yield url, model_dir
         finally:
             os.killpg(proc.pid, 15)
             proc.wait(30)
@@ -118,9 +123,14 @@ class HeldOut:
     of outside load falls on the fitted points and the judged ones alike; the simulator's run once it exists.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
         self.ttft: dict[int, tuple[list[float], list[float], list[float]]] = {
             n: ([], [], []) for n in HELD_OUT_LENGTHS
+        }
+        self.tokenizer = tokenizer
+        """The model's, for the Chinese prompts; None: no Chinese rows."""
+        self.chinese: dict[int, tuple[list[float], list[float], list[float]]] = {
+            n: ([], [], []) for n in (HELD_OUT_CHINESE if tokenizer else ())
         }
         self.itl: dict[tuple[int, int], tuple[list[ItlSample], list[ItlSample], list[ItlSample]]] = {
             point: ([], [], []) for point in HELD_OUT_ITL
@@ -159,6 +169,10 @@ class HeldOut:
         for n in HELD_OUT_LENGTHS:
             prompt = prompt_words(n, self._salt(column) + 90_000 + n * 31 + r)
             self.ttft[n][column].append((await client.stream(prompt, 1)).ttft)
+        for n, cols in self.chinese.items():
+            assert self.tokenizer is not None
+            prompt = chinese_prompt(self.tokenizer, n, self._salt(column) + 80_000 + n * 31 + r)
+            cols[column].append((await client.stream(prompt, 1)).ttft)
 
     async def _itl(self, client: EngineClient, r: int, column: int) -> None:
         for batch, context in HELD_OUT_ITL:
@@ -174,6 +188,7 @@ class HeldOut:
 
     def rows(self) -> list[Row]:
         rows: list[Row] = [(f"TTFT, lone request, {n} tokens", *cols) for n, cols in self.ttft.items()]
+        rows += [(f"TTFT, lone Chinese request, ~{n} tokens", *cols) for n, cols in self.chinese.items()]
         for (batch, context), runs in self.itl.items():
             # Engine-timed runs where a column has any (client-timed ones not mixed in), as calibrate does.
             columns = [[s for s in col if s.source == "engine"] or col for col in runs]
@@ -194,6 +209,16 @@ class HeldOut:
             vllm, sim, again = cells
             lines.append(f"  ITL, {batch} x {context}: vLLM {vllm}, sim {sim}, vLLM again {again}")
         return lines
+
+
+def chinese_prompt(tokenizer: Tokenizer, tokens: int, seed: int) -> str:
+    """Chinese text (GB2312's common hanzi in clauses) of at least ``tokens`` tokens by ``tokenizer``."""
+    rng = random.Random(seed)
+    hanzi = gb2312_level1()
+    text = ""
+    while tokenizer.count(text, special=False) < tokens:
+        text += "".join(rng.choices(hanzi, k=rng.randint(6, 20))) + "\uff0c"
+    return text
 
 
 async def mixed(client: EngineClient, salt: int, requests: int = 16) -> tuple[list[float], list[float]]:
@@ -261,21 +286,23 @@ def load_average() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs"
 
 
-async def main(url: str | None, out: Path | None, q: float) -> None:
+async def main(url: str | None, out: Path | None, q: float, tokenizer: str | None) -> None:
     print(load_average(), flush=True)
     async with make_session() as session:
         if url is None:
-            async with real_vllm(session) as started:
-                await run(session, started, out, q)
+            async with real_vllm(session) as (started, model_dir):
+                await run(session, started, out, q, model_dir)
         else:
-            await run(session, url, out, q)
+            await run(session, url, out, q, tokenizer)
 
 
-async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: float) -> None:
+async def run(
+    session: aiohttp.ClientSession, url: str, out: Path | None, q: float, tokenizer: str | None
+) -> None:
     settings = CalibrationSettings(url=url, name="tiny-cpu-calibrated", quantile=q)
     info = await engine_info(session, url, None)
     real = EngineClient(session, url, info.model)
-    held = HeldOut()
+    held = HeldOut(load_tokenizer(tokenizer) if tokenizer else None)
     t0 = time.perf_counter()
 
     async def between(r: int) -> None:
@@ -314,7 +341,7 @@ async def run(session: aiohttp.ClientSession, url: str, out: Path | None, q: flo
     if out is not None:
         write_profile_file(out, p, cal.metadata(settings))
         print(f"wrote {out}")
-    async with simulated_engine(p, session) as sim_url:
+    async with simulated_engine(p, session, tokenizer=tokenizer) as sim_url:
         sim = EngineClient(session, sim_url, cal.info.model)
         await sim.stream(prompt_words(32, 1), 8)
         await held.sim_rounds(sim)
@@ -337,6 +364,11 @@ if __name__ == "__main__":
         default=DEFAULT_QUANTILE,
         help="quantile of each point's repeats that is fitted and judged (default %(default)s; 0.5: medians)",
     )
+    parser.add_argument(
+        "--tokenizer",
+        help="with --url: the model's directory, for the Chinese rows and the simulator's counts "
+        "(default: none; without --url the tiny model's own)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.url, args.out, args.quantile))
+    asyncio.run(main(args.url, args.out, args.quantile, args.tokenizer))
     sys.exit(0)

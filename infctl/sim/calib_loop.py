@@ -41,9 +41,14 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def simulated_engine(
-    profile: SimProfile, session: aiohttp.ClientSession, *, python: str = sys.executable
+    profile: SimProfile,
+    session: aiohttp.ClientSession,
+    *,
+    python: str = sys.executable,
+    tokenizer: str | None = None,
 ) -> AsyncIterator[str]:
-    """``async with simulated_engine(profile, session) as url``: ``infctl sim --profile`` in a child."""
+    """``async with simulated_engine(profile, session) as url``: ``infctl sim --profile`` in a child,
+    counting prompts with ``tokenizer`` (``infctl sim --tokenizer``; default the simulator's)."""
     with tempfile.TemporaryDirectory(prefix="infctl-calib-") as tmp:
         path = Path(tmp) / "profile.json"
         write_profile_file(path, profile)
@@ -51,6 +56,7 @@ async def simulated_engine(
         url = f"http://127.0.0.1:{port}"
         proc = await asyncio.create_subprocess_exec(
             python, "-m", "infctl", "sim", "--profile", str(path), "--host", "127.0.0.1", "--port", str(port),
+            *(["--tokenizer", tokenizer] if tokenizer else []),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
