@@ -143,7 +143,8 @@ def evaluate_gang(profile: DeploymentProfile | None, *, target: str = "") -> Che
         return passed(
             G,
             "gang",
-            f"every PD group is one LeaderWorkerSet group alone under one {switch} (exclusive topology){sub}",
+            f"every PD group is one LeaderWorkerSet group alone under one {switch} (exclusive topology){sub};"
+            " whole or not at all only with LWS's gang scheduling (gangSchedulingManagement, Volcano)",
             target=target,
         )
     if gang.scheduler == "kueue":
