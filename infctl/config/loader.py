@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,59 +22,84 @@ from infctl.config._base import Loc, format_loc
 from infctl.config._files import nearby_hint
 from infctl.config._messages import Explained, explain
 from infctl.config._yaml import Locations, Source, read_mapping
-from infctl.config.cluster import ClusterProfile
-from infctl.config.deployment import DeploymentProfile
-from infctl.config.model import ModelProfile
 from infctl.config.overrides import parse_override, set_value
-from infctl.config.router import RouterFile
 from infctl.errors import ConfigError
+
+if TYPE_CHECKING:
+    # Each loader imports its own model: the router's start-up loads a router file and should not build
+    # the profile models (~0.2 s of pydantic class building).
+    from infctl.config.cluster import ClusterProfile
+    from infctl.config.deployment import DeploymentProfile
+    from infctl.config.model import ModelProfile
+    from infctl.config.router import RouterFile
 
 MAX_PROBLEMS = 10
 """Problems listed in one error; the rest are counted."""
 
 P = TypeVar("P", bound=BaseModel)
-AnyProfile = DeploymentProfile | ModelProfile | ClusterProfile
+AnyProfile: TypeAlias = "DeploymentProfile | ModelProfile | ClusterProfile"
 _REFERENCES = ("model", "cluster")
 
 
 def load_deployment(path: str | Path, overrides: Sequence[str] = ()) -> DeploymentProfile:
     """Read, resolve references, apply ``KEY.PATH=VALUE`` overrides and validate a deployment profile."""
-    return _load(DeploymentProfile, Path(path), overrides)
+    from infctl.config.deployment import DeploymentProfile
+
+    return _load(DeploymentProfile, Path(path), overrides, references=True)
 
 
 def load_model(path: str | Path, overrides: Sequence[str] = ()) -> ModelProfile:
     """Read and validate a model profile (``profiles/models/*.yaml``)."""
+    from infctl.config.model import ModelProfile
+
     return _load(ModelProfile, Path(path), overrides)
 
 
 def load_cluster(path: str | Path, overrides: Sequence[str] = ()) -> ClusterProfile:
     """Read and validate a cluster profile (``profiles/clusters/*.yaml``)."""
+    from infctl.config.cluster import ClusterProfile
+
     return _load(ClusterProfile, Path(path), overrides)
 
 
 def load_router(path: str | Path, overrides: Sequence[str] = ()) -> RouterFile:
     """Read and validate a router file (``infctl router -f router.yaml``)."""
+    from infctl.config.router import RouterFile
+
     return _load(RouterFile, Path(path), overrides)
 
 
 def load_profile(path: str | Path, overrides: Sequence[str] = ()) -> AnyProfile:
     """Any of the three, told apart by their keys (``engine`` -> model, ``switch_label`` -> cluster)."""
+    from infctl.config.cluster import ClusterProfile
+    from infctl.config.deployment import DeploymentProfile
+    from infctl.config.model import ModelProfile
+
     path = Path(path)
     raw, locations = read_mapping(path, str(path))
     if "mode" not in raw and "engine" in raw:
         return _validate(ModelProfile, raw, locations, path, overrides)
     if "mode" not in raw and "switch_label" in raw:
         return _validate(ClusterProfile, raw, locations, path, overrides)
-    return _validate(DeploymentProfile, raw, locations, path, overrides)
+    return _validate(DeploymentProfile, raw, locations, path, overrides, references=True)
 
 
-def _load(cls: type[P], path: Path, overrides: Sequence[str]) -> P:
+def _load(cls: type[P], path: Path, overrides: Sequence[str], *, references: bool = False) -> P:
     raw, locations = read_mapping(path, str(path))
-    return _validate(cls, raw, locations, path, overrides)
+    return _validate(cls, raw, locations, path, overrides, references=references)
 
 
-def _validate(cls: type[P], raw: dict[str, Any], locs: Locations, path: Path, overrides: Sequence[str]) -> P:
-    if cls is DeploymentProfile:
+def _validate(
+    cls: type[P],
+    raw: dict[str, Any],
+    locs: Locations,
+    path: Path,
+    overrides: Sequence[str],
+    *,
+    references: bool = False,
+) -> P:
+    """``references``: the file may name other files (a deployment's ``model`` and ``cluster``)."""
+    if references:
         _resolve_references(raw, locs, path)
     for expr in overrides:
         loc, value = parse_override(expr)
@@ -82,7 +107,7 @@ def _validate(cls: type[P], raw: dict[str, Any], locs: Locations, path: Path, ov
         for stale in [k for k in locs if k[: len(loc)] == loc]:
             del locs[stale]
         locs[loc] = Source(f"--set {expr}")
-    if cls is DeploymentProfile and overrides:
+    if references and overrides:
         _resolve_references(raw, locs, path)  # an override may have named another file
     try:
         return cls.model_validate(raw)

@@ -12,9 +12,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import zmq
-import zmq.asyncio
-
 from infctl.router.core import RouterCore
 from infctl.telemetry.kv_events import decode_message
 
@@ -49,6 +46,9 @@ async def subscribe(
     on_batch: Callable[[str], None] | None = None,
 ) -> None:
     """Apply every batch from ``source`` to ``core``'s precise index until ``stop`` is set."""
+    import zmq  # here, not at the top: a router that follows no engine's events never loads ZeroMQ
+    import zmq.asyncio
+
     ctx = zmq.asyncio.Context.instance()
     sock = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
