@@ -90,6 +90,13 @@ def traffic_context(profile: DeploymentProfile, namespace: str, opts: RenderOpti
         raise ConfigError(f"--weight: expected a percentage 0..100, found {weight}")
     pool = None
     if opts.inference_pool_epp is not None:
+        gang = profile.cluster.gang if profile.cluster is not None else None
+        if profile.mode == "group" and gang is not None and gang.one_set_per_group:
+            raise ConfigError(
+                f"--inference-pool-epp: with gang scheduler {gang.scheduler} one pod template serves a "
+                "whole PD group, so no role label tells an InferencePool's decode engines apart",
+                hint="send traffic to infctl's router (drop --inference-pool-epp): it reads each pod's role",
+            )
         role = "both" if profile.mode == "aggregated" else "decode"
         pool = {
             "name": f"{profile.name}-pool",

@@ -4,8 +4,12 @@ command, run by a real /bin/sh, starts pod i as engine i // n at rank i % n, mee
 
 from __future__ import annotations
 
+import http.server
 import os
 import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from infctl.manifests.group_set import (
     LWS_EXCLUSIVE,
     LWS_SUBGROUP_EXCLUSIVE,
 )
+from infctl.manifests.options import RenderOptions
 from infctl.manifests.render import render
 from infctl.manifests.validate import validate_objects
 
@@ -223,3 +228,79 @@ def test_one_node_replicas_are_one_pod_each(tmp_path: Path) -> None:
         roles.append("producer" if "kv_producer" in config else "consumer")
         assert "--data-parallel-address" not in args  # no rendezvous for one-node replicas
     assert roles == ["producer", "producer", "consumer"]
+
+
+def test_an_inference_pool_is_refused_for_a_set() -> None:
+    profile = with_gang(DEEPSEEK, {"scheduler": "lws"})
+    with pytest.raises(ConfigError, match="no role label"):
+        render(profile, RenderOptions(inference_pool_epp="epp"))
+
+
+class Engine(http.server.BaseHTTPRequestHandler):
+    """An engine's /health, and /metrics busy for the first ``busy`` scrapes."""
+
+    busy = 0
+
+    def do_GET(self) -> None:
+        if self.path == "/metrics":
+            running = 1 if Engine.busy > 0 else 0
+            Engine.busy -= 1
+            labels = '{model_name="deepseek-v3"}'  # as SGLang labels them
+            text = f"sglang:num_running_reqs{labels} {running}\nsglang:num_queue_reqs{labels} 0\n"
+            body = text.encode()
+        else:
+            body = b""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def engine() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def worker_container() -> dict[str, Any]:
+    (lws,) = sets(render(with_gang(DEEPSEEK, {"scheduler": "lws"})))
+    return templates(lws)[1]["spec"]["containers"][0]
+
+
+def run_hook(command: list[str], index: int, leader: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LWS_WORKER_INDEX": str(index), "LWS_LEADER_ADDRESS": leader}
+    argv = [sys.executable, *command[1:]]  # the image's python3
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_a_worker_probe_checks_http_on_rank0_only(engine: int) -> None:
+    probe = worker_container()["readinessProbe"]["exec"]["command"]
+    assert probe[3:6] == ["2", "8000", "/health"]
+    probe = [*probe[:4], str(engine), *probe[5:]]
+    assert run_hook(probe, 2, "x").returncode == 0  # rank 0 of the first decode replica, serving
+    probe_down = [*probe[:4], "1", *probe[5:]]  # nothing listens on port 1
+    assert run_hook(probe_down, 2, "x").returncode != 0
+    assert run_hook(probe_down, 3, "x").returncode == 0  # rank 1 serves no HTTP: nothing to check
+
+
+def test_a_worker_prestop_waits_for_its_own_replicas_rank0(engine: int) -> None:
+    hook = worker_container()["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook[3] == "lws-subgroup:2"
+    # port, settle 0 s, timeout 20 s; the metric names stay as rendered.
+    hook = [*hook[:4], str(engine), "0", "20", *hook[7:]]
+    # Pod 1 is rank 1 of the first prefill replica, whose rank 0 is the LWS leader. With the leader's
+    # address at 127.0.0.1 (LWS's name form: <pod>.<rest>), the hook waits for that engine to go idle.
+    Engine.busy = 3
+    assert run_hook(hook, 1, "127.0.0.1").returncode == 0
+    assert Engine.busy < 0  # it scraped through the busy answers and then two idle ones
+    # Pod 3's rank 0 is pod 2, "<leader>-2.<rest>": here a name that does not resolve, so nothing to wait for.
+    Engine.busy = 3
+    assert run_hook(hook, 3, "127.0.0.1").returncode == 0
+    assert Engine.busy == 3
