@@ -50,6 +50,9 @@ KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+KUEUE_LWS_NAME_MAX = 39
+"""Longest LeaderWorkerSet name Kueue admits by default: it appends a group suffix to it in the
+``kueue.x-k8s.io/pod-group-name`` label (63 characters)."""
 
 
 def set_objects(profile: DeploymentProfile, w: WorkloadPlan) -> dict[str, Any]:
@@ -65,6 +68,12 @@ def set_objects(profile: DeploymentProfile, w: WorkloadPlan) -> dict[str, Any]:
             annotations[LWS_SUBGROUP_EXCLUSIVE] = gang.subgroup_topology
     else:
         assert gang.queue_name is not None
+        if len(w.name) > KUEUE_LWS_NAME_MAX:
+            raise ConfigError(
+                f"LeaderWorkerSet {w.name!r} is {len(w.name)} characters; Kueue names its pod groups after "
+                f"it in a label, which allows {KUEUE_LWS_NAME_MAX}",
+                hint="shorten the deployment's name (or its length pools' names)",
+            )
         labels[KUEUE_QUEUE] = gang.queue_name
         key = KUEUE_REQUIRED if gang.topology == "required" else KUEUE_PREFERRED
         template_annotations[key] = profile.cluster.switch_label

@@ -127,6 +127,17 @@ def test_kueue_admits_each_group_whole_under_one_switch(topology: str) -> None:
         assert "schedulerName" not in tpl["spec"]
 
 
+def test_kueue_refuses_a_name_too_long_for_its_pod_group_label() -> None:
+    long = with_gang(
+        DEEPSEEK, {"scheduler": "kueue", "queue_name": "q"}, "name=deepseek-v3-0324-production-us-east-1"
+    )
+    with pytest.raises(ConfigError, match="39"):
+        render(long)
+    assert sets(
+        render(with_gang(DEEPSEEK, {"scheduler": "lws"}, "name=deepseek-v3-0324-production-us-east-1"))
+    )
+
+
 def test_kueue_needs_a_local_queue() -> None:
     with pytest.raises(ValueError, match="queue_name"):
         with_gang(DEEPSEEK, {"scheduler": "kueue"})
