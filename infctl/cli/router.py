@@ -12,8 +12,8 @@ import typer
 from pydantic import ValidationError
 
 from infctl.cli.flags import duration_option
-from infctl.cli.output import err_console, errors_as_exit, fail
-from infctl.config import RouterFile, load_router
+from infctl.cli.output import errors_as_exit, fail, say
+from infctl.config import RouterFile
 from infctl.errors import ConfigError
 from infctl.router import PRESETS
 from infctl.router.admin_validate import admin_token_from_env, check_exposure
@@ -131,8 +131,9 @@ def router(
         typer.Option(
             "--tokenizer",
             help="How prompts are counted and hashed: a model directory, tokenizer.json or Hugging Face id "
-            "(exact), 'estimate' (by bytes and characters, any language), 'words' (infctl sim's convention) "
-            "or 'auto' (the estimate). Default: the file's, else auto.",
+            "(exact), 'engine' (exact, no files: the backends' own vLLM /tokenize, remembered per prompt; or "
+            "engine:URL[,URL...]), 'estimate' (by bytes and characters, any language), 'words' (infctl "
+            "sim's convention) or 'auto' (the estimate). Default: the file's, else auto.",
         ),
     ] = None,
     probe_timeout: Annotated[
@@ -258,10 +259,9 @@ def router(
         client = _CLIENTS.get(upstream_client)
         if client is None:
             raise ConfigError(f"--upstream-client {upstream_client}: expected {', '.join(_CLIENTS)}")
-    err_console.print(
+    say(
         f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
-        f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}",
-        highlight=False,
+        f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}"
     )
     try:
         with errors_as_exit():  # what fails at start-up (a tokenizer that does not load) is one line too
@@ -300,7 +300,11 @@ def _policy(value: str | None) -> str | dict[str, Any] | None:
 def _router_file(file: Path | None, flags: dict[str, Any]) -> RouterFile:
     """The file's settings (if any) with every flag that was given on top."""
     given = {k: v for k, v in flags.items() if v is not None}
-    base: dict[str, Any] = load_router(file).model_dump(exclude_unset=True) if file else {}
+    base: dict[str, Any] = {}
+    if file:
+        from infctl.config import load_router  # the YAML loader, only for a file (~25 ms of start-up)
+
+        base = load_router(file).model_dump(exclude_unset=True)
     if not file and "backends" not in given:
         raise ConfigError("no backends", hint="give --backend URL (repeatable) or -f router.yaml")
     if "health" in given:  # a flag sets one key of the file's health section, not the whole section

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from infctl._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from infctl.config._engine import EngineName
     from infctl.config._files import MAX_FILE_BYTES
     from infctl.config._yaml import MAX_NODES, read_yaml
     from infctl.config.cluster import ClusterProfile, StorageHints, Toleration
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
         load_router,
     )
     from infctl.config.model import (
-        EngineName,
         KVEventsConfig,
         KVOffloadConfig,
         ModelProfile,
@@ -73,7 +73,7 @@ _MODULES: dict[str, str] = {
     "load_model": "infctl.config.loader",
     "load_profile": "infctl.config.loader",
     "load_router": "infctl.config.loader",
-    "EngineName": "infctl.config.model",
+    "EngineName": "infctl.config._engine",
     "KVEventsConfig": "infctl.config.model",
     "KVOffloadConfig": "infctl.config.model",
     "ModelProfile": "infctl.config.model",

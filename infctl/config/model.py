@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, raise_problems
-from infctl.config._messages import OneOf
+from infctl.config._engine import EngineName as EngineName
 from infctl.config.kv_pool import KVDiskTier, KVPoolConfig, pool_problems
 from infctl.engines import ENGINES, get_adapter
-
-_ENGINE_NAMES = OneOf(ENGINES)
-EngineName = Annotated[str, _ENGINE_NAMES, BeforeValidator(_ENGINE_NAMES)]
-"""An engine's name: one registered in :data:`infctl.engines.ENGINES` when the profile loads."""
 
 
 class PDConfig(ProfileModel):

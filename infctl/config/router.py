@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, raise_problems
-from infctl.config.model import EngineName
+from infctl.config._engine import EngineName
 from infctl.engines import DEFAULT_ENGINE
 
 Seconds = Annotated[float, Field(gt=0)]

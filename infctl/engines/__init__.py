@@ -33,7 +33,7 @@ from infctl.errors import ConfigError
 
 Engine = Literal["vllm", "sglang"]
 """The engines shipped here, for typing; what a profile may name is whatever :data:`ENGINES` holds when it
-loads (``infctl.config.model.EngineName``)."""
+loads (``infctl.config._engine.EngineName``)."""
 
 DEFAULT_ENGINE: Engine = vllm.NAME
 """The engine meant where none is named: a router backend, a discovered pod without the engine label, the

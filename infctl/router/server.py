@@ -406,8 +406,10 @@ def _freeze_startup_objects(_url: str) -> None:
 
     The young-generation threshold stays CPython's (700): raising it to 50,000 (at 80 req/s the default
     runs a young collection every ~7 requests) did not help, measured paired per round
-    (``bench_router_overhead.py --baseline``: added TTFT p50 tie at 40 req/s, 0.11 ms worse at 80)."""
-    gc.collect()
+    (``bench_router_overhead.py --baseline``: added TTFT p50 tie at 40 req/s, 0.11 ms worse at 80).
+
+    No ``gc.collect()`` first: here it found ~5 unreachable objects (the collections the imports set off
+    took the rest) and cost 30-40 ms of CPU between listening and answering the first request."""
     gc.freeze()
 
 
