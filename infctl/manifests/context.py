@@ -13,6 +13,7 @@ from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV, TOKEN_KEY, default_secret_name
 from infctl.manifests.daemons import autoscaler_file, router_file
 from infctl.manifests.engine import ENGINE_PORT
+from infctl.manifests.group_set import relabelings
 from infctl.manifests.observability import alert_rules, dashboards
 from infctl.manifests.options import RenderOptions
 from infctl.manifests.placement import PlacementPlan
@@ -141,8 +142,11 @@ def _old_ref(spec: str) -> dict[str, Any]:
     return {"name": name, "port": int(port), **({"namespace": ns} if ns else {})}
 
 
-def monitoring_context(profile: DeploymentProfile, namespace: str, opts: RenderOptions) -> dict[str, Any]:
-    """The monitoring objects, labelled for the cluster's Prometheus Operator and Grafana sidecar."""
+def monitoring_context(
+    profile: DeploymentProfile, namespace: str, opts: RenderOptions, plan: PlacementPlan | None = None
+) -> dict[str, Any]:
+    """The monitoring objects, labelled for the cluster's Prometheus Operator and Grafana sidecar; ``plan``'s
+    PD-group sets get relabelings that give their series a role and group (``group_set.relabelings``)."""
     own = L.release_labels(profile.name, "monitoring", "infctl-monitoring")
     selected = profile.cluster.monitoring if profile.cluster is not None else None
     prometheus = dict(selected.prometheus_labels) if selected is not None else {}
@@ -152,6 +156,7 @@ def monitoring_context(profile: DeploymentProfile, namespace: str, opts: RenderO
         "labels": {**own, **prometheus},
         "engine_selector": {L.RELEASE: profile.name, L.COMPONENT: "engine"},
         "pod_target_labels": [L.ROLE, L.GROUP, L.POOL, L.WORKLOAD],
+        "relabelings": relabelings(plan) if plan is not None else [],
         "router": profile.router.enabled,
         "router_selector": {L.RELEASE: profile.name, L.COMPONENT: "router"},
         "rule_groups": alert_rules(profile, namespace, opts.ttft_slo_s),

@@ -32,6 +32,7 @@ from typing import Any
 
 from infctl.config import DeploymentProfile
 from infctl.errors import ConfigError
+from infctl.manifests import labels as L
 from infctl.manifests.drain import SUBGROUP, WAIT_IDLE_SUBGROUP
 from infctl.manifests.engine import ENGINE_PORT, engine_values
 from infctl.manifests.group_layout import (
@@ -42,7 +43,7 @@ from infctl.manifests.group_layout import (
     layout_value,
     member_of,
 )
-from infctl.manifests.placement import WorkloadPlan
+from infctl.manifests.placement import PlacementPlan, WorkloadPlan
 
 LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 LWS_SUBGROUP_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
@@ -85,6 +86,47 @@ def set_objects(profile: DeploymentProfile, w: WorkloadPlan) -> dict[str, Any]:
         "annotations": annotations or None,
         "template_annotations": template_annotations,
     }
+
+
+def _meta(label: str) -> str:
+    """Prometheus's service-discovery name of a pod label."""
+    return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)
+
+
+def _pods(workload: str, indexes: range | list[int]) -> dict[str, Any]:
+    """A relabeling's match on the pods of set ``workload`` at these LWS worker indexes."""
+    regex = f"{workload};({'|'.join(str(i) for i in indexes)})"
+    return {"sourceLabels": [_meta(L.WORKLOAD), _meta(LWS_WORKER_INDEX)], "regex": regex}
+
+
+def relabelings(plan: PlacementPlan) -> list[dict[str, Any]]:
+    """PodMonitor relabelings for the PD-group sets of ``plan``: scrape only each replica's rank 0 (the other
+    ranks serve no HTTP), and give each series the role and group labels one template cannot put on the
+    pods (``infctl_io_role``, ``infctl_io_group``, as the PodMonitor's podTargetLabels name them)."""
+    out: list[dict[str, Any]] = []
+    workload, group = _meta(L.WORKLOAD), _meta(LWS_GROUP_INDEX)
+    for w in plan.workloads:
+        if w.members is None:
+            continue
+        n, size = w.nodes_per_replica, sum(w.members) * w.nodes_per_replica
+        prefill = w.members[0] * n
+
+        if n > 1:
+            out.append({**_pods(w.workload, [i for i in range(size) if i % n]), "action": "drop"})
+        for role, indexes in (("prefill", range(prefill)), ("decode", range(prefill, size))):
+            to = {"action": "replace", "targetLabel": "infctl_io_role", "replacement": role}
+            out.append({**_pods(w.workload, indexes), **to})
+        prefix = "" if w.length_pool is None else f"{w.length_pool}-"
+        out.append(
+            {
+                "sourceLabels": [workload, group],
+                "regex": f"{w.workload};([0-9]+)",
+                "action": "replace",
+                "targetLabel": "infctl_io_group",
+                "replacement": f"{prefix}g$1",
+            }
+        )
+    return out
 
 
 def dispatch_values(profile: DeploymentProfile, w: WorkloadPlan, *, leader: bool) -> dict[str, Any]:
@@ -215,5 +257,6 @@ __all__ = [
     "dispatch_values",
     "layout_value",
     "member_of",
+    "relabelings",
     "set_objects",
 ]

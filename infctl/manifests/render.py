@@ -130,7 +130,7 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
     if opts.monitoring:
         docs.append(
             env.get_template("monitoring.yaml.j2").render(
-                m=monitoring_context(profile, namespace, opts), namespace=namespace
+                m=monitoring_context(profile, namespace, opts, plan), namespace=namespace
             )
         )
     objects = [o for text in docs for o in yaml.safe_load_all(text) if o]

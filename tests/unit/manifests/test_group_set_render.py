@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -315,3 +316,50 @@ def test_a_worker_prestop_waits_for_its_own_replicas_rank0(engine: int) -> None:
     Engine.busy = 3
     assert run_hook(hook, 3, "127.0.0.1").returncode == 0
     assert Engine.busy == 3
+
+
+def relabel(rules: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, str] | None:
+    """Prometheus's relabeling (replace and drop): source labels joined by ';', the regex anchored, $1 the
+    first group. None when the target is dropped."""
+    out = dict(labels)
+    for r in rules:
+        value = ";".join(out.get(k, "") for k in r["sourceLabels"])
+        m = re.fullmatch(r["regex"], value)
+        if r["action"] == "drop":
+            if m:
+                return None
+        elif m:
+            out[r["targetLabel"]] = r["replacement"].replace("$1", m.group(1) if m.groups() else "")
+    return out
+
+
+def test_the_pod_monitor_scrapes_each_replicas_rank0_with_its_role_and_group() -> None:
+    objs = render(with_gang(DEEPSEEK, {"scheduler": "lws"}))
+    monitor = next(o for o in objs if o["kind"] == "PodMonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    meta = "__meta_kubernetes_pod_label_"
+    seen = {}
+    for index in range(6):
+        pod = {
+            f"{meta}infctl_io_workload": "pd",
+            f"{meta}leaderworkerset_sigs_k8s_io_worker_index": str(index),
+            f"{meta}leaderworkerset_sigs_k8s_io_group_index": "1",
+        }
+        target = relabel(endpoint["relabelings"], pod)
+        seen[index] = None if target is None else (target["infctl_io_role"], target["infctl_io_group"])
+    assert seen == {
+        0: ("prefill", "g1"),
+        1: None,
+        2: ("decode", "g1"),
+        3: None,
+        4: ("decode", "g1"),
+        5: None,
+    }
+    # Pods of other workloads are left as they are.
+    other = {f"{meta}infctl_io_workload": "router", f"{meta}leaderworkerset_sigs_k8s_io_worker_index": "1"}
+    assert relabel(endpoint["relabelings"], other) == other
+    plain = render(load_deployment(DEEPSEEK))
+    assert (
+        "relabelings"
+        not in next(o for o in plain if o["kind"] == "PodMonitor")["spec"]["podMetricsEndpoints"][0]
+    )
