@@ -245,16 +245,17 @@ class VllmPersonality(Personality):
         ``messages`` (rendered by the chat template, as for a chat request), answered with the ids, their
         count and the context length."""
         body = await read_json_object(request)
+        chat = _tokenize_request(body)
+        if not self.accepts_model(body.get("model")):
+            raise SimHTTPError(404, f"The model `{body['model']}` does not exist.", param="model")
         tok = self.engine.tokenizer
-        if "messages" in body:
+        if chat:
             ids = await prompt_tokens.tokenized(
                 tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body
             )
-        elif isinstance(body.get("prompt"), str):
+        else:
             prompt = body["prompt"]
             ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
-        else:
-            raise SimHTTPError(400, "Field required: prompt or messages", param="prompt")
         strs = None
         if isinstance(tok, WordTokenizer):
             # /detokenize inverts the simulator's words it has seen; a real tokenizer's ids stay opaque.
@@ -262,7 +263,7 @@ class VllmPersonality(Personality):
                 WordTokenizer.chat_text(
                     prompt_tokens.messages_of(body), generation_prompt=WordTokenizer.generation_prompt(body)
                 )
-                if "messages" in body
+                if chat
                 else body["prompt"]
             ).split()
             if len(self._vocab) < 100_000:
@@ -275,7 +276,17 @@ class VllmPersonality(Personality):
         body = await read_json_object(request)
         ids = body.get("tokens")
         if not isinstance(ids, list):
-            raise SimHTTPError(400, "Field required: tokens", param="tokens")
+            kind = (
+                ("missing", "Field required")
+                if ids is None
+                else ("list_type", "Input should be a valid list")
+            )
+            raise _invalid(("body.tokens", *kind))
+        for i, t in enumerate(ids):
+            if type(t) is not int or t < 0:
+                raise _invalid(
+                    (f"body.tokens.{i}", "greater_than_equal", "Input should be a valid integer >= 0")
+                )
         return json_response({"prompt": " ".join(self._vocab.get(int(i), "<unk>") for i in ids)})
 
     async def _load(self, request: web.Request) -> web.Response:
@@ -294,6 +305,35 @@ class VllmPersonality(Personality):
         if not self.engine.reset_cache():
             raise SimHTTPError(400, "Cannot reset the prefix cache while requests are running.")
         return web.Response(status=200)
+
+
+def _tokenize_request(body: Mapping[str, Any]) -> bool:
+    """Which of vLLM's ``/tokenize`` request models ``body`` is (True: the chat one), or vLLM's validation
+    error (0.32: ``TokenizeCompletionRequest | TokenizeChatRequest``; a body fitting both is a chat)."""
+    messages, prompt = body.get("messages"), body.get("prompt")
+    if isinstance(messages, list):
+        if body.get("continue_final_message") and body.get("add_generation_prompt"):
+            raise SimHTTPError(
+                400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+            )
+        return True
+    if isinstance(prompt, str):
+        return False
+    missing = ("missing", "Field required")
+    raise _invalid(
+        ("body.prompt", *(missing if prompt is None else ("string_type", "Input should be a valid string"))),
+        ("body.messages", *(missing if messages is None else ("list_type", "Input should be a valid list"))),
+    )
+
+
+def _invalid(*errors: tuple[str, str, str]) -> SimHTTPError:
+    """vLLM's answer to a body its request model rejects: pydantic's errors (loc, type, msg) listed in the
+    message, the first one's loc as ``param``, type ``Bad Request`` (its RequestValidationError handler)."""
+    n = len(errors)
+    lines = "".join(f"\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}'}}" for loc, kind, msg in errors)
+    return SimHTTPError(
+        400, f"{n} validation error{'s' if n > 1 else ''}:{lines}", param=errors[0][0], err_type="Bad Request"
+    )
 
 
 __all__ = ["VllmPersonality"]
