@@ -3,10 +3,12 @@
 * :class:`HFTokenizer`: the model's own tokenizer and chat template (exact);
 * :class:`EstimateTokenizer`: a language-independent estimate when the model's files are not at hand;
 * :class:`WordTokenizer`: the simulator's convention (``infctl.tokens``), for use with ``infctl sim``;
-* :func:`load_tokenizer`: the one a setting names (``auto``, ``estimate``, ``words``, a path, a model id).
+* :class:`EngineTokenizer`: the engines' own ``/tokenize`` over HTTP (exact; no files needed);
+* :func:`load_tokenizer`: the one a setting names (``auto``, ``estimate``, ``words``, ``engine:URL``, a
+  path, a model id).
 
 Errors: :class:`TokenizerError` (an ``InfctlError``) for files that do not load and messages a chat
-template refuses.
+template refuses; its :class:`EngineUnavailable` when no engine answers ``/tokenize``.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from infctl.tokenization.base import (
     check_messages,
     content_text,
 )
+from infctl.tokenization.engine import EngineTokenizer, EngineUnavailable
 from infctl.tokenization.estimate import EstimateTokenizer
 from infctl.tokenization.load import KEYWORDS, load_tokenizer
 from infctl.tokenization.words import WordTokenizer
@@ -39,6 +42,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHAT_OPTIONS",
     "KEYWORDS",
+    "EngineTokenizer",
+    "EngineUnavailable",
     "EstimateTokenizer",
     "HFTokenizer",
     "Tokenizer",
