@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -24,16 +25,30 @@ from infctl.router.attempt import DEFAULT_EXPECTED_OUTPUT, decide, try_once, wit
 from infctl.router.errors import NoBackendError
 from infctl.router.pd_legs import openai_error
 from infctl.router.relay import ClientRequest
-from infctl.router.requests import BadRequest, read_request_info
+from infctl.router.requests import ESTIMATE, BadRequest, read_request_info
 from infctl.router.resume import Rewriter, Sent, read_sent, uncontinuable
 from infctl.router.resume_relay import ClientStream, Continuation
 from infctl.router.snapshot import RequestInfo
 from infctl.router.upstream import MAX_KEPT_BYTES, RelayResult, UpstreamFailed
+from infctl.tokenization import TokenizerError
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
 
 log = logging.getLogger(__name__)
+
+
+async def _sent_tokens(state: RouterState, text: str, loop: asyncio.AbstractEventLoop) -> int:
+    """Tokens of the text the client already has: in a worker thread when long for the tokenizer (an
+    engine's ``/tokenize`` always is); the estimate's count when the tokenizer cannot answer (no engine
+    answering ``/tokenize``), as the stream must be ended or continued either way."""
+    tok = state.tokenizer
+    try:
+        if len(text) <= tok.off_loop_chars:
+            return tok.count(text, special=False)
+        return await loop.run_in_executor(None, functools.partial(tok.count, text, special=False))
+    except TokenizerError:
+        return ESTIMATE.count(text, special=False)
 
 
 async def resume_broken(
@@ -69,7 +84,7 @@ async def resume_broken(
     cont = Continuation(client, Rewriter(sent, chat=chat))
     kind, n = "uncontinuable", 0
     while why is None:
-        sent_tokens = state.tokenizer.count(sent.text, special=False)
+        sent_tokens = await _sent_tokens(state, sent.text, loop)
         budget = rules.remaining_tokens(body, chat=chat, sent_tokens=sent_tokens)
         if sent.finished or (budget is not None and budget <= 0):
             # The generation had ended: only its closing events were lost.
@@ -99,7 +114,7 @@ async def resume_broken(
             kind, why = ("refused" if cont.refusal else "no_backend"), outcome
     metrics.broken_streams["error_event"] += 1
     metrics.stream_error_events[kind] += 1
-    tokens = state.tokenizer.count(sent.text, special=False)
+    tokens = await _sent_tokens(state, sent.text, loop)
     message = f"the stream broke after {tokens} tokens when its backend failed, and cannot go on: {why}"
     try:
         await client.write(rules.error_event(message))

@@ -108,6 +108,17 @@ class BackendPool:
     def ids(self) -> list[str]:
         return list(self._live)
 
+    def serving_urls(self) -> list[str]:
+        """Distinct URLs of the backends that may take requests now (healthy, not ejected, not draining),
+        in registry order: where ``--tokenizer engine`` tokenizes. Called from worker threads, so it reads
+        a copy of the registry (taken whole under the GIL) and mutates nothing."""
+        urls: list[str] = []
+        for live in list(self._live.values()):
+            b = live.backend
+            if b.url and b.healthy and not b.draining and not live.health.ejected and b.url not in urls:
+                urls.append(b.url)
+        return urls
+
     def backend(self, backend_id: str) -> Backend:
         return self._get(backend_id).backend
 

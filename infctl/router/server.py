@@ -201,7 +201,8 @@ def build_state(
     (``bench_router_overhead.py --upstream-clients lean,aiohttp`` compares them). ``scraper``, when
     given, carries the scrapes and probes instead (a benchmark's old path, a test's fake)."""
     policy = build_policy(cfg.policy)
-    tokenizer = load_tokenizer(cfg.tokenizer)
+    pool = BackendPool(cfg.backends, cfg.health, engine=cfg.engine)
+    tokenizer = load_tokenizer(cfg.tokenizer, engines=pool.serving_urls)  # `engine`: the backends' own
     if not tokenizer.exact:
         log.warning(
             "prompt tokens are counted by %s: %s", tokenizer.name, _INEXACT.get(tokenizer.name, "not exact")
@@ -218,7 +219,7 @@ def build_state(
         http1=http1,
         cfg=cfg,
         core=RouterCore(policy, block_size=cfg.block_size),
-        pool=BackendPool(cfg.backends, cfg.health, engine=cfg.engine),
+        pool=pool,
         session=session,
         # Scrapes and probes on the bare lean path: half the CPU of httpx's client over the same pool.
         scraper=EngineGet(
