@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ from infctl.errors import MetricsError
 from infctl.telemetry.prometheus import parse_metrics
 from infctl.telemetry.scrape import make_client, scrape
 from infctl.telemetry.signals import EngineSignals
-from infctl.tokenization import load_tokenizer
+from infctl.tokenization import EngineTokenizer, load_tokenizer
 from infctl.tokens import _WORDS
 
 pytestmark = pytest.mark.slow
@@ -404,6 +405,36 @@ def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
             if counted != resp.json()["usage"]["prompt_tokens"]:
                 wrong.append(f"{i} {path}: router {counted}, vLLM {resp.json()['usage']['prompt_tokens']}")
     assert not wrong, wrong
+
+
+def test_engine_tokenizer_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
+    """``--tokenizer engine`` with no tokenizer files: vLLM's own ``/tokenize`` through ``EngineTokenizer``
+    counts 60 random prompts (English, Chinese, mixed, code; chat and completion) as vLLM's
+    ``usage.prompt_tokens`` does, past a dead engine listed first, and asks again for none of them."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    tok = EngineTokenizer([dead, *vllm_release.engine_urls])
+    rng = random.Random(23)
+    bodies = [mixed_request(rng, i) for i in range(60)]
+
+    def count(body: dict[str, Any]) -> int:
+        return len(tok.chat_ids(body["messages"])) if "messages" in body else tok.count(body["prompt"])
+
+    wrong: list[str] = []
+    with httpx.Client(timeout=120, trust_env=False) as client:
+        for i, (path, body) in enumerate(bodies):
+            resp = client.post(vllm_release.engine_urls[0] + path, json=body)
+            assert resp.status_code == 200, resp.text
+            if count(body) != resp.json()["usage"]["prompt_tokens"]:
+                wrong.append(
+                    f"{i} {path}: /tokenize {count(body)}, usage {resp.json()['usage']['prompt_tokens']}"
+                )
+    assert not wrong, wrong
+    assert tok.posts == len(bodies)  # one per prompt: the dead engine failed its /v1/models, then passed over
+    again = [count(b) for _, b in bodies]  # all remembered: nothing sent
+    assert tok.posts == len(bodies) and len(again) == len(bodies)
+    tok.close()
 
 
 def run_chinese_system_prompts(release: Release, policy: str, seed: int) -> float:
