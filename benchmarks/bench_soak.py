@@ -13,18 +13,24 @@ is SIGKILLed (streams on it break mid-way; the router continues them on another 
 error event); at 60% the router is restarted through the supervisor's control endpoint (``POST
 /restart/router``: the successor starts on the same port, then the old router hands over and drains).
 
-Printed: requests sent; failed before streaming (an error or non-200 before the first event: the goal is 0);
-duplicated (more tokens than asked, or chunks of two response ids: the goal is 0); ended with an error event;
-cut after streaming began; short (a clean end with fewer tokens than asked: silent truncation); the
-router's count of streams broken by the kill and how each ended (``broken_streams_total``); the router's
-RSS per incarnation from its first to its last sample (goal: flat). Everything (client, router, engines)
-shares this machine's cores: the capacity is this machine's, not a property of infctl.
+Printed: requests sent; failed before streaming (an error, a non-200, or an in-band error event before the
+first token: the goal is 0); duplicated (more tokens than asked, two finish reasons, or chunks of two
+response ids: the goal is 0); ended with an error event (after some tokens); cut after streaming began (the
+body broke off, or ended without ``[DONE]``); short (a clean end with fewer tokens than asked: silent
+truncation); when the killed engine was back (restarted by the supervisor and healthy) and the requests each
+backend was sent between the kill and the router restart (the engine back in rotation); the router's count
+of streams broken by the kill and how each ended (``broken_streams_total``); when the successor router
+served and when the old one had left; the router's RSS per incarnation, sampled every 5 s: first, last,
+max, the growth over each incarnation's second half (after warm-up) and one sample a minute (goal: flat).
+Everything (client, router, engines) shares this machine's cores: the capacity is this machine's, not a
+property of infctl.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -84,7 +90,7 @@ async def _stream(c: httpx.AsyncClient, url: str, max_tokens: int, n: int) -> st
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    started, text, ids, usage, error = False, "", set(), None, False
+    text, ids, usage, errors, finishes, done = "", set(), None, 0, 0, False
     try:
         async with c.stream("POST", f"{url}/v1/completions", json=body) as r:
             if r.status_code != 200:
@@ -93,24 +99,30 @@ async def _stream(c: httpx.AsyncClient, url: str, max_tokens: int, n: int) -> st
             async for line in r.aiter_lines():
                 if not line.startswith("data: "):
                     continue
-                started = True
                 data = line[6:]
                 if data == "[DONE]":
+                    done = True
                     break
                 chunk = json.loads(data)
                 if "error" in chunk:
-                    error = True
+                    errors += 1
                     continue
                 ids.add(chunk.get("id"))
-                text += "".join(ch.get("text") or "" for ch in chunk.get("choices") or ())
+                for choice in chunk.get("choices") or ():
+                    text += choice.get("text") or ""
+                    finishes += choice.get("finish_reason") is not None
                 usage = chunk.get("usage") or usage
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        return "cut after streaming began" if started else f"failed before streaming: {type(exc).__name__}"
+        return "cut after streaming began" if text else f"failed before streaming: {type(exc).__name__}"
     tokens = len(text.split())
-    if tokens > max_tokens or len(ids) > 1 or (usage and usage["completion_tokens"] > max_tokens):
+    if tokens > max_tokens or len(ids) > 1 or finishes > 1:
         return "duplicated"
-    if error:
-        return "ended with an error event"
+    if usage and usage["completion_tokens"] > max_tokens:
+        return "duplicated"
+    if errors:
+        return "ended with an error event" if text else "failed before streaming: error event"
+    if not done:
+        return "cut after streaming began" if text else "failed before streaming: no [DONE]"
     if tokens < max_tokens:
         return "short (clean end, tokens missing)"
     return "ok"
@@ -144,11 +156,24 @@ def _rss_mib(pid: int | None) -> float | None:
     return None
 
 
-async def _broken(c: httpx.AsyncClient, url: str) -> dict[str, float]:
+async def _counts(c: httpx.AsyncClient, url: str) -> dict[str, dict[str, float]]:
+    """The router's counters this soak reports: requests per backend (every status), ejections and
+    re-admissions per backend, broken streams by outcome, migrations, error events by reason."""
     metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
-    out = {s.labels["outcome"]: s.value for s in metrics.get("infctl_router_broken_streams_total", [])}
-    for s in metrics.get("infctl_router_stream_migrations_total", []):
-        out["migrations sent"] = s.value
+    wanted = {
+        "requests": ("requests_total", "backend"),
+        "ejections": ("ejections_total", "backend"),
+        "readmissions": ("readmissions_total", "backend"),
+        "broken": ("broken_streams_total", "outcome"),
+        "migrations": ("stream_migrations_total", ""),
+        "error events": ("stream_error_events_total", "reason"),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for key, (name, label) in wanted.items():
+        into = out.setdefault(key, {})
+        for sample in metrics.get(f"infctl_router_{name}", []):
+            at = sample.labels.get(label, "all") if label else "all"
+            into[at] = into.get(at, 0.0) + sample.value
     return out
 
 
@@ -176,6 +201,55 @@ async def soak(minutes: float, engines: int, max_tokens: int, load: float) -> No
         await supervisor
 
 
+@dataclass
+class Events:
+    """What happened when, in seconds from the soak's start."""
+
+    killed: tuple[float, int] | None = None
+    """(when, the engine's pid)."""
+    back: tuple[float, int] | None = None
+    """(when the supervisor's record showed the engine healthy again, its new pid)."""
+    restart: tuple[float, float, str] | None = None
+    """(when asked, seconds until the supervisor answered: the old router gone, its answer)."""
+    successor: tuple[float, int] | None = None
+    """(seconds from the ask until the successor served, its pid)."""
+    at_kill: dict[str, dict[str, float]] = field(default_factory=dict)
+    at_restart: dict[str, dict[str, float]] = field(default_factory=dict)
+    rss: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    """Router pid -> (seconds, MiB) samples."""
+
+
+async def _engine_back(plan: LocalPlan, name: str, killed: int, since: float, events: Events) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        state = read_state(plan.run_dir, RELEASE)
+        proc = state.process(name) if state else None
+        if proc is not None and proc.pid not in (None, killed) and proc.status == "healthy":
+            events.back = (loop.time() - since, proc.pid)
+            return
+        await asyncio.sleep(0.2)
+
+
+async def _restart(c: httpx.AsyncClient, plan: LocalPlan, control: int, events: Events) -> None:
+    """Ask the supervisor to restart the router; it answers once the old router has handed over and
+    exited. Meanwhile its record names the successor as soon as the successor listens and answers: that
+    moment, from the ask, is the successor's exec-to-serving under this load (``events.successor``)."""
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    state = read_state(plan.run_dir, RELEASE)
+    old = state.process("router").pid if state else None
+    answer = asyncio.create_task(c.post(f"http://127.0.0.1:{control}/restart/router", timeout=180))
+    while not answer.done():
+        state = read_state(plan.run_dir, RELEASE)
+        pid = state.process("router").pid if state else None
+        if events.successor is None and pid not in (None, old):
+            events.successor = (loop.time() - asked, pid)
+        await asyncio.wait({answer}, timeout=0.05)
+    got = answer.result()
+    assert events.restart is not None
+    events.restart = (events.restart[0], loop.time() - asked, f"HTTP {got.status_code} {got.text[:120]}")
+
+
 async def _run(
     c: httpx.AsyncClient,
     plan: LocalPlan,
@@ -186,13 +260,10 @@ async def _run(
     max_tokens: int,
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    tally, rng = Tally(), random.Random(18)
+    tally, rng, events = Tally(), random.Random(18), Events()
     start = loop.time()
     kill_at, restart_at = start + 0.3 * seconds, start + 0.6 * seconds
-    rss: dict[int, list[float]] = {}
-    killed = restarted = False
-    broken_before_restart: dict[str, float] = {}
-    restart_task: asyncio.Task[httpx.Response] | None = None
+    helpers: list[asyncio.Task[None]] = []
     next_rss, n, at = start, 0, start
 
     async def one(i: int) -> None:
@@ -200,28 +271,25 @@ async def _run(
 
     while (now := loop.time()) < start + seconds:
         if now >= next_rss:
-            state = read_state(plan.run_dir, RELEASE)
-            pid = state.process("router").pid if state else None
-            if pid is not None and (mib := _rss_mib(pid)) is not None:
-                rss.setdefault(pid, []).append(mib)
+            _sample_rss(plan, now - start, events)
             next_rss = now + 5.0
-        if not killed and now >= kill_at:
+        if events.killed is None and now >= kill_at:
             state = read_state(plan.run_dir, RELEASE)
             pid = state.process("engine-0").pid if state else None
             if pid is not None:
+                events.at_kill = await _counts(c, url)
                 os.killpg(pid, signal.SIGKILL)
+                events.killed = (loop.time() - start, pid)
                 print(
                     f"t={now - start:.0f}s killed engine-0 (pid {pid}); the supervisor restarts it",
                     flush=True,
                 )
-            killed = True
-        if not restarted and now >= restart_at:
-            broken_before_restart = await _broken(c, url)
-            restart_task = asyncio.create_task(
-                c.post(f"http://127.0.0.1:{control}/restart/router", timeout=180)
-            )
+                helpers.append(asyncio.create_task(_engine_back(plan, "engine-0", pid, start, events)))
+        if events.restart is None and now >= restart_at:
+            events.at_restart = await _counts(c, url)
+            events.restart = (now - start, 0.0, "(no answer yet)")
+            helpers.append(asyncio.create_task(_restart(c, plan, control, events)))
             print(f"t={now - start:.0f}s restarting the router (hand-over)", flush=True)
-            restarted = True
         at += rng.expovariate(rate)
         if at > now:
             await asyncio.sleep(at - now)
@@ -230,20 +298,30 @@ async def _run(
         tally.inflight.add(task)
         task.add_done_callback(tally.inflight.discard)
     await asyncio.gather(*tally.inflight)
-    if restart_task is not None:
-        answer = await restart_task
-        print(f"router restart: HTTP {answer.status_code} {answer.text[:120]}")
+    for helper in helpers:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(helper, 60)
+    _sample_rss(plan, loop.time() - start, events)
     state = read_state(plan.run_dir, RELEASE)
     if state is not None:
         for p in state.processes:
             print(f"  {p.name}: {p.status}, restarts {p.restarts}")
-        pid = state.process("router").pid
-        if pid is not None and (mib := _rss_mib(pid)) is not None:
-            rss.setdefault(pid, []).append(mib)
-    _report(tally, n, broken_before_restart, rss)
+    _report(tally, n, events, _engine_ids(plan))
 
 
-def _report(tally: Tally, sent: int, broken: dict[str, float], rss: dict[int, list[float]]) -> None:
+def _sample_rss(plan: LocalPlan, at: float, events: Events) -> None:
+    state = read_state(plan.run_dir, RELEASE)
+    pid = state.process("router").pid if state else None
+    if pid is not None and (mib := _rss_mib(pid)) is not None:
+        events.rss.setdefault(pid, []).append((at, mib))
+
+
+def _engine_ids(plan: LocalPlan) -> dict[str, str]:
+    """Process name -> the port its backend id carries."""
+    return {s.name: str(s.port) for s in plan.specs if s.kind == "engine"}
+
+
+def _report(tally: Tally, sent: int, events: Events, engines: dict[str, str]) -> None:
     failed = sum(v for k, v in tally.outcomes.items() if k.startswith("failed before streaming"))
     print(f"\nrequests sent: {sent}")
     print(f"failed before streaming:   {failed}  (goal 0)")
@@ -255,14 +333,61 @@ def _report(tally: Tally, sent: int, broken: dict[str, float], rss: dict[int, li
     for k, v in sorted(tally.outcomes.items()):
         if k.startswith("failed before streaming"):
             print(f"  {k}: {v}")
-    kinds = ", ".join(f"{k} {v:g}" for k, v in sorted(broken.items())) or "none"
-    print(f"streams broken by the engine kill (router, before its restart): {kinds}")
-    for i, (pid, samples) in enumerate(rss.items()):
-        growth = samples[-1] - samples[0]
+    if events.killed is not None:
+        killed_at = events.killed[0]
+        back = "never back healthy"
+        if events.back is not None:
+            at, pid = events.back
+            back = f"back healthy at t={at:.0f}s (pid {pid}, {at - killed_at:.1f} s after the kill)"
+        print(f"engine-0 killed at t={killed_at:.0f}s, {back}")
+    if events.at_kill and events.at_restart:
+        for name, port in engines.items():
+            sent_to = _per_engine(events.at_restart["requests"], port) - _per_engine(
+                events.at_kill["requests"], port
+            )
+            ejected = _per_engine(events.at_restart["ejections"], port)
+            readmitted = _per_engine(events.at_restart["readmissions"], port)
+            print(
+                f"  {name}: {sent_to:g} requests between the kill and the router restart; "
+                f"ejected {ejected:g}, re-admitted {readmitted:g}"
+            )
+        broken = events.at_restart["broken"]
+        kinds = ", ".join(f"{k} {v:g}" for k, v in sorted(broken.items())) or "none"
+        print(f"streams broken by the engine kill (router, before its restart): {kinds}")
+        migrations = events.at_restart["migrations"].get("all", 0)
+        errors = ", ".join(f"{k} {v:g}" for k, v in sorted(events.at_restart["error events"].items()))
+        print(f"  continuations sent: {migrations:g}; error events: {errors or 'none'}")
+    if events.restart is not None:
+        asked, took, answer = events.restart
+        served = "never"
+        if events.successor is not None:
+            served = f"{events.successor[0]:.1f} s (pid {events.successor[1]})"
         print(
-            f"router RSS, incarnation {i + 1} (pid {pid}): {samples[0]:.1f} -> {samples[-1]:.1f} MiB "
-            f"({growth:+.1f} MiB over {len(samples)} samples 5 s apart; max {max(samples):.1f})"
+            f"router restart asked at t={asked:.0f}s: the successor serving after {served}, the old router "
+            f"gone and the supervisor's answer after {took:.1f} s: {answer}"
         )
+    for i, (pid, samples) in enumerate(events.rss.items()):
+        first, last = samples[0][1], samples[-1][1]
+        half = [mib for at, mib in samples if at >= (samples[0][0] + samples[-1][0]) / 2]
+        minutes = " ".join(f"{_first_after(samples, m * 60.0):.1f}" for m in _whole_minutes(samples))
+        print(
+            f"router RSS, incarnation {i + 1} (pid {pid}): {first:.1f} -> {last:.1f} MiB "
+            f"({last - first:+.1f} MiB over {len(samples)} samples 5 s apart, max "
+            f"{max(mib for _, mib in samples):.1f}; second half {half[-1] - half[0]:+.1f} MiB); "
+            f"a minute apart: {minutes}"
+        )
+
+
+def _whole_minutes(samples: list[tuple[float, float]]) -> range:
+    return range(int(samples[0][0] // 60) + (samples[0][0] % 60 > 0), int(samples[-1][0] // 60) + 1)
+
+
+def _first_after(samples: list[tuple[float, float]], at: float) -> float:
+    return next(mib for t, mib in samples if t >= at)
+
+
+def _per_engine(values: dict[str, float], port: str) -> float:
+    return sum(v for backend, v in values.items() if backend.endswith(f":{port}"))
 
 
 def main() -> None:
