@@ -33,6 +33,7 @@ class HFTokenizer(Tokenizer):
 
     def __init__(self, raw: Any, *, name: str, template: ChatTemplate | None) -> None:
         self._tok = raw
+        self._fast = hasattr(raw, "encode_batch_fast")
         self.name = name
         self.template = template
         added = raw.get_added_tokens_decoder()
@@ -53,6 +54,13 @@ class HFTokenizer(Tokenizer):
         at = _find(with_special, bare)
         self._prefix = with_special[:at] if at >= 0 else []
         self._suffix = with_special[at + len(bare) :] if at >= 0 else []
+
+    def _ids(self, text: str) -> Sequence[int]:
+        """The ids alone: ``encode_batch_fast`` (tokenizers >= 0.20) skips the character offsets ``encode``
+        computes, ~30% of the CPU on 2,000-token prompts (``benchmarks/bench_token_count.py``)."""
+        if self._fast:
+            return self._tok.encode_batch_fast([text], add_special_tokens=False)[0].ids  # type: ignore[no-any-return]
+        return self._tok.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]
 
     def _split_is_exact(self, special: str) -> bool:
         """Whether pieces tokenized apart join to the whole text's ids for this tokenizer's normalizer
@@ -114,7 +122,7 @@ class HFTokenizer(Tokenizer):
     def _pieces(self, text: str) -> list[int]:
         split = self._split
         if split is None or len(text) < 2 * MIN_MEMO_CHARS:
-            return list(self._tok.encode(text, add_special_tokens=False).ids)
+            return list(self._ids(text))
         out: list[int] = []
         pos = 0
         for m in split.finditer(text):
@@ -128,10 +136,10 @@ class HFTokenizer(Tokenizer):
 
     def _piece(self, text: str) -> Sequence[int]:
         if len(text) < MIN_MEMO_CHARS:
-            return self._tok.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]
+            return self._ids(text)
         hit = self._memo.get(text)
         if hit is None:
-            hit = tuple(self._tok.encode(text, add_special_tokens=False).ids)
+            hit = tuple(self._ids(text))
             if self._memo.seen_before(text):
                 self._memo.put(text, hit, sys.getsizeof(text) + 8 * len(hit) + 100)
         return hit
