@@ -166,14 +166,16 @@ async def relay_answer(
     on_first: Callable[[], None],
     keep: list[bytes] | None,
 ) -> tuple[web.StreamResponse, RelayResult]:
-    """Send the (decode) request and relay its answer to the client, on the lean client when it can."""
+    """Send the (decode) request and relay its answer to the client: the lean front's through the lean
+    client, which writes to the client's socket itself; aiohttp's through aiohttp's client and its response
+    API (the only public way to answer on a connection aiohttp's server owns)."""
+    if isinstance(request, web.BaseRequest):
+        return await forward(
+            request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first, keep=keep
+        )
     if state.http1 is not None and lean_capable(url, request):
         return await forward_lean(
             request, state.http1, url, payload, send_headers, request_id=rid, on_first=on_first, keep=keep
-        )
-    if isinstance(request, web.Request):
-        return await forward(
-            request, state.session, url, payload, send_headers, request_id=rid, on_first=on_first, keep=keep
         )
     # the lean front hands a request to aiohttp's when it cannot go lean: a backend added since
     raise UpstreamFailed(f"{url}: not reachable from the lean front (HTTP/1.1 over plain HTTP only)")

@@ -1,6 +1,6 @@
 """The lean front (``infctl router``'s default; ``--server aiohttp`` serves everything with aiohttp): an
 asyncio protocol on the listening socket that serves the two generation POSTs itself and hands every other
-request to the aiohttp app, on the same connection.
+request's connection to the aiohttp app (``infctl.router.splice``).
 
 Why: aiohttp's server spends ~120 us of each request's TTFT before the handler starts (on Python 3.11 it
 waits two event-loop turns per request). Here a complete request starts its handler task in the turn its
@@ -8,15 +8,19 @@ last byte arrives, straight into ``proxy.generate`` (the one routing path both f
 answer goes out through ``relay.forward_lean``, which writes to the client's socket itself.
 
 What stays aiohttp's: anything ``front_parse.parse_head`` does not take (admin, /metrics, /health, /ready,
-/v1/models, chunked bodies, HTTP/1.0, odd heads), and generation too when the upstream client is aiohttp's
-or a backend is HTTPS. Such a connection is handed over for good: aiohttp's protocol is made for its
-transport and fed the bytes buffered so far, so it answers as if it had been there from the start.
+/v1/models, chunked bodies, HTTP/1.0), and generation too when the upstream client is aiohttp's or a
+backend is HTTPS. Such a connection is handed over for good: it is spliced, from the bytes buffered so far,
+to the aiohttp app on a private Unix socket, which answers as if it had been there from the start. A head
+that is not valid HTTP/1.1 (``front_parse.Malformed``) is answered here, a 400 in the OpenAI shape that
+echoes none of its bytes, and so is a transfer coding the router does not decode (``front_parse.Refused``);
+the connection then closes.
 
 Slow and idle clients: a request head must arrive whole within ``header_timeout_s`` of its first byte and
 a generation body within ``body_timeout_s`` of its head, else the client gets a 408 and the connection is
 closed (one byte every few seconds would otherwise hold a socket for ever: slowloris); idle keep-alive
-connections close after ``KEEPALIVE_TIMEOUT_S``. At most ``max_connections`` are open at once: at the
-limit the longest-idle connection makes room, and with none idle the newcomer gets a 503.
+connections close ``header_timeout_s`` after their last answer, as aiohttp's (its ``keepalive_timeout``).
+At most ``max_connections`` are open at once (spliced ones included): at the limit the longest-idle
+connection makes room, and with none idle the newcomer gets a 503.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from typing import TYPE_CHECKING, cast
 from aiohttp import web
 
 from infctl.router.eager import start_eagerly
-from infctl.router.front_parse import Head, Incomplete, parse_head
+from infctl.router.front_parse import Head, Incomplete, Refused, parse_head
 from infctl.router.proxy import generate
 from infctl.router.relay import RelayedResponse
 from infctl.router.requests import error_response
+from infctl.router.splice import Splicer
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
@@ -42,8 +47,6 @@ log = logging.getLogger(__name__)
 _PAUSE_ABOVE = 256 * 1024
 """Bytes buffered behind a request being served (a pipelining client) above which reading pauses."""
 _DROP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding"})
-KEEPALIVE_TIMEOUT_S = 75.0
-"""Seconds an idle keep-alive connection is kept open (aiohttp's default, which handed-over ones get)."""
 
 
 class FrontRequest:
@@ -64,7 +67,7 @@ class FrontRequest:
 class FrontProtocol(asyncio.Protocol):
     """One client connection: requests are served one at a time (bytes of the next one wait in ``buf``)."""
 
-    def __init__(self, state: RouterState, fallback: web.Server, listener: LeanListener) -> None:
+    def __init__(self, state: RouterState, fallback: Splicer, listener: LeanListener) -> None:
         self.state, self.fallback, self.listener = state, fallback, listener
         self.loop = asyncio.get_running_loop()  # kept: each ask is a getpid() system call on 3.11
         self.transport: asyncio.Transport | None = None
@@ -148,6 +151,13 @@ class FrontProtocol(asyncio.Protocol):
                 if self.read_by is None:
                     self.read_by = self.loop.time() + self.state.cfg.header_timeout_s
                 return None
+            except Refused as exc:
+                self.state.metrics.rejected["bad_request"] += 1
+                kind = "NotImplementedError" if exc.status == 501 else "BadRequestError"
+                tr.write(_serialize(error_response(exc.status, exc.message, kind=kind), keep_alive=False))
+                tr.close()
+                self.read_by = None
+                return None
             if head is None or not self.listener.lean_ok():
                 self._hand_over(tr)
                 return None
@@ -218,14 +228,11 @@ class FrontProtocol(asyncio.Protocol):
         """From now on this connection is aiohttp's, starting with the bytes buffered so far."""
         self.listener.connections.discard(self)
         self.read_by = None
-        proto = self.fallback()
-        tr.set_protocol(proto)
-        proto.connection_made(tr)
         self.transport = None
         if self.paused:
             tr.resume_reading()
         data, self.buf = bytes(self.buf), bytearray()
-        proto.data_received(data)
+        self.fallback.take(tr, data)
 
 
 def _serialize(resp: web.StreamResponse, *, keep_alive: bool) -> bytes:
@@ -243,7 +250,7 @@ def _serialize(resp: web.StreamResponse, *, keep_alive: bool) -> bytes:
 class LeanListener:
     """The lean front's listening socket and the connections it still serves itself."""
 
-    def __init__(self, state: RouterState, fallback: web.Server) -> None:
+    def __init__(self, state: RouterState, fallback: Splicer) -> None:
         self.state, self.fallback = state, fallback
         self.connections: set[FrontProtocol] = set()
         self.server: asyncio.Server | None = None
@@ -252,7 +259,7 @@ class LeanListener:
         """(``BackendPool.version``, the answer of :meth:`lean_ok` for it)."""
 
     @classmethod
-    async def start(cls, state: RouterState, fallback: web.Server, host: str, port: int) -> LeanListener:
+    async def start(cls, state: RouterState, fallback: Splicer, host: str, port: int) -> LeanListener:
         self = cls(state, fallback)
         loop = asyncio.get_running_loop()
         # SO_REUSEPORT: a successor can listen on the same port before this router stops (``hand_over``).
@@ -277,15 +284,16 @@ class LeanListener:
     async def _sweep(self) -> None:
         """Run :meth:`sweep` every quarter of the shortest timeout it enforces."""
         cfg = self.state.cfg
-        period = min(KEEPALIVE_TIMEOUT_S, cfg.header_timeout_s, cfg.body_timeout_s) / 4
+        period = min(cfg.header_timeout_s, cfg.body_timeout_s) / 4
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(period)
             self.sweep(loop.time())
 
     def sweep(self, now: float) -> None:
-        """Close connections idle for ``KEEPALIVE_TIMEOUT_S``, and time out requests read too slowly."""
-        self.close_idle(now - KEEPALIVE_TIMEOUT_S)
+        """Close connections idle for ``header_timeout_s`` (aiohttp's keep-alive timeout on this router),
+        and time out requests read too slowly."""
+        self.close_idle(now - self.state.cfg.header_timeout_s)
         for conn in list(self.connections):
             if conn.read_by is not None and conn.read_by < now:
                 conn.time_out()
@@ -297,7 +305,7 @@ class LeanListener:
                 conn.transport.close()
 
     def make_room(self) -> bool:
-        """Whether one more connection may open: under ``max_connections`` (counting those handed to
+        """Whether one more connection may open: under ``max_connections`` (counting those spliced to
         aiohttp, and not those already closing), or once the longest-idle connection has been closed."""
         limit, handed = self.state.cfg.max_connections, len(self.fallback.connections)
         if len(self.connections) + handed < limit:
@@ -320,7 +328,8 @@ class LeanListener:
         return str(host), int(port)
 
     async def close(self, grace_s: float) -> None:
-        """Stop listening, close idle connections, give requests in flight ``grace_s``, then cut them."""
+        """Stop listening, close idle connections, give requests in flight ``grace_s``, then cut them
+        (spliced ones included: aiohttp's shutdown follows)."""
         if self.server is not None:
             self.server.close()
         if self._sweeper is not None:
@@ -338,3 +347,4 @@ class LeanListener:
                 conn.task.cancel()
             if conn.transport is not None:
                 conn.transport.abort()
+        self.fallback.abort_all()

@@ -7,8 +7,8 @@ differs is the path of a token: the upstream connection's ``data_received`` writ
 all, to the client's socket, so the handler task is not woken per chunk and nothing is de- or re-chunked.
 The client's head goes out in the same ``write`` as the first content bytes.
 
-It needs an HTTP/1.1 client (chunked framing passes through as is); ``proxy`` sends anything else through
-``upstream.forward``.
+It needs an HTTP/1.1 client on the lean front's own connection (chunked framing passes through as is);
+``attempt.relay_answer`` sends anything else through ``upstream.forward``.
 """
 
 from __future__ import annotations
@@ -58,8 +58,10 @@ class ClientRequest(Protocol):
 
 
 class RelayedResponse(web.StreamResponse):
-    """The handler's return value once the relay has written head and body to the client's socket itself:
-    aiohttp must neither write a head nor an end of its own, only keep or close the connection."""
+    """The lean front's answer once the relay has written head and body to the client's socket itself:
+    it tells the front only whether to keep the connection. (A ``StreamResponse`` for the one return type
+    of ``proxy.generate``; never handed to aiohttp's server, whose connections the relay never writes to.)
+    """
 
     def __init__(self, status: int, *, keep_alive: bool) -> None:
         super().__init__(status=status)
@@ -71,12 +73,6 @@ class RelayedResponse(web.StreamResponse):
 
     def force_close(self) -> None:
         self._relay_keep_alive = False
-
-    async def prepare(self, request: web.BaseRequest) -> None:
-        return None
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        return None
 
 
 class _Relay:

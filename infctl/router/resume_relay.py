@@ -17,7 +17,7 @@ from aiohttp import web
 
 from infctl.router.relay import ClientRequest, RelayedResponse
 from infctl.router.resume import Rewriter
-from infctl.router.upstream import RelayResult, UpstreamFailed, cut, read_events
+from infctl.router.upstream import RelayResult, UpstreamFailed, cut, read_events, send
 
 if TYPE_CHECKING:
     from infctl.router.server import RouterState
@@ -89,11 +89,7 @@ class Continuation:
         """Send one continuation and append its rewritten events to the client's response. UpstreamFailed
         while it has added nothing (another backend may take it); a result not ``completed`` when it broke
         after adding some (the next continuation goes on from there)."""
-        try:
-            resp = await state.session.post(url, data=payload, headers=headers)
-        except (TimeoutError, aiohttp.ClientConnectionError) as exc:
-            fatal = isinstance(exc, aiohttp.ClientConnectorError)
-            raise UpstreamFailed(f"{type(exc).__name__}: {exc}", fatal=fatal) from exc
+        resp = await send(state.session, url, payload, headers)
         try:
             if resp.status >= 500:
                 await resp.read()

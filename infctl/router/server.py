@@ -33,10 +33,10 @@ from infctl.router.front import LeanListener
 from infctl.router.http1 import Http1Pool, Http1Settings
 from infctl.router.kv_events import KVSource, KVStats, subscribe
 from infctl.router.metrics import RouterMetrics
-from infctl.router.parse_errors import quiet_parse_errors
 from infctl.router.policies import PDSettings, build_policy
 from infctl.router.pool import BackendPool
 from infctl.router.ranks import Target, scrape_targets
+from infctl.router.splice import Splicer
 from infctl.router.upstream import make_session
 from infctl.telemetry.scrape import Getter
 from infctl.tokenization import EstimateTokenizer, Tokenizer, load_tokenizer
@@ -248,12 +248,16 @@ async def serve(
     """Run the router until ``stop`` is set (or SIGINT/SIGTERM), then drain: keep accepting, answer /ready
     and new generation requests 503 while in-flight ones finish, exit within ``drain_timeout_s``.
 
-    ``server``: ``lean`` parses HTTP/1.1 generation POSTs itself (``infctl.router.front``) and hands every
-    other request to the aiohttp app on the same connection; ``aiohttp`` serves everything with aiohttp.
+    ``server``: ``lean`` parses HTTP/1.1 generation POSTs itself (``infctl.router.front``) and splices every
+    other request's connection to the aiohttp app (``infctl.router.splice``); ``aiohttp`` serves everything
+    with aiohttp, and then sends everything through aiohttp's client whatever ``upstream_client`` says (its
+    server takes an answer through its own response API only, which the lean relay does not write to).
     ``server`` None: ``cfg.server`` (router.yaml's ``server:``). ``on_ready`` receives the base URL once
     listening (useful with ``port=0``)."""
     check_exposure(cfg.host, cfg.admin_token, insecure=cfg.insecure_admin)
     server = server or cfg.server
+    if server == "aiohttp":
+        upstream_client = "aiohttp"  # one client per stack: aiohttp's front relays through aiohttp's client
     stop = stop or asyncio.Event()
     state = build_state(cfg, scraper=scraper, upstream_client=upstream_client)
     # handler_cancellation: a client that disconnects cancels its handler, which drops the upstream request.
@@ -277,12 +281,12 @@ async def serve(
         loop.add_signal_handler(signal.SIGUSR1, handover.set)
     tasks: list[asyncio.Task[None]] = []
     listener: LeanListener | None = None
+    splicer: Splicer | None = None
     try:
         await runner.setup()
-        if runner.server is not None:
-            quiet_parse_errors(runner.server)  # before any connection: each reads the request factory
-        if server == "lean" and runner.server is not None:
-            listener = await LeanListener.start(state, runner.server, cfg.host, cfg.port)
+        if server == "lean":
+            splicer = await Splicer.serve(runner)
+            listener = await LeanListener.start(state, splicer, cfg.host, cfg.port)
             host, port = listener.address
         else:
             await web.TCPSite(runner, cfg.host, cfg.port, reuse_port=True).start()
@@ -312,6 +316,8 @@ async def serve(
         if listener is not None:
             await listener.close(grace)
         await runner.cleanup()
+        if splicer is not None:
+            splicer.remove()
         for t in list(state.background):
             t.cancel()
         await asyncio.gather(*state.background, return_exceptions=True)
@@ -343,19 +349,27 @@ async def hand_over(
     accepting so a load balancer sees 503s and /ready fail, this loses no request."""
     state.handing_over = True
     if listener is not None and listener.server is not None:
-        listener.server.close()
-    for site in list(runner.sites):
-        await site.stop()
+        listener.server.close()  # (the lean front's aiohttp site, a private Unix socket, serves on)
+    else:
+        for site in list(runner.sites):
+            await site.stop()
     log.info("handing over: stopped listening; %d requests in flight", state.inflight)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, timeout_s)
+    quiet_since = loop.time()
     while loop.time() < deadline:
+        now = loop.time()
+        if state.inflight:
+            quiet_since = now
+        # aiohttp's connections (spliced ones included) close after their next answer (``generate`` forces
+        # it) or their keep-alive timeout (``header_timeout_s``).
         if listener is not None:
-            listener.close_idle(loop.time() - HANDOVER_IDLE_S)
-        # aiohttp's connections close after their next answer (``generate`` forces it) or their keep-alive
-        # timeout (``header_timeout_s``).
-        served_by_aiohttp = runner.server.connections if runner.server is not None else []
-        if not state.inflight and not served_by_aiohttp and not (listener and listener.connections):
+            listener.close_idle(now - HANDOVER_IDLE_S)
+            if not state.inflight and not listener.connections and not listener.fallback.connections:
+                return
+        elif now - quiet_since >= state.cfg.header_timeout_s:
+            # aiohttp lists its connections through no public API; none outlives its keep-alive timeout
+            # idle, and every answer since the hand-over closed its own.
             return
         await asyncio.sleep(0.05)
 

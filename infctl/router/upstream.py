@@ -87,12 +87,34 @@ def upstream_headers(headers: Mapping[str, str], request_id: str) -> dict[str, s
     return out
 
 
+_STALE_TRIES = 3
+"""Tries of one POST whose connections the engine closes before answering (``send``)."""
+
+
+async def send(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: Mapping[str, str]
+) -> aiohttp.ClientResponse:
+    """POST ``body`` and return the response once its head has arrived; ``UpstreamFailed`` when none did.
+    A connection the engine closed before any answer is tried again, as the lean client does with a pooled
+    connection the engine had closed while idle (aiohttp does not retry a POST by itself). aiohttp cannot
+    be told to take a new connection, and the next pooled one may be stale too: up to ``_STALE_TRIES``."""
+    for last in [False] * (_STALE_TRIES - 1) + [True]:
+        try:
+            return await session.post(url, data=body, headers=headers)
+        except aiohttp.ServerDisconnectedError as exc:
+            if last:
+                raise UpstreamFailed(f"{type(exc).__name__}: {exc}") from exc
+        except (TimeoutError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamFailed(f"{type(exc).__name__}: {exc}", fatal=_is_fatal(exc)) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 async def post_json(
     session: aiohttp.ClientSession, url: str, body: bytes, headers: Mapping[str, str]
 ) -> tuple[int, bytes]:
     """A non-streamed POST whose whole answer the router needs (the PD prefill leg)."""
     try:
-        async with session.post(url, data=body, headers=headers) as resp:
+        async with await send(session, url, body, headers) as resp:
             data = await resp.read()
     except (TimeoutError, aiohttp.ClientConnectionError) as exc:
         raise UpstreamFailed(f"{type(exc).__name__}: {exc}", fatal=_is_fatal(exc)) from exc
@@ -102,7 +124,7 @@ async def post_json(
 
 
 async def forward(
-    request: web.Request,
+    request: web.BaseRequest,
     session: aiohttp.ClientSession,
     url: str,
     body: bytes,
@@ -122,10 +144,7 @@ async def forward(
     ``keep``: a list the bytes written to the client are appended to (``RelayResult.kept``)."""
     loop = clock or asyncio.get_running_loop()
     sent_at = loop.time()
-    try:
-        resp = await session.post(url, data=body, headers=headers)
-    except (TimeoutError, aiohttp.ClientConnectionError) as exc:
-        raise UpstreamFailed(f"{type(exc).__name__}: {exc}", fatal=_is_fatal(exc)) from exc
+    resp = await send(session, url, body, headers)
     try:
         if resp.status >= 500:
             await resp.read()

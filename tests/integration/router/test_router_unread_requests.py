@@ -1,6 +1,7 @@
 """Requests the router will not read, over raw sockets on both fronts (issue 18): a transfer coding it does
-not decode is refused, never forwarded with the coding ignored; a head aiohttp cannot parse is answered
-HTTP/1.1 in the OpenAI shape without the client's bytes echoed back. Both close the connection."""
+not decode is refused, never forwarded with the coding ignored; a head that is not valid HTTP/1.1 is a 400
+(on the lean front in the OpenAI shape without the client's bytes echoed back; on aiohttp's, aiohttp's own
+page, which has no public hook: issue 20). Both close the connection."""
 
 from __future__ import annotations
 
@@ -48,8 +49,8 @@ async def engine_requests(url: str) -> float:
         (b"deflate, chunked", 501),
         (b"identity, chunked", 501),
         (b"x-custom, chunked", 501),
-        (b"chunked\r\ntransfer-encoding: chunked", 400),  # chunked twice (two fields): aiohttp's 400
-        (b"chunked, gzip", 400),  # chunked not last: no framing at all, aiohttp's 400
+        (b"chunked\r\ntransfer-encoding: chunked", 400),  # chunked twice (two fields)
+        (b"chunked, gzip", 400),  # chunked not last: no framing at all
     ],
 )
 async def test_a_transfer_coding_the_router_cannot_decode_is_refused_not_ignored(
@@ -57,6 +58,7 @@ async def test_a_transfer_coding_the_router_cannot_decode_is_refused_not_ignored
     start_router: Callable[..., Awaitable[str]],
     coding: bytes,
     status: int,
+    server: str,
 ) -> None:
     sim = await start_sim()
     url = await start_router([Backend(id="e", url=sim.urls[0])], policy="round_robin")
@@ -67,8 +69,11 @@ async def test_a_transfer_coding_the_router_cannot_decode_is_refused_not_ignored
             b"transfer-encoding: %s\r\n\r\n%s" % (path, coding, CHUNKED),
         )
         head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 %d " % status), (path, answer[:200])
+        if server == "aiohttp" and status == 400:  # aiohttp's parser refuses it first, with its own page
+            assert head.split(b" ")[1] == b"400", (path, answer[:200])  # (HTTP/1.0: closed, as read)
+            continue
         assert b"connection: close" in head.lower()
+        assert head.startswith(b"HTTP/1.1 %d " % status), (path, answer[:200])
         error = json.loads(body)["error"]
         assert error["code"] == status
         assert status == 400 or "Transfer-Encoding" in error["message"]
@@ -91,11 +96,16 @@ async def test_a_transfer_coding_the_router_cannot_decode_is_refused_not_ignored
     ],
 )
 async def test_an_unparseable_head_gets_an_http_1_1_answer_without_the_clients_bytes(
-    start_router: Callable[..., Awaitable[str]], head: bytes
+    start_router: Callable[..., Awaitable[str]], head: bytes, server: str
 ) -> None:
     url = await start_router([Backend(id="e", url="http://127.0.0.1:9")])
     answer = await exchange(url, head + b"content-length: 2\r\n\r\n{}")
     status_head, _, body = answer.partition(b"\r\n\r\n")
+    if server == "aiohttp":  # aiohttp's own answer (a 400 that closes), served on
+        assert status_head.split(b" ")[1] == b"400"  # (its HTTP/1.0 answer: closed, as read to EOF)
+        health = await exchange(url, b"GET /health HTTP/1.1\r\nhost: r\r\nconnection: close\r\n\r\n")
+        assert health.startswith(b"HTTP/1.1 200 ")
+        return
     assert status_head.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert b"connection: close" in status_head.lower()
     assert MARKER not in answer and b"AAAA" not in answer and b"BBBB" not in answer

@@ -54,18 +54,17 @@ class FakeTransport(asyncio.Transport):
 
 
 class Fallback:
-    """Stands in for aiohttp's ``web.Server``: records the protocol it makes and what that receives."""
+    """Stands in for the ``splice.Splicer``: records each connection handed to aiohttp and its bytes."""
 
     def __init__(self) -> None:
         self.made: list[Any] = []
-        self.connections: list[Any] = []  # web.Server's: the connections aiohttp serves
+        self.connections: list[Any] = []  # the Splicer's: the connections spliced to aiohttp
 
-    def __call__(self) -> Any:
-        proto = SimpleNamespace(transport=None, data=bytearray())
-        proto.connection_made = lambda tr: setattr(proto, "transport", tr)
-        proto.data_received = proto.data.extend
-        self.made.append(proto)
-        return proto
+    def take(self, transport: asyncio.Transport, data: bytes) -> None:
+        self.made.append(SimpleNamespace(transport=transport, data=bytearray(data)))
+
+    def abort_all(self) -> None:
+        self.connections.clear()
 
 
 def make(
@@ -188,7 +187,7 @@ async def test_other_requests_are_handed_to_aiohttp_with_every_buffered_byte(
     proto.data_received(get + POST[:5])
     assert seen and len(fallback.made) == 1
     handed = fallback.made[0]
-    assert tr.protocol is handed and handed.transport is tr
+    assert handed.transport is tr
     assert bytes(handed.data) == get + POST[:5]  # from the first byte of the request the front did not take
     assert proto not in proto.listener.connections
 
@@ -264,11 +263,13 @@ async def test_bytes_behind_a_busy_request_pause_reading_until_it_is_answered(
     proto, tr, _, seen = make(monkeypatch, held)
     proto.data_received(POST)
     await settle()
-    proto.data_received(b"x" * (front._PAUSE_ABOVE + 1))
+    big = b"x" * (front._PAUSE_ABOVE + 1)
+    proto.data_received(b"POST /v1/completions HTTP/1.1\r\ncontent-length: %d\r\n\r\n%s" % (len(big), big))
     assert tr.paused and len(seen) == 1
     release.set()
     await settle()
-    assert (tr.paused, bytes(tr.out)) == (False, b"")  # nothing written by the front over a relayed answer
+    assert (tr.paused, len(seen)) == (False, 2)  # the pipelined one was read and served
+    assert bytes(tr.out) == b""  # nothing written by the front over a relayed answer
 
 
 async def test_an_unhandled_error_is_a_500_in_the_openai_shape(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,7 +295,9 @@ async def test_idle_keep_alive_connections_are_closed_after_the_timeout_busy_one
     listener.close_idle(proto.idle_since + 1)
     assert not tr.closed
     proto.buf.clear()
-    listener.close_idle(proto.idle_since + front.KEEPALIVE_TIMEOUT_S)
+    listener.sweep(proto.idle_since + proto.state.cfg.header_timeout_s - 0.1)
+    assert not tr.closed
+    listener.sweep(proto.idle_since + proto.state.cfg.header_timeout_s + 0.1)  # aiohttp's keep-alive timeout
     assert tr.closed
 
 
@@ -354,9 +357,9 @@ async def test_served_and_pipelined_requests_are_never_timed_out_only_idled(
     proto.data_received(POST[10:])
     await settle()
     assert len(seen) == 2 and proto.read_by is None
-    proto.listener.sweep(now() + 60)  # idle for less than the keep-alive timeout: kept
+    proto.listener.sweep(now() + 5)  # idle for less than the keep-alive timeout: kept
     assert not tr.is_closing() and tr.out.count(b"HTTP/1.1 200 OK") == 2
-    proto.listener.sweep(now() + front.KEEPALIVE_TIMEOUT_S + 1)
+    proto.listener.sweep(now() + proto.state.cfg.header_timeout_s + 1)
     assert tr.closed and b"408" not in tr.out
 
 
@@ -396,3 +399,14 @@ async def test_a_413_sent_while_the_head_trickled_in_is_not_followed_by_a_408(
     proto.listener.sweep(now() + 60)  # before the transport reports the connection lost
     assert tr.out.count(b"HTTP/1.1 ") == 1 and tr.out.startswith(b"HTTP/1.1 413 ")
     assert proto.state.metrics.rejected["read_timeout"] == 0
+
+
+async def test_a_head_that_is_not_valid_http_is_a_400_quoting_none_of_it_never_handed_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, fallback, seen = make(monkeypatch)
+    proto.data_received(b"GET /health HTTP/1.1\r\nbad header SECRET: x\r\n\r\n")
+    assert tr.closed and tr.out.startswith(b"HTTP/1.1 400 ") and b"connection: close" in tr.out
+    assert b"SECRET" not in tr.out and b'"type": "BadRequestError"' in tr.out
+    assert not fallback.made and not seen
+    assert proto.state.metrics.rejected["bad_request"] == 1

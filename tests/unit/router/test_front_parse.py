@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from infctl.router.front_parse import MAX_HEAD_BYTES, Incomplete, parse_head
+from infctl.router.front_parse import (
+    MAX_HEAD_BYTES,
+    MAX_LINE_BYTES,
+    Incomplete,
+    Malformed,
+    Refused,
+    parse_head,
+)
 
 POST = (
     b"POST /v1/completions HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n"
@@ -48,19 +55,43 @@ def test_connection_close_turns_keep_alive_off() -> None:
         POST.replace(b"Content-Length: 7", b"Content-Length: 7\r\nContent-Length: 8"),
         POST.replace(b"Content-Length: 7", b"Content-Length: -7"),
         POST.replace(b"Content-Length: 7", b"Content-Length: \xb2"),
-        POST.replace(b"Host: r", b"Host : r"),
-        POST.replace(b"Host: r", b"Host: r\r\n folded"),
-        POST.replace(b"POST /v1", b"POST  /v1"),
-        b"garbage\r\n\r\n",
     ],
     ids=[
         *("get", "other-path", "http10", "chunked", "expect", "no-length", "two-lengths"),
-        *("negative-length", "non-ascii-digit", "space-before-colon", "obs-fold", "bad-request-line"),
-        "garbage",
+        *("negative-length", "non-ascii-digit"),
     ],
 )
-def test_anything_unusual_is_left_to_aiohttp(raw: bytes) -> None:
+def test_any_other_valid_head_is_left_to_aiohttp(raw: bytes) -> None:
     assert parse_head(raw) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        POST.replace(b"Host: r", b"Host : r"),
+        POST.replace(b"Host: r", b"Host: r\r\n folded"),
+        POST.replace(b"POST /v1", b"POST  /v1"),
+        POST.replace(b"HTTP/1.1", b"HTTP/2.0"),
+        POST.replace(b"POST", b"GET").replace(b"Host: r", b"bad header: r"),
+        POST.replace(b"POST", b"GET").replace(b"Host: r", b"X-Long: " + b"b" * MAX_LINE_BYTES),
+        POST.replace(b"/v1/completions", b"/" + b"p" * MAX_LINE_BYTES),
+        b"garbage\r\n\r\n",
+    ],
+    ids=[
+        *("space-before-colon", "obs-fold", "bad-request-line", "http2-line", "get-space-in-name"),
+        *("get-line-over-8190", "request-line-over-8190", "garbage"),
+    ],
+)
+def test_a_head_that_is_not_valid_http_is_malformed_whatever_its_method(raw: bytes) -> None:
+    with pytest.raises(Malformed):  # the front answers 400 itself; aiohttp's page would quote the bytes
+        parse_head(raw)
+
+
+def test_a_first_line_over_the_limit_is_malformed_before_the_head_ends() -> None:
+    with pytest.raises(Malformed):
+        parse_head(b"GET /" + b"p" * MAX_LINE_BYTES)
+    with pytest.raises(Incomplete):
+        parse_head(b"GET /" + b"p" * (MAX_LINE_BYTES - 100))
 
 
 @pytest.mark.parametrize(
@@ -92,9 +123,10 @@ def test_anything_unusual_is_left_to_aiohttp(raw: bytes) -> None:
         *("bare-lf-after-request-line", "trailing-space-in-request-line"),
     ],
 )
-def test_control_bytes_and_non_token_names_are_left_to_aiohttp(line: bytes, field: bytes) -> None:
+def test_control_bytes_and_non_token_names_are_malformed(line: bytes, field: bytes) -> None:
     raw = line + b"\r\nHost: r\r\n" + field + b"\r\nContent-Length: 2\r\n\r\n{}"
-    assert parse_head(raw) is None  # aiohttp answers 400; nothing reaches the engine or the response head
+    with pytest.raises(Malformed):  # a 400: nothing reaches the engine or the response head
+        parse_head(raw)
 
 
 def test_tabs_obs_text_and_every_token_character_still_parse() -> None:
@@ -106,9 +138,10 @@ def test_tabs_obs_text_and_every_token_character_still_parse() -> None:
     assert head.headers["x-empty"] == ""
 
 
-def test_a_head_over_the_limit_is_left_to_aiohttp_not_awaited_forever() -> None:
-    raw = b"POST /v1/completions HTTP/1.1\r\nX-Big: " + b"a" * MAX_HEAD_BYTES
-    assert parse_head(raw) is None
+def test_a_head_over_the_limit_is_malformed_not_awaited_forever() -> None:
+    many = b"".join(b"X-%d: %s\r\n" % (i, b"a" * 1000) for i in range(MAX_HEAD_BYTES // 1000 + 1))
+    with pytest.raises(Malformed):
+        parse_head(b"POST /v1/completions HTTP/1.1\r\n" + many)
 
 
 def test_only_plain_chunked_is_a_transfer_coding_the_router_reads() -> None:
@@ -127,4 +160,23 @@ def test_only_plain_chunked_is_a_transfer_coding_the_router_reads() -> None:
             "Transfer-Encoding chunked, chunked: chunked may be applied once, last",
         )
     gzip_after = transfer_coding_problem(["chunked, gzip"])
-    assert gzip_after is not None and gzip_after[0] == 501  # aiohttp's parser refuses it first (400)
+    assert gzip_after is not None and gzip_after[0] == 400  # chunked not last: no framing at all
+
+
+@pytest.mark.parametrize(
+    ("path", "coding", "status"),
+    [
+        (b"/v1/completions", b"gzip, chunked", 501),
+        (b"/admin/backends", b"gzip, chunked", 501),
+        (b"/v1/completions", b"chunked\r\nTransfer-Encoding: chunked", 400),
+        (b"/admin/backends", b"chunked, gzip", 400),
+    ],
+)
+def test_a_transfer_coding_the_router_does_not_decode_is_refused_by_the_front(
+    path: bytes, coding: bytes, status: int
+) -> None:
+    raw = b"POST %s HTTP/1.1\r\nHost: r\r\nTransfer-Encoding: %s\r\n\r\n" % (path, coding)
+    with pytest.raises(Refused) as refused:
+        parse_head(raw)
+    assert refused.value.status == status and "Transfer-Encoding" in refused.value.message
+    assert parse_head(raw.replace(coding, b"chunked")) is None  # plain chunked: aiohttp's to read
