@@ -4,7 +4,8 @@
         [--upstream sim|null] [--policies round_robin,cache_aware] [--concurrency 48] [--peers-bin DIR]
         [--loops asyncio,uvloop]   (one infctl row per event loop, to compare them in the same run)
         [--upstream-clients lean,aiohttp]   (one infctl row per upstream client, likewise)
-        [--servers aiohttp,lean]   (one infctl row per front: aiohttp's server or --server lean)
+        [--servers lean,aiohttp]   (one infctl row per stack: the lean front with the lean client, or
+            aiohttp's server with aiohttp's client: what decides whether the hand-written pieces stay)
         [--repeat N]   (N measurements of each section: medians, spread and head-to-head counts)
         [--baseline DIR]   (each infctl row once more on the infctl package in DIR, tagged "baseline")
         [--input-tokens 2048] [--tokenizer kit|PATH|estimate]   (longer prompts, and what infctl counts
@@ -35,7 +36,8 @@ started a second time with ``PYTHONPATH=DIR``, so that it imports the ``infctl``
 ``git archive HEAD infctl | tar -x -C DIR`` before the change (only the package is taken from DIR).
 
 ``--upstream`` picks the engine of section 1: ``sim`` is one ``infctl sim`` engine in real time (the issue's
-setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond). Everything shares
+setting), ``null`` the null server (less noise: its TTFT is a fraction of a millisecond, or
+``--null-ttft-ms``: a known delay before its first chunk, e.g. 20 for a real engine's TTFT). Everything shares
 this machine's cores (client, routers, upstream), so absolute figures move between runs; the ratios and
 differences within one run are the point.
 """
@@ -76,8 +78,9 @@ WARMUP = 10
 
 
 # -- the null upstream -------------------------------------------------------------------------------------
-def serve_null(port: int, itl_ms: float) -> None:
-    """A vLLM look-alike that does no work: 16 content chunks ``itl_ms`` apart, then usage and [DONE].
+def serve_null(port: int, itl_ms: float, ttft_ms: float = 0.0) -> None:
+    """A vLLM look-alike that does no work: ``ttft_ms`` after the request, 16 content chunks ``itl_ms``
+    apart, then usage and [DONE].
 
     It answers what the three routers ask of a worker at start and while running (health, models, server
     info, a minimal vLLM /metrics), so each treats it as a healthy engine."""
@@ -103,11 +106,13 @@ def serve_null(port: int, itl_ms: float) -> None:
         for name in (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE_PERC)
     )
     metrics += f'{vllm.CACHE_CONFIG_INFO}{{engine="0",block_size="16",num_gpu_blocks="100000"}} 1\n'
-    delay = itl_ms / 1000
+    delay, first_delay = itl_ms / 1000, ttft_ms / 1000
 
     async def complete(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         chat = request.path.endswith("chat/completions")
+        if first_delay:
+            await asyncio.sleep(first_delay)
         if not body.get("stream"):
             text = "".join(f" t{i}" for i in range(OUTPUT_TOKENS))
             choice = {"index": 0, "finish_reason": "length"}
@@ -142,10 +147,11 @@ def serve_null(port: int, itl_ms: float) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-def start_upstream(kind: str, itl_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(kind: str, itl_ms: float, ttft_ms: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     if kind == "null":
         argv = [sys.executable, __file__, "--serve-null", str(port), "--null-itl-ms", str(itl_ms)]
+        argv += ["--null-ttft-ms", str(ttft_ms)]
     else:
         argv = [sys.executable, "-m", "infctl", "sim", "--port", str(port), "--model", MODEL]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -436,6 +442,8 @@ def all_routers(
         for r in routers([engine], peers_bin, [policy], peers):
             if r.name.startswith("infctl"):
                 for loop, client, server, tree in itertools.product(loops, clients, servers, trees):
+                    if server == "aiohttp" and client != "aiohttp" and "aiohttp" in clients:
+                        continue  # aiohttp's server runs aiohttp's client whatever the flag: one row
                     port = free_port()
                     argv = [*r.argv, "--loop", loop, "--upstream-client", client, "--server", server]
                     if TOKENIZER:
@@ -472,12 +480,20 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=48, help="streams in flight in section 2 (0: skip)")
     ap.add_argument("--saturation-seconds", type=float, default=8.0)
     ap.add_argument("--null-itl-ms", type=float, default=1.0, help="null upstream: delay between chunks")
+    ap.add_argument(
+        "--null-ttft-ms",
+        type=float,
+        default=0.0,
+        help="null upstream of section 1: delay before the first chunk (section 2's is always 0)",
+    )
     ap.add_argument("--no-peers", action="store_true", help="infctl only")
     ap.add_argument("--loops", default="auto", help="infctl event loops, a row each: auto, uvloop, asyncio")
     ap.add_argument(
         "--upstream-clients", default="lean", help="infctl upstream clients, a row each: lean, aiohttp"
     )
-    ap.add_argument("--servers", default="lean", help="infctl fronts, a row each: lean, aiohttp")
+    ap.add_argument(
+        "--servers", default="lean", help="infctl stacks, a row each: lean (front and client), aiohttp (both)"
+    )
     ap.add_argument(
         "--baseline",
         type=Path,
@@ -511,7 +527,9 @@ async def main(args: argparse.Namespace) -> None:
         if args.concurrency:
             sections.append(("saturation", "null"))
         for section, kind in sections:
-            proc, engine = start_upstream(kind, args.null_itl_ms)
+            proc, engine = start_upstream(
+                kind, args.null_itl_ms, args.null_ttft_ms if section == "fixed" else 0.0
+            )
             upstreams.append(proc)
             rs = all_routers(
                 engine,
@@ -559,6 +577,6 @@ if __name__ == "__main__":
     save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     cli_args = parse_args()
     if cli_args.serve_null:
-        serve_null(cli_args.serve_null, cli_args.null_itl_ms)
+        serve_null(cli_args.serve_null, cli_args.null_itl_ms, cli_args.null_ttft_ms)
     else:
         asyncio.run(main(cli_args))
