@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 
 from infctl import durations
 from infctl.errors import ConfigError
@@ -69,3 +70,11 @@ def duration_option(*names: str, help: str, **kwargs: object) -> typer.models.Op
         **kwargs,  # type: ignore[arg-type]
     )
     return option
+
+
+def field_help(model: type[BaseModel], name: str, *, key: str | None = None) -> str:
+    """The help of a flag that sets settings field ``name``: the field's own doc (pydantic keeps attribute
+    docstrings), so its meaning and default are written once, beside the field; ``key`` names the file key
+    the flag overrides (default ``name``)."""
+    doc = " ".join((model.model_fields[name].description or "").replace("``", "'").split())
+    return f"{doc} Overrides the file's {key or name}."

@@ -11,11 +11,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from infctl.cli.flags import duration_option
+from infctl.cli.flags import duration_option, field_help
 from infctl.cli.output import errors_as_exit, fail, say
 from infctl.config import RouterFile
+from infctl.config.router import HealthPolicy, RouterOptions
 from infctl.errors import ConfigError
-from infctl.router import PRESETS
 from infctl.router.admin_validate import admin_token_from_env, check_exposure
 from infctl.router.config import from_file
 from infctl.router.policies import build_policy
@@ -78,6 +78,15 @@ _BACKEND_KEYS = (
 )
 
 
+def _help(name: str) -> str:
+    """A flag's help is the doc of the router setting it sets (``RouterOptions``), default included."""
+    return field_help(RouterOptions, name)
+
+
+def _health_help(name: str) -> str:
+    return field_help(HealthPolicy, name, key=f"health.{name}")
+
+
 def parse_backend(spec: str) -> dict[str, Any]:
     """``URL[,key=value...]`` -> a backend entry mapping (validated later with the router file's model)."""
     url, *pairs = [p.strip() for p in spec.split(",")]
@@ -103,88 +112,42 @@ def router(
             "--backend", metavar="URL[,role=..,group=..]", help="An engine to route to (repeatable)."
         ),
     ] = None,
-    policy: Annotated[
-        str | None,
-        typer.Option("--policy", help=f"Preset: {', '.join(sorted(PRESETS))}. Default cache_aware."),
-    ] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Listen address. Default 127.0.0.1.")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="Listen port. Default 8000.")] = None,
-    engine: Annotated[
-        str | None, typer.Option("--engine", help="vllm or sglang, for unnamed backends.")
-    ] = None,
+    policy: Annotated[str | None, typer.Option("--policy", help=_help("policy"))] = None,
+    host: Annotated[str | None, typer.Option("--host", help=_help("host"))] = None,
+    port: Annotated[int | None, typer.Option("--port", help=_help("port"))] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help=_help("engine"))] = None,
     scrape_interval: Annotated[
-        float | None, duration_option("--scrape-interval", help="Engine metrics interval. Default 100ms.")
+        float | None, duration_option("--scrape-interval", help=_help("scrape_interval_s"))
     ] = None,
     health_interval: Annotated[
-        float | None, duration_option("--health-interval", help="Health probe interval. Default 1s.")
+        float | None, duration_option("--health-interval", help=_help("health_interval_s"))
     ] = None,
-    pd_mode: Annotated[
-        str | None,
-        typer.Option("--pd-mode", help="group or pool: how prefill and decode pair. Default group."),
-    ] = None,
-    block_size: Annotated[
-        int | None,
-        typer.Option("--block-size", help="Tokens per prefix-hash block (the engines'). Default 16."),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            "--tokenizer",
-            help="How prompts are counted and hashed: a model directory, tokenizer.json or Hugging Face id "
-            "(exact), 'engine' (exact, no files: the backends' own vLLM /tokenize, remembered per prompt; or "
-            "engine:URL[,URL...]), 'estimate' (by bytes and characters, any language), 'words' (infctl "
-            "sim's convention) or 'auto' (the estimate). Default: the file's, else auto.",
-        ),
-    ] = None,
+    pd_mode: Annotated[str | None, typer.Option("--pd-mode", help=_help("pd_mode"))] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", help=_help("block_size"))] = None,
+    tokenizer: Annotated[str | None, typer.Option("--tokenizer", help=_help("tokenizer"))] = None,
     probe_timeout: Annotated[
-        float | None,
-        duration_option(
-            "--probe-timeout", help="Health probe timeout; a timeout counts toward ejection. Default 2s."
-        ),
+        float | None, duration_option("--probe-timeout", help=_help("probe_timeout_s"))
     ] = None,
     failures_to_eject: Annotated[
-        int | None,
-        typer.Option("--failures-to-eject", help="Consecutive 5xx/timeouts that eject a backend. Default 3."),
+        int | None, typer.Option("--failures-to-eject", help=_health_help("failures_to_eject"))
     ] = None,
     max_backoff: Annotated[
-        float | None,
-        duration_option(
-            "--max-backoff",
-            help="Longest an ejected backend stays out (the backoff doubles up to it). Default 30s.",
-        ),
+        float | None, duration_option("--max-backoff", help=_health_help("max_backoff_s"))
     ] = None,
     admission_queue: Annotated[
-        int | None,
-        typer.Option(
-            "--admission-queue",
-            help="Requests held while their backends are saturated, before 429s (0: no queue). Default 1024.",
-        ),
+        int | None, typer.Option("--admission-queue", help=_help("admission_queue"))
     ] = None,
     admission_deadline: Annotated[
-        float | None,
-        duration_option(
-            "--admission-deadline", help="Longest a held request waits before a 429. Default 30s."
-        ),
+        float | None, duration_option("--admission-deadline", help=_help("admission_deadline_s"))
     ] = None,
     short_prompt_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--short-prompt-tokens",
-            help="Without length buckets, prompts up to this many tokens are released first. Default 2048.",
-        ),
+        int | None, typer.Option("--short-prompt-tokens", help=_help("short_prompt_tokens"))
     ] = None,
     max_prompt_chars: Annotated[
-        int | None,
-        typer.Option(
-            "--max-prompt-chars",
-            help="Longest prompt, characters (checked before tokenising; 413 above). Default 2000000.",
-        ),
+        int | None, typer.Option("--max-prompt-chars", help=_help("max_prompt_chars"))
     ] = None,
     max_body_bytes: Annotated[
-        int | None,
-        typer.Option(
-            "--max-body-bytes", help="Largest request body accepted, bytes (413 above). Default 8 MiB."
-        ),
+        int | None, typer.Option("--max-body-bytes", help=_help("max_body_bytes"))
     ] = None,
     loop: Annotated[
         str,
@@ -203,22 +166,9 @@ def router(
     ] = "lean",
     insecure_admin: Annotated[
         bool | None,
-        typer.Option(
-            "--insecure-admin",
-            help="Start with no admin token on a --host beyond loopback: anyone who reaches the router can "
-            "add backends and move traffic. Default: the file's insecure_admin, else refuse.",
-            show_default=False,
-        ),
+        typer.Option("--insecure-admin", help=_help("insecure_admin"), show_default=False),
     ] = None,
-    server: Annotated[
-        str | None,
-        typer.Option(
-            "--server",
-            help="aiohttp or lean: lean parses the two generation POSTs itself, a shorter path to the first "
-            "token, and hands every other request to aiohttp on the same connection. Default: the file's "
-            "server, else lean.",
-        ),
-    ] = None,
+    server: Annotated[str | None, typer.Option("--server", help=_help("server"))] = None,
 ) -> None:
     """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 

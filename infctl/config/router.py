@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, raise_problems
 from infctl.config._engine import EngineName
 from infctl.engines import DEFAULT_ENGINE
 
 Seconds = Annotated[float, Field(gt=0)]
+ListenPort = Annotated[int, Field(ge=0, le=65535)]
 
 ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 """The environment variable holding the router's admin bearer token when the router file names no other
@@ -48,7 +49,7 @@ class BackendEntry(ProfileModel):
     Default: the engine's default (8998), what a profile's ``pd.bootstrap_port`` is unless changed."""
 
 
-class DiscoveryEntry(ProfileModel):
+class DiscoverySettings(ProfileModel):
     """Find engines as ready Kubernetes pods (watched, not polled)."""
 
     namespace: str
@@ -62,9 +63,11 @@ class DiscoveryEntry(ProfileModel):
     Default 300."""
     retry_max_s: Seconds = 30.0
     """Longest wait between retries while the API server is unreachable or refusing, seconds. Default 30."""
+    engine: EngineName | None = None
+    """Engine of pods without an ``infctl.io/engine`` label. Default: the file's ``engine``."""
 
 
-class HealthEntry(ProfileModel):
+class HealthPolicy(ProfileModel):
     """Passive ejection and re-admission of failing backends (``infctl.router.health``)."""
 
     failures_to_eject: Count = 3
@@ -77,16 +80,16 @@ class HealthEntry(ProfileModel):
     """Seconds of health after re-admission that reset the backoff to ``base_backoff_s``. Default 60."""
 
 
-class RouterFile(ProfileModel):
-    """Full router configuration: ``backends``, ``discovery`` or both; every other key is optional."""
+class RouterOptions(ProfileModel):
+    """Every router setting but where the engines are and the admin token: the one declaration of each
+    default and its doc. :class:`RouterFile` (the YAML, and the flags laid over it) and
+    ``infctl.router.config.RouterConfig`` (what the daemon runs on) both derive from it, and
+    ``infctl router --help`` reads its field docs, so no default is written twice."""
 
-    backends: list[BackendEntry] = Field(default_factory=list)
-    """Static engines to route to."""
-    discovery: DiscoveryEntry | None = None
-    """Kubernetes discovery of engine pods (role, group, pool and engine from their labels)."""
     policy: str | dict[str, Any] = "cache_aware"
-    """A preset (round_robin, random, least_load, power_of_two, session, kv_usage, prefix, prefix_precise,
-    cache_aware) or a policy mapping (filters, scorers, picker, index, settings, buckets, upstreams)."""
+    """A preset (round_robin, random, weighted, least_load, power_of_two, session, kv_usage, prefix,
+    prefix_precise, cache_aware) or a policy mapping (filters, scorers, picker, index, settings, buckets,
+    upstreams; see ``infctl.router.policies.pipeline``). Default cache_aware."""
     host: str = "127.0.0.1"
     """Listen address. Default 127.0.0.1 (use 0.0.0.0 in a pod)."""
     server: Literal["aiohttp", "lean"] = "lean"
@@ -94,27 +97,30 @@ class RouterFile(ProfileModel):
     shorter path to the first token) and hands every other request to aiohttp on the same connection.
     ``--server`` wins over it. Default lean (``bench_router_overhead.py``: added TTFT p50 lower, p99 no
     different, paired per round)."""
-    port: Port = 8000
-    """Listen port. Default 8000."""
+    port: ListenPort = 8000
+    """Listen port (0: one the system picks, reported once listening). Default 8000."""
     engine: EngineName = DEFAULT_ENGINE
     """Engine kind of backends that do not name one. Default vllm (``infctl.engines.DEFAULT_ENGINE``)."""
     scrape_interval_s: Seconds = 0.1
     """Engine /metrics scrape interval, seconds. Default 0.1."""
     health_interval_s: Seconds = 1.0
-    """Active health probe interval, seconds. Default 1."""
+    """Active health probe interval, seconds (it also bounds ejection-to-readmission). Default 1."""
     probe_timeout_s: Seconds = 2.0
-    """Active health probe timeout, seconds; a timed-out probe counts toward ejection. Default 2."""
-    health: HealthEntry = Field(default_factory=HealthEntry)
+    """Active health probe timeout, seconds; a timed-out probe counts toward ejection, a refused one ejects.
+    Default 2."""
+    health: HealthPolicy = Field(default_factory=HealthPolicy)
     """Passive ejection and backoff (failures_to_eject, base_backoff_s, max_backoff_s, stable_after_s)."""
     connect_timeout_s: Seconds = 2.0
-    """Upstream connect timeout, seconds. Default 2."""
+    """Upstream connect timeout, seconds; a timeout counts as a fatal failure of that backend. Default 2."""
     read_timeout_s: Seconds = 600.0
-    """Longest upstream silence, seconds. Default 600."""
+    """Longest silence allowed between upstream bytes, seconds. Default 600."""
     max_body_bytes: Count = 8 * 1024 * 1024
     """Largest request body accepted, bytes (413 above). Default 8 MiB."""
     header_timeout_s: Seconds = 10.0
     """Lean front: a request head must arrive whole within this many seconds of its first byte, else the
-    connection gets a 408 and is closed (a client trickling its head cannot hold a socket). Default 10."""
+    connection gets a 408 and is closed (a client trickling its head cannot hold a socket). Connections
+    aiohttp serves (its front, and those the lean front hands over) are closed when no whole head has
+    arrived this long after their last answer: idle keep-alive connections too. Default 10."""
     body_timeout_s: Seconds = 30.0
     """Lean front: a generation request's body must arrive whole within this many seconds of its head
     (408 and closed otherwise). Default 30."""
@@ -125,19 +131,23 @@ class RouterFile(ProfileModel):
     flight holds a client and an upstream socket. Default 10,000."""
     max_prompt_chars: Count = 2_000_000
     """Longest prompt accepted, in characters of prompt text (or token ids of a pre-tokenised prompt),
-    checked before the prompt is tokenised (413 above). Default 2,000,000 (~500k tokens of English)."""
+    checked on the raw length before the prompt is tokenised (413 above), so no prompt holds the event loop
+    for long: at the default, reading a prompt costs ~5 ms (count only) to ~85 ms (token ids and block
+    hashes) on one core (``benchmarks/bench_token_count.py``); an 8 MB prompt used to block it ~0.7 s.
+    Default 2,000,000 (~500k tokens of English)."""
     max_attempts: Count = 3
-    """Backends tried per request before anything reached the client. Default 3."""
+    """Backends tried per request while nothing has reached the client (first try included). Default 3."""
     block_size: Count = 16
     """Tokens per prefix-hash block; match the engines' KV block size. Default 16."""
     tokenizer: str = "auto"
     """How prompts are counted and hashed: the model's tokenizer (a model directory, a tokenizer.json or a
-    Hugging Face id), ``estimate`` (language-independent, by bytes and characters), ``words`` (the
+    Hugging Face id), ``engine`` (exact, no files: the backends' own vLLM /tokenize, remembered per prompt;
+    or ``engine:URL[,URL...]``), ``estimate`` (language-independent, by bytes and characters), ``words`` (the
     simulator's convention, for ``infctl sim`` backends) or ``auto`` (the estimate, announced at start-up).
-    Only the model's own tokenizer makes counts exact and lets the precise index match KV events. Default
-    auto."""
-    session_header: str = "x-session-id"
-    """Header that keys session affinity. Default x-session-id."""
+    Only the model's tokenizer or the engine's makes counts exact and lets the precise index match KV
+    events. Default auto."""
+    session_header: Annotated[str, AfterValidator(str.lower)] = "x-session-id"
+    """Header that keys session affinity (case-insensitive). Default x-session-id."""
     pd_mode: Literal["group", "pool"] = "group"
     """How prefill and decode pair. Default group."""
     pd_min_uncached_tokens: Annotated[int, Field(ge=0)] = 512
@@ -146,10 +156,6 @@ class RouterFile(ProfileModel):
     """Pool mode: prefill-token equivalents per KV token a decode backend outside the prefill backend's
     group must receive over the slower link between groups (0 ignores the link). Default 0.108
     (DeepSeek-V3 on H200: kv_bytes_per_token x (1/cross_bw - 1/group_bw) / prefill seconds per token)."""
-    admin_token_env: str | None = None
-    """Name of the environment variable holding the admin bearer token (never the token itself); required
-    to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API, which the
-    router serves on a loopback ``host`` only."""
     insecure_admin: bool = False
     """Start even with no admin token on a non-loopback ``host`` (anyone who reaches the router can then
     add backends and move traffic). ``--insecure-admin``. Default false: the router refuses to start."""
@@ -163,8 +169,26 @@ class RouterFile(ProfileModel):
     """Without length buckets: prompts up to this many tokens leave the admission queue first (with
     buckets, the first bucket's ``max_tokens`` decides). Default 2048."""
 
+
+class RouterFile(RouterOptions):
+    """Full router configuration: ``backends``, ``discovery`` or both; every other key is optional."""
+
+    backends: list[BackendEntry] = Field(default_factory=list)
+    """Static engines to route to."""
+    discovery: DiscoverySettings | None = None
+    """Kubernetes discovery of engine pods (role, group, pool and engine from their labels)."""
+    admin_token_env: str | None = None
+    """Name of the environment variable holding the admin bearer token (never the token itself); required
+    to be set when named. None: ``INFCTL_ROUTER_ADMIN_TOKEN`` if set, else an open admin API, which the
+    router serves on a loopback ``host`` only."""
+
     @model_validator(mode="after")
     def _some_backends(self) -> RouterFile:
         if not self.backends and self.discovery is None:
             raise_problems([Problem(("backends",), "expected at least one backend, or a discovery section")])
         return self
+
+
+def router_default(name: str) -> Any:
+    """The default of router setting ``name`` (for code that mirrors the router, such as the simulator)."""
+    return RouterOptions.model_fields[name].get_default(call_default_factory=True)

@@ -73,7 +73,7 @@ from infctl.router.requests import error_response
 from infctl.router.snapshot import Backend
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 

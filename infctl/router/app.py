@@ -23,7 +23,7 @@ from infctl.router.requests import BadRequest, error_response, parse_body, read_
 from infctl.telemetry.scrape import NoAnswer
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 STATE: web.AppKey[RouterState] = web.AppKey("router_state")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

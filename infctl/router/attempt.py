@@ -20,7 +20,7 @@ from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import RelayResult, UpstreamFailed, forward
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from infctl.router.ranks import scrape_targets
 from infctl.telemetry.scrape import NoAnswer
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 

@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from infctl.config.router import DiscoverySettings as DiscoverySettings  # the router file's discovery
 from infctl.engines import DEFAULT_ENGINE, ENGINES
 from infctl.errors import InfctlError
 from infctl.manifests import labels
@@ -58,7 +59,7 @@ from infctl.router.snapshot import Backend, Role
 if TYPE_CHECKING:
     from infctl.kube.client import KubeClient
     from infctl.kube.watch import PodWatch
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 _ROLES = ("prefill", "decode", "both")
@@ -73,22 +74,6 @@ BOOTSTRAP_PORT = "bootstrap"
 STOP_GRACE_S = 2.0
 """Longest the router waits for the watch thread on shutdown, seconds (it ends at once unless it is still
 connecting; it is a daemon thread, so it never holds the process)."""
-
-
-@dataclass(frozen=True)
-class DiscoverySettings:
-    namespace: str
-    """Namespace the engine pods run in."""
-    selector: str
-    """Label selector, e.g. ``infctl.io/release=ds3,app.kubernetes.io/component=engine``."""
-    port: int = 8000
-    """Engine HTTP port, unless the pod names a container port ``http``."""
-    engine: str = DEFAULT_ENGINE
-    """Engine when the pod has no ``infctl.io/engine`` label."""
-    watch_timeout_s: int = 300
-    """How long the API server holds one watch request, seconds; the next resumes where it ended."""
-    retry_max_s: float = 30.0
-    """Longest wait between retries while the API server is unreachable or refusing, seconds."""
 
 
 @dataclass(frozen=True)
@@ -119,12 +104,12 @@ def targets_from_pod(pod: Mapping[str, Any], s: DiscoverySettings) -> PodTargets
     if member is not None and not member.serves:
         return None  # a rank of a multi-node engine: its rank 0 serves for it
     role = member.role if member is not None else keys.get(labels.ROLE, "both")
-    engine = keys.get(labels.ENGINE, s.engine)
+    engine = keys.get(labels.ENGINE, s.engine or DEFAULT_ENGINE)
     if engine not in ENGINES:
         problems.append(
             f"{labels.ENGINE}={engine!r} is no engine infctl knows ({', '.join(sorted(ENGINES))})"
         )
-        engine = s.engine
+        engine = s.engine or DEFAULT_ENGINE
     ranks = _count(keys.get(labels.DP_SIZE), labels.DP_SIZE, problems)
     bootstrap = _bootstrap_port(pod, keys.get(BOOTSTRAP), problems)
     url = f"http://{_host(ip)}:{_named_port(pod, 'http') or s.port}"

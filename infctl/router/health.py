@@ -10,17 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-
-@dataclass(frozen=True, slots=True)
-class HealthPolicy:
-    failures_to_eject: int = 3
-    """Consecutive non-fatal failures (5xx, timeouts) that eject a backend."""
-    base_backoff_s: float = 1.0
-    """Time out of rotation after the first ejection, seconds."""
-    max_backoff_s: float = 30.0
-    """Ceiling of the doubling backoff, seconds."""
-    stable_after_s: float = 60.0
-    """Seconds of health after re-admission that reset the backoff to ``base_backoff_s``."""
+from infctl.config.router import HealthPolicy as HealthPolicy  # the router file's health section
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, post_json
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 
 def mirror(

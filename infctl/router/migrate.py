@@ -33,7 +33,7 @@ from infctl.router.upstream import MAX_KEPT_BYTES, RelayResult, UpstreamFailed
 from infctl.tokenization import TokenizerError
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from infctl.router.resume import Rewriter
 from infctl.router.upstream import RelayResult, UpstreamFailed, cut, read_events, send
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 _HIGH_WATER = 256 * 1024
 """Client-side send buffer (bytes) above which a continuation waits for the client to catch up."""

@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from infctl.config.router import router_default
 from infctl.errors import ConfigError
 from infctl.router.admission import priority, saturated
-from infctl.router.config import RouterConfig
 from infctl.router.settings import PolicySettings
 from infctl.router.snapshot import Snapshot
 
@@ -28,12 +28,12 @@ T = TypeVar("T")
 class AdmissionSettings:
     """The router's admission settings (``infctl router`` flags of the same names)."""
 
-    queue: int = RouterConfig.admission_queue
-    """Requests held while every backend is saturated (the live router's default, 1024)."""
-    deadline_s: float = RouterConfig.admission_deadline_s
-    """Longest a request waits for capacity before a 429, seconds (live default 30)."""
-    short_prompt_tokens: int = RouterConfig.short_prompt_tokens
-    """Prompts up to this many tokens are released first (tokens; live default 2048)."""
+    queue: int = router_default("admission_queue")
+    """Requests held while every backend is saturated (default: the live router's)."""
+    deadline_s: float = router_default("admission_deadline_s")
+    """Longest a request waits for capacity before a 429, seconds (default: the live router's)."""
+    short_prompt_tokens: int = router_default("short_prompt_tokens")
+    """Prompts up to this many tokens are released first (tokens; default: the live router's)."""
 
     def __post_init__(self) -> None:
         if self.queue < 1:

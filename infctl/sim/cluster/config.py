@@ -26,13 +26,14 @@ from infctl.autoscaler.threshold import ThresholdConfig
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.slo import SLO
 from infctl.bench.workloads import RandomSpec, WorkloadSpec
+from infctl.config.router import router_default
 from infctl.errors import ConfigError
 from infctl.sim.cluster.admission import AdmissionSettings
 from infctl.sim.cluster.pd import PDLayout
 from infctl.sim.profiles import LLAMA3_8B_H100, SimProfile
 
-SCRAPE_INTERVAL_S = 0.1
-"""The live router's default scrape interval, seconds (``RouterConfig.scrape_interval_s``)."""
+SCRAPE_INTERVAL_S: float = router_default("scrape_interval_s")
+"""The live router's default scrape interval, seconds."""
 VARIANT_STEP = 0.07
 """Each variant moves the scrape interval by this share of the default, alternately shorter and longer."""
 VARIANTS = 13

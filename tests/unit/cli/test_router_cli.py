@@ -6,10 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from infctl.cli import router as router_cli
+from infctl.cli.flags import field_help
 from infctl.cli.main import _register, app
+from infctl.config.router import HealthPolicy, RouterOptions
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +81,34 @@ def test_no_token_on_a_public_address_is_refused_with_the_fix_unless_insecure_ad
     with_token = runner.invoke(app, args, env={"INFCTL_ROUTER_ADMIN_TOKEN": "s3cret"})
     assert with_token.exit_code == 0
     assert [c["cfg"].insecure_admin for c in started] == [True, True, False]
+
+
+def test_with_no_file_the_daemon_runs_on_the_settings_models_defaults(
+    runner: CliRunner, started: list[dict[str, Any]]
+) -> None:
+    result = runner.invoke(app, ["router", "--backend", "http://127.0.0.1:9"])
+    assert result.exit_code == 0, result.output
+    (call,) = started
+    assert {k: getattr(call["cfg"], k) for k in RouterOptions.model_fields} == dict(RouterOptions())
+    assert call["server"] == RouterOptions().server
+
+
+def test_each_settings_flag_is_helped_by_its_fields_doc() -> None:
+    """--help says what the settings model says (meaning and default), not a copy written by hand."""
+    holder = typer.Typer()
+    router_cli.register(holder)
+    helps = {p.opts[-1]: getattr(p, "help", None) for p in typer.main.get_command(holder).params}
+    for flag, name in [
+        ("--host", "host"),
+        ("--port", "port"),
+        ("--policy", "policy"),
+        ("--scrape-interval", "scrape_interval_s"),
+        ("--admission-queue", "admission_queue"),
+        ("--max-body-bytes", "max_body_bytes"),
+        ("--server", "server"),
+    ]:
+        assert helps[flag] == field_help(RouterOptions, name), flag
+    assert helps["--failures-to-eject"] == field_help(
+        HealthPolicy, "failures_to_eject", key="health.failures_to_eject"
+    )
+    assert "Default 1024." in helps["--admission-queue"] and "'lean'" in helps["--server"]

@@ -1,15 +1,20 @@
-from dataclasses import fields
+import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from infctl.config import BackendEntry, RouterFile, load_router
+from infctl.config.router import RouterOptions
 from infctl.errors import ConfigError
 from infctl.router.config import RouterConfig, from_file
 from infctl.router.discovery import DiscoverySettings
 from infctl.router.health import HealthPolicy
 from infctl.router.kv_events import KVSource
+from infctl.router.policies import PRESETS, PDSettings
+from infctl.router.pool import BackendPool
 from infctl.router.server import build_state
+from infctl.sim.cluster.admission import AdmissionSettings
 
 ROUTER_YAML = """\
 port: 9000
@@ -116,7 +121,7 @@ def test_every_runtime_setting_is_settable_in_the_file(tmp_path: Path) -> None:
         failures_to_eject=2, base_backoff_s=0.5, max_backoff_s=8.0, stable_after_s=20.0
     )
     assert cfg.discovery == DiscoverySettings(
-        "ns", "app=e", 8000, "vllm", watch_timeout_s=60, retry_max_s=5.0
+        namespace="ns", selector="app=e", port=8000, engine="vllm", watch_timeout_s=60, retry_max_s=5.0
     )
 
 
@@ -161,11 +166,76 @@ def test_bad_router_file_names_line_and_key(tmp_path: Path) -> None:
     assert f"{path}:3: backends[0].role" in err.value.message
 
 
-def test_a_minimal_file_keeps_every_daemon_default() -> None:
-    """RouterFile validates the YAML, RouterConfig is what serve runs on; a key left out of the file must
-    give the daemon's own default, so the two declarations cannot drift apart."""
+def test_each_router_setting_is_declared_once() -> None:
+    """RouterOptions declares every setting the file and the daemon share, default and doc; neither model
+    declares one again (a second declaration would be a second default, free to drift)."""
+    options = set(RouterOptions.model_fields)
+    assert len(options) >= 25
+    for model in (RouterFile, RouterConfig):
+        assert issubclass(model, RouterOptions)
+        assert not options & set(vars(model).get("__annotations__", {})), model.__name__
+    assert set(RouterFile.model_fields) & set(RouterConfig.model_fields) == options | {
+        "backends",
+        "discovery",
+    }
+
+
+def test_a_minimal_file_keeps_every_default() -> None:
     cfg = from_file(RouterFile(backends=[BackendEntry(url="http://e:8000")]))
-    shared = {f.name for f in fields(RouterConfig)} & set(RouterFile.model_fields) - {"backends", "discovery"}
-    assert len(shared) >= 15
-    daemon = RouterConfig(backends=())
-    assert {k: getattr(cfg, k) for k in shared} == {k: getattr(daemon, k) for k in shared}
+    defaults = RouterOptions()
+    assert {k: getattr(cfg, k) for k in RouterOptions.model_fields} == dict(defaults)
+    assert dict(RouterConfig(backends=())) == {**dict(defaults), **dict(RouterConfig(backends=()))}
+
+
+def _stated_default(doc: str) -> str | None:
+    """What a field doc says the default is (``Default 8 MiB.`` -> ``8 MiB``); None when it names none
+    or names it in words (``Default: the file's engine``)."""
+    found = re.search(r"\bDefault:? (.+?)(?: \(|: |\.$|\. |$)", " ".join(doc.split()))
+    if found is None or found.group(1).startswith(("the ", "None")):
+        return None
+    return found.group(1)
+
+
+def _as_value(text: str) -> object:
+    if text in ("true", "false"):
+        return text == "true"
+    number = re.fullmatch(r"(\d+(?:,\d{3})*(?:\.\d+)?)( MiB)?", text)
+    if number is None:
+        return text
+    value = float(number.group(1).replace(",", ""))
+    return value * 1024 * 1024 if number.group(2) else value
+
+
+@pytest.mark.parametrize("model", [RouterOptions, HealthPolicy, DiscoverySettings, BackendEntry])
+def test_every_default_a_doc_states_is_the_default(model: type[BaseModel]) -> None:
+    """The field docs are what ``infctl router --help`` prints: a default they state is the one in force."""
+    stated = 0
+    for name, info in model.model_fields.items():
+        said = _stated_default(info.description or "")
+        if said is None:
+            continue
+        stated += 1
+        default = info.get_default(call_default_factory=True)
+        assert _as_value(said) == default, (
+            f"{model.__name__}.{name}: the doc says {said!r}, the code {default!r}"
+        )
+    if model is RouterOptions:  # every setting but the health section (whose fields say theirs)
+        assert stated == len(model.model_fields) - 1
+
+
+def test_the_copies_the_decision_code_keeps_agree_with_the_router_settings() -> None:
+    """The pure layers keep their own defaults (the simulator and the tests build them without a router):
+    the PD pairing (``policies.pd``) and the pool's health policy must start where the router does."""
+    d = RouterOptions()
+    assert PDSettings() == PDSettings(
+        mode=d.pd_mode, min_uncached_tokens=d.pd_min_uncached_tokens, cross_group_cost=d.pd_cross_group_cost
+    )
+    assert BackendPool(()).health_policy == d.health
+    assert AdmissionSettings() == AdmissionSettings(
+        d.admission_queue, d.admission_deadline_s, d.short_prompt_tokens
+    )
+
+
+def test_the_policy_doc_names_every_preset() -> None:
+    doc = RouterOptions.model_fields["policy"].description or ""
+    assert all(name in doc for name in PRESETS), sorted(n for n in PRESETS if n not in doc)
