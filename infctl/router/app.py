@@ -2,8 +2,9 @@
 and the small read-only endpoints: ``/v1/models`` (the union of the backends', asked live), ``/health``,
 ``/ready`` and ``/metrics``; wrong methods and unknown paths answer in the OpenAI error shape.
 
-The lean front (``infctl.router.front``) serves the generation POSTs itself and hands every other request
-to this application on the same connection; with the aiohttp front it serves everything.
+The lean front (``infctl.router.front``) serves the generation POSTs itself and splices every other
+request's connection to this application, listening on a private Unix socket (``infctl.router.splice``);
+with the aiohttp front it serves everything.
 """
 
 from __future__ import annotations
