@@ -40,7 +40,9 @@ class Splicer:
     async def serve(cls, runner: web.BaseRunner) -> Splicer:
         """Start ``runner``'s application on a Unix socket in a new directory only this user can enter
         (``tempfile.mkdtemp``: mode 0700), and splice to it. :meth:`remove` deletes the directory."""
-        directory = tempfile.mkdtemp(prefix="infctl-router-")
+        # A Unix socket's path holds at most 107 bytes: a long TMPDIR falls back to /tmp.
+        base = None if len(tempfile.gettempdir()) <= 64 else "/tmp"
+        directory = tempfile.mkdtemp(prefix="infctl-router-", dir=base)
         path = os.path.join(directory, "aiohttp.sock")
         await web.UnixSite(runner, path).start()
         return cls(path)

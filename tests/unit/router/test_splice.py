@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -125,3 +126,19 @@ async def test_the_socket_lives_in_a_private_directory_removed_at_the_end(
     assert stat.S_ISSOCK(os.stat(splicer.path).st_mode)
     splicer.remove()
     assert not os.path.exists(directory)
+
+
+async def test_a_tmpdir_too_long_for_a_unix_socket_falls_back_to_tmp(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_dir = tmp_path / ("d" * 100)
+    long_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_dir))
+    runner = web.AppRunner(web.Application())
+    await runner.setup()
+    splicer = await Splicer.serve(runner)
+    try:
+        assert splicer.path.startswith("/tmp/infctl-router-") and os.path.exists(splicer.path)
+    finally:
+        await runner.cleanup()
+        splicer.remove()
