@@ -57,4 +57,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from saved import save_if_asked  # benchmarks/saved.py
+
+    save_if_asked()  # --save PATH: this run's output, command, date and commit as a result record
     main()
