@@ -26,6 +26,7 @@ from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.signals import Buckets, demand_between, read_router, router_backends, scrape_replicas
 from infctl.autoscaler.snapshot import Decision, Demand, ReplicaSignals, ScalerState, ScalingSnapshot
 from infctl.config.router import ADMIN_TOKEN_ENV
+from infctl.config.settings import ScalingOptions
 from infctl.engines import DEFAULT_ENGINE, get_adapter
 from infctl.errors import InfctlError
 from infctl.telemetry import make_client
@@ -42,9 +43,9 @@ class AutoscalerConfig:
     policy: PolicyConfig
     engine: str = DEFAULT_ENGINE
     """Engine adapter for scraping replicas (metric names)."""
-    interval_s: float = 15.0
-    """Seconds between decisions."""
-    dry_run: bool = False
+    interval_s: float = ScalingOptions.model_fields["interval_s"].default
+    """Seconds between decisions (default: the file's ``interval_s``)."""
+    dry_run: bool = ScalingOptions.model_fields["dry_run"].default
     """Log and export recommendations; never scale."""
     router_url: str | None = None
     """The router whose queue and TTFT count; None: the one the actuator reports, if any."""

@@ -10,7 +10,11 @@ import math
 from dataclasses import dataclass, field, replace
 
 from infctl.autoscaler.schedule import ScheduleWindow
+from infctl.config.settings import ScalingOptions
 from infctl.errors import ConfigError
+
+_FILE = ScalingOptions()
+"""The thresholds' defaults, declared once with the file models (``infctl.config.settings``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +105,13 @@ class PolicyConfig:
     """How the policy turns signals into unit counts."""
 
     units: tuple[UnitConfig, ...]
-    queue_up: float = 8.0
-    """Scale up above this many waiting requests per ready replica."""
-    queue_down: float = 1.0
+    queue_up: float = _FILE.queue_per_replica.up
+    """Scale up above this many waiting requests per ready replica (the file's ``queue_per_replica.up``)."""
+    queue_down: float = _FILE.queue_per_replica.down
     """Scale down only below this many (and below ``kv_down``)."""
-    kv_up: float = 0.85
-    """Scale up above this mean KV-cache usage, 0..1."""
-    kv_down: float = 0.4
+    kv_up: float = _FILE.kv_usage.up
+    """Scale up above this mean KV-cache usage, 0..1 (the file's ``kv_usage.up``)."""
+    kv_down: float = _FILE.kv_usage.down
     """Scale down only below this mean KV-cache usage."""
     ttft_slo_s: float | None = None
     """Scale the entry role up while the router's TTFT p99 exceeds this; None ignores TTFT."""

@@ -52,8 +52,8 @@ class Options:
     ratio: str | None = None
     policy: dict[str, Any] = field(default_factory=dict)
     """Further PolicyConfig fields (ttft_slo_s, windows, cooldowns, steps) given on the command line."""
-    host: str = "127.0.0.1"
-    port: int | None = 9464
+    host: str = AutoscalerConfig.host
+    port: int | None = AutoscalerConfig.port
     kube: dict[str, Any] = field(default_factory=dict)
     """kubeconfig, context, namespace (the global options)."""
 
@@ -82,21 +82,21 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         kf = parse_kube_file(data, str(opts.file))
         from infctl.kube import ClientSettings, connect
 
-        namespace = opts.kube.get("namespace") or kf.namespace
+        namespace = opts.kube.get("namespace") or kf.file.namespace
         client = connect(ClientSettings(**{**opts.kube, "namespace": namespace}))
         cfg = _config(
             opts,
             kf.policy(**extra),
-            kf.engine,
-            kf.interval_s,
-            kf.dry_run,
-            prometheus=opts.prometheus or kf.prometheus,
+            kf.file.engine,
+            kf.file.interval_s,
+            kf.file.dry_run,
+            prometheus=opts.prometheus or kf.file.prometheus,
         )
         # A scale-in drains the pods it removes first (annotated for every router, engines polled idle).
         drainer = KubeDrainer(
-            KubePodAPI(client, namespace), _client(), get_adapter(kf.engine), kf.drain_timeout_s
+            KubePodAPI(client, namespace), _client(), get_adapter(kf.file.engine), kf.file.drain_timeout_s
         )
-        router = opts.router or kf.router_url
+        router = opts.router or kf.file.router_url
         return cfg, KubeActuator(kf.targets, KubeScaleAPI(client), router, drainer)
     profile = load_deployment(opts.file, opts.overrides)
     if profile.target != "local" and opts.local is None:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from infctl.autoscaler.daemon import run
+from infctl.autoscaler.daemon import AutoscalerConfig, run
+from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.setup import Options, build
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
 from infctl.cli.context import global_options
-from infctl.cli.flags import DryRunMode, DryRunOption, duration_option
+from infctl.cli.flags import DryRunMode, DryRunOption, duration_option, field_help
 from infctl.cli.output import console, err_console, errors_as_exit
 from infctl.cli.status import RunDirOption
+from infctl.config.settings import ScalingOptions
 
 EXAMPLES = """
 Examples:
@@ -34,6 +37,14 @@ Metrics (infctl_autoscaler_*) and /health are served on --host:--port.
 """
 
 
+_POLICY_DEFAULTS = {f.name: f.default for f in fields(PolicyConfig)}
+
+
+def _default(name: str) -> str:
+    """``Default 300s.``: a policy setting's default, read from ``PolicyConfig`` (declared there once)."""
+    return f"Default {_POLICY_DEFAULTS[name]:g}{'s' if name.endswith('_s') else ''}."
+
+
 def autoscaler(
     ctx: typer.Context,
     file: Annotated[
@@ -45,7 +56,9 @@ def autoscaler(
     ] = None,
     router: Annotated[str | None, typer.Option("--router", help="Router URL (queue depth, TTFT).")] = None,
     dry_run: DryRunOption = DryRunMode.none,
-    interval: Annotated[float | None, duration_option("--interval", help="Between decisions (15s).")] = None,
+    interval: Annotated[
+        float | None, duration_option("--interval", help=field_help(ScalingOptions, "interval_s"))
+    ] = None,
     schedule: Annotated[
         list[str] | None,
         typer.Option(
@@ -60,20 +73,29 @@ def autoscaler(
         float | None, duration_option("--ttft-slo", help="Scale up while TTFT p99 exceeds this (2s).")
     ] = None,
     up_window: Annotated[
-        float | None, duration_option("--up-window", help="High this long before up. 0.")
+        float | None,
+        duration_option("--up-window", help=f"High this long before up. {_default('up_window_s')}"),
     ] = None,
     down_window: Annotated[
-        float | None, duration_option("--down-window", help="Low this long before down. 5m.")
+        float | None,
+        duration_option("--down-window", help=f"Low this long before down. {_default('down_window_s')}"),
     ] = None,
     up_cooldown: Annotated[
-        float | None, duration_option("--up-cooldown", help="Wait after a change before up. 30s.")
+        float | None,
+        duration_option("--up-cooldown", help=f"Wait after a change before up. {_default('up_cooldown_s')}"),
     ] = None,
     down_cooldown: Annotated[
-        float | None, duration_option("--down-cooldown", help="Wait after a change before down. 2m.")
+        float | None,
+        duration_option(
+            "--down-cooldown", help=f"Wait after a change before down. {_default('down_cooldown_s')}"
+        ),
     ] = None,
-    max_step_up: Annotated[int | None, typer.Option("--max-step-up", help="Units added at once. 4.")] = None,
+    max_step_up: Annotated[
+        int | None, typer.Option("--max-step-up", help=f"Units added at once. {_default('max_step_up')}")
+    ] = None,
     max_step_down: Annotated[
-        int | None, typer.Option("--max-step-down", help="Units removed at once. 1.")
+        int | None,
+        typer.Option("--max-step-down", help=f"Units removed at once. {_default('max_step_down')}"),
     ] = None,
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read engine signals here.")] = None,
     selector: Annotated[
@@ -93,8 +115,10 @@ def autoscaler(
         float,
         typer.Option("--time-scale", help="Wall seconds per policy second (simulated engines run faster)."),
     ] = 1.0,
-    host: Annotated[str, typer.Option("--host", help="Metrics listen address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Metrics port (/metrics, /health).")] = 9464,
+    host: Annotated[str, typer.Option("--host", help="Metrics listen address.")] = AutoscalerConfig.host,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Metrics port (/metrics, /health).")
+    ] = AutoscalerConfig.port,
     layout: Annotated[str | None, typer.Option("--layout", hidden=True)] = None,
 ) -> None:
     """Watch the engines and the router, decide how many replicas each role (or group) needs, and scale.

@@ -63,7 +63,23 @@ class UsageThresholds(Thresholds):
     down: float = Field(ge=0, le=1)
 
 
-class AutoscalerSettings(ProfileModel):
+class ScalingOptions(ProfileModel):
+    """What the autoscaler decides on, wherever it is configured: the one declaration of each default and
+    its doc. A deployment profile's ``autoscaler`` section (:class:`AutoscalerSettings`) and the file
+    ``infctl render`` writes for the daemon (``infctl.config.autoscaler.AutoscalerFile``) derive from it, and
+    the decision code's defaults (``PolicyConfig``, ``AutoscalerConfig``) are read from it."""
+
+    queue_per_replica: Thresholds = Thresholds(up=8, down=1)
+    """Waiting requests per replica. Default up 8, down 1."""
+    kv_usage: UsageThresholds = UsageThresholds(up=0.85, down=0.4)
+    """KV-cache usage, 0..1. Default up 0.85, down 0.4."""
+    interval_s: float = Field(default=15.0, gt=0)
+    """Seconds between decisions. Default 15."""
+    dry_run: bool = False
+    """Log decisions without scaling. Default false."""
+
+
+class AutoscalerSettings(ScalingOptions):
     """The autoscaler: bounds per role and the signals that move a role between them."""
 
     enabled: bool = False
@@ -74,14 +90,6 @@ class AutoscalerSettings(ProfileModel):
     """Bounds for decode replicas (group and pool modes; per group in group mode). None: fixed."""
     both: ScaleBounds | None = None
     """Bounds for aggregated replicas (aggregated mode). None: fixed."""
-    queue_per_replica: Thresholds = Thresholds(up=8, down=1)
-    """Waiting requests per replica. Default up 8, down 1."""
-    kv_usage: UsageThresholds = UsageThresholds(up=0.85, down=0.4)
-    """KV-cache usage, 0..1. Default up 0.85, down 0.4."""
-    interval_s: float = Field(default=15.0, gt=0)
-    """Seconds between decisions. Default 15."""
-    dry_run: bool = False
-    """Log decisions without scaling. Default false."""
 
 
 class LocalSettings(ProfileModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from infctl.config import DeploymentProfile, RouterFile
+from infctl.config.autoscaler import AutoscalerFile
 from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
@@ -61,7 +62,7 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
             target["pool"] = w.length_pool  # only this pool's engines count toward its load
         targets.append(target)
     router = f"http://{profile.name}-router.{namespace}.svc:{profile.router.port}"
-    return {
+    data = {
         "release": profile.name,
         "namespace": namespace,
         "engine": profile.model.engine,
@@ -75,3 +76,6 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
         # A scale-in waits this long for the requests of the pods it removes (infctl.autoscaler.kube_drain).
         "drain_timeout_s": profile.drain.timeout_s,
     }
+    if targets:  # a release with nothing to autoscale renders no autoscaler
+        AutoscalerFile.model_validate(data)  # what the daemon will read, checked by its own model
+    return data

@@ -83,7 +83,7 @@ async def run_daemon(client: KubeClient, work: float, ticks: int, budget: int | 
     }
     kf = parse_kube_file(data, "autoscaler.yaml")
     cfg = AutoscalerConfig(policy=kf.policy(ttft_slo_s=2.0), interval_s=0.01, port=None)
-    actuator = KubeActuator(kf.targets, KubeScaleAPI(client), kf.router_url)
+    actuator = KubeActuator(kf.targets, KubeScaleAPI(client), kf.file.router_url)
     stop, seen = asyncio.Event(), []
 
     def on_decision(decision: Decision, snap: ScalingSnapshot) -> None:

@@ -98,12 +98,12 @@ def test_the_rendered_kubernetes_file_loads() -> None:
     ]
     policy = kf.policy(ratio=(0.25, 1.0))
     assert [(u.min, u.max, u.roles) for u in policy.units] == [(1, 4, ("prefill",)), (2, 8, ("decode",))]
-    assert (kf.router_url, kf.dry_run, policy.queue_up) == (
+    assert (kf.file.router_url, kf.file.dry_run, policy.queue_up) == (
         "http://kimi-k2-router.inference.svc:8000",
         True,
         8,
     )
-    with pytest.raises(ConfigError, match=r"targets\[0\]: expected kind, name, role, min and max"):
+    with pytest.raises(ConfigError, match=r"a.yaml: targets\[0\].name: Field required"):
         parse_kube_file({"targets": [{"kind": "Deployment"}]}, "a.yaml")
 
 
