@@ -34,8 +34,10 @@ from infctl.tokenization.band import RatioBand
 ESTIMATE = EstimateTokenizer()
 
 
-def error_response(status: int, message: str, *, kind: str = "BadRequestError") -> web.Response:
-    """An error in the OpenAI shape vLLM uses, so clients handle router and engine errors alike."""
+def error_response(status: int, message: str, *, kind: str | None = None) -> web.Response:
+    """An error in the OpenAI shape vLLM uses, so clients handle router and engine errors alike. ``kind``
+    defaults by status: ``ServiceUnavailableError`` for 503, else ``BadRequestError``."""
+    kind = kind or ("ServiceUnavailableError" if status == 503 else "BadRequestError")
     body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return web.json_response(body, status=status)
 
@@ -109,8 +111,8 @@ def request_info(
     }
     try:
         ids = _prompt_ids(body, chat, tokenizer, count_only=not hashes)
-    except TokenizerError as exc:
-        raise BadRequest(exc.message) from None
+    except TokenizerError as exc:  # the prompt's fault (400), or no engine to count it (503)
+        raise BadRequest(exc.message, getattr(exc, "status", 400)) from None
     if isinstance(ids, int):
         return RequestInfo(request_id, prompt_tokens=ids, **common)
     if not hashes:
