@@ -8,6 +8,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, raise_problems
+from infctl.config.router import RouterOptions
+
+_ROUTER = RouterOptions.model_fields
+"""The router's own settings: where the defaults this section shares with them are declared."""
 
 
 class RouterSettings(ProfileModel):
@@ -15,9 +19,9 @@ class RouterSettings(ProfileModel):
 
     enabled: bool = True
     """Run the router; when false, clients talk to the engines directly. Default true."""
-    policy: Annotated[str, AfterValidator(check_name)] = "cache_aware"
+    policy: Annotated[str, AfterValidator(check_name)] = _ROUTER["policy"].default
     """Routing policy preset, e.g. ``cache_aware`` or ``round_robin``. Default cache_aware."""
-    port: Port = 8000
+    port: Port = _ROUTER["port"].default
     """Port the router listens on (the OpenAI endpoint clients use). Default 8000."""
     replicas: Count = 2
     """Router instances (Kubernetes target). Default 2: one restarting (a rollout, a node drain) leaves the

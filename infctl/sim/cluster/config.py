@@ -94,8 +94,9 @@ class SimConfig:
     """Engines at the start (and the whole fleet without autoscaling)."""
     profile: SimProfile = LLAMA3_8B_H100
     """Step-time model and KV/scheduler limits of every engine (``infctl.sim.profiles``)."""
-    policy: str | Mapping[str, Any] = "cache_aware"
-    """Routing policy: a preset name or a policy config dict (``infctl.router.policies.build_policy``)."""
+    policy: str | Mapping[str, Any] = router_default("policy")
+    """Routing policy: a preset name or a policy config dict (``infctl.router.policies.build_policy``);
+    default the live router's."""
     autoscale: AutoscaleSettings | None = None
     """None: a static fleet of ``engines``."""
     scrape_interval_s: float = SCRAPE_INTERVAL_S

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from infctl.config import BackendEntry, RouterFile, load_router
 from infctl.config.router import RouterOptions
+from infctl.config.settings import RouterSettings
 from infctl.errors import ConfigError
 from infctl.router.config import RouterConfig, from_file
 from infctl.router.discovery import DiscoverySettings
@@ -206,7 +207,9 @@ def _as_value(text: str) -> object:
     return value * 1024 * 1024 if number.group(2) else value
 
 
-@pytest.mark.parametrize("model", [RouterOptions, HealthPolicy, DiscoverySettings, BackendEntry])
+@pytest.mark.parametrize(
+    "model", [RouterOptions, HealthPolicy, DiscoverySettings, BackendEntry, RouterSettings]
+)
 def test_every_default_a_doc_states_is_the_default(model: type[BaseModel]) -> None:
     """The field docs are what ``infctl router --help`` prints: a default they state is the one in force."""
     stated = 0
@@ -231,6 +234,8 @@ def test_the_copies_the_decision_code_keeps_agree_with_the_router_settings() -> 
         mode=d.pd_mode, min_uncached_tokens=d.pd_min_uncached_tokens, cross_group_cost=d.pd_cross_group_cost
     )
     assert BackendPool(()).health_policy == d.health
+    deployed = RouterSettings()  # a deployment profile's router section
+    assert (deployed.policy, deployed.port) == (d.policy, d.port)
     assert AdmissionSettings() == AdmissionSettings(
         d.admission_queue, d.admission_deadline_s, d.short_prompt_tokens
     )
