@@ -1,0 +1,73 @@
+"""``docs/settings.md``, written from the daemons' settings models: every key of ``router.yaml`` and
+``autoscaler.yaml`` with its default and its field doc, so the page says what the code does.
+
+Regenerate after changing a field: ``python -m infctl.config.reference > docs/settings.md`` (a test fails
+while the page differs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from infctl.config.autoscaler import AutoscalerFile, ScaleTarget
+from infctl.config.router import BackendEntry, DiscoverySettings, HealthPolicy, RouterFile
+
+PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
+    (
+        "router.yaml",
+        "`infctl router -f router.yaml`; each flag of `infctl router` overrides the key of the same name.",
+        (
+            ("", RouterFile),
+            ("backends[]", BackendEntry),
+            ("health", HealthPolicy),
+            ("discovery", DiscoverySettings),
+        ),
+    ),
+    (
+        "autoscaler.yaml",
+        "`infctl autoscaler -f autoscaler.yaml`, the file `infctl render` puts in the autoscaler's ConfigMap "
+        "(a deployment profile's `autoscaler` section shares its thresholds, `interval_s` and `dry_run`).",
+        (("", AutoscalerFile), ("targets[]", ScaleTarget)),
+    ),
+)
+
+
+def _default(model: type[BaseModel], name: str) -> str:
+    info = model.model_fields[name]
+    if info.default is PydanticUndefined and info.default_factory is None:
+        return "required"
+    value: Any = info.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return "its keys' (below)" if info.default_factory is not None else f"`{value.model_dump()}`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return "—" if value is None or value in ([], {}) else f"`{value}`"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
+
+
+def page() -> str:
+    """The whole page, Markdown."""
+    out = [
+        "# Daemon settings",
+        "",
+        "Written by `python -m infctl.config.reference` from the settings models' field docs; do not edit.",
+    ]
+    for title, intro, sections in PAGES:
+        out += ["", f"## {title}", "", intro]
+        for prefix, model in sections:
+            out += ["", f"### {prefix or 'top level'}", "", "| key | default | meaning |", "|---|---|---|"]
+            for name, info in model.model_fields.items():
+                key = f"{prefix}.{name}" if prefix and not prefix.endswith("[]") else f"{prefix}{name}"
+                if prefix.endswith("[]"):
+                    key = f"{prefix[:-2]}[].{name}"
+                out.append(f"| `{key}` | {_default(model, name)} | {_cell(info.description or '')} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(page(), end="")
