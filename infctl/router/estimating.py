@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from infctl.router.core import RouterCore
@@ -30,9 +30,13 @@ must not compete with serving. At 40 req/s of 2,000-token prompts a ~3 ms tokeni
 
 
 class Estimating:
-    def __init__(self, tokenizer: Tokenizer, metrics: RouterMetrics) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, metrics: RouterMetrics, *, clock: Callable[[], float] | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.metrics = metrics
+        self._clock = clock
+        """Seconds, for the CPU budget's refill (default: the event loop's clock)."""
         self.band = RatioBand()
         self.pending = 0
         self._credit = CPU_SHARE  # CPU seconds the counts may spend now
@@ -61,7 +65,7 @@ class Estimating:
         if not info.estimated:
             self.metrics.exact_counts["routing"] += 1
             return
-        now = loop.time()
+        now = self._clock() if self._clock else loop.time()
         if self._as_of is not None:
             self._credit = min(CPU_SHARE, self._credit + CPU_SHARE * (now - self._as_of))
         self._as_of = now

@@ -122,7 +122,8 @@ class Slow(Tokenizer):
 
 async def test_the_counts_after_keep_to_their_cpu_share() -> None:
     metrics = RouterMetrics()
-    est = Estimating(Slow(2 * CPU_SHARE), metrics)
+    now = [0.0]
+    est = Estimating(Slow(2 * CPU_SHARE), metrics, clock=lambda: now[0])  # refills only when told
     loop = asyncio.get_running_loop()
     body = {"model": "m", "prompt": "x" * 4000}
     info = await read(body, est.tokenizer, est.plan(RouterCore(build_policy("cache_aware")), None))
@@ -132,3 +133,6 @@ async def test_the_counts_after_keep_to_their_cpu_share() -> None:
         await asyncio.sleep(0.01)
     est.count_later(loop, body, False, info)  # the first spent twice the share: nothing left for this one
     assert (metrics.exact_counts["background"], metrics.exact_counts["skipped"]) == (1, 1)
+    now[0] = 1.5  # 0.15 s of CPU earned back: the debt of 0.1 s is paid and there is credit again
+    est.count_later(loop, body, False, info)
+    assert est.pending == 1
