@@ -13,7 +13,10 @@ Per unit, with ``n`` ready units (pending ones are never capacity):
   scales up at once (pending replicas counted: they serve by then) to what the demand forecast one start-up
   ahead needs, and goes straight to what a spike needs in panic mode. It scales down only when both agree:
   the signals have been low for ``down_window_s`` and the demand of that window needs fewer units (never
-  below the most it needed).
+  below the most it needed). Once the forecast is warm, a TTFT p99 over the SLO while the queue is under
+  ``queue_down`` is not a scale-up signal (nobody waited: a long prompt's own prefill, which more replicas
+  do not shorten); the forecast's SLO term answers it by raising the headroom, and it still blocks
+  scale-down.
 - then schedule floors, ``min``/``max``, the prefill:decode ratio band and the GPU budget (the planner's
   :func:`~infctl.autoscaler.planner.fit_budget`), in that order.
 """
@@ -88,10 +91,15 @@ def _propose(
 ) -> _Proposal:
     n, base, now = status.ready, status.desired, snap.now
     load = unit_load(snap, unit, n, config)
+    ahead = outlook(snap, unit, n, config, memory.forecast)
     slo, ttft = config.ttft_slo_s, snap.ttft_p99_s
     ttft_high, ttft_ok = False, True
     if slo is not None and ttft is not None and config.entry_role in unit.roles:
         ttft_high, ttft_ok = ttft > slo, ttft <= config.ttft_down * slo
+        if ahead is not None and ahead[0].warm and load.queue_per_replica(n) < config.queue_down:
+            # Nobody waits: the miss is a long prompt's own prefill, which more replicas do not shorten.
+            # The forecast's SLO term raises the headroom for it instead; the miss still blocks scale-down.
+            ttft_high = False
     needed = load.needed(config) if load.known else base
     high = ttft_high or (load.known and n > 0 and n < needed)
     low = load.known and n > 0 and not high and ttft_ok and load.is_low(n, config)
@@ -144,7 +152,6 @@ def _propose(
             reason = f"{why} for {held:.0f}s"
     elif not ttft_ok and load.known and n > 0 and load.is_low(n, config):
         reason = f"queue and KV are low, but TTFT p99 {ttft:.2f}s is over {config.ttft_down:g} x the SLO"
-    ahead = outlook(snap, unit, n, config, memory.forecast)
     extra: tuple[tuple[str, float], ...] = ()
     if ahead is not None:
         view, fstate = ahead

@@ -145,6 +145,33 @@ def test_the_slo_term_adds_headroom_on_misses_and_returns_it_near_the_plan() -> 
     assert dict(w.last.recommendations[0].inputs)["forecast_headroom"] < missed if w.last else False
 
 
+def test_a_ttft_miss_with_nobody_waiting_raises_the_headroom_not_the_count() -> None:
+    w = World(policy(), replicas=3)
+    for _ in range(5):
+        w.tick(CAP * 1.5, ttft=0.1)
+    assert w.last is not None
+    before = dict(w.last.recommendations[0].inputs)["forecast_headroom"]
+    # A long prompt's own prefill misses the SLO with empty queues: more replicas would not shorten it.
+    counts = [w.tick(CAP * 1.5, ttft=5.0, queue=0.0) for _ in range(3)]
+    assert counts == [3, 3, 3] and not any(r.startswith("TTFT") for r in w.reasons)
+    assert dict(w.last.recommendations[0].inputs)["forecast_headroom"] > before  # the SLO term answers it
+    # Misses while requests wait are a shortage: the reactive TTFT rule scales up as before.
+    assert w.tick(CAP * 1.5, ttft=5.0, queue=2.0) > 3 and w.reasons[-1].startswith("TTFT p99 5.00s")
+
+
+def test_a_ttft_miss_with_nobody_waiting_still_blocks_scale_down() -> None:
+    w = World(policy(down_window_s=30.0, down_cooldown_s=0.0), replicas=6)
+    for _ in range(5):
+        w.tick(CAP * 0.5, ttft=0.1, queue=1.5)  # neither low nor high: no scale-down while warming up
+    assert [w.tick(CAP * 0.5, ttft=1.5) for _ in range(6)] == [6] * 6  # over ttft_down x the SLO
+    assert min(w.tick(CAP * 0.5, ttft=0.1) for _ in range(6)) < 6
+
+
+def test_without_a_forecast_a_ttft_miss_alone_still_scales_up() -> None:
+    w = World(replace(policy(), forecast=None), replicas=3)
+    assert w.tick(CAP * 1.5, ttft=5.0, queue=0.0) > 3 and w.reasons[-1].startswith("TTFT p99 5.00s")
+
+
 def test_no_demand_reading_leaves_the_reactive_policy() -> None:
     w = World(policy(), replicas=2)
     assert [w.tick(None, queue=0.5) for _ in range(3)] == [2, 2, 2]
