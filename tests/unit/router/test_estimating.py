@@ -136,3 +136,6 @@ async def test_the_counts_after_keep_to_their_cpu_share() -> None:
     now[0] = 1.5  # 0.15 s of CPU earned back: the debt of 0.1 s is paid and there is credit again
     est.count_later(loop, body, False, info)
     assert est.pending == 1
+    while est.pending:
+        await asyncio.sleep(0.01)
+    assert metrics.exact_counts["background"] == 2
