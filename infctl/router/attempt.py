@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from infctl.router.client import ClientRequest
 from infctl.router.legs import pd_payload
 from infctl.router.pd_legs import Leg, PrefillRejected, beside
 from infctl.router.ranks import rank_pin
-from infctl.router.relay import ClientRequest, forward_lean, lean_capable
+from infctl.router.relay import forward_lean, lean_capable
 from infctl.router.snapshot import Backend, RequestInfo, Snapshot
 from infctl.router.upstream import RelayResult, UpstreamFailed, forward
 

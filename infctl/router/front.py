@@ -41,7 +41,7 @@ from infctl.router.requests import error_response
 from infctl.router.splice import Splicer
 
 if TYPE_CHECKING:
-    from infctl.router.server import RouterState
+    from infctl.router.state import RouterState
 
 log = logging.getLogger(__name__)
 _PAUSE_ABOVE = 256 * 1024

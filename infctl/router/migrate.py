@@ -22,9 +22,9 @@ from aiohttp import web
 
 from infctl.router import resume as rules
 from infctl.router.attempt import DEFAULT_EXPECTED_OUTPUT, decide, try_once, without
+from infctl.router.client import ClientRequest
 from infctl.router.errors import NoBackendError
 from infctl.router.pd_legs import openai_error
-from infctl.router.relay import ClientRequest
 from infctl.router.requests import ESTIMATE, BadRequest, read_request_info
 from infctl.router.resume import Rewriter, Sent, read_sent, uncontinuable
 from infctl.router.resume_relay import ClientStream, Continuation

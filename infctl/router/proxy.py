@@ -11,10 +11,10 @@ from aiohttp import web
 
 from infctl.router.admission import Deadline, QueueFull, classify, saturated
 from infctl.router.attempt import DEFAULT_EXPECTED_OUTPUT, decide, try_once, without
+from infctl.router.client import ClientRequest
 from infctl.router.errors import NoBackendError
 from infctl.router.legs import mirror
 from infctl.router.migrate import resume_broken
-from infctl.router.relay import ClientRequest
 from infctl.router.requests import BadRequest, error_response, parse_body, read_body, read_request_info
 from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, upstream_headers

@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from infctl.router.client import ClientRequest
 from infctl.router.http1 import Http1Connection, Http1Pool, ResponseHead
 from infctl.router.upstream import MAX_KEPT_BYTES, RelayResult, UpstreamFailed
 
@@ -29,32 +29,6 @@ _HIGH_WATER = 256 * 1024
 """Client-side send buffer (bytes) above which the upstream is paused until the client catches up."""
 _LOW_WATER = 64 * 1024
 _DRAIN_POLL_S = 0.005
-
-
-class ClientRequest(Protocol):
-    """What the routing path reads from a client's request: aiohttp's ``web.Request`` and the lean front's
-    ``FrontRequest`` (``infctl.router.front``) both satisfy it: one copy of the routing logic serves both."""
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        """Case-insensitive request headers."""
-
-    @property
-    def path(self) -> str:
-        """The request target's path (no query)."""
-
-    @property
-    def transport(self) -> asyncio.Transport | None:
-        """The client's connection (None once it has gone)."""
-
-    @property
-    def keep_alive(self) -> bool: ...
-
-    @property
-    def version(self) -> tuple[int, int]: ...
-
-    async def read(self) -> bytes:
-        """The whole request body."""
 
 
 class RelayedResponse(web.StreamResponse):

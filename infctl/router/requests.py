@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from infctl.router.relay import ClientRequest
+from infctl.router.client import ClientRequest
 from infctl.router.snapshot import RequestInfo
 from infctl.tokenization import (
     EstimateTokenizer,

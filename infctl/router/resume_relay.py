@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp import web
 
-from infctl.router.relay import ClientRequest, RelayedResponse
+from infctl.router.client import ClientRequest
+from infctl.router.relay import RelayedResponse
 from infctl.router.resume import Rewriter
 from infctl.router.upstream import RelayResult, UpstreamFailed, cut, read_events, send
 

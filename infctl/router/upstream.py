@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from infctl.router.relay import ClientRequest
+    from infctl.router.client import ClientRequest
 
 # Hop-by-hop and length headers are recomputed by aiohttp on each side.
 _DROP_REQUEST_HEADERS = frozenset(
