@@ -8,7 +8,7 @@ turns them into the measures the seed reported, with its figures beside ours.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,10 +123,12 @@ async def run_scenario(
     transport: httpx.AsyncBaseTransport | None = None,
     admin_token: str | None = None,
     pools: Sequence[str | None] = (),
+    after_arm: Callable[[Arm, BenchResult], Awaitable[None]] | None = None,
 ) -> ScenarioResult:
     """Both arms on the running router (set through its admin API, with ``admin_token`` when it requires
     one), one benchmark each. ``pools``: each engine's own pool label (a deployment's length pools), kept
-    by arms that name none."""
+    by arms that name none. ``after_arm`` is awaited as each arm's benchmark ends, before the next arm is
+    set (e.g. to read the engines' own counters for that arm alone)."""
     say = progress or (lambda _: None)
     results: list[BenchResult] = []
     auth = {"authorization": f"Bearer {admin_token}"} if admin_token else None
@@ -144,6 +146,8 @@ async def run_scenario(
                 label=arm.label,
             )
             results.append(await run_benchmark(cfg))
+            if after_arm is not None:
+                await after_arm(arm, results[-1])
     return ScenarioResult(scenario, results[0], results[1])
 
 

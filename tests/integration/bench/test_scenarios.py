@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import httpx
 import pytest
 
 from infctl.bench.config import LoadPlan, Stage
-from infctl.bench.scenarios import bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
+from infctl.bench.result import BenchResult
+from infctl.bench.scenarios import Arm, bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
+from infctl.engines.vllm import TIME_TO_FIRST_TOKEN
 from infctl.errors import EngineError
 from infctl.router.snapshot import Backend
+from infctl.telemetry.prometheus import parse_metrics, value
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -43,3 +47,24 @@ async def test_a_router_that_requires_a_token_is_set_up_with_it(start_sim, start
         await run_scenario(tiny, **where)
     res = await run_scenario(tiny, **where, admin_token="s3cret")
     assert res.baseline.summary.completed == 4 and res.infctl.summary.completed == 4
+
+
+async def test_after_arm_hears_each_arm_once_its_requests_are_done(start_sim, start_router) -> None:
+    # The length-pools benchmark reads the engines' own TTFT histograms there, one window per arm.
+    sims = await start_sim(instances=2, time_scale=0.02)
+    router = await start_router([Backend(id=u, url=u) for u in sims.urls])
+    tiny = dataclasses.replace(bucketing_scenario(2), load=LoadPlan(stages=[Stage(rate=40, num_requests=6)]))
+    heard: list[tuple[str, int, float]] = []
+
+    async def after_arm(arm: Arm, result: BenchResult) -> None:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            texts = [(await client.get(f"{u}/metrics")).text for u in sims.urls]
+        family = TIME_TO_FIRST_TOKEN
+        served = sum(value(parse_metrics(t, {f"{family}_count"}), f"{family}_count") for t in texts)
+        heard.append((arm.label, result.summary.completed, served))
+
+    res = await run_scenario(tiny, router_url=router, engine_urls=sims.urls, model=MODEL, after_arm=after_arm)
+    assert [h[0] for h in heard] == [tiny.baseline.label, tiny.infctl.label]
+    assert [h[1] for h in heard] == [res.baseline.summary.completed, res.infctl.summary.completed] == [6, 6]
+    # Every request of the arm had its first token on an engine, and none of the next arm's had started.
+    assert [h[2] for h in heard] == [6, 12]
