@@ -83,6 +83,7 @@ def parse_kube_file(data: dict[str, Any], source: str) -> KubeFile:
             group=t.group,
             pool=t.pool,
             gpus=t.gpus,
+            scale_to_zero_after_s=t.scale_to_zero_after_s,
         )
         for t in f.targets
     )

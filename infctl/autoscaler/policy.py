@@ -17,6 +17,9 @@ Per unit, with ``n`` ready units (pending ones are never capacity):
   ``queue_down`` is not a scale-up signal (nobody waited: a long prompt's own prefill, which more replicas
   do not shorten); the forecast's SLO term answers it by raising the headroom, and it still blocks
   scale-down.
+- a unit that may scale to zero (``min`` 0, ``scale_to_zero_after_s``) goes to 0 after that long idle and
+  back to 1 (or what the forecast needs) once the router holds a request for it
+  (:mod:`~infctl.autoscaler.zero`).
 - then schedule floors, ``min``/``max``, the prefill:decode ratio band and the GPU budget (the planner's
   :func:`~infctl.autoscaler.planner.fit_budget`), in that order.
 """
@@ -42,6 +45,7 @@ from infctl.autoscaler.snapshot import (
     UnitState,
     UnitStatus,
 )
+from infctl.autoscaler.zero import scale_to_zero, waiting_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,9 @@ def _propose(
     snap: ScalingSnapshot, unit: UnitConfig, status: UnitStatus, config: PolicyConfig, memory: UnitState
 ) -> _Proposal:
     n, base, now = status.ready, status.desired, snap.now
+    zero = None if unit.scale_to_zero_after_s is None else scale_to_zero(snap, unit, status, memory)
+    if zero is not None:
+        memory = zero.memory
     load = unit_load(snap, unit, n, config)
     ahead = outlook(snap, unit, n, config, memory.forecast)
     slo, ttft = config.ttft_slo_s, snap.ttft_p99_s
@@ -164,6 +171,9 @@ def _propose(
             ("forecast_headroom", view.headroom),
         )
         needed = max(needed, view.needed)
+    if zero is not None and zero.desired is not None:
+        target, reason = (zero.desired, zero.reason) if zero.desired == 0 else (max(target, 1), zero.reason)
+        extra = (*extra, ("held_for_unit", waiting_for(snap, unit)))
     inputs = (
         ("ready", float(n)),
         ("pending", float(status.pending)),

@@ -24,7 +24,7 @@ class UnitConfig:
     name: str
     """``both``, ``prefill``, ``decode``, ``group``, or a Kubernetes target's name."""
     min: int
-    """Fewest units."""
+    """Fewest units; 0 only with ``scale_to_zero_after_s``."""
     max: int
     """Most units."""
     members: tuple[tuple[str, int], ...] = (("both", 1),)
@@ -35,6 +35,10 @@ class UnitConfig:
     """Only replicas of this length pool belong to the unit (per-pool Kubernetes targets); None: any."""
     gpus: int = 1
     """GPUs one unit holds (all its replicas), for ``PolicyConfig.gpu_budget``."""
+    scale_to_zero_after_s: float | None = None
+    """Scale-to-zero (``min`` 0 only): after this many seconds with no request routed or waiting for the
+    unit and none in its engines, remove every unit; from 0, add one as soon as the router holds a request
+    for it. None: off (the unit never goes below ``max(min, 1)``)."""
 
     def per_unit(self, role: str) -> int:
         return dict(self.members).get(role, 0)
@@ -164,6 +168,12 @@ class PolicyConfig:
         """The same policy with every duration multiplied by ``factor`` (a fast simulated clock)."""
         return replace(
             self,
+            units=tuple(
+                u
+                if u.scale_to_zero_after_s is None
+                else replace(u, scale_to_zero_after_s=u.scale_to_zero_after_s * factor)
+                for u in self.units
+            ),
             up_window_s=self.up_window_s * factor,
             down_window_s=self.down_window_s * factor,
             up_cooldown_s=self.up_cooldown_s * factor,
@@ -230,8 +240,15 @@ def _unit_problems(c: PolicyConfig) -> list[str]:
     if len(set(names)) != len(names):
         problems.append(f"unit names repeat: {names}")
     for u in c.units:
-        if not 1 <= u.min <= u.max:
-            problems.append(f"{u.name}: bounds need 1 <= min <= max, got min {u.min} max {u.max}")
+        if not 0 <= u.min <= u.max or u.max < 1:
+            problems.append(
+                f"{u.name}: bounds need 0 <= min <= max and max >= 1, got min {u.min} max {u.max}"
+            )
+        idle = u.scale_to_zero_after_s
+        if (u.min == 0) != (idle is not None):
+            problems.append(f"{u.name}: min 0 and scale_to_zero_after_s go together (the idle window)")
+        elif idle is not None and not (math.isfinite(idle) and idle > 0):
+            problems.append(f"{u.name}: scale_to_zero_after_s must be > 0 seconds")
         if not u.members or any(n < 1 for _, n in u.members):
             problems.append(f"{u.name}: needs at least one replica per unit")
         if u.gpus < 1:

@@ -58,6 +58,9 @@ class ScalingSnapshot:
     """Local seconds after midnight, for schedules; None disables schedules."""
     demand: Demand | None = None
     """Arrivals over the last interval, for the forecast; None when unknown (the first reading)."""
+    router_pool_queue: tuple[tuple[str, float], ...] = ()
+    """Requests held by the router's admission control per length pool they wait for (a request that may
+    run in several pools counts in each): what wakes a pool scaled to zero, whose engines report nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +136,8 @@ class UnitState:
     """The forecast's memory, when the policy forecasts."""
     recommendations: tuple[tuple[float, int], ...] = ()
     """Threshold policy: (time, count) recommended over its scale-down stabilisation window."""
+    idle_since: float | None = None
+    """Scale-to-zero: since when nothing has been routed to, waiting for or running in the unit."""
 
 
 @dataclass(frozen=True, slots=True)

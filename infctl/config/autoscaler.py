@@ -23,10 +23,14 @@ class ScaleTarget(ProfileModel):
     """Workload name; also the unit's name."""
     role: str
     """``prefill``, ``decode`` or ``both``; ``group`` for a workload whose replicas are whole PD groups."""
-    min: Count
-    """Fewest replicas."""
+    min: Annotated[int, Field(ge=0)]
+    """Fewest replicas; 0 only with ``scale_to_zero_after_s``."""
     max: Count
     """Most replicas."""
+    scale_to_zero_after_s: Annotated[float, Field(gt=0)] | None = None
+    """Scale-to-zero: with ``min: 0``, seconds with no request for the target (none routed, waiting in the
+    router or running in its engines) after which it goes to 0 replicas; the router holds the first request
+    that comes next (its ``hold_when_empty_s``) while one starts. Default None: off."""
     members: dict[str, Count] | None = None
     """``role: group`` only: replicas of each role in one unit, e.g. ``{prefill: 1, decode: 2}``."""
     group: str | None = None
@@ -41,6 +45,8 @@ class ScaleTarget(ProfileModel):
         problems = []
         if self.min > self.max:
             problems.append(Problem(("max",), f"expected an integer >= min ({self.min}), found {self.max}"))
+        if (self.min == 0) != (self.scale_to_zero_after_s is not None):
+            problems.append(Problem(("min",), "min 0 needs scale_to_zero_after_s (and only min 0 takes it)"))
         if self.role == "group" and not self.members:
             problems.append(Problem(("members",), "role group needs members, e.g. {prefill: 1, decode: 2}"))
         raise_problems(problems)

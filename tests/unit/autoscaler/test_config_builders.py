@@ -44,7 +44,7 @@ def test_settings_are_checked_when_built() -> None:
     unit = UnitConfig("both", 1, 4)
     with pytest.raises(ConfigError, match="queue thresholds"):
         PolicyConfig(units=(unit,), queue_up=1, queue_down=2)
-    with pytest.raises(ConfigError, match="bounds need 1 <= min <= max"):
+    with pytest.raises(ConfigError, match="bounds need 0 <= min <= max"):
         PolicyConfig(units=(UnitConfig("both", 3, 2),))
     p, d = UnitConfig("prefill", 4, 4, (("prefill", 1),)), UnitConfig("decode", 1, 2, (("decode", 1),))
     with pytest.raises(ConfigError, match="ratio band"):
