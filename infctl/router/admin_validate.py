@@ -32,7 +32,7 @@ from infctl.config.router import ADMIN_TOKEN_ENV, BackendEntry
 from infctl.errors import ConfigError
 from infctl.hosts import is_loopback
 from infctl.manifests.admin_secret import TOKEN_KEY, default_secret_name
-from infctl.router.config import backend_id
+from infctl.router.config import backend_id, backend_of
 from infctl.router.policies.weights import UpstreamConfig
 from infctl.router.snapshot import Backend
 
@@ -145,20 +145,7 @@ def backend_from_json(body: Any) -> tuple[Backend, str | None]:
     kv = entry.kv_events
     if kv is not None and not kv.startswith(_KV_SCHEMES):
         raise ConfigError(f"kv_events: expected a ZMQ endpoint such as tcp://10.0.0.7:5557, got {kv!r}")
-    backend = Backend(
-        id=entry.id or backend_id(url, entry.dp_rank),
-        url=url,
-        role=entry.role,
-        group=entry.group,
-        pool=entry.pool,
-        upstream=entry.upstream,
-        engine=entry.engine or "",
-        dp_rank=entry.dp_rank,
-        weight=entry.weight,
-        models=tuple(entry.models),
-        bootstrap_port=entry.bootstrap_port,
-    )
-    return backend, kv
+    return backend_of(entry, entry.id or backend_id(url, entry.dp_rank)), kv
 
 
 def with_path_id(body: Any, backend_id: str) -> Any:

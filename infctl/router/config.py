@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict
 
-from infctl.config.router import DiscoverySettings, RouterFile, RouterOptions
+from infctl.config.router import BackendEntry, DiscoverySettings, RouterFile, RouterOptions
 from infctl.router.kv_events import KVSource
 from infctl.router.ranks import backend_id, rank_endpoint
 from infctl.router.snapshot import Backend
@@ -30,6 +30,24 @@ class RouterConfig(RouterOptions):
     loopback ``host`` only (unless ``insecure_admin``)."""
 
 
+def backend_of(entry: BackendEntry, backend_id: str, *, engine: str = "") -> Backend:
+    """The routing target a router file's (or the admin API's) backend entry describes; ``engine`` when
+    the entry names none. Every field of the entry but ``id`` and ``kv_events`` is one of the target's."""
+    return Backend(
+        id=backend_id,
+        url=entry.url.rstrip("/"),
+        role=entry.role,
+        group=entry.group,
+        pool=entry.pool,
+        upstream=entry.upstream,
+        engine=entry.engine or engine,
+        dp_rank=entry.dp_rank,
+        weight=entry.weight,
+        models=tuple(entry.models),
+        bootstrap_port=entry.bootstrap_port,
+    )
+
+
 def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig:
     """The daemon's settings from a validated router file (or flags turned into one).
 
@@ -44,22 +62,7 @@ def from_file(rf: RouterFile, *, admin_token: str | None = None) -> RouterConfig
             by_rank[b.dp_rank] = bid
             if b.dp_rank is not None:
                 by_rank.setdefault(None, bid)  # a rank's own publisher: its events may not name the rank
-    backends = tuple(
-        Backend(
-            id=bid,
-            url=b.url.rstrip("/"),
-            role=b.role,
-            group=b.group,
-            pool=b.pool,
-            upstream=b.upstream,
-            engine=b.engine or rf.engine,
-            dp_rank=b.dp_rank,
-            weight=b.weight,
-            models=tuple(b.models),
-            bootstrap_port=b.bootstrap_port,
-        )
-        for b, bid in zip(rf.backends, ids, strict=True)
-    )
+    backends = tuple(backend_of(b, bid, engine=rf.engine) for b, bid in zip(rf.backends, ids, strict=True))
     d = rf.discovery
     return RouterConfig(
         **{name: getattr(rf, name) for name in RouterOptions.model_fields},

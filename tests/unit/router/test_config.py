@@ -244,3 +244,29 @@ def test_the_copies_the_decision_code_keeps_agree_with_the_router_settings() -> 
 def test_the_policy_doc_names_every_preset() -> None:
     doc = RouterOptions.model_fields["policy"].description or ""
     assert all(name in doc for name in PRESETS), sorted(n for n in PRESETS if n not in doc)
+
+
+def test_a_backend_entry_and_its_routing_target_share_every_field_and_default() -> None:
+    # Two models on purpose (the file's validates input; the target is the pure layer's frozen record);
+    # this keeps them from drifting apart.
+    import dataclasses
+
+    from infctl.config.router import BackendEntry
+    from infctl.router.config import backend_of
+    from infctl.router.snapshot import Backend
+
+    target = {f.name: f for f in dataclasses.fields(Backend)}
+    for name, field in BackendEntry.model_fields.items():
+        if name in ("id", "kv_events"):  # the id is resolved; KV events feed the index, not the target
+            continue
+        if field.is_required():  # the url
+            assert name in target, name
+            continue
+        assert name in target, name
+        default = target[name].default
+        expected = field.get_default(call_default_factory=True)
+        assert default == (tuple(expected) if isinstance(expected, list) else expected) or name == "engine", (
+            name
+        )
+    made = backend_of(BackendEntry(url="http://e:8000/", models=["m"]), "x", engine="vllm")
+    assert (made.url, made.models, made.engine) == ("http://e:8000", ("m",), "vllm")
