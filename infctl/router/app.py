@@ -55,6 +55,15 @@ def build_app(state: RouterState) -> web.Application:
     for path in ("/v1/completions", "/v1/chat/completions"):
         app.router.add_route("*", path, _coded(_method_not_allowed))
     app.router.add_route("*", "/{tail:.*}", _coded(_not_found))
+
+    async def close_when_handing_over(_request: web.Request, response: web.StreamResponse) -> None:
+        # A successor listens: every answer closes its connection, so the client's next request goes there.
+        # A keep-alive client polling /ready or /metrics (a supervisor, Prometheus) otherwise held a router
+        # handing over until its drain timeout (~30 s).
+        if state.handing_over:
+            response.force_close()
+
+    app.on_response_prepare.append(close_when_handing_over)
     return app
 
 
@@ -139,6 +148,11 @@ async def _metrics(request: web.Request) -> web.Response:
     snap = state.pool.snapshot(asyncio.get_running_loop().time())
     engines = ((bid, st.signals) for bid, st in snap.states.items())
     text = state.metrics.render(
-        inflight, state.policy_name, state.kv_stats, state.admission.waiting, engines=engines
+        inflight,
+        state.policy_name,
+        state.kv_stats,
+        state.admission.waiting,
+        engines=engines,
+        pools_waiting=state.admission.waiting_by_pool().items(),
     )
     return web.Response(text=text, content_type="text/plain", charset="utf-8")

@@ -120,3 +120,56 @@ async def test_a_restarted_router_hands_over_without_losing_a_request(
     assert [o for o in outcomes if o != "ok"] == []
     assert len(retries) <= 2, retries  # the hand-over's window, not a steady loss
     assert sum(s.value for s in served["infctl_router_requests_total"]) >= 20  # the successor's own count
+
+
+async def _prober(url: str, stop: asyncio.Event, answers: list[str]) -> None:
+    """GET /ready every 20 ms on one keep-alive connection, as the local supervisor's health probe does."""
+    async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=1)) as c:
+        while not stop.is_set():
+            try:
+                try:
+                    r = await c.get(f"{url}/ready")
+                except RETRIED:
+                    r = await c.get(f"{url}/ready")
+                answers.append(str(r.status_code))
+            except httpx.HTTPError as exc:
+                answers.append(f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(0.02)
+
+
+async def test_a_keep_alive_prober_does_not_hold_a_router_handing_over(
+    start_sim: Any, tmp_path: Path, server: str
+) -> None:
+    """The old router leaves once its connections are closed, while a client keeps polling /ready on a
+    kept-alive connection: every answer during the hand-over closes its connection (it used to hold the old
+    router until its drain timeout; here that is 600 s, past the guard)."""
+    sim = await start_sim()
+    port = _free_port()
+    config = tmp_path / "router.yaml"
+    config.write_text(
+        f"backends: [{{url: '{sim.urls[0]}'}}]\npolicy: round_robin\ntokenizer: words\ndrain_timeout_s: 600\n"
+    )
+    log = tmp_path / "router.log"
+    url = f"http://127.0.0.1:{port}"
+    old = await _router(config, port, server, log)
+    new: asyncio.subprocess.Process | None = None
+    stop, answers = asyncio.Event(), list[str]()
+    try:
+        async with asyncio.timeout(GUARD_S):  # guards against hanging, not measurements
+            await _listening(old, port, log)
+            prober = asyncio.create_task(_prober(url, stop, answers))
+            while len(answers) < 5:
+                await asyncio.sleep(0.01)
+            new = await _router(config, port, server, log)
+            await _listening(new, port, log)
+            old.send_signal(signal.SIGUSR1)
+            assert await old.wait() == 0
+            assert not prober.done()  # it polled all along
+            stop.set()
+            await prober
+    finally:
+        for proc in (old, new):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert set(answers) == {"200"}, answers
