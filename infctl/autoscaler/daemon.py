@@ -23,7 +23,14 @@ from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.promql import PrometheusSource, query_signals
 from infctl.autoscaler.server import MetricsServer
 from infctl.autoscaler.settings import PolicyConfig
-from infctl.autoscaler.signals import Buckets, demand_between, read_router, router_backends, scrape_replicas
+from infctl.autoscaler.signals import (
+    Buckets,
+    RouterReading,
+    demand_between,
+    read_router,
+    router_backends,
+    scrape_replicas,
+)
 from infctl.autoscaler.snapshot import Decision, Demand, ReplicaSignals, ScalerState, ScalingSnapshot
 from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.config.settings import ScalingOptions
@@ -73,7 +80,8 @@ class _Daemon:
             self._failed("observe", err)
             return None
         replicas = await self._signals(fleet)
-        queue, ttft, demand = await self._router(self.cfg.router_url or fleet.router_url, now)
+        reading, demand = await self._router(self.cfg.router_url or fleet.router_url, now)
+        queue, ttft = (0.0, None) if reading is None else (reading.queue, reading.ttft_p99_s)
         snap = ScalingSnapshot(
             now=now,
             replicas=replicas,
@@ -81,6 +89,7 @@ class _Daemon:
             ttft_p99_s=ttft,
             time_of_day_s=time_of_day,
             demand=demand,
+            router_pool_queue=() if reading is None else reading.pool_queue,
         )
         decision = desired_replicas(snap, fleet.units, self.cfg.policy, self.state)
         self.state = decision.state
@@ -117,18 +126,18 @@ class _Daemon:
             self._failed("signals", failure)
         return replicas
 
-    async def _router(self, url: str | None, now: float) -> tuple[float, float | None, Demand | None]:
+    async def _router(self, url: str | None, now: float) -> tuple[RouterReading | None, Demand | None]:
         if url is None:
-            return 0.0, None, None
+            return None, None
         try:
             reading = await read_router(self.client, url, self.router_buckets)
         except InfctlError as err:
             self._failed("router", err)
-            return 0.0, None, None
+            return None, None
         self.router_buckets = reading.buckets
         last, self.router_counts = self.router_counts, (now, reading.counts)
         demand = None if last is None else demand_between(last[1], reading.counts, now - last[0])
-        return reading.queue, reading.ttft_p99_s, demand
+        return reading, demand
 
     async def _apply(self, decision: Decision) -> None:
         for rec in decision.recommendations:

@@ -1,7 +1,8 @@
 """Reading the signals: engines' /metrics directly, the router's /metrics, or Prometheus (thin I/O).
 
 Engines are scraped through :mod:`infctl.telemetry` with their engine adapter, so no metric name is spelled
-here. The router contributes its admission queue (``infctl_router_queue_depth``) and TTFT p99 over the
+here. The router contributes its admission queue (``infctl_router_queue_depth``, and per pool
+``infctl_router_pool_queue_depth``: what wakes a pool scaled to zero) and TTFT p99 over the
 last interval, from the difference between two scrapes of its cumulative histogram
 (``infctl_router_time_to_first_byte_seconds``), as ``histogram_quantile(rate(...))`` would, and the demand
 (the rates of its routing-decision and prompt-token counters, less the tokens it expected cached) that the
@@ -22,6 +23,7 @@ from infctl.telemetry import MetricsSource, histogram_buckets, parse_metrics, sc
 from infctl.telemetry.prometheus import MetricFamilies, Sample, histogram_quantile
 
 ROUTER_QUEUE = "infctl_router_queue_depth"
+ROUTER_POOL_QUEUE = "infctl_router_pool_queue_depth"
 ROUTER_TTFT = "infctl_router_time_to_first_byte_seconds"
 ROUTER_DECISIONS = "infctl_router_decisions_total"
 ROUTER_PROMPT = "infctl_router_prompt_tokens_total"
@@ -41,6 +43,8 @@ class RouterReading:
     """This reading's TTFT histogram, for the next window."""
     counts: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """The router's counters: requests routed, prompt tokens routed, prompt tokens expected cached."""
+    pool_queue: tuple[tuple[str, float], ...] = ()
+    """Requests held per pool they wait for."""
 
 
 def demand_between(
@@ -116,7 +120,8 @@ async def read_router(client: httpx.AsyncClient, router_url: str, previous: Buck
     if resp.status_code != 200:
         raise MetricsError(f"GET {url} answered HTTP {resp.status_code}")
     families = parse_metrics(
-        resp.text, {ROUTER_QUEUE, ROUTER_TTFT, ROUTER_DECISIONS, ROUTER_PROMPT, ROUTER_CACHED}
+        resp.text,
+        {ROUTER_QUEUE, ROUTER_POOL_QUEUE, ROUTER_TTFT, ROUTER_DECISIONS, ROUTER_PROMPT, ROUTER_CACHED},
     )
     buckets = tuple(histogram_buckets(families, ROUTER_TTFT))
     p99 = None if previous is None else window_quantile(0.99, previous, buckets)
@@ -125,7 +130,8 @@ async def read_router(client: httpx.AsyncClient, router_url: str, previous: Buck
         value(families, ROUTER_PROMPT),
         value(families, ROUTER_CACHED),
     )
-    return RouterReading(queue=value(families, ROUTER_QUEUE), ttft_p99_s=p99, buckets=buckets, counts=counts)
+    pools = tuple((s.labels.get("pool", ""), s.value) for s in families.get(ROUTER_POOL_QUEUE, ()))
+    return RouterReading(value(families, ROUTER_QUEUE), p99, buckets, counts, pools)
 
 
 def window_quantile(q: float, before: Buckets, after: Buckets) -> float | None:

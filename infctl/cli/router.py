@@ -140,6 +140,9 @@ def router(
     admission_deadline: Annotated[
         float | None, duration_option("--admission-deadline", help=_help("admission_deadline_s"))
     ] = None,
+    hold_when_empty: Annotated[
+        float | None, duration_option("--hold-when-empty", help=_help("hold_when_empty_s"))
+    ] = None,
     short_prompt_tokens: Annotated[
         int | None, typer.Option("--short-prompt-tokens", help=_help("short_prompt_tokens"))
     ] = None,
@@ -187,6 +190,7 @@ def router(
             "probe_timeout_s": probe_timeout,
             "admission_queue": admission_queue,
             "admission_deadline_s": admission_deadline,
+            "hold_when_empty_s": hold_when_empty,
             "short_prompt_tokens": short_prompt_tokens,
             "max_prompt_chars": max_prompt_chars,
             "max_body_bytes": max_body_bytes,

@@ -165,6 +165,11 @@ class RouterOptions(ProfileModel):
     """Requests held while their backends are saturated (0 turns admission control off). Default 1024."""
     admission_deadline_s: Seconds = 30.0
     """Longest a request waits for capacity before a 429, seconds. Default 30."""
+    hold_when_empty_s: Annotated[float, Field(ge=0)] = 0.0
+    """Scale-to-zero: a request whose pool (or the whole fleet) has no backend at all waits in the admission
+    queue up to this long, seconds, for one to appear (the autoscaler wakes the pool on it; discovery or the
+    admin API adds the engine), then is routed; a 503 with ``Retry-After`` if none appears. Set it above an
+    engine's start-up time. Needs ``admission_queue`` >= 1. Default 0: a 503 at once."""
     short_prompt_tokens: Annotated[int, Field(ge=0)] = 2048
     """Without length buckets: prompts up to this many tokens leave the admission queue first (with
     buckets, the first bucket's ``max_tokens`` decides). Default 2048."""

@@ -7,8 +7,12 @@ waits only while those are saturated: a saturated long pool does not hold short 
 priority is its bucket's rank (the first bucket's ``max_tokens`` is the short threshold); without buckets,
 prompts up to ``short_prompt_tokens`` come first.
 
-``classify`` (``scope_of`` and ``priority`` at once), ``saturated`` and ``retry_after_s`` are pure decisions;
-:class:`AdmissionQueue` is the waiting room the proxy awaits.
+A pool scaled to zero has no backend at all: with ``hold_when_empty_s`` the request waits here for one to
+appear (the autoscaler reads the wait in ``infctl_router_pool_queue_depth`` and wakes the pool; discovery or
+the admin API adds the engine), for at most that long, instead of a 503 at once (see :func:`empty`).
+
+``classify`` (``scope_of`` and ``priority`` at once), ``saturated``, ``empty`` and ``retry_after_s`` are pure
+decisions; :class:`AdmissionQueue` is the waiting room the proxy awaits.
 """
 
 from __future__ import annotations
@@ -99,6 +103,14 @@ def saturated(snapshot: Snapshot, settings: PolicySettings, scope: Scope | None 
     return fresh
 
 
+def empty(snapshot: Snapshot, scope: Scope | None = None) -> bool:
+    """True when no routable backend can take the request: none in ``scope``'s own pools (its pool is scaled
+    to zero), or none at all (``scope`` None)."""
+    if scope is None:
+        return not any(b.routable for b in snapshot.backends)
+    return not any(b.routable and b.pool in scope.own for b in snapshot.backends)
+
+
 def headroom(snapshot: Snapshot, settings: PolicySettings, scope: Scope | None = None) -> int:
     """How many waiters one wake may release into ``scope`` (the same backends :func:`saturated` judges):
     the free places below ``saturation_queue`` in the queues of its fresh, unsaturated backends (at least
@@ -147,7 +159,8 @@ class AdmissionQueue:
     ``is_saturated()`` judges requests without a scope; ``scope_saturated(scope)`` those with one (when
     not given, they are judged by ``is_saturated`` too). ``room(scope)`` (see :func:`headroom`) is how
     many waiters of a scope (None: no scope) one wake may release; without it a wake releases one.
-    ``clock``: seconds, for the drain rate."""
+    ``is_empty(scope)`` (see :func:`empty`): while true, none of the scope's waiters is released (they wait
+    for a backend to appear). ``clock``: seconds, for the drain rate."""
 
     def __init__(
         self,
@@ -157,6 +170,7 @@ class AdmissionQueue:
         *,
         scope_saturated: Callable[[Scope], bool] | None = None,
         room: Callable[[Scope | None], int] | None = None,
+        is_empty: Callable[[Scope | None], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_waiting = max_waiting
@@ -164,6 +178,7 @@ class AdmissionQueue:
         self._is_saturated = is_saturated
         self._scope_saturated = scope_saturated
         self._room = room
+        self._is_empty = is_empty
         self._clock = clock
         self._heaps: dict[Scope | None, list[_Entry]] = {}
         self._waiting = 0
@@ -177,11 +192,23 @@ class AdmissionQueue:
     def waiting(self) -> int:
         return self._waiting
 
-    async def admit(self, priority: int, *, saturated_now: bool, scope: Scope | None = None) -> bool:
+    def waiting_by_pool(self) -> dict[str, int]:
+        """Waiters per pool they may run in (their scope's own pools; one waiting for two counts in both);
+        waiters without a scope are only in :attr:`waiting`."""
+        out: dict[str, int] = {}
+        for scope, heap in self._heaps.items():
+            for pool in scope.own if scope is not None else ():
+                out[pool] = out.get(pool, 0) + len(heap)
+        return out
+
+    async def admit(
+        self, priority: int, *, saturated_now: bool, scope: Scope | None = None, hold_s: float | None = None
+    ) -> bool:
         """Return when the request may be routed (True if it had to wait); raise QueueFull or Deadline.
 
         ``saturated_now`` is the caller's reading of the snapshot it already built for routing (for
-        ``scope``); a request never overtakes earlier waiters of its scope."""
+        ``scope``); a request never overtakes earlier waiters of its scope. ``hold_s``: its deadline instead
+        of ``deadline_s`` (a request held for a backend to appear)."""
         heap = self._heaps.get(scope)
         if self.max_waiting <= 0 or (not heap and not saturated_now):
             return False
@@ -193,7 +220,7 @@ class AdmissionQueue:
         heapq.heappush(self._heaps.setdefault(scope, []), entry)
         self._waiting += 1
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.deadline_s)
+            await asyncio.wait_for(asyncio.shield(fut), timeout=self.deadline_s if hold_s is None else hold_s)
         except TimeoutError:
             self.rejected_deadline += 1
             raise Deadline from None
@@ -240,6 +267,8 @@ class AdmissionQueue:
         return retry_after_s(self._waiting, recent / DRAIN_WINDOW_S, self.deadline_s)
 
     def _budget(self, scope: Scope | None) -> int:
+        if self._is_empty is not None and self._is_empty(scope):
+            return 0
         if self._room is not None:
             return max(0, self._room(scope))
         return 0 if self._full(scope) else 1

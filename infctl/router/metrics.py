@@ -68,9 +68,11 @@ class RouterMetrics:
         kv: KVStats | None = None,
         waiting: int = 0,
         engines: Iterable[tuple[str, EngineSignals | None]] = (),
+        pools_waiting: Iterable[tuple[str, int]] = (),
     ) -> str:
         """The exposition text. ``engines``: each backend's last scraped signals (None before the first),
-        for the engine-reported prefix-cache counters set beside the router's own estimate."""
+        for the engine-reported prefix-cache counters set beside the router's own estimate.
+        ``pools_waiting``: admission-queue waiters per pool they wait for (what wakes a pool at zero)."""
         w = Writer(self._prefixes)
         w.counters(
             f"{PREFIX}requests_total",
@@ -132,6 +134,13 @@ class RouterMetrics:
         for backend, n in inflight:
             w.sample(f"{PREFIX}inflight_requests", label_pairs({"backend": backend}), n)
         w.gauge(f"{PREFIX}queue_depth", "Requests held by admission control.", "", waiting)
+        w.header(
+            f"{PREFIX}pool_queue_depth",
+            "gauge",
+            "Requests held by admission control, per pool they wait for.",
+        )
+        for pool, n in sorted(pools_waiting):
+            w.sample(f"{PREFIX}pool_queue_depth", label_pairs({"pool": pool}), n)
         w.gauge(f"{PREFIX}policy_info", "The active policy.", label_pairs({"policy": policy}), 1)
         if kv is not None:
             w.counter(f"{PREFIX}kv_event_batches_total", "KV event batches applied.", "", kv.batches)

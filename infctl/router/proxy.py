@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from infctl.router.admission import Deadline, QueueFull, classify, saturated
+from infctl.router.admission import Deadline, QueueFull, classify, empty, saturated
 from infctl.router.attempt import DEFAULT_EXPECTED_OUTPUT, decide, try_once, without
 from infctl.router.client import ClientRequest
 from infctl.router.errors import NoBackendError
@@ -85,16 +86,19 @@ async def _generate(
     policy = state.core.policy
     admission = classify(policy.buckets, info.prompt_tokens, state.cfg.short_prompt_tokens)
     scope = admission.scope
+    # Scale-to-zero: no backend can take it yet; wait for one to appear rather than answer 503 now.
+    hold = state.cfg.hold_when_empty_s if state.cfg.hold_when_empty_s > 0 and empty(snap, scope) else None
     try:
         waited = await state.admission.admit(
-            admission.priority, saturated_now=saturated(snap, policy.settings, scope), scope=scope
+            admission.priority,
+            saturated_now=hold is not None or saturated(snap, policy.settings, scope),
+            scope=scope,
+            hold_s=hold,
         )
     except (QueueFull, Deadline) as exc:
-        reason = "admission_full" if isinstance(exc, QueueFull) else "admission_deadline"
-        state.metrics.rejected[reason] += 1
-        resp = error_response(429, f"all backends are saturated ({reason})", kind="RateLimitError")
-        resp.headers["retry-after"] = str(state.admission.retry_after_s())
-        return _own(resp, request_id)
+        if hold is None or isinstance(exc, QueueFull) or empty(state.pool.snapshot(loop.time())):
+            return _own(_refusal(state, exc, hold), request_id)
+        waited = True  # its own pools did not wake in time; others take it, as without holding
     try:
         # Without a wait the snapshot taken for admission is still current: route on it.
         return await _route(state, request, body, raw, info, started, None if waited else snap, loop)
@@ -165,6 +169,20 @@ async def _route(
     state.metrics.rejected["upstream_failed"] += 1
     resp = error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError")
     return _own(resp, info.request_id)
+
+
+def _refusal(state: RouterState, exc: QueueFull | Deadline, hold: float | None) -> web.Response:
+    if hold is not None and isinstance(exc, Deadline):
+        state.metrics.rejected["no_backend_after_hold"] += 1
+        why = f"no backend appeared within {hold:g} s (its pool is scaled to zero and did not wake)"
+        resp = error_response(503, why, kind="ServiceUnavailableError")
+        resp.headers["retry-after"] = str(max(1, math.ceil(hold)))
+        return resp
+    reason = "admission_full" if isinstance(exc, QueueFull) else "admission_deadline"
+    state.metrics.rejected[reason] += 1
+    resp = error_response(429, f"all backends are saturated ({reason})", kind="RateLimitError")
+    resp.headers["retry-after"] = str(state.admission.retry_after_s())
+    return resp
 
 
 def _own(resp: web.Response, request_id: str | None) -> web.Response:

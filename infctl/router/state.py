@@ -14,7 +14,7 @@ import aiohttp
 from infctl.engines import get_adapter
 from infctl.engines.base import EngineAdapter
 from infctl.errors import MetricsError
-from infctl.router.admission import AdmissionQueue, Scope, headroom, saturated
+from infctl.router.admission import AdmissionQueue, Scope, empty, headroom, saturated
 from infctl.router.config import RouterConfig
 from infctl.router.core import RouterCore
 from infctl.router.estimating import Estimating
@@ -76,6 +76,7 @@ class RouterState:
             self.is_saturated,
             scope_saturated=self.scope_saturated,
             room=self.room,
+            is_empty=self.scope_empty if self.cfg.hold_when_empty_s > 0 else None,
         )
 
     def scrape_soon(self, backend_id: str) -> None:
@@ -138,6 +139,10 @@ class RouterState:
         """How many waiters one wake may release into ``scope``: what the last scrape shows room for."""
         now = asyncio.get_running_loop().time()
         return headroom(self.pool.snapshot(now), self.core.policy.settings, scope)
+
+    def scope_empty(self, scope: Scope | None) -> bool:
+        """Whether ``scope`` has no routable backend at all (its pool is scaled to zero; see ``empty``)."""
+        return empty(self.pool.snapshot(asyncio.get_running_loop().time()), scope)
 
     @property
     def disaggregated(self) -> bool:

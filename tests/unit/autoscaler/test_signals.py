@@ -155,3 +155,14 @@ def test_demand_is_the_rate_of_the_routers_counters() -> None:
     assert got is not None and got.requests_per_s == 2.0 and got.prompt_tps == 1933.3333333333333
     assert demand_between((10, 1000, 200), (5, 500, 100), 15.0) is None  # the router restarted
     assert demand_between((10, 1000, 200), (10, 1000, 200), 0.0) is None
+
+
+async def test_the_routers_queue_per_pool_is_read_for_scale_to_zero() -> None:
+    text = (
+        router_metrics(3, {"+Inf": 0})
+        + 'infctl_router_pool_queue_depth{pool="short"} 2.0\n'
+        + 'infctl_router_pool_queue_depth{pool="long"} 1.0\n'
+    )
+    async with client(lambda req: httpx.Response(200, text=text)) as c:
+        reading = await read_router(c, "http://router:8000", None)
+    assert reading.queue == 3 and dict(reading.pool_queue) == {"short": 2.0, "long": 1.0}

@@ -10,6 +10,7 @@ from infctl.router.admission import (
     QueueFull,
     Scope,
     classify,
+    empty,
     headroom,
     priority,
     retry_after_s,
@@ -243,3 +244,29 @@ async def test_the_router_state_wakes_by_its_pools_headroom() -> None:
         await asyncio.gather(*waiters)
     finally:
         await state.session.close()
+
+
+def test_empty_is_no_routable_backend_in_the_scopes_own_pools_or_at_all() -> None:
+    short, long = scope_of(BUCKETS, 100), scope_of(BUCKETS, 5000)
+    only_long = pooled(("long", 9))
+    assert short is not None and long is not None
+    assert empty(only_long, short) and not empty(only_long, long) and not empty(only_long)
+    assert empty(Snapshot(backends=(), states={}))
+    ejected = Snapshot(backends=(Backend(id="b0", pool="short", ejected=True),), states={})
+    assert empty(ejected, short) and empty(ejected)
+
+
+async def test_waiters_of_an_empty_scope_stay_until_a_backend_appears_and_count_per_pool() -> None:
+    short = Scope(frozenset({"short", "tiny"}))
+    backends: set[str] = set()
+    q = AdmissionQueue(10, 30.0, lambda: False, room=lambda s: 1, is_empty=lambda s: "short" not in backends)
+    held = asyncio.create_task(q.admit(0, saturated_now=True, scope=short, hold_s=30.0))
+    await asyncio.sleep(0.01)
+    q.wake()  # room says 1, but the scope has no backend: nobody leaves
+    await asyncio.sleep(0.01)
+    assert not held.done() and q.waiting_by_pool() == {"short": 1, "tiny": 1}
+    backends.add("short")
+    q.wake()
+    assert await asyncio.wait_for(held, 1.0) is True and q.waiting_by_pool() == {}
+    with pytest.raises(Deadline):  # its own deadline (hold_s), not the queue's 30 s
+        await q.admit(0, saturated_now=True, scope=Scope(frozenset({"none"})), hold_s=0.05)
