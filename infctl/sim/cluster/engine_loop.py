@@ -266,7 +266,8 @@ class Simulation(RequestFlow):
     # -- scaling -------------------------------------------------------------------------------------
     def _scale(self, t: float) -> None:
         assert self.scaler is not None and self.cfg.autoscale is not None
-        desired = self.scaler.decide(self.fleet, self.router, t)
+        waiting = self.admission.waiting if self.admission is not None else 0
+        desired = self.scaler.decide(self.fleet, self.router, t, waiting)
         current = self.fleet.count("starting", "ready")
         if desired > current:
             for _ in range(desired - current):

@@ -116,12 +116,13 @@ class RequestFlow:
                            max_tokens=spec.max_tokens)  # fmt: skip
         pending = Pending(send, rec, SimRequest(rid, ids, spec.max_tokens, now, seed=send.index), info)
         room = self.admission
-        if room is not None and room.must_wait(self.router.pool.snapshot(now)):
-            ticket = room.hold(pending, len(ids))
+        snap = self.router.pool.snapshot(now) if room is not None else None
+        if room is not None and snap is not None and room.must_wait(snap):
+            ticket = room.hold(pending, len(ids), for_backend=room.empty(snap))
             if ticket is None:
                 self._refuse(pending, now, "admission_full")
             else:
-                self.q.push(now + room.settings.deadline_s, DEADLINE, ticket)
+                self.q.push(now + room.deadline_s(ticket), DEADLINE, ticket)
             return
         self._route(pending, now)
 
@@ -189,9 +190,13 @@ class RequestFlow:
         assert self.admission is not None
         pending = self.admission.expire(ticket)
         if pending is not None:
-            self._refuse(pending, now, "admission_deadline")
+            self._refuse(pending, now, self.admission.refusal(ticket))
 
     def _refuse(self, p: Pending, now: float, reason: str) -> None:
+        if reason == "no_backend_after_hold":
+            detail = "HTTP 503: no backend appeared in time (the fleet is scaled to zero)"
+            self._fail(p.send, p.record, now, "http_status", 503, detail)
+            return
         self._fail(
             p.send, p.record, now, "http_status", 429, f"HTTP 429: all backends are saturated ({reason})"
         )

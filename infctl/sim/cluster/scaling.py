@@ -65,8 +65,9 @@ class Scaler:
         dt = now - last[0]
         return Demand((counted[1] - last[1]) / dt, max(0, counted[2] - last[2]) / dt)
 
-    def decide(self, fleet: Fleet, router: SimRouter, now: float) -> int:
-        """Engines the policy wants now (starting + ready)."""
+    def decide(self, fleet: Fleet, router: SimRouter, now: float, waiting: int = 0) -> int:
+        """Engines the policy wants now (starting + ready); ``waiting``: requests the router's admission
+        queue holds (with no engine left, the only sign of demand)."""
         replicas: list[ReplicaSignals] = []
         for e in fleet.live():
             if e.state == "starting":
@@ -77,7 +78,8 @@ class Scaler:
         ttfts, self._ttfts = sorted(self._ttfts), []
         p99 = percentile(ttfts, 99.0) if ttfts else None
         snap = ScalingSnapshot(now=now, replicas=tuple(replicas), ttft_p99_s=p99 if p99 is None or
-                               math.isfinite(p99) else None, demand=self.demand(router, now))  # fmt: skip
+                               math.isfinite(p99) else None, demand=self.demand(router, now),
+                               router_queue=float(waiting))  # fmt: skip
         status = UnitStatus(desired=fleet.count("starting", "ready"), ready=fleet.count("ready"))
         policy = self.settings.policy
         if isinstance(policy, ThresholdConfig):
