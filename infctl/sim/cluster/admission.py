@@ -98,6 +98,10 @@ class AdmissionRoom(Generic[T]):
         self.held += 1
         return ticket
 
+    def holds(self, ticket: int) -> bool:
+        """Whether ``ticket`` still waits (its deadline is still to come)."""
+        return ticket in self._waiting
+
     def deadline_s(self, ticket: int) -> float:
         """How long ``ticket`` may wait."""
         return self.settings.hold_when_empty_s if ticket in self._held_empty else self.settings.deadline_s

@@ -121,7 +121,11 @@ class Simulation(RequestFlow):
         limit = cfg.max_time_s
         pop = q.pop
         while q:
+            before = q.now
             t, kind, payload = pop()
+            if kind == DEADLINE and (self.admission is None or not self.admission.holds(payload)):
+                q.now = before  # released before its deadline: nothing happens then, the clock stays
+                continue
             if limit is not None and t > limit:
                 break
             self.events += 1

@@ -8,7 +8,8 @@ Modules: ``model`` (scenario, arm, measure, the table), ``measures`` (figures re
 ``catalog`` (length bucketing, prefix-aware routing on shared prefixes and on the Mooncake trace),
 ``autoscaling`` (static vs three autoscalers over a business, a consumer and a spiky day), ``capacity`` (a
 second KV tier), ``diurnal`` (the day as load stages), ``disagg`` (aggregated vs Group- and Pool-mode PD),
-``pools`` (length pools sized by the autoscaler's planner for bucketing).
+``pools`` (length pools sized by the autoscaler's planner for bucketing), ``zero`` (scale-to-zero over a day
+with a night of no traffic).
 """
 
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from infctl.sim.cluster.scenarios.model import (
     run_scenario,
     scenario_rows,
 )
+from infctl.sim.cluster.scenarios.zero import scale_to_zero
 
 SCENARIOS: dict[str, Callable[[ScenarioSize], SimScenario]] = {
     "bucketing": bucketing,
@@ -41,6 +43,7 @@ SCENARIOS: dict[str, Callable[[ScenarioSize], SimScenario]] = {
     "autoscaling-spiky": autoscaling_spiky,
     "kv-tier": kv_tier,
     "pd": pd_scenario,
+    "scale-to-zero": scale_to_zero,
 }
 """Name -> builder, in the order ``compare`` runs them."""
 GROUPS: dict[str, tuple[str, ...]] = {

@@ -21,6 +21,9 @@ SHAPES: dict[str, tuple[float, ...]] = {
     # Business hours: a plateau from 10:00 to 17:00, quiet nights (mean/peak 0.49).
     "business": (0.10, 0.08, 0.07, 0.07, 0.07, 0.09, 0.15, 0.35, 0.65, 0.88, 0.97, 1.00,
                  0.95, 0.97, 1.00, 0.97, 0.90, 0.75, 0.55, 0.40, 0.30, 0.22, 0.16, 0.12),
+    # An internal tool: business hours, and no traffic at all from midnight to 05:00 (scale-to-zero).
+    "night": (0.00, 0.00, 0.00, 0.00, 0.00, 0.00, 0.15, 0.35, 0.65, 0.88, 0.97, 1.00,
+              0.95, 0.97, 1.00, 0.97, 0.90, 0.75, 0.55, 0.40, 0.30, 0.22, 0.16, 0.08),
 }  # fmt: skip
 """Relative request rate at each hour of the day (1.0 at the peak)."""
 SPIKES: dict[str, tuple[str, tuple[tuple[float, float, float], ...]]] = {
@@ -28,6 +31,8 @@ SPIKES: dict[str, tuple[str, tuple[tuple[float, float, float], ...]]] = {
     "spiky": ("business", ((3.0, 0.5, 0.6), (11.0, 0.25, 1.25), (16.5, 0.5, 1.2), (20.5, 0.25, 1.0))),
 }
 """Spiky days: a base shape and its bursts."""
+_NONE = 1e-9
+"""Requests per second standing for none (a stage's rate must be > 0)."""
 _EDGE_H = 0.05
 """A burst rises and falls over this many hours (three minutes)."""
 
@@ -82,9 +87,16 @@ def diurnal_plan(name: str, peak_rate: float, day_s: float) -> LoadPlan:
         raise ConfigError("a diurnal day needs a peak rate > 0 and a length > 0")
     p = breakpoints(name)
     hour = day_s / 24
-    return LoadPlan(
-        stages=[
-            Stage(rate=peak_rate * a, rate_end=peak_rate * b, duration_s=(h1 - h0) * hour)
-            for (h0, a), (h1, b) in itertools.pairwise(p)
-        ]
-    )
+    stages: list[Stage] = []
+    for (h0, a), (h1, b) in itertools.pairwise(p):
+        if a == b == 0 and stages and stages[-1].rate == _NONE:
+            stages[-1] = Stage(
+                rate=_NONE, rate_end=0, duration_s=(stages[-1].duration_s or 0) + (h1 - h0) * hour
+            )
+        else:
+            # A stage's rate must be > 0: a span without traffic is one stage ramping from (almost) nothing,
+            # whose only request is the one every stage sends as it starts.
+            stages.append(
+                Stage(rate=max(peak_rate * a, _NONE), rate_end=peak_rate * b, duration_s=(h1 - h0) * hour)
+            )
+    return LoadPlan(stages=stages)

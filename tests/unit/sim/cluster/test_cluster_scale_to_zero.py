@@ -5,6 +5,8 @@ started: its TTFT includes the start-up."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.workloads import LengthDist, RandomSpec, build_workload
@@ -12,6 +14,8 @@ from infctl.sim.cluster import AutoscaleSettings, SimConfig
 from infctl.sim.cluster.admission import AdmissionSettings
 from infctl.sim.cluster.engine_loop import Simulation
 from infctl.sim.cluster.prompts import prompt_source
+from infctl.sim.cluster.scenarios import ScenarioSize, build_scenarios
+from infctl.sim.cluster.scenarios.diurnal import SHAPES, diurnal_plan
 
 STARTUP_S, IDLE_S, NIGHT_S = 20.0, 60.0, 600.0
 SMALL = RandomSpec(input=LengthDist(mean=200), output=LengthDist(mean=8))
@@ -69,3 +73,25 @@ def test_without_holding_the_morning_request_is_a_503_and_without_min_zero_no_sl
     awake = run(hold_s=60.0, min_engines=1)
     assert min(p.desired for p in awake.replicas) == 1
     assert all(r.ok for r in awake.records)
+
+
+def test_the_night_day_is_silent_until_five_and_the_other_days_keep_their_stages() -> None:
+    night = diurnal_plan("night", 10.0, 2400.0)
+    quiet = night.stages[0]
+    assert quiet.duration_s == 500.0 and quiet.rate is not None and quiet.rate * quiet.duration_s < 1e-5
+    business = diurnal_plan("business", 10.0, 2400.0)
+    assert [s.rate for s in business.stages] == [10.0 * x for x in SHAPES["business"]]
+
+
+def test_the_scale_to_zero_comparison_differs_from_its_floor_of_one_only_in_min() -> None:
+    sc = build_scenarios(["scale-to-zero"], ScenarioSize(requests=200))[0]
+    static, one, zero = (arm.config(sc.base) for arm in sc.arms)
+    assert static.autoscale is None and one.autoscale is not None and zero.autoscale is not None
+    assert isinstance(one.autoscale.policy, PolicyConfig) and isinstance(zero.autoscale.policy, PolicyConfig)
+    lo, hi = one.autoscale.policy.units[0], zero.autoscale.policy.units[0]
+    assert (lo.min, lo.scale_to_zero_after_s) == (1, None) and hi.min == 0 and hi.scale_to_zero_after_s
+    assert replace(zero.autoscale.policy, units=(lo,)) == one.autoscale.policy
+    assert zero.admission == one.admission and zero.admission is not None
+    assert zero.admission.hold_when_empty_s > zero.autoscale.startup_s + zero.autoscale.interval_s
+    days = {s.name for s in build_scenarios(["autoscaling"], ScenarioSize(requests=200))}
+    assert "scale-to-zero" not in days  # compare autoscaling's days are unchanged
