@@ -28,7 +28,12 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
     (
         "autoscaler.yaml",
         "`infctl autoscaler -f autoscaler.yaml`, the file `infctl render` puts in the autoscaler's ConfigMap "
-        "(a deployment profile's `autoscaler` section shares its thresholds, `interval_s` and `dry_run`).",
+        "(a deployment profile's `autoscaler` section shares its thresholds, `interval_s` and `dry_run`). "
+        "Scale-to-zero: a target with `min: 0` and `scale_to_zero_after_s` goes to 0 replicas after that "
+        "long without a request and back to 1 when the router holds one for it "
+        "(`infctl_router_pool_queue_depth{pool}`, or `infctl_router_queue_depth` for a target without a "
+        "pool); give the router `hold_when_empty_s` above an engine's start-up, or the first request after "
+        "an idle spell gets a 503.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),
 )
