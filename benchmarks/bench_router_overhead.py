@@ -183,14 +183,16 @@ def tree_cpu_s(pid: int) -> float:
     return total / CLK_TCK
 
 
-async def load(url: str, stage: Stage, label: str) -> list[RequestRecord]:
+async def load(url: str, stage: Stage, label: str, seed: int = 1) -> list[RequestRecord]:
+    """``stage`` against ``url``; ``seed`` picks the prompts: every target of a round gets the same ones,
+    each round new ones (a router that remembers tokenized prompts must not meet them again)."""
     cfg = BenchConfig(
         url=url,
         model=MODEL,
         workload=RandomSpec(input=LengthDist(mean=INPUT_TOKENS), output=LengthDist(mean=OUTPUT_TOKENS)),
         extra_body={"ignore_eos": True},
         load=LoadPlan(stages=[stage], warmup=WARMUP),
-        seed=1,
+        seed=seed,
         label=label,
     )
     return (await run_benchmark(cfg)).requests
@@ -245,7 +247,7 @@ async def fixed_rates(
                 order = targets if turn % 2 == 0 else targets[::-1]  # no target always goes first
                 this_round: dict[str, list[RequestRecord]] = {}
                 for name, url in order:
-                    this_round[name] = await load(url, stage, name)
+                    this_round[name] = await load(url, stage, name, seed=1 + turn + 1000 * int(rate))
                     pooled[name] += this_round[name]
                 for name, figs in added_to_direct(this_round).items():
                     per_round[name].append(figs)
