@@ -396,7 +396,7 @@ async def saturation(
             assert r.proc is not None
             stage = Stage(concurrency=concurrency, duration_s=seconds)
             cpu0, t0 = tree_cpu_s(r.proc.pid), time.perf_counter()
-            records = await load(url_of[r.name], stage, r.name)
+            records = await load(url_of[r.name], stage, r.name, seed=500_000 + rep)  # unseen by section 1
             cpu, wall = tree_cpu_s(r.proc.pid) - cpu0, time.perf_counter() - t0
             ok = [x for x in records if x.ok]
             chunks = sum(len(x.chunk_times) for x in ok)
