@@ -182,7 +182,9 @@ def routers(
     """infctl routers (one per policy: a preset or JSON) then the peers' cache_aware (and, given the
     engines' KV-event endpoints, vllm-router's kv_aware fed by them). Policies on the precise or auto
     index get each backend's KV-event endpoint."""
-    py = [sys.executable, "-m", "infctl", "router", "--engine", "vllm"]
+    # The simulated engines count whitespace words; the router must count as they do (as the local target
+    # sets it up), or the events' blocks never match its own (the estimate's) and index auto is approx alone.
+    py = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--tokenizer", "words"]
     out: list[Router] = []
     for i, policy in enumerate(policies):
         port = free_port()
@@ -583,8 +585,8 @@ def _mixed_router(sim: Sim, arm: Arm) -> Router:
     policy = arm.policy if isinstance(arm.policy, str) else json.dumps(arm.policy)
     port = free_port()
     backends = [a for u, p in zip(sim.engines, pools, strict=True) for a in ("--backend", u + p)]
-    argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
-            "--policy", policy, *backends]  # fmt: skip
+    argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--tokenizer", "words",
+            "--port", str(port), "--policy", policy, *backends]  # fmt: skip
     return Router(arm.label if arm.label.startswith("infctl") else f"infctl {arm.label}", argv, port)
 
 

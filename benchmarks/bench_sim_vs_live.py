@@ -123,8 +123,9 @@ def simulated(workload: WorkloadSpec, load: LoadPlan, api: Api, policy: str, ove
 async def live(sim: Sim, workload: WorkloadSpec, load: LoadPlan, api: Api, policy: str) -> Figures:
     port = free_port()
     backends = [a for u in sim.engines for a in ("--backend", u)]
-    argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--port", str(port),
-            "--policy", policy, *backends]  # fmt: skip
+    # Words, as the simulated engines and the cluster simulator count: the two arms must hash alike.
+    argv = [sys.executable, "-m", "infctl", "router", "--engine", "vllm", "--tokenizer", "words",
+            "--port", str(port), "--policy", policy, *backends]  # fmt: skip
     router = Router(f"infctl {policy}", argv, port)
     router.start()
     try:
