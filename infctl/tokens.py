@@ -232,7 +232,8 @@ def block_hashes(ids: Sequence[int], block_size: int, seed: str = "") -> list[in
 
     Block ``i`` hashes ``h_{i-1}`` (u64) then its ids (u32 each), little-endian, with BLAKE2b-64. Runs of
     ``MEMO_BLOCKS`` blocks are memoised by (their parent hash, their ids), so a long prefix shared by many
-    prompts (a system prompt, a conversation's history) is hashed once. Returns a new list every call.
+    prompts (a system prompt, a conversation's history) is hashed once. Returns a new list every call
+    (``infctl.lazy_chain.LazyChain``: the same values, hashed as they are read).
     """
     n_full = len(ids) // block_size
     if n_full == 0:
@@ -242,20 +243,29 @@ def block_hashes(ids: Sequence[int], block_size: int, seed: str = "") -> list[in
     parent = _root_digest(seed)
     out: list[int] = []
     run = step * MEMO_BLOCKS
-    memo_end = len(buf) - len(buf) % run
     pos = 0
-    while pos < memo_end:
-        key = parent + buf[pos : pos + run]
-        hit = _MEMO.get((block_size, key))
-        if hit is None:
-            hit = _chain(parent, buf, pos, pos + run, step)
-            _MEMO.put((block_size, key), hit, len(key) + 40 * len(hit[0]) + 200)
-        out.extend(hit[0])
-        parent = hit[1]
-        pos += run
-    if pos < len(buf):
-        out.extend(_chain(parent, buf, pos, len(buf), step)[0])
+    while pos < len(buf):
+        end = min(len(buf), pos + run)
+        hashes, parent = chain_run(parent, buf[pos:end], block_size, memo=end - pos == run)
+        out.extend(hashes)
+        pos = end
     return out
+
+
+def chain_run(
+    parent: bytes, buf: bytes, block_size: int, *, memo: bool = True
+) -> tuple[tuple[int, ...], bytes]:
+    """Hashes of the blocks packed in ``buf`` (u32 ids) chained after the digest ``parent``, and the last
+    digest; remembered (``memo``: a full run of ``MEMO_BLOCKS``) by the parent and the ids."""
+    step = 4 * block_size
+    if not memo:
+        return _chain(parent, buf, 0, len(buf), step)
+    key = (block_size, parent + buf)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = _chain(parent, buf, 0, len(buf), step)
+        _MEMO.put(key, hit, len(key[1]) + 40 * len(hit[0]) + 200)
+    return hit
 
 
 MEMO_BLOCKS = 16

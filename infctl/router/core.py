@@ -79,17 +79,21 @@ class RouterCore:
         scheduling a no-op: a policy without a prefix index, or a prompt without a full block)."""
         return bool(request.block_hashes) and self.policy.index != "none"
 
-    def learn(self, snapshot: Snapshot, request: RequestInfo, backend_id: str) -> None:
+    def learn(
+        self, snapshot: Snapshot, request: RequestInfo, backend_id: str, *, first: int | None = None
+    ) -> None:
         """Record that ``backend_id`` will cache the request's blocks: in the approximate index, and (index
         precise or auto) as speculative entries of the precise index that its KV events confirm or let
-        expire."""
+        expire. ``first``: only the leading blocks, enough to steer the next request with this prefix here
+        (a caller learns the rest later: hashing and recording a long prompt's every block costs ~0.5 ms)."""
         if not self.learns(request):
             return
+        hashes = request.block_hashes if first is None else request.block_hashes[:first]
         index = self.policy.index
         if index != "approx" and not request.estimated:
             ttl = self.policy.settings.speculative_ttl_s
             if ttl > 0:
-                self.precise.speculate(backend_id, request.block_hashes, snapshot.now + ttl)
+                self.precise.speculate(backend_id, hashes, snapshot.now + ttl)
             if index == "precise":
                 return
         sig = snapshot.state(backend_id).signals
@@ -98,7 +102,7 @@ class RouterCore:
             request.block_size,
             self.policy.settings.default_index_entries,
         )
-        self.approx.record(backend_id, request.block_hashes, capacity)
+        self.approx.record(backend_id, hashes, capacity)
 
     def apply_kv_events(self, backend_id: str, seq: int, events: Iterable[object]) -> ApplyResult:
         """Feed one numbered KV event batch from ``backend_id``'s engine to the precise index."""

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from infctl.lazy_chain import LazyChain
 from infctl.router.hashing import stable_hash
 from infctl.router.kv_chain import HASH_SEED
 from infctl.telemetry.signals import EngineSignals
-from infctl.tokens import block_hashes, token_ids
+from infctl.tokens import token_ids
 
 Role = Literal["prefill", "decode", "both"]
 
@@ -96,8 +97,9 @@ class RequestInfo:
     model: str = ""
     prompt_tokens: int = 0
     """Prompt length in tokens (exact from ids, or estimated)."""
-    block_hashes: tuple[int, ...] = ()
-    """Chained hashes of the prompt's full blocks (``infctl.tokens.block_hashes``)."""
+    block_hashes: Sequence[int] = ()
+    """Chained hashes of the prompt's full blocks (``infctl.tokens.block_hashes``); from ``from_ids`` a
+    ``LazyChain``, hashed as read, so matching a prompt that shares nothing hashes one run of blocks."""
     block_size: int = 16
     """Tokens per block the hashes were computed with."""
     session_key: str | None = None
@@ -144,7 +146,7 @@ class RequestInfo:
             request_id=request_id,
             model=model,
             prompt_tokens=len(ids),
-            block_hashes=tuple(block_hashes(ids, block_size, HASH_SEED if seed is None else seed)),
+            block_hashes=LazyChain(ids, block_size, HASH_SEED if seed is None else seed),
             block_size=block_size,
             session_key=session_key,
             headers=dict(headers or {}),
