@@ -10,10 +10,14 @@ hashed later, when the index learns the request (off the request's critical path
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import overload
 
 from infctl.tokens import MEMO_BLOCKS, chain_run, root_digest
+
+_LITTLE = sys.byteorder == "little"
 
 
 class LazyChain(Sequence[int]):
@@ -43,7 +47,10 @@ class LazyChain(Sequence[int]):
             first = len(done)
             last = min(self._n, first + MEMO_BLOCKS)
             ids = self._ids[first * block : last * block]
-            buf = struct.pack(f"<{len(ids)}I", *ids)
+            if isinstance(ids, array) and ids.itemsize == 4 and _LITTLE:
+                buf = ids.tobytes()  # the estimate's ids: already the packed form
+            else:
+                buf = struct.pack(f"<{len(ids)}I", *ids)
             hashes, self._parent = chain_run(self._parent, buf, block, memo=last - first == MEMO_BLOCKS)
             done.extend(hashes)
 

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,16 +168,23 @@ def exact_count(body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer) ->
     return ids if isinstance(ids, int) else len(ids)
 
 
-def _prompt_ids(body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool) -> list[int] | int:
-    """The prompt's ids (or only their number, when that is all that is needed and cheaper)."""
+def _prompt_ids(
+    body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool
+) -> Sequence[int] | int:
+    """The prompt's ids (or only their number, when that is all that is needed and cheaper). The estimate's
+    come as an array: hashed as they are, without a Python int per id."""
     if chat:
+        if isinstance(tok, EstimateTokenizer) and not count_only:
+            return tok.chat_array(body["messages"])
         return tok.chat_ids(body["messages"], **chat_options(body))
     prompt = body["prompt"]
     special = body.get("add_special_tokens", True) is not False
     if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
         return [int(t) for t in prompt]
     text = prompt if isinstance(prompt, str) else " ".join(prompt)
-    return tok.count(text, special=special) if count_only else tok.encode(text, special=special)
+    if count_only:
+        return tok.count(text, special=special)
+    return tok.ids(text) if isinstance(tok, EstimateTokenizer) else tok.encode(text, special=special)
 
 
 def _check_length(n: int, limit: int | None) -> None:

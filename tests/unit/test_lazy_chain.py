@@ -49,3 +49,12 @@ def test_learning_the_first_blocks_records_only_those() -> None:
     assert core.matches(req) == {"e0": MEMO_BLOCKS}  # already enough to steer the prefix to e0
     core.learn(snap, req, "e0")
     assert core.matches(req) == {"e0": 100}
+
+
+def test_the_estimates_array_hashes_as_its_list() -> None:
+    from infctl.tokenization import EstimateTokenizer
+
+    text = "The estimate's ids, 4 ASCII bytes each; 中文 one a character. " * 40
+    tok = EstimateTokenizer()
+    assert tok.ids(text).tolist() == tok.encode(text)
+    assert LazyChain(tok.ids(text), 16) == block_hashes(tok.encode(text), 16)
