@@ -452,7 +452,9 @@ def all_routers(
                         argv += ["--tokenizer", TOKENIZER]
                     argv[argv.index("--port") + 1] = str(port)
                     if tree is not None:
-                        argv = ["env", f"PYTHONPATH={tree}", *argv]
+                        # -P: without it ``python -m`` puts the working directory (this checkout)
+                        # ahead of PYTHONPATH, and the baseline rows ran this tree's code.
+                        argv = ["env", f"PYTHONPATH={tree}", argv[0], "-P", *argv[1:]]
                     axes = ((loop, loops), (client, clients), (f"{server} server", servers))
                     tags = [t for t, values in axes if len(values) > 1] + (["baseline"] if tree else [])
                     name = f"{r.name} [{', '.join(tags)}]" if tags else r.name
