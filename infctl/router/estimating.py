@@ -59,7 +59,9 @@ class Estimating:
     def count_later(
         self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, info: RequestInfo
     ) -> None:
-        """Count an estimated request exactly in a worker thread, then widen the band to it."""
+        """Count an estimated request exactly in a worker thread, then widen the band to it. Called as the
+        request is dispatched; the thread starts two loop iterations later, once the request is on its way
+        (as the prefix index learns: ``attempt.decide``)."""
         if not self.tokenizer.exact:
             return
         if not info.estimated:
@@ -74,8 +76,13 @@ class Estimating:
             self.metrics.prompt_tokens += info.prompt_tokens
             return
         self.pending += 1
+        loop.call_soon(loop.call_soon, self._start, loop, body, chat, info.prompt_tokens)
+
+    def _start(
+        self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, estimate: int
+    ) -> None:
         work = loop.run_in_executor(None, _count, body, chat, self.tokenizer)
-        work.add_done_callback(lambda done: self._observe(done, info.prompt_tokens))
+        work.add_done_callback(lambda done: self._observe(done, estimate))
 
     def _observe(self, done: asyncio.Future[tuple[int, int, float] | None], estimate: int) -> None:
         self.pending -= 1

@@ -136,9 +136,8 @@ async def _route(
         if attempt == 0:
             state.metrics.estimated_cached_tokens += matched * info.block_size
             mirror(state, snap, info, request.path, raw, headers)
-            # Counted exactly once the request is on its way (as the prefix index learns: attempt.py).
             chat = request.path.endswith("chat/completions")
-            loop.call_soon(loop.call_soon, state.estimating.count_later, loop, body, chat, info)
+            state.estimating.count_later(loop, body, chat, info)  # a no-op unless the tokenizer is exact
         else:
             state.metrics.retries += 1
         try:
