@@ -37,10 +37,8 @@ def served(samples: dict[str, float]) -> float:
     return sum(v for k, v in samples.items() if k.startswith("vllm:request_success_total"))
 
 
-@pytest.mark.parametrize("tokenizer", ["auto", "estimate"])
-async def test_a_long_chinese_prompt_reaches_the_long_pool(
-    start_sim: StartSim, start_router: StartRouter, scrape: Scrape, tokenizer: str
-) -> None:
+async def two_pools(start_sim: StartSim, start_router: StartRouter, tokenizer: str) -> tuple[str, str, str]:
+    """(router URL, short engine, long engine): a router with POLICY's buckets over one engine per pool."""
     sim = await start_sim(instances=2)
     short_url, long_url = sim.urls
     url = await start_router(
@@ -48,6 +46,14 @@ async def test_a_long_chinese_prompt_reaches_the_long_pool(
         policy=POLICY,
         tokenizer=tokenizer,
     )
+    return url, short_url, long_url
+
+
+@pytest.mark.parametrize("tokenizer", ["auto", "estimate"])
+async def test_a_long_chinese_prompt_reaches_the_long_pool(
+    start_sim: StartSim, start_router: StartRouter, scrape: Scrape, tokenizer: str
+) -> None:
+    url, short_url, long_url = await two_pools(start_sim, start_router, tokenizer)
     long_prompt = (CHINESE * 75)[:3000]
     assert " " not in long_prompt  # one "word": the old convention counted it as 1 token
     async with httpx.AsyncClient(timeout=60) as c:
@@ -67,13 +73,7 @@ async def test_a_long_chinese_prompt_reaches_the_long_pool(
 async def test_with_the_models_tokenizer_only_a_prompt_near_a_bound_waits_for_it(
     start_sim: StartSim, start_router: StartRouter, scrape: Scrape, tiny_tokenizer: Path
 ) -> None:
-    sim = await start_sim(instances=2)
-    short_url, long_url = sim.urls
-    url = await start_router(
-        [Backend(id=short_url, url=short_url, pool="short"), Backend(id=long_url, url=long_url, pool="long")],
-        policy=POLICY,
-        tokenizer=str(tiny_tokenizer),
-    )
+    url, short_url, long_url = await two_pools(start_sim, start_router, str(tiny_tokenizer))
     model, estimate = load_tokenizer(str(tiny_tokenizer)), EstimateTokenizer()
     rng = random.Random(5)
     near = english(rng, 100)  # the estimate says short (<= 512), the model long
