@@ -20,12 +20,12 @@ harder on an autoscaler than life is.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
 from infctl.autoscaler.threshold import ThresholdConfig
 from infctl.bench.slo import SLO
-from infctl.sim.cluster.config import AutoscaleSettings
+from infctl.sim.cluster.config import AutoscaleSettings, SimConfig
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
     DEEPSEEK_V3_H200,
@@ -52,31 +52,57 @@ QUEUE_UP, QUEUE_DOWN = 2.0, 0.5
 SLO_NAME = f"SLO attainment (TTFT <= {TTFT_SLO_S:g} s)"
 
 
-def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
-    """``day`` of Mooncake requests: a static fleet of ``engines // 2`` for the peak vs three autoscalers
-    between 1 and that."""
+@dataclass(frozen=True)
+class Day:
+    """A compressed day of Mooncake requests on the autoscaling comparisons' engines and timings."""
+
+    engines: int
+    """The static fleet for the peak, and every autoscaler's maximum."""
+    base: SimConfig
+    """Engines, the day's trace, load plan and TTFT SLO."""
+    peak: float
+    """Requests per second at the day's peak."""
+    day_s: float
+    scale: float
+    """Autoscaler timings (interval, start-up, windows) per second of life."""
+    forecast: ForecastConfig
+
+    def autoscale(self, policy: PolicyConfig | ThresholdConfig) -> AutoscaleSettings:
+        """``policy`` with its timings, the daemon's interval and an engine's start-up scaled to the day."""
+        s = self.scale
+        return AutoscaleSettings(
+            policy=policy.scaled(s), interval_s=REAL_INTERVAL_S * s, startup_s=REAL_STARTUP_S * s
+        )
+
+
+def compressed_day(day: str, size: ScenarioSize) -> Day:
+    """``day``'s shape over the shipped trace, on ``engines // 2`` DeepSeek-V3 engines (the static fleet)."""
     engines = max(2, size.engines // 2)
     base = base_config(size, DEEPSEEK_V3_H200, engines=engines)
     peak = paced_rate(engines, base.profile, TRACE_PROMPT_TOKENS)
     trace, n = trace_spec(size, 1.0)
     day_s = n / (peak * mean_level(day))
-    scale = max(day_s / 86_400, MIN_TIME_SCALE)
-    units = (UnitConfig("both", min=1, max=engines),)
-    reactive = PolicyConfig(units=units, ttft_slo_s=TTFT_SLO_S, queue_up=QUEUE_UP, queue_down=QUEUE_DOWN)
     forecast = ForecastConfig(
         replica_prompt_tps=prefill_rate(base.profile), lead_s=REAL_STARTUP_S + REAL_INTERVAL_S
     )
+    base = replace(base, workload=trace, load=diurnal_plan(day, peak, day_s), slo=SLO(ttft_s=TTFT_SLO_S))
+    return Day(engines, base, peak, day_s, max(day_s / 86_400, MIN_TIME_SCALE), forecast)
+
+
+def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
+    """``day`` of Mooncake requests: a static fleet of ``engines // 2`` for the peak vs three autoscalers
+    between 1 and that."""
+    d = compressed_day(day, size)
+    engines, base, peak, day_s, scale, forecast = d.engines, d.base, d.peak, d.day_s, d.scale, d.forecast
+    units = (UnitConfig("both", min=1, max=engines),)
+    reactive = PolicyConfig(units=units, ttft_slo_s=TTFT_SLO_S, queue_up=QUEUE_UP, queue_down=QUEUE_DOWN)
     keda = ThresholdConfig(units=units, target=QUEUE_UP)
     infctl = replace(reactive, forecast=forecast)
     start = max(1, math.ceil(engines * level_at(day, 0.0)))
 
     def auto(policy: PolicyConfig | ThresholdConfig) -> dict[str, object]:
-        settings = AutoscaleSettings(
-            policy=policy.scaled(scale), interval_s=REAL_INTERVAL_S * scale, startup_s=REAL_STARTUP_S * scale
-        )
-        return {"autoscale": settings, "engines": start}
+        return {"autoscale": d.autoscale(policy), "engines": start}
 
-    base = replace(base, workload=trace, load=diurnal_plan(day, peak, day_s), slo=SLO(ttft_s=TTFT_SLO_S))
     return SimScenario(
         name=f"autoscaling-{day}",
         title=f"autoscaling vs static for the peak: {base.profile.name}, a {day} day in {day_s / 60:.0f} min",

@@ -10,34 +10,23 @@ Both autoscaled arms run the router's admission queue, so they differ only in ``
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
-from infctl.bench.slo import SLO
+from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.sim.cluster.admission import AdmissionSettings
-from infctl.sim.cluster.config import AutoscaleSettings
 from infctl.sim.cluster.result import SimResult
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.autoscaling import (
-    MIN_TIME_SCALE,
     QUEUE_DOWN,
     QUEUE_UP,
     REAL_INTERVAL_S,
     REAL_STARTUP_S,
     SLO_NAME,
-    TRACE_PROMPT_TOKENS,
     TTFT_SLO_S,
+    compressed_day,
 )
 from infctl.sim.cluster.scenarios.catalog import (
-    DEEPSEEK_V3_H200,
     ScenarioSize,
-    base_config,
-    paced_rate,
-    trace_spec,
 )
-from infctl.sim.cluster.scenarios.diurnal import diurnal_plan, mean_level
 from infctl.sim.cluster.scenarios.model import Measure, SimArm, SimScenario
-from infctl.sim.cluster.scenarios.pools import prefill_rate
 
 DAY = "night"
 REAL_IDLE_S = 900.0
@@ -53,15 +42,8 @@ def fewest_engines(r: SimResult) -> float:
 
 def scale_to_zero(size: ScenarioSize) -> SimScenario:
     """The ``night`` day: static for the peak vs infctl between 1 and it vs infctl from 0."""
-    engines = max(2, size.engines // 2)
-    base = base_config(size, DEEPSEEK_V3_H200, engines=engines)
-    peak = paced_rate(engines, base.profile, TRACE_PROMPT_TOKENS)
-    trace, n = trace_spec(size, 1.0)
-    day_s = n / (peak * mean_level(DAY))
-    scale = max(day_s / 86_400, MIN_TIME_SCALE)
-    forecast = ForecastConfig(
-        replica_prompt_tps=prefill_rate(base.profile), lead_s=REAL_STARTUP_S + REAL_INTERVAL_S
-    )
+    d = compressed_day(DAY, size)
+    engines, base, peak, day_s, scale, forecast = d.engines, d.base, d.peak, d.day_s, d.scale, d.forecast
     admission = AdmissionSettings(deadline_s=REAL_HOLD_S * 4, hold_when_empty_s=REAL_HOLD_S * scale)
 
     def arm(lo: int) -> dict[str, object]:
@@ -69,12 +51,8 @@ def scale_to_zero(size: ScenarioSize) -> SimScenario:
         unit = UnitConfig("both", min=lo, max=engines, scale_to_zero_after_s=idle)
         policy = PolicyConfig(units=(unit,), ttft_slo_s=TTFT_SLO_S, queue_up=QUEUE_UP, queue_down=QUEUE_DOWN,
                               forecast=forecast)  # fmt: skip
-        settings = AutoscaleSettings(
-            policy=policy.scaled(scale), interval_s=REAL_INTERVAL_S * scale, startup_s=REAL_STARTUP_S * scale
-        )
-        return {"autoscale": settings, "engines": 1, "admission": admission}
+        return {"autoscale": d.autoscale(policy), "engines": 1, "admission": admission}
 
-    base = replace(base, workload=trace, load=diurnal_plan(DAY, peak, day_s), slo=SLO(ttft_s=TTFT_SLO_S))
     return SimScenario(
         name="scale-to-zero",
         title=f"scale-to-zero: {base.profile.name}, a day with a night of no traffic in {day_s / 60:.0f} min",
