@@ -70,9 +70,20 @@ from infctl.bench.records import RequestRecord
 MODEL = "m"
 OUTPUT_TOKENS = 16
 INPUT_TOKENS = 32
-"""Mean prompt length of section 1, words (``--input-tokens``; set once by ``main``)."""
+"""Mean prompt length (``--input-tokens``; set once by ``main``): tokens of ``TOKENIZER`` when it is a real
+tokenizer, else the simulator's words (a real tokenizer spends ~5 tokens on each, with its salt tag)."""
 TOKENIZER: str | None = None
 """``--tokenizer`` for every infctl row (``kit``: resolved to a built directory by ``main``)."""
+
+
+def prompt_tokenizer() -> str | None:
+    """What the prompts are cut with: the real tokenizer the routers count with, so that "2,048-token
+    prompts" are 2,048 tokens as the engine sees them; none (words) for the estimate."""
+    if TOKENIZER is None or TOKENIZER in ("auto", "estimate", "words") or TOKENIZER.startswith("engine"):
+        return None
+    return TOKENIZER
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARMUP = 10
 
@@ -191,6 +202,7 @@ async def load(url: str, stage: Stage, label: str, seed: int = 1) -> list[Reques
         model=MODEL,
         workload=RandomSpec(input=LengthDist(mean=INPUT_TOKENS), output=LengthDist(mean=OUTPUT_TOKENS)),
         extra_body={"ignore_eos": True},
+        tokenizer=prompt_tokenizer(),
         load=LoadPlan(stages=[stage], warmup=WARMUP),
         seed=seed,
         label=label,
@@ -471,7 +483,12 @@ def all_routers(
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="40,80", help="comma-separated request rates for section 1")
-    ap.add_argument("--input-tokens", type=int, default=32, help="section 1: mean prompt length, words")
+    ap.add_argument(
+        "--input-tokens",
+        type=int,
+        default=32,
+        help="mean prompt length: tokens of --tokenizer when it is a real one, else words",
+    )
     ap.add_argument("--tokenizer", help="infctl's --tokenizer; 'kit': tests/tokenizerkit.py's real BPE")
     ap.add_argument("--seconds", type=float, default=3.0, help="load per target per rate per round")
     ap.add_argument("--rounds", type=int, default=6, help="short interleaved rounds spread the noise")
@@ -520,7 +537,8 @@ async def main(args: argparse.Namespace) -> None:
         from tokenizerkit import build_tokenizer
 
         TOKENIZER = str(build_tokenizer(Path(tempfile.mkdtemp(prefix="bench-tokenizer-"))))
-    print(f"prompts: ~{INPUT_TOKENS} words; infctl tokenizer: {TOKENIZER or 'auto (estimate)'}")
+    unit = "tokens of that tokenizer" if prompt_tokenizer() else "words"
+    print(f"prompts: ~{INPUT_TOKENS} {unit}; infctl tokenizer: {TOKENIZER or 'auto (estimate)'}")
     policies = [p for p in args.policies.split(",") if p]
     rates = [float(r) for r in args.rates.split(",") if r]
     upstreams: list[subprocess.Popen[bytes]] = []

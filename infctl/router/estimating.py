@@ -59,9 +59,8 @@ class Estimating:
     def count_later(
         self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, info: RequestInfo
     ) -> None:
-        """Count an estimated request exactly in a worker thread, then widen the band to it. Called as the
-        request is dispatched; the thread starts two loop iterations later, once the request is on its way
-        (as the prefix index learns: ``attempt.decide``)."""
+        """Count an estimated request exactly in a worker thread, then widen the band to it. Called once
+        its answer is out; the thread starts on the next loop iteration, after the last write is flushed."""
         if not self.tokenizer.exact:
             return
         if not info.estimated:
@@ -76,7 +75,7 @@ class Estimating:
             self.metrics.prompt_tokens += info.prompt_tokens
             return
         self.pending += 1
-        loop.call_soon(loop.call_soon, self._start, loop, body, chat, info.prompt_tokens)
+        loop.call_soon(self._start, loop, body, chat, info.prompt_tokens)
 
     def _start(
         self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, estimate: int

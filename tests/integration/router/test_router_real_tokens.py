@@ -3,6 +3,7 @@ whitespace "word", so it reaches the long pool whether the router has the estima
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -159,3 +160,59 @@ async def test_tokenize_answers_the_routers_count_in_vllms_shape(
     assert chat.json()["count"] >= 4  # four hanzi, at least a token each
     assert text.json()["count"] == 2  # 8 ASCII bytes
     assert bad.status_code == 400
+
+
+async def test_the_exact_count_after_routing_waits_until_the_answer_is_out(
+    start_router: StartRouter, tiny_tokenizer: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count overlapping its own request's first token delayed it: it starts once the answer is sent."""
+    from aiohttp import web
+
+    from infctl.router import estimating
+
+    gate, arrived = asyncio.Event(), asyncio.Event()
+    counted: list[bool] = []  # per count: was the answer still open when it started?
+    real_count = estimating._count
+
+    def count(*args: Any) -> Any:
+        counted.append(not gate.is_set())
+        return real_count(*args)
+
+    monkeypatch.setattr(estimating, "_count", count)
+
+    async def complete(request: web.Request) -> web.Response:
+        await request.read()
+        arrived.set()
+        await gate.wait()
+        choice = {"index": 0, "text": " a", "finish_reason": "length"}
+        return web.json_response({"id": "x", "choices": [choice]})
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_get("/{tail:.*}", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    engine = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        url = await start_router([Backend(id="e", url=engine)], tokenizer=str(tiny_tokenizer))
+        async with httpx.AsyncClient(timeout=30) as c:
+            body = {"model": MODEL, "prompt": english(random.Random(3), 300), "max_tokens": 1}
+            sent = asyncio.create_task(c.post(f"{url}/v1/completions", json=body))
+            await asyncio.wait_for(arrived.wait(), 10)
+            for _ in range(20):  # the old code counted here, two loop turns after dispatch
+                await asyncio.sleep(0.005)
+            assert counted == []
+            gate.set()
+            assert (await sent).status_code == 200
+            for _ in range(200):
+                if counted:
+                    break
+                await asyncio.sleep(0.01)
+    finally:
+        gate.set()
+        await runner.cleanup()
+    assert counted == [False]
