@@ -70,7 +70,8 @@ def unit_configs(layout: Layout) -> tuple[UnitConfig, ...]:
     """The units the policy moves, with bounds (a role without bounds is pinned at its deployed count)."""
     s = layout.settings
     if layout.mode == "aggregated":
-        return (_unit("both", s.both, layout.replicas, (("both", 1),)),)
+        zero = s.scale_to_zero.after_s if s.scale_to_zero is not None else None
+        return (_unit("both", s.both, layout.replicas, (("both", 1),), zero),)
     if layout.mode == "pool":
         return (
             _unit("prefill", s.prefill, layout.pools[0], (("prefill", 1),)),
@@ -115,8 +116,15 @@ def policy_config(layout: Layout, **extra: Any) -> PolicyConfig:
 
 
 def _unit(
-    name: str, bounds: ScaleBounds | None, deployed: int, members: tuple[tuple[str, int], ...]
+    name: str,
+    bounds: ScaleBounds | None,
+    deployed: int,
+    members: tuple[tuple[str, int], ...],
+    zero_after_s: float | None = None,
 ) -> UnitConfig:
+    """``zero_after_s``: the section's scale-to-zero window, for bounds with ``min`` 0 (the profile's
+    validator allows those in aggregated mode only)."""
     if bounds is None:
         return UnitConfig(name, deployed, deployed, members)
-    return UnitConfig(name, bounds.min, bounds.max, members)
+    idle = zero_after_s if bounds.min == 0 else None
+    return UnitConfig(name, bounds.min, bounds.max, members, scale_to_zero_after_s=idle)

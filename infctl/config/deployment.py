@@ -28,6 +28,7 @@ from infctl.config.cluster import ClusterProfile
 from infctl.config.drain import DrainSettings
 from infctl.config.length_pools import GroupShape, LengthPool, pool_problems, router_buckets
 from infctl.config.model import ModelProfile
+from infctl.config.scale_to_zero import zero_problems
 from infctl.config.settings import AutoscalerSettings, LocalSettings, RouterSettings
 
 Role = Literal["prefill", "decode", "both"]
@@ -212,7 +213,14 @@ class DeploymentProfile(ProfileModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> DeploymentProfile:
-        raise_problems([*self._layout_problems(), *self._target_problems(), *self._autoscaler_problems()])
+        raise_problems(
+            [
+                *self._layout_problems(),
+                *self._target_problems(),
+                *self._autoscaler_problems(),
+                *zero_problems(self),
+            ]
+        )
         return self
 
     def _layout_problems(self) -> list[Problem]:

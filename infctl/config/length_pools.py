@@ -21,6 +21,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import AfterValidator, Field
 
 from infctl.config._base import Count, Problem, ProfileModel, check_dns_label
+from infctl.config.scale_to_zero import ScaleToZero
 from infctl.config.settings import ScaleBounds
 
 PoolName = Annotated[str, AfterValidator(check_dns_label), Field(max_length=20)]
@@ -45,6 +46,9 @@ class PoolScaling(ProfileModel):
     """Pool and group modes: this pool's prefill replicas (over all its groups in group mode)."""
     decode: ScaleBounds | None = None
     """Pool and group modes: this pool's decode replicas (over all its groups in group mode)."""
+    scale_to_zero: ScaleToZero | None = None
+    """Scale-to-zero for this pool's bounds with ``min: 0`` (aggregated mode;
+    ``infctl.config.scale_to_zero``). None: off."""
 
 
 class LengthPool(ProfileModel):

@@ -33,7 +33,13 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
         "long without a request and back to 1 when the router holds one for it "
         "(`infctl_router_pool_queue_depth{pool}`, or `infctl_router_queue_depth` for a target without a "
         "pool); give the router `hold_when_empty_s` above an engine's start-up, or the first request after "
-        "an idle spell gets a 503.",
+        "an idle spell gets a 503. A deployment profile declares it beside bounds with `min: 0` "
+        "(`autoscaler.scale_to_zero` or a length pool's `autoscaler.scale_to_zero`: `after_s`, `hold_s`, "
+        "`scaler: infctl|keda`, `prometheus`; aggregated engines only): `infctl render` writes these "
+        "targets and the router's `hold_when_empty_s`, or for `scaler: keda` a KEDA ScaledObject "
+        "(`minReplicaCount: 0`, prometheus triggers on the router's held requests and the engines' waiting "
+        "ones) in place of the target; the local target runs its autoscaler with the same window and its "
+        "router with the hold.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),
 )

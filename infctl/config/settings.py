@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from infctl.config._base import Count, Port, Problem, ProfileModel, check_name, raise_problems
 from infctl.config.router import RouterOptions
+from infctl.config.scale_to_zero import ScaleToZero
 
 _ROUTER = RouterOptions.model_fields
 """The router's own settings: where the defaults this section shares with them are declared."""
@@ -35,8 +36,9 @@ class RouterSettings(ProfileModel):
 class ScaleBounds(ProfileModel):
     """Replica bounds for one role."""
 
-    min: Count
-    """Fewest replicas the autoscaler keeps."""
+    min: Annotated[int, Field(ge=0)]
+    """Fewest replicas the autoscaler keeps; 0 (scale-to-zero, aggregated engines) only with the section's
+    ``scale_to_zero``."""
     max: Count
     """Most replicas the autoscaler asks for."""
 
@@ -94,6 +96,9 @@ class AutoscalerSettings(ScalingOptions):
     """Bounds for decode replicas (group and pool modes; per group in group mode). None: fixed."""
     both: ScaleBounds | None = None
     """Bounds for aggregated replicas (aggregated mode). None: fixed."""
+    scale_to_zero: ScaleToZero | None = None
+    """Scale-to-zero for the bounds here with ``min: 0``: the idle window, how long the router holds a
+    request meanwhile, and who scales (``infctl.config.scale_to_zero``). None: off."""
 
 
 class LocalSettings(ProfileModel):

@@ -1,8 +1,8 @@
 """The custom kinds infctl can use, grouped by the project that installs them, and the verdict on which are
 served (by API discovery, which every authenticated user may read, unlike the CRD list itself).
 
-Kinds infctl renders come from ``infctl.manifests.KINDS`` with their install hints; RBG and KEDA, which
-it does not render yet, are listed here with theirs.
+Kinds infctl renders come from ``infctl.manifests.KINDS`` with their install hints; RBG, which it does
+not render yet, is listed here with its own.
 """
 
 from __future__ import annotations
@@ -77,9 +77,8 @@ FAMILIES: tuple[CRDFamily, ...] = (
     ),
     CRDFamily(
         "KEDA",
-        (("keda.sh", "scaledobjects"),),
-        "install KEDA: helm repo add kedacore https://kedacore.github.io/charts && "
-        "helm install keda kedacore/keda -n keda --create-namespace",
+        _rendered("keda.sh/v1alpha1"),  # a profile's scale_to_zero.scaler: keda renders ScaledObjects
+        _install("keda.sh/v1alpha1", "install KEDA"),
     ),
 )
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import DeploymentProfile, ModelProfile, ReplicaSpec, Role
 from infctl.config.length_pools import router_buckets
+from infctl.config.scale_to_zero import hold_when_empty_s
 from infctl.engines import get_adapter
 from infctl.errors import LocalTargetError
 from infctl.local.engine_ports import host_port_args, host_port_env, placeholders, take_host_ports
@@ -83,6 +84,9 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     if profile.local.simulate and sim is not None and sim.block_size is not None:
         argv += ["--block-size", str(sim.block_size)]
     argv += ["--tokenizer", router_tokenizer(profile)]
+    hold = hold_when_empty_s(profile)
+    if hold is not None:  # scale-to-zero: the request that wakes an engine waits for it
+        argv += ["--hold-when-empty", f"{hold:g}s"]
     for e in ctx.engines:
         for rank in e.dp_ranks:
             fields = [e.url, f"role={e.role or 'both'}"]

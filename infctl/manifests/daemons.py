@@ -11,9 +11,11 @@ from typing import Any
 
 from infctl.config import DeploymentProfile, RouterFile
 from infctl.config.autoscaler import AutoscalerFile
+from infctl.config.scale_to_zero import hold_when_empty_s, zero_window
 from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
+from infctl.manifests.keda import keda_workloads
 from infctl.manifests.placement import PlacementPlan, bounds_of
 
 CONFIG_DIR = "/etc/infctl"
@@ -35,6 +37,9 @@ def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str)
         "pd_mode": "pool" if profile.mode == "pool" else "group",
         "admin_token_env": ADMIN_TOKEN_ENV,
     }
+    hold = hold_when_empty_s(profile)
+    if hold is not None:  # scale-to-zero: hold the request that wakes replicas at 0 while one starts
+        data["hold_when_empty_s"] = hold
     RouterFile.model_validate(data)
     return data
 
@@ -44,10 +49,11 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
     scaler = profile.autoscaler
     targets = []
     replicas = {r.workload: r for r in profile.engine_replicas()}
+    keda = {w.name for w in keda_workloads(profile, plan)}  # KEDA's ScaledObjects scale these
     for w in plan.workloads:
         spec = replicas.get(w.workload)  # none for a PD-group set, which is never autoscaled
         bounds = bounds_of(profile, spec) if spec is not None else None
-        if bounds is None:
+        if bounds is None or w.name in keda:
             continue
         target: dict[str, Any] = {
             "kind": "LeaderWorkerSet" if w.multi_node else "Deployment",
@@ -60,6 +66,9 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
             target["group"] = w.group
         if w.length_pool is not None:
             target["pool"] = w.length_pool  # only this pool's engines count toward its load
+        zero = zero_window(profile, w.length_pool, w.role)
+        if zero is not None:
+            target["scale_to_zero_after_s"] = zero.after_s
         targets.append(target)
     router = f"http://{profile.name}-router.{namespace}.svc:{profile.router.port}"
     data = {

@@ -76,6 +76,11 @@ _KUEUE = (
     "or set cluster.gang.scheduler: affinity"
 )
 
+_KEDA = (
+    "install KEDA: helm repo add kedacore https://kedacore.github.io/charts && "
+    "helm install keda kedacore/keda -n keda --create-namespace, or set scale_to_zero.scaler: infctl"
+)
+
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Namespace", "namespaces", namespaced=False, phase=0),
     Kind("v1", "ServiceAccount", "serviceaccounts", phase=1),
@@ -125,6 +130,14 @@ KINDS: tuple[Kind, ...] = (
         namespaced=False,
         crd="resourceflavors.kueue.x-k8s.io",
         install=_KUEUE,
+    ),
+    Kind(
+        "keda.sh/v1alpha1",
+        "ScaledObject",
+        "scaledobjects",
+        phase=4,
+        crd="scaledobjects.keda.sh",
+        install=_KEDA,
     ),
     Kind(
         "gateway.networking.k8s.io/v1",

@@ -23,11 +23,12 @@ from infctl.manifests.context import autoscaler_context, monitoring_context, rou
 from infctl.manifests.engine import ENGINE_PORT, engine_values
 from infctl.manifests.gang import pod_groups
 from infctl.manifests.group_set import dispatch_values, set_objects
+from infctl.manifests.keda import scaled_objects
 from infctl.manifests.kinds import kind_of
 from infctl.manifests.kv_pool import COMPONENT as POOL_COMPONENT
 from infctl.manifests.kv_pool import pool_values, with_pool_address
 from infctl.manifests.options import RenderOptions
-from infctl.manifests.placement import WorkloadPlan, plan_placement
+from infctl.manifests.placement import PlacementPlan, WorkloadPlan, plan_placement
 
 Obj = dict[str, Any]
 COMPONENT_PHASE = {
@@ -116,11 +117,10 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
             )
         )
     if profile.autoscaler.enabled:
-        docs.append(
-            env.get_template("autoscaler.yaml.j2").render(
-                a=autoscaler_context(profile, plan, namespace, opts), namespace=namespace
-            )
-        )
+        scaler = autoscaler_context(profile, plan, namespace, opts)
+        if scaler["file"]["targets"]:  # none left when KEDA scales every autoscaled workload
+            docs.append(env.get_template("autoscaler.yaml.j2").render(a=scaler, namespace=namespace))
+        docs += [yaml.safe_dump(o, sort_keys=False) for o in keda_objects(profile, plan, namespace, opts)]
     if opts.traffic:
         docs.append(
             env.get_template("traffic.yaml.j2").render(
@@ -135,6 +135,21 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
         )
     objects = [o for text in docs for o in yaml.safe_load_all(text) if o]
     return sorted(objects, key=phase_of)  # stable: template order within a phase
+
+
+def keda_objects(
+    profile: DeploymentProfile, plan: PlacementPlan, namespace: str, opts: RenderOptions
+) -> list[Obj]:
+    """KEDA's ScaledObjects (``scale_to_zero.scaler: keda``); their triggers read what the monitoring
+    objects make Prometheus scrape."""
+    objects = scaled_objects(profile, plan, namespace)
+    if objects and not opts.monitoring:
+        raise ConfigError(
+            "scale_to_zero.scaler keda reads the router's and engines' metrics from Prometheus, which "
+            "scrapes them through the ServiceMonitor and PodMonitor render writes; found --no-monitoring",
+            hint="render with monitoring, or use scaler: infctl (it reads the router directly)",
+        )
+    return objects
 
 
 def namespace_object(profile: DeploymentProfile, namespace: str) -> Obj:
