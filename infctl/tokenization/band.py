@@ -5,6 +5,9 @@ hang on a prompt's count are threshold tests (a length bucket's bound, the PD th
 lies within a band around the estimate: the ratio exact/estimate. When no threshold falls inside the band,
 the estimate's answer is the exact one and the request need not wait for the tokenizer.
 
+The counts seen also give each class's overall ratio (exact tokens over estimated tokens), which scales the
+estimate of a prompt left uncounted: the router's token totals stay unbiased when only a sample is counted.
+
 The band starts at ``STARTING`` (tokenizers differ by 2x on Chinese; English and code fall well inside) and
 widens, never narrows, with every exact count seen, per script class: prompts the estimate counts at about
 4 characters a token (ASCII) and the rest. A prompt outside the band is a ``miss``: its decision may have
@@ -29,6 +32,8 @@ class RatioBand:
         """Exact counts observed."""
         self.misses = 0
         """Of them, outside the band as it stood."""
+        self._exact = {False: 0, True: 0}
+        self._estimated = {False: 0, True: 0}
 
     @staticmethod
     def _ascii(chars: int, estimate: int) -> bool:
@@ -46,6 +51,13 @@ class RatioBand:
         lo, hi = self.bounds(chars, estimate)
         return all(t < lo or t >= hi for t in thresholds)
 
+    def scaled(self, chars: int, estimate: int) -> int:
+        """The estimate times its class's ratio over every exact count seen (the estimate itself before
+        any): the expected exact count of a prompt that is not counted."""
+        key = self._ascii(chars, estimate)
+        seen = self._estimated[key]
+        return round(estimate * self._exact[key] / seen) if seen else estimate
+
     def observe(self, chars: int, estimate: int, exact: int) -> bool:
         """Widen the band to an exact count; True when it lay outside (a miss)."""
         if estimate <= 0:
@@ -53,6 +65,8 @@ class RatioBand:
         key = self._ascii(chars, estimate)
         ratio = exact / estimate
         self.seen += 1
+        self._exact[key] += exact
+        self._estimated[key] += estimate
         lo, hi = self._lo[key], self._hi[key]
         if lo <= ratio <= hi:
             return False

@@ -107,14 +107,16 @@ class Slow(Tokenizer):
 
     exact = True
 
-    def __init__(self, cpu_s: float) -> None:
+    def __init__(self, cpu_s: float, repeat: int = 1) -> None:
         self.cpu_s = cpu_s
+        self.repeat = repeat
+        """Ids per estimated one: its count is ``repeat`` times the estimate's."""
 
     def encode(self, text: str, *, special: bool = True) -> list[int]:
         began = time.thread_time()
         while time.thread_time() - began < self.cpu_s:
             pass
-        return EstimateTokenizer().encode(text)
+        return EstimateTokenizer().encode(text) * self.repeat
 
     def chat_ids(self, messages: Any, **options: Any) -> list[int]:
         return self.encode(str(messages))
@@ -123,7 +125,7 @@ class Slow(Tokenizer):
 async def test_the_counts_after_keep_to_their_cpu_share() -> None:
     metrics = RouterMetrics()
     now = [0.0]
-    est = Estimating(Slow(2 * CPU_SHARE), metrics, clock=lambda: now[0])  # refills only when told
+    est = Estimating(Slow(2 * CPU_SHARE, repeat=2), metrics, clock=lambda: now[0])  # refills when told
     loop = asyncio.get_running_loop()
     body = {"model": "m", "prompt": "x" * 4000}
     info = await read(body, est.tokenizer, est.plan(RouterCore(build_policy("cache_aware")), None))
@@ -131,8 +133,11 @@ async def test_the_counts_after_keep_to_their_cpu_share() -> None:
     est.count_later(loop, body, False, info)
     while est.pending:
         await asyncio.sleep(0.01)
+    counted = metrics.prompt_tokens
     est.count_later(loop, body, False, info)  # the first spent twice the share: nothing left for this one
     assert (metrics.exact_counts["background"], metrics.exact_counts["skipped"]) == (1, 1)
+    # Left uncounted, it adds its estimate scaled by what the counted one showed (twice the estimate).
+    assert counted == 2 * info.prompt_tokens and metrics.prompt_tokens == 2 * counted
     now[0] = 1.5  # 0.15 s of CPU earned back: the debt of 0.1 s is paid and there is credit again
     est.count_later(loop, body, False, info)
     assert est.pending == 1

@@ -40,3 +40,13 @@ def test_the_band_never_narrows_and_ignores_empty_prompts() -> None:
     assert band.bounds(4000, 1000)[0] == pytest.approx(100 / MARGIN)
     assert not band.observe(0, 0, 5)
     assert band.seen == 2
+
+
+def test_an_uncounted_prompt_is_scaled_by_its_class_ratio_over_every_count() -> None:
+    band = RatioBand()
+    assert band.scaled(4000, 1000) == 1000  # nothing seen: the estimate as it is
+    band.observe(4000, 1000, 1200)
+    band.observe(2000, 500, 700)  # ASCII: 1,900 exact over 1,500 estimated
+    band.observe(1000, 1000, 1500)  # the other class keeps its own ratio
+    assert band.scaled(8000, 2000) == round(2000 * 1900 / 1500)
+    assert band.scaled(300, 300) == 450
