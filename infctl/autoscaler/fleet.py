@@ -23,6 +23,8 @@ class ReplicaInfo:
     role: str
     group: str | None = None
     ready: bool = True
+    pool: str | None = None
+    """The length pool it serves, else None."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ class LocalActuator:
         body = await self._call("GET", "/scale")
         units = {u: UnitStatus(desired=s["desired"], ready=s["ready"]) for u, s in body["units"].items()}
         replicas = tuple(
-            ReplicaInfo(r["name"], r["url"], r["role"] or "both", r.get("group"), bool(r["ready"]))
+            ReplicaInfo(
+                r["name"], r["url"], r["role"] or "both", r.get("group"), bool(r["ready"]), r.get("pool")
+            )
             for s in body["units"].values()
             for r in s["replicas"]
         )

@@ -1,7 +1,8 @@
 """From a deployment profile to the policy's units and settings (pure).
 
 Units per mode: ``both`` (aggregated), ``prefill`` and ``decode`` (pool), ``group`` (group mode: a whole
-PD group of ``group.prefill`` + ``group.decode`` replicas). A role without bounds stays at its deployed
+PD group of ``group.prefill`` + ``group.decode`` replicas); aggregated engines in length pools: one unit
+per pool, named after it. A role without bounds stays at its deployed
 count. In group mode the ``autoscaler.prefill``/``decode`` bounds count replicas of that role over all
 groups, and the group count is bounded so that every role stays inside its own bounds.
 
@@ -37,6 +38,9 @@ class Layout:
     """Group mode: deployed groups."""
     per_group: tuple[int, int] = (1, 1)
     """Group mode: (prefill, decode) replicas per group."""
+    length_pools: tuple[tuple[str, int, int | None, int | None, float | None], ...] = ()
+    """Aggregated length pools: (name, deployed replicas, min, max, scale-to-zero window); None bounds:
+    fixed at the deployed count."""
 
     @classmethod
     def from_profile(cls, profile: DeploymentProfile) -> Layout:
@@ -49,6 +53,7 @@ class Layout:
             pools=(profile.pools.prefill, profile.pools.decode) if profile.pools else (1, 1),
             groups=profile.groups,
             per_group=(profile.group.prefill, profile.group.decode) if profile.group else (1, 1),
+            length_pools=_length_pools(profile),
         )
 
     def to_json(self) -> str:
@@ -61,6 +66,7 @@ class Layout:
             data = json.loads(text)
             data["settings"] = AutoscalerSettings.model_validate(data["settings"])
             data["pools"], data["per_group"] = tuple(data["pools"]), tuple(data["per_group"])
+            data["length_pools"] = tuple(tuple(p) for p in data.get("length_pools", ()))
             return cls(**data)
         except (ValueError, KeyError, TypeError) as err:
             raise ConfigError(f"--layout: not a layout: {err}") from None
@@ -69,6 +75,13 @@ class Layout:
 def unit_configs(layout: Layout) -> tuple[UnitConfig, ...]:
     """The units the policy moves, with bounds (a role without bounds is pinned at its deployed count)."""
     s = layout.settings
+    if layout.mode == "aggregated" and layout.length_pools:
+        return tuple(
+            UnitConfig(name, deployed, deployed, pool=name)
+            if lo is None or hi is None
+            else UnitConfig(name, lo, hi, pool=name, scale_to_zero_after_s=zero if lo == 0 else None)
+            for name, deployed, lo, hi, zero in layout.length_pools
+        )
     if layout.mode == "aggregated":
         zero = s.scale_to_zero.after_s if s.scale_to_zero is not None else None
         return (_unit("both", s.both, layout.replicas, (("both", 1),), zero),)
@@ -95,11 +108,30 @@ def unit_configs(layout: Layout) -> tuple[UnitConfig, ...]:
 
 def initial_counts(layout: Layout) -> dict[str, int]:
     """Units as deployed."""
+    if layout.mode == "aggregated" and layout.length_pools:
+        return {name: deployed for name, deployed, *_ in layout.length_pools}
     if layout.mode == "aggregated":
         return {"both": layout.replicas}
     if layout.mode == "pool":
         return {"prefill": layout.pools[0], "decode": layout.pools[1]}
     return {"group": layout.groups}
+
+
+def _length_pools(
+    profile: DeploymentProfile,
+) -> tuple[tuple[str, int, int | None, int | None, float | None], ...]:
+    """Aggregated length pools as :attr:`Layout.length_pools` (PD length pools are not scaled per pool)."""
+    if profile.mode != "aggregated" or profile.length_pools is None:
+        return ()
+    out = []
+    for p in profile.length_pools:
+        b = p.bounds("both")
+        zero = p.autoscaler.scale_to_zero if p.autoscaler is not None else None
+        window = zero.after_s if zero is not None else None
+        out.append(
+            (p.name, p.replicas or 0, None if b is None else b.min, None if b is None else b.max, window)
+        )
+    return tuple(out)
 
 
 def policy_config(layout: Layout, **extra: Any) -> PolicyConfig:

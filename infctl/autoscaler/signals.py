@@ -65,14 +65,16 @@ async def scrape_replicas(
     as errors and left out, so they count neither as idle nor as busy."""
     ready = {r.url: r for r in replicas if r.ready}
     scraped = await scrape_many(client, {url: adapter for url in ready})
-    out = [ReplicaSignals(r.name, r.role, r.group, ready=False) for r in replicas if not r.ready]
+    out = [ReplicaSignals(r.name, r.role, r.group, ready=False, pool=r.pool) for r in replicas if not r.ready]
     errors = []
     for url, got in scraped.items():
         if isinstance(got, MetricsError):
             errors.append(got)
             continue
         r = ready[url]
-        out.append(ReplicaSignals(r.name, r.role, r.group, True, got.queue, got.running, got.kv_usage))
+        out.append(
+            ReplicaSignals(r.name, r.role, r.group, True, got.queue, got.running, got.kv_usage, pool=r.pool)
+        )
     return tuple(out), errors
 
 

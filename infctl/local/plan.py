@@ -210,8 +210,11 @@ def reserve_specs(
     layout = Layout.from_profile(profile)
     deployed = initial_counts(layout)
     most = {u.name: max(u.max, deployed[u.name]) for u in unit_configs(layout)}
-    if profile.mode == "aggregated":
-        update: dict[str, object] = {"replicas": most["both"]}
+    if profile.mode == "aggregated" and profile.length_pools is not None:
+        grown = [p.model_copy(update={"replicas": most[p.name]}) for p in profile.length_pools]
+        update: dict[str, object] = {"length_pools": grown}
+    elif profile.mode == "aggregated":
+        update = {"replicas": most["both"]}
     elif profile.mode == "pool" and profile.pools is not None:
         pools = {"prefill": most["prefill"], "decode": most["decode"]}
         update = {"pools": profile.pools.model_copy(update=pools)}
@@ -252,12 +255,13 @@ def check_data_parallel(profile: DeploymentProfile) -> None:
 
 
 def check_length_pool_scaling(profile: DeploymentProfile) -> None:
-    """Raise LocalTargetError for an autoscaled profile with length pools: the local supervisor scales
-    units by role (or group), not per pool, so it would move engines between pools' counts."""
-    if profile.length_pools is not None and profile.autoscaler.enabled:
+    """Raise LocalTargetError for an autoscaled profile with PD length pools: the local supervisor scales
+    aggregated length pools one unit each, but PD ones by role (or group), which would move engines between
+    pools' counts."""
+    if profile.length_pools is not None and profile.autoscaler.enabled and profile.mode != "aggregated":
         raise LocalTargetError(
-            "the local target scales engines by role, not per length pool; found length_pools with the "
-            "autoscaler enabled",
+            f"the local target scales length pools of aggregated engines, not of {profile.mode} mode; found "
+            "length_pools with the autoscaler enabled",
             hint="run it with --set autoscaler.enabled=false (the pools keep their replicas), or render it "
             "for Kubernetes, where each pool is its own scale target",
         )

@@ -1,9 +1,10 @@
 """Runtime scaling of a local release, the pure part: units, slots, and which slots to start or stop.
 
 An engine belongs to a *unit* (what the autoscaler counts): its role (``both``, ``prefill``, ``decode``),
-or ``group`` in group mode. A *slot* is what starts and stops together: one engine, or every engine of a
-PD group. Slots keep plan order (deployed engines, then the reserve), so scaling out starts the first idle
-slots and scaling in stops the last active ones.
+``group`` in group mode, or its length pool's name for aggregated engines in length pools. A *slot* is what
+starts and stops together: one engine, or every engine of a PD group. Slots keep plan order (deployed
+engines, then the reserve), so scaling out starts the first idle slots and scaling in stops the last active
+ones.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ class Slot:
 
 
 def unit_of(spec: ProcessSpec) -> str:
-    return "group" if spec.group is not None else spec.role or "both"
+    """``group``; an aggregated length pool's name (each pool its own unit); else the role."""
+    if spec.group is not None:
+        return "group"
+    if spec.role in (None, "both") and spec.pool is not None:
+        return spec.pool
+    return spec.role or "both"
 
 
 def plan_slots(plan: LocalPlan) -> dict[str, list[Slot]]:

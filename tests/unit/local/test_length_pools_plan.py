@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from test_plan import PY, flag, profile
 
+from infctl.autoscaler.profile import Layout, initial_counts, unit_configs
 from infctl.config import load_deployment
 from infctl.errors import LocalTargetError
 from infctl.local import build_plan
+from infctl.local.scaling import plan_slots
 from infctl.manifests.daemons import router_file
 from infctl.manifests.placement import plan_placement
 from infctl.router.policies.pipeline import build_policy
@@ -75,12 +77,42 @@ def test_the_shipped_local_profile_and_a_rendered_router_share_the_buckets() -> 
     assert rendered["policy"]["buckets"][0] == {"name": "short", "max_tokens": 2048, "pools": ["short"]}
 
 
-def test_local_autoscaling_of_length_pools_is_refused_with_the_fix() -> None:
+def test_aggregated_length_pools_scale_one_unit_each_with_their_own_reserve() -> None:
+    zero = {"both": {"min": 0, "max": 2}, "scale_to_zero": {"after_s": 300, "hold_s": 60}}
     p = profile(
         replicas=None,
-        length_pools=[{**POOLS[0], "autoscaler": {"both": {"min": 1, "max": 3}}}, POOLS[1]],
-        **{"autoscaler.enabled": True},
+        length_pools=[
+            {**POOLS[0], "autoscaler": {"both": {"min": 1, "max": 3}}},
+            {**POOLS[1], "autoscaler": zero},
+        ],
+        **{"autoscaler.enabled": True, "router.enabled": True},
     )
-    with pytest.raises(LocalTargetError, match="per length pool") as info:
+    plan = build_plan(p, is_free=lambda _: True, python=PY)
+    assert [(s.name, s.pool) for s in plan.reserve] == [
+        ("engine-short-2", "short"),
+        ("engine-long-1", "long"),
+    ]
+    slots = plan_slots(plan)
+    assert {u: [s.name for s in ss] for u, ss in slots.items()} == {
+        "short": ["engine-short-0", "engine-short-1", "engine-short-2"],
+        "long": ["engine-long-0", "engine-long-1"],
+    }
+    scaler = next(s for s in plan.specs if s.kind == "autoscaler")
+    layout = Layout.from_json(flag(scaler, "--layout"))
+    units = {u.name: (u.pool, u.min, u.max, u.scale_to_zero_after_s) for u in unit_configs(layout)}
+    assert units == {"short": ("short", 1, 3, None), "long": ("long", 0, 2, 300.0)}
+    assert initial_counts(layout) == {"short": 2, "long": 1}
+    router = next(s for s in plan.specs if s.kind == "router")
+    assert flag(router, "--hold-when-empty") == "60s"
+
+
+def test_local_autoscaling_of_pd_length_pools_is_refused_with_the_fix() -> None:
+    pools = [
+        {"name": "short", "max_prompt_tokens": 2048, "prefill": 1, "decode": 1,
+         "autoscaler": {"prefill": {"min": 1, "max": 2}}},
+        {"name": "long", "prefill": 1, "decode": 1},
+    ]  # fmt: skip
+    p = profile(mode="pool", replicas=None, length_pools=pools, **{"autoscaler.enabled": True})
+    with pytest.raises(LocalTargetError, match="aggregated engines") as info:
         build_plan(p, is_free=lambda _: True, python=PY)
     assert "autoscaler.enabled=false" in (info.value.hint or "")
