@@ -12,7 +12,11 @@ windows, cooldowns, the forecast's lead) shrunk with the day as there. Only the 
 profile differ: it lasts ``--minutes`` of wall time, on Llama-3-8B-on-H100 engines (``--sim-profile``), so a
 machine can run it. ``--zero`` runs the ``scale-to-zero`` comparison's day instead (a night with no
 traffic), adding infctl's policy allowed to 0 (``min`` 0, ``scale_to_zero_after_s``; the router holds the
-first morning request while an engine starts).
+first morning request while an engine starts). Its idle window is 15 minutes scaled by the same floor as
+every timing (1/15: 60 s), so the night (5/24 of the day) outlasts it only on days of 5 minutes or more:
+``--zero --minutes 10`` (three arms, ~32 minutes) leaves half the night at zero; shorter days say so.
+
+The default run (3-minute business day, two arms, then ~10 s on the virtual clock) takes about 7 minutes.
 
 Each arm runs live, one after the other: ``infctl.local``'s supervisor starts the arm's first engines
 (``infctl sim``, one process each, in real time) and ``infctl router`` in front of them, exactly as
@@ -95,6 +99,7 @@ class Figures:
     ttft_max: float | None
     failed: int
     peak: int
+    fewest: int
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,23 @@ class LiveArm:
     end: float
     changes: int
     """Scale decisions the daemon applied (0 for the static fleet)."""
+
+
+def quiet_seconds(sc: SimScenario) -> float:
+    """Simulated seconds of the day without traffic (the night of the scale-to-zero day)."""
+    return sum(s.duration_s or 0.0 for s in sc.base.load.stages if (s.rate or 0) < 1e-6 and not s.rate_end)
+
+
+def idle_window(sc: SimScenario) -> float | None:
+    """The shortest scale-to-zero window of the scenario's arms, simulated seconds (None: no arm has one)."""
+    windows = [
+        u.scale_to_zero_after_s
+        for a in sc.arms
+        if (auto := a.changes.get("autoscale")) is not None
+        for u in auto.policy.units
+        if u.scale_to_zero_after_s is not None
+    ]
+    return min(windows) if windows else None
 
 
 def day_scenario(args: argparse.Namespace) -> SimScenario:
@@ -278,6 +300,7 @@ def live_figures(arm: LiveArm, speedup: float) -> Figures:
         ttft_max=sim(ttft["max"] if ttft.count else None),
         failed=s.failed,
         peak=peak_held(arm.samples),
+        fewest=min((x.held for x in arm.samples), default=0),
     )
 
 
@@ -291,6 +314,7 @@ def virtual_figures(r: SimResult) -> Figures:
         ttft_max=s.ttft["max"] if s.ttft.count else None,
         failed=s.failed,
         peak=r.peak_engines,
+        fewest=min((x.desired for x in r.replicas), default=r.config.engines),
     )
 
 
@@ -302,6 +326,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("TTFT max", "ttft_max", "ms"),
     ("failed requests", "failed", "n"),
     ("peak engines", "peak", "n"),
+    ("fewest engines", "fewest", "n"),
 )
 
 
@@ -346,7 +371,7 @@ def report(
             for i, f in enumerate(figs):
                 v = getattr(f, field_)
                 text = _show(v, unit)
-                if i and field_ != "failed":
+                if i and field_ not in ("failed", "fewest"):
                     text += f" ({_change(base, v, unit)})" if _change(base, v, unit) else ""
                 row += f"{text:>{width}}"
             cells.append(row)
@@ -372,6 +397,13 @@ def report(
 async def main(args: argparse.Namespace) -> None:
     sc = day_scenario(args)
     print(f"{sc.title}: {len(sc.arms)} arms live, then on the virtual clock", flush=True)
+    window, quiet = idle_window(sc), quiet_seconds(sc)
+    if window is not None and quiet <= window:
+        print(
+            f"note: the night lasts {quiet:.0f} s, the idle window {window:.0f} s: no arm reaches zero on "
+            f"a day this short (--minutes {args.minutes * 2 * window / quiet:.0f}: half the night at zero)",
+            flush=True,
+        )
     load_before = os.getloadavg()
     live = []
     for arm in sc.arms:

@@ -82,3 +82,11 @@ def test_engines_the_autoscaler_adds_wait_out_the_days_start_up(bench: ModuleTyp
     assert delayed.specs == plan.specs  # the day's first engines are up before it starts
     (spec,) = delayed.reserve
     assert spec.argv[:3] == ("sh", "-c", 'sleep 6 && exec "$0" "$@"') and spec.argv[3:] == engine.argv
+
+
+def test_the_zero_day_says_whether_its_night_outlasts_the_idle_window(bench: ModuleType) -> None:
+    short, long_ = (bench.day_scenario(args(zero=True, minutes=m)) for m in (2.0, 10.0))
+    assert bench.idle_window(short) == bench.idle_window(long_) == 60.0  # 15 minutes at the 1/15 floor
+    assert bench.quiet_seconds(short) == pytest.approx(2 * 60 * 5 / 24, rel=0.01)  # 00:00-05:00
+    assert bench.quiet_seconds(long_) > 2 * bench.idle_window(long_)
+    assert bench.idle_window(bench.day_scenario(args())) is None
