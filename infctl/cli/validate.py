@@ -138,6 +138,9 @@ def _autoscaler(p: DeploymentProfile) -> str:
     ]
     if p.length_pools is not None:
         bounds = ["per length pool"]
+    zero = scaler.scale_to_zero
+    if zero is not None:
+        bounds.append(f"to zero after {zero.after_s:g}s idle ({zero.scaler})")
     return ", ".join(bounds) + (" (dry run)" if scaler.dry_run else "")
 
 

@@ -175,6 +175,9 @@ def describe(pool: LengthPool, mode: str, shape: _Shape | None = None) -> str:
         for role in ("both", "prefill", "decode")
         if (b := pool.bounds(role)) is not None
     ]
+    zero = pool.autoscaler.scale_to_zero if pool.autoscaler is not None else None
+    if zero is not None:
+        scaled.append(f"to zero after {zero.after_s:g}s idle ({zero.scaler})")
     return f"{pool.name} ({limit}): {size}" + (f", autoscaled {', '.join(scaled)}" if scaled else "")
 
 
