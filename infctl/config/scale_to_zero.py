@@ -155,7 +155,9 @@ def _section_problems(here: Loc, stz: ScaleToZero, zeros: bool) -> list[Problem]
 
 def hold_when_empty_s(profile: DeploymentProfile) -> float | None:
     """The router's ``hold_when_empty_s``: the longest ``hold_s`` of the sections that may scale to zero
-    (None: none may)."""
+    (None: none may, or the autoscaler is off and nothing scales)."""
+    if not profile.autoscaler.enabled:
+        return None
     holds = [
         stz.hold_s
         for _, bounds, stz in sections(profile)

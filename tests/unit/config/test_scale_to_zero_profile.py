@@ -39,6 +39,12 @@ def test_min_zero_with_its_window_is_a_valid_profile() -> None:
     p = local(autoscaler={"enabled": True, "both": {"min": 0, "max": 4}, "scale_to_zero": {"after_s": 600}})
     assert p.autoscaler.both is not None and p.autoscaler.both.min == 0
     assert hold_when_empty_s(p) == 180.0  # the default hold
+    assert (
+        hold_when_empty_s(
+            p.model_copy(update={"autoscaler": p.autoscaler.model_copy(update={"enabled": False})})
+        )
+        is None
+    )
     window = zero_window(p, None, "both")
     assert window is not None and window.after_s == 600
 
