@@ -17,6 +17,8 @@ from infctl.tokenization.base import Tokenizer, content_text
 class WordTokenizer(Tokenizer):
     name = "words"
     exact = False
+    off_loop_chars = 65536
+    """As the estimate: ~0.3 ms per 60,000 characters, less than a worker thread's two loop wake-ups."""
 
     def encode(self, text: str, *, special: bool = True) -> list[int]:
         return tokens.token_ids(text)
