@@ -70,7 +70,9 @@ from infctl.bench.result import BenchResult
 from infctl.bench.run import run_benchmark
 from infctl.bench.slo import SLO
 from infctl.config import load_deployment
+from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.local import LocalPlan, SupervisorSettings, build_plan, port_is_free, serve
+from infctl.local.admin_token import token_path
 from infctl.local.plan import router_specs
 from infctl.sim.cluster import SimConfig, simulate
 from infctl.sim.cluster.admission import AdmissionSettings
@@ -229,6 +231,8 @@ async def run_live(sc: SimScenario, arm: SimArm, args: argparse.Namespace) -> Li
                 tasks.append(asyncio.create_task(_sample(http, control, samples, stop)))
                 if autoscale is not None:
                     assert isinstance(autoscale.policy, PolicyConfig), "infctl's arms run PolicyConfig"
+                    # With no engine left it reads the router's admin API, as the supervised daemon does.
+                    os.environ[ADMIN_TOKEN_ENV] = token_path(plan).read_text().strip()
                     cfg = AutoscalerConfig(
                         policy=autoscale.policy.scaled(1 / speedup),
                         interval_s=autoscale.interval_s / speedup,
@@ -384,6 +388,9 @@ def report(
             f"live {arm.label}: {arm.end - arm.start:.0f} s wall, {mean:.2f} engines on average, "
             f"{arm.changes} scale decisions{started}"
         )
+        summary = arm.bench.summary
+        for kind, n in summary.error_kinds.items():
+            print(f"  failed: {n} x {kind}: {summary.error_examples.get(kind, '')[:120]}")
     print()
     for i in range(1, len(lf)):
         saved, vsaved = 1 - lf[i].engine_s / lf[0].engine_s, 1 - vf[i].engine_s / vf[0].engine_s
