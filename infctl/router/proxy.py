@@ -104,6 +104,9 @@ async def _generate(
         return await _route(state, request, body, raw, info, started, None if waited else snap, loop)
     finally:
         state.admission.wake()
+        # Counted once the answer is out: a count overlapping its own request's first token added ~1 ms
+        # to it (a no-op unless the tokenizer is exact).
+        state.estimating.count_later(loop, body, path.endswith("chat/completions"), info)
 
 
 async def _route(
@@ -118,24 +121,6 @@ async def _route(
 ) -> web.StreamResponse:
     if not info.estimated:  # an estimated one is added when counted exactly (``Estimating``)
         state.metrics.prompt_tokens += info.prompt_tokens
-    try:
-        return await _attempts(state, request, body, raw, info, started, first, loop)
-    finally:
-        # Counted once the answer is out: a count overlapping its own request's first token added ~1 ms
-        # to it (a no-op unless the tokenizer is exact).
-        state.estimating.count_later(loop, body, request.path.endswith("chat/completions"), info)
-
-
-async def _attempts(
-    state: RouterState,
-    request: ClientRequest,
-    body: dict[str, Any],
-    raw: bytes,
-    info: RequestInfo,
-    started: float,
-    first: Snapshot | None,
-    loop: asyncio.AbstractEventLoop,
-) -> web.StreamResponse:
     headers = upstream_headers(request.headers, info.request_id)
     expected = info.max_tokens or DEFAULT_EXPECTED_OUTPUT
     tried: set[str] = set()
