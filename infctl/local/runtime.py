@@ -105,8 +105,10 @@ class Scaler:
             except InfctlError as err:
                 log.warning("router sync: %s", err.message)
             waiter = asyncio.ensure_future(self.wake.wait())
-            await asyncio.wait({waiter}, timeout=self.sup.settings.reconcile_interval)
-            waiter.cancel()
+            try:
+                await asyncio.wait({waiter}, timeout=self.sup.settings.reconcile_interval)
+            finally:  # also when cancelled (``Control.close``): a waiter left pending is destroyed with it
+                waiter.cancel()
 
     def reconcile(self) -> None:
         for unit, slots in self.slots.items():

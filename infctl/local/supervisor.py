@@ -130,9 +130,11 @@ class _Supervisor:
         """Sleep, but wake up early when the supervisor halts (or ``child`` is retired)."""
         events = [self.halt] if child is None else [self.halt, child.retired]
         waiters = [asyncio.ensure_future(e.wait()) for e in events]
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        for w in waiters:
-            w.cancel()
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the caller is cancelled (a scale-out stopped at shutdown)
+            for w in waiters:
+                w.cancel()
 
     def over(self, child: _Child) -> bool:
         return self.halt.is_set() or child.retired.is_set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -152,3 +153,32 @@ async def test_the_workers_of_a_crashed_process_are_killed_before_it_restarts(
     finally:
         stop.set()
         await task
+
+
+async def test_stopping_with_a_control_endpoint_leaves_no_task_pending(
+    tmp_path: Path, ports: PortAllocator
+) -> None:
+    """The runtime scaler waits for a scale request while the supervisor stops: its waiter must end with
+    it, or the next garbage collection reports "Task was destroyed but it is pending!"."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, ctx: reported.append(f"{ctx.get('message')} {ctx.get('task')!r}"))
+    try:
+        plan = LocalPlan(
+            release="sup",
+            run_dir=tmp_path,
+            model="m",
+            specs=(http_server("engine-0", ports.take()),),
+            control_port=ports.take(),
+        )
+        ready, stop = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(serve(plan, FAST, ready=ready, stop=stop))
+        await asyncio.wait_for(ready.wait(), 60)
+        stop.set()
+        await task
+        del task
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not reported
+    finally:
+        loop.set_exception_handler(None)
