@@ -178,8 +178,10 @@ async def serve(
             while not stop.is_set():
                 await daemon.tick(clock(), day(), on_decision)
                 waiter = asyncio.ensure_future(stop.wait())
-                await asyncio.wait({waiter}, timeout=cfg.interval_s)
-                waiter.cancel()
+                try:
+                    await asyncio.wait({waiter}, timeout=cfg.interval_s)
+                finally:  # also when cancelled: a waiter left pending is destroyed with ``stop``
+                    waiter.cancel()
         finally:
             if server is not None:
                 await server.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 
 import httpx
@@ -121,3 +122,31 @@ def unused_tcp_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+async def test_cancelled_between_ticks_leaves_no_task_pending() -> None:
+    """Cancelled while it waits for the next tick (a caller's shutdown): its wait on ``stop`` ends too, or
+    the next garbage collection reports "Task was destroyed but it is pending!"."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, ctx: reported.append(f"{ctx.get('message')} {ctx.get('task')!r}"))
+    try:
+        cfg = AutoscalerConfig(policy=aggregated(), interval_s=60, port=None)
+        ticked = asyncio.Event()
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            serve(
+                cfg, FakeActuator(1), stop=stop, on_decision=lambda d, s: ticked.set(), transport=engines(0)
+            )
+        )
+        await asyncio.wait_for(ticked.wait(), 10)
+        await asyncio.sleep(0)  # into the wait for the next tick
+        task.cancel()
+        await asyncio.wait({task})  # not awaited: its traceback would keep the waiter alive
+        assert task.cancelled()
+        del task, stop
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not reported
+    finally:
+        loop.set_exception_handler(None)
