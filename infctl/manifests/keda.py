@@ -8,7 +8,11 @@ against ``autoscaler.queue_per_replica.up`` requests per replica (the HPA's ``Av
   ``infctl_router_queue_depth`` without length pools). At 0 replicas this is the only demand there is, and
   any held request (``activationThreshold`` 0) wakes the workload;
 - **waiting**: the requests its engines have waiting (the engine's queue metric, on the pod labels the
-  PodMonitor copies), what KEDA's vLLM examples scale on.
+  PodMonitor copies), what KEDA's vLLM examples scale on;
+- **running**: the requests its engines are serving, for activation only (its threshold, ``ACTIVE_ONLY``,
+  sizes nothing). KEDA counts ``cooldownPeriod`` from the last moment a trigger was active: under light
+  load nothing waits anywhere, so without it a workload serving requests would go to 0 under them, where
+  ``after_s`` means no request held, waiting *or running*, as infctl's autoscaler reads it.
 
 Both are read from the Prometheus that scrapes the release through the ServiceMonitor and PodMonitor
 ``infctl render`` writes, by their ``job`` (:func:`infctl.manifests.observability.selectors`).
@@ -28,6 +32,9 @@ from infctl.manifests.placement import PlacementPlan, WorkloadPlan, bounds_of
 API_VERSION = "keda.sh/v1alpha1"
 ROUTER_QUEUE = "infctl_router_queue_depth"
 ROUTER_POOL_QUEUE = "infctl_router_pool_queue_depth"
+ACTIVE_ONLY = "1000000"
+"""The running trigger's threshold: per replica, above any engine's batch, so the HPA's replicas from it
+(total / threshold, rounded up) are at most 1 and the other triggers size the workload."""
 
 
 def keda_workloads(profile: DeploymentProfile, plan: PlacementPlan) -> list[WorkloadPlan]:
@@ -45,7 +52,7 @@ def keda_workloads(profile: DeploymentProfile, plan: PlacementPlan) -> list[Work
 def scaled_objects(profile: DeploymentProfile, plan: PlacementPlan, namespace: str) -> list[dict[str, Any]]:
     """A ScaledObject for every workload KEDA scales."""
     engines, router = selectors(profile, namespace)
-    waiting = get_adapter(profile.model.engine).signal_metrics.queue
+    metrics = get_adapter(profile.model.engine).signal_metrics
     target = f"{profile.autoscaler.queue_per_replica.up:g}"
     objects = []
     for w in keda_workloads(profile, plan):
@@ -57,7 +64,8 @@ def scaled_objects(profile: DeploymentProfile, plan: PlacementPlan, namespace: s
             if w.length_pool is not None
             else f"sum({ROUTER_QUEUE}{{{router}}})"
         )
-        queued = f'sum({waiting}{{{engines},infctl_io_workload="{w.workload}"}})'
+        mine = f'{{{engines},infctl_io_workload="{w.workload}"}}'
+        queued, running = f"sum({metrics.queue}{mine})", f"sum({metrics.running}{mine})"
         kind = (
             {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}
             if w.multi_node
@@ -81,6 +89,7 @@ def scaled_objects(profile: DeploymentProfile, plan: PlacementPlan, namespace: s
                     "triggers": [
                         _trigger("held", stz.prometheus, held, target),
                         _trigger("waiting", stz.prometheus, queued, target),
+                        _trigger("running", stz.prometheus, running, ACTIVE_ONLY),
                     ],
                 },
             }

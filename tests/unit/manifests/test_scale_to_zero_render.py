@@ -81,8 +81,8 @@ def test_a_pool_keda_scales_gets_a_scaled_object_on_the_router_queue_and_leaves_
     }
     assert (spec["minReplicaCount"], spec["maxReplicaCount"], spec["cooldownPeriod"]) == (0, 2, 300)
     assert spec["pollingInterval"] == 15
-    held, waiting = spec["triggers"]
-    assert held["type"] == waiting["type"] == "prometheus"
+    held, waiting, running = spec["triggers"]
+    assert held["type"] == waiting["type"] == running["type"] == "prometheus"
     assert held["metadata"]["serverAddress"] == PROM
     assert held["metadata"]["query"].startswith("sum(infctl_router_pool_queue_depth{")
     assert 'pool="long"' in held["metadata"]["query"]
@@ -90,6 +90,12 @@ def test_a_pool_keda_scales_gets_a_scaled_object_on_the_router_queue_and_leaves_
     assert "num_requests_waiting" in waiting["metadata"]["query"]
     assert held["metadata"]["activationThreshold"] == "0"  # one held request wakes the pool
     assert held["metadata"]["threshold"] == waiting["metadata"]["threshold"] == "4"
+    # KEDA counts its cooldown from the last active trigger: requests running with none waiting (light
+    # load) must keep the workload active, or it goes to 0 under them; they never size it (threshold).
+    assert "num_requests_running" in running["metadata"]["query"]
+    assert 'infctl_io_workload="long"' in running["metadata"]["query"]
+    assert running["metadata"]["activationThreshold"] == "0"
+    assert float(running["metadata"]["threshold"]) >= 1e6
     # infctl's autoscaler scales the other pool only; the router still holds for the long pool.
     targets = config_file(objs, "autoscaler")["targets"]
     assert [t["name"] for t in targets] == ["qwen3-8b-short"]
