@@ -89,10 +89,11 @@ def zero_problems(profile: DeploymentProfile) -> list[Problem]:
     counts whole groups from 1 (``infctl.autoscaler.profile.unit_configs``).
     """
     problems: list[Problem] = []
-    zeroed = False
+    zeroed = keda = False
     for here, bounds, stz in sections(profile):
         zeros = [role for role, b in bounds.items() if b.min == 0]
         zeroed = zeroed or bool(zeros)
+        keda = keda or (stz is not None and stz.scaler == "keda")
         for role in zeros:
             if profile.mode != "aggregated":
                 problems.append(
@@ -114,6 +115,14 @@ def zero_problems(profile: DeploymentProfile) -> list[Problem]:
                 )
         if stz is not None:
             problems += _section_problems(here, stz, bool(zeros))
+    if keda and profile.autoscaler.dry_run:
+        problems.append(
+            Problem(
+                ("autoscaler", "dry_run"),
+                "scaler keda scales for real (a ScaledObject has no dry run); found dry_run true",
+                hint="set dry_run: false, or scaler: infctl to see the autoscaler's recommendations only",
+            )
+        )
     if zeroed and not profile.router.enabled:
         problems.append(
             Problem(

@@ -89,6 +89,29 @@ def test_keda_needs_its_prometheus_and_prometheus_needs_keda() -> None:
     assert "only read with scaler: keda" in text
 
 
+def test_keda_in_a_dry_run_is_refused() -> None:
+    # A ScaledObject has no dry run: KEDA would take the replicas to 0 while the autoscaler only recommends.
+    zero = {"after_s": 60, "scaler": "keda", "prometheus": "http://p:9090"}
+    text = refused(
+        autoscaler={"enabled": True, "dry_run": True, "both": {"min": 0, "max": 2}, "scale_to_zero": zero}
+    )
+    assert "autoscaler.dry_run" in text and "keda" in text
+    pools = [
+        {"name": "all", "replicas": 1, "autoscaler": {"both": {"min": 0, "max": 2}, "scale_to_zero": zero}}
+    ]
+    text = refused(replicas=None, length_pools=pools, autoscaler={"enabled": True, "dry_run": True})
+    assert "autoscaler.dry_run" in text
+    p = local(
+        autoscaler={
+            "enabled": True,
+            "dry_run": True,
+            "both": {"min": 0, "max": 2},
+            "scale_to_zero": {"after_s": 60},
+        }
+    )
+    assert p.autoscaler.dry_run  # infctl's own scaler honours the dry run
+
+
 def test_scale_to_zero_needs_the_router() -> None:
     text = refused(
         router={"enabled": False},
