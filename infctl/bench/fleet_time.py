@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infctl.bench.config import LoadPlan, Stage
+from infctl.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def wall_plan(plan: LoadPlan, speedup: float) -> LoadPlan:
     seconds per wall second: rates times ``speedup``, durations divided by it; counts, concurrencies and
     arrivals unchanged."""
     if speedup <= 0:
-        raise ValueError(f"speedup must be > 0, got {speedup:g}")
+        raise ConfigError(f"speedup must be > 0, got {speedup:g}", hint="e.g. --speedup 1")
 
     def stage(s: Stage) -> Stage:
         return s.model_copy(

@@ -61,8 +61,10 @@ class Estimating:
     def count_later(
         self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, info: RequestInfo
     ) -> None:
-        """Count an estimated request exactly in a worker thread, then widen the band to it. Called once
-        its answer is out; the thread starts on the next loop iteration, after the last write is flushed."""
+        """Count an estimated request exactly in a worker thread, then widen the band to it. Called as its
+        handler ends (a stream is out by then; a whole answer is written as the handler returns, and the
+        thread starts on the next loop iteration), also for one refused after admission (503 or 502): its
+        tokens were demand, as for a request counted while routing."""
         if not self.tokenizer.exact:
             return
         if not info.estimated:

@@ -163,22 +163,12 @@ async def test_tokenize_answers_the_routers_count_in_vllms_shape(
 
 
 async def test_the_exact_count_after_routing_waits_until_the_answer_is_out(
-    start_router: StartRouter, tiny_tokenizer: Path, monkeypatch: pytest.MonkeyPatch
+    start_router: StartRouter, tiny_tokenizer: Path
 ) -> None:
     """A count overlapping its own request's first token delayed it: it starts once the answer is sent."""
     from aiohttp import web
 
-    from infctl.router import estimating
-
     gate, arrived = asyncio.Event(), asyncio.Event()
-    counted: list[bool] = []  # per count: was the answer still open when it started?
-    real_count = estimating._count
-
-    def count(*args: Any) -> Any:
-        counted.append(not gate.is_set())
-        return real_count(*args)
-
-    monkeypatch.setattr(estimating, "_count", count)
 
     async def complete(request: web.Request) -> web.Response:
         await request.read()
@@ -189,6 +179,13 @@ async def test_the_exact_count_after_routing_waits_until_the_answer_is_out(
 
     async def ok(_: web.Request) -> web.Response:
         return web.json_response({})
+
+    async def background(c: httpx.AsyncClient, url: str) -> float:
+        """Counts after routing so far (the series appears with its first)."""
+        for line in (await c.get(f"{url}/metrics")).text.splitlines():
+            if line.startswith('infctl_router_exact_token_counts_total{when="background"}'):
+                return float(line.rpartition(" ")[2])
+        return 0.0
 
     app = web.Application()
     app.router.add_post("/v1/completions", complete)
@@ -203,16 +200,19 @@ async def test_the_exact_count_after_routing_waits_until_the_answer_is_out(
             body = {"model": MODEL, "prompt": english(random.Random(3), 300), "max_tokens": 1}
             sent = asyncio.create_task(c.post(f"{url}/v1/completions", json=body))
             await asyncio.wait_for(arrived.wait(), 10)
-            for _ in range(20):  # the old code counted here, two loop turns after dispatch
-                await asyncio.sleep(0.005)
-            assert counted == []
+            during = [await background(c, url)]
+            for _ in range(10):  # the old code counted here, two loop turns after dispatch (~1 ms)
+                await asyncio.sleep(0.02)
+                during.append(await background(c, url))
             gate.set()
             assert (await sent).status_code == 200
+            after = 0.0
             for _ in range(200):
-                if counted:
+                after = await background(c, url)
+                if after == 1:
                     break
                 await asyncio.sleep(0.01)
     finally:
         gate.set()
         await runner.cleanup()
-    assert counted == [False]
+    assert set(during) == {0} and after == 1

@@ -15,6 +15,7 @@ from infctl.bench.fleet_time import (
     plan_seconds,
     wall_plan,
 )
+from infctl.errors import ConfigError
 
 
 def test_a_sample_counts_ready_starting_and_stopping_engines_of_every_unit() -> None:
@@ -76,5 +77,5 @@ def test_a_plan_on_engines_twice_as_fast_sends_twice_the_rate_for_half_as_long()
     assert wall.stages[2].concurrency == 8 and wall.stages[2].num_requests == 100 and wall.warmup == 3
     assert plan_seconds(plan) == 90 and plan_seconds(wall) == 45
     assert wall_plan(plan, 1.0) == plan
-    with pytest.raises(ValueError, match="speedup"):
+    with pytest.raises(ConfigError, match="speedup"):
         wall_plan(plan, 0)
