@@ -38,8 +38,9 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
         "`scaler: infctl|keda`, `prometheus`; aggregated engines only): `infctl render` writes these "
         "targets and the router's `hold_when_empty_s`, or for `scaler: keda` a KEDA ScaledObject "
         "(`minReplicaCount: 0`, prometheus triggers on the router's held requests and the engines' waiting "
-        "ones, and their running ones to keep it active) in place of the target; the local target runs its "
-        "autoscaler with the same window and its router with the hold.",
+        "ones, and their running ones to keep it active) in place of the target; between 1 and its max, "
+        "KEDA's HPA scales down after its own 300 s stabilization window, not `after_s`. The local target "
+        "runs its autoscaler with the same window and its router with the hold.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),
 )
