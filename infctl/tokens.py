@@ -259,11 +259,11 @@ def chain_run(
     digest; remembered (``memo``: a full run of ``MEMO_BLOCKS``) by the parent and the ids."""
     step = 4 * block_size
     if not memo:
-        return _chain(parent, buf, 0, len(buf), step)
+        return _chain(parent, buf, step)
     key = (block_size, parent + buf)
     hit = _MEMO.get(key)
     if hit is None:
-        hit = _chain(parent, buf, 0, len(buf), step)
+        hit = _chain(parent, buf, step)
         _MEMO.put(key, hit, len(key[1]) + 40 * len(hit[0]) + 200)
     return hit
 
@@ -272,11 +272,11 @@ MEMO_BLOCKS = 16
 """Blocks per memoised run of ``block_hashes``."""
 
 
-def _chain(parent: bytes, buf: bytes, start: int, end: int, step: int) -> tuple[tuple[int, ...], bytes]:
-    """Hashes of the blocks in ``buf[start:end]`` after ``parent`` (a digest), and the last digest."""
+def _chain(parent: bytes, buf: bytes, step: int) -> tuple[tuple[int, ...], bytes]:
+    """Hashes of the blocks of ``step`` bytes in ``buf`` after ``parent`` (a digest), and the last digest."""
     b2, as_int = hashlib.blake2b, int.from_bytes
     out: list[int] = []
-    for pos in range(start, end, step):
+    for pos in range(0, len(buf), step):
         parent = b2(parent + buf[pos : pos + step], digest_size=8).digest()
         out.append(as_int(parent, "little"))
     return tuple(out), parent
@@ -299,7 +299,7 @@ def extend_chain(parent: bytes, ids: Sequence[int], block_size: int) -> tuple[tu
     if n_full == 0:
         return (), parent
     buf = struct.pack(f"<{n_full * block_size}I", *ids[: n_full * block_size])
-    return _chain(parent, buf, 0, len(buf), 4 * block_size)
+    return _chain(parent, buf, 4 * block_size)
 
 
 class Memo(Generic[_K, _V]):

@@ -1,8 +1,8 @@
 """KEDA ScaledObjects for engine workloads whose profile section says ``scale_to_zero.scaler: keda`` (pure).
 
 One ScaledObject per such workload, ``minReplicaCount: 0`` and the section's ``max``, ``cooldownPeriod``
-the idle window (``after_s``), polled every ``autoscaler.interval_s``. Two prometheus triggers, both
-against ``autoscaler.queue_per_replica.up`` requests per replica (the HPA's ``AverageValue``):
+the idle window (``after_s``), polled every ``autoscaler.interval_s``. Three prometheus triggers, the first
+two against ``autoscaler.queue_per_replica.up`` requests per replica (the HPA's ``AverageValue``):
 
 - **held**: the requests the router holds for the workload's pool (``infctl_router_pool_queue_depth``, or
   ``infctl_router_queue_depth`` without length pools). At 0 replicas this is the only demand there is, and
@@ -14,7 +14,7 @@ against ``autoscaler.queue_per_replica.up`` requests per replica (the HPA's ``Av
   load nothing waits anywhere, so without it a workload serving requests would go to 0 under them, where
   ``after_s`` means no request held, waiting *or running*, as infctl's autoscaler reads it.
 
-Both are read from the Prometheus that scrapes the release through the ServiceMonitor and PodMonitor
+All three are read from the Prometheus that scrapes the release through the ServiceMonitor and PodMonitor
 ``infctl render`` writes, by their ``job`` (:func:`infctl.manifests.observability.selectors`).
 """
 
