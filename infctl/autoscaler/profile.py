@@ -15,11 +15,23 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.config import AutoscalerSettings, DeploymentProfile, Mode, ScaleBounds
 from infctl.errors import ConfigError
+
+
+class PoolUnit(NamedTuple):
+    """An aggregated length pool as one unit (a JSON array in ``Layout.to_json``)."""
+
+    name: str
+    deployed: int
+    min: int | None
+    """None (with ``max``): fixed at ``deployed``."""
+    max: int | None
+    zero_after_s: float | None
+    """Its scale-to-zero window, else None."""
 
 
 @dataclass(frozen=True)
@@ -38,9 +50,8 @@ class Layout:
     """Group mode: deployed groups."""
     per_group: tuple[int, int] = (1, 1)
     """Group mode: (prefill, decode) replicas per group."""
-    length_pools: tuple[tuple[str, int, int | None, int | None, float | None], ...] = ()
-    """Aggregated length pools: (name, deployed replicas, min, max, scale-to-zero window); None bounds:
-    fixed at the deployed count."""
+    length_pools: tuple[PoolUnit, ...] = ()
+    """Aggregated length pools, one unit each."""
 
     @classmethod
     def from_profile(cls, profile: DeploymentProfile) -> Layout:
@@ -66,7 +77,7 @@ class Layout:
             data = json.loads(text)
             data["settings"] = AutoscalerSettings.model_validate(data["settings"])
             data["pools"], data["per_group"] = tuple(data["pools"]), tuple(data["per_group"])
-            data["length_pools"] = tuple(tuple(p) for p in data.get("length_pools", ()))
+            data["length_pools"] = tuple(PoolUnit(*p) for p in data.get("length_pools", ()))
             return cls(**data)
         except (ValueError, KeyError, TypeError) as err:
             raise ConfigError(f"--layout: not a layout: {err}") from None
@@ -117,9 +128,7 @@ def initial_counts(layout: Layout) -> dict[str, int]:
     return {"group": layout.groups}
 
 
-def _length_pools(
-    profile: DeploymentProfile,
-) -> tuple[tuple[str, int, int | None, int | None, float | None], ...]:
+def _length_pools(profile: DeploymentProfile) -> tuple[PoolUnit, ...]:
     """Aggregated length pools as :attr:`Layout.length_pools` (PD length pools are not scaled per pool)."""
     if profile.mode != "aggregated" or profile.length_pools is None:
         return ()
@@ -129,7 +138,9 @@ def _length_pools(
         zero = p.autoscaler.scale_to_zero if p.autoscaler is not None else None
         window = zero.after_s if zero is not None else None
         out.append(
-            (p.name, p.replicas or 0, None if b is None else b.min, None if b is None else b.max, window)
+            PoolUnit(
+                p.name, p.replicas or 0, None if b is None else b.min, None if b is None else b.max, window
+            )
         )
     return tuple(out)
 
