@@ -1,8 +1,9 @@
 """Length pools on the local target: short-request TTFT with the profile's pools vs its engines as one pool.
 
-Starts ``profiles/local-length-pools.yaml`` (3 simulated engines in the ``short`` pool, 1 in ``long``, each
+Starts ``profiles/local-length-pools.yaml`` (2 simulated engines in the ``short`` pool, 2 in ``long``, each
 timed like Llama-3-8B on an H100, in real time) with its router, exactly as ``infctl deploy --target local``
-would, and runs the seed's mixed workload (90% chats of ~256 tokens, 10% documents of ~7,000, Poisson
+would, and runs the seed's mixed workload (:func:`~infctl.bench.scenarios.bucketing_mix`, the one
+``infctl simulate compare bucketing`` sends: 90% chats of ~600 tokens, 10% documents of 8k-24k, Poisson
 arrivals) twice through the same router, caches emptied in between:
 
 * ``one pool``: least-load routing over all four engines, no buckets (the engines keep their pool labels,

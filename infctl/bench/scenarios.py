@@ -25,6 +25,9 @@ from infctl.errors import EngineError
 
 SHORT_MAX_TOKENS = 2048
 """Prompts up to this many tokens are "short" in the bucketing scenario (router buckets and the report)."""
+SHORT_MEAN, LONG_MEAN = 600, 16_000
+"""The bucketing mix's mean chat and document prompt, tokens (documents: the public Mooncake trace's mean
+prompt is 15.3k)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,21 @@ def prefix_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0
     )
 
 
+def bucketing_mix(short_output: int = 32, long_output: int = 16) -> MixtureSpec:
+    """The seed's mixed traffic, one definition for the live benchmarks and the simulator's comparison: 90%
+    chats (lognormal around :data:`SHORT_MEAN`, up to :data:`SHORT_MAX_TOKENS`), 10% documents (uniform over
+    half to one and a half :data:`LONG_MEAN`). Outputs are mean lengths: short ones keep a live run's
+    streaming (the host's share) small; the simulator's throughput stage asks for longer ones."""
+    short = LengthDist(kind="lognormal", mean=SHORT_MEAN, sigma=0.5, max=SHORT_MAX_TOKENS)
+    long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2)
+    return MixtureSpec(
+        components=[
+            MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=short_output)),
+            MixComponent(name="long", weight=0.1, input=long_, output=LengthDist(mean=long_output)),
+        ]
+    )
+
+
 def bucketing_scenario(
     num_engines: int,
     *,
@@ -85,16 +103,7 @@ def bucketing_scenario(
         ]
     return Scenario(
         name="long/short bucketing (mixed lengths)",
-        workload=MixtureSpec(
-            components=[
-                MixComponent(
-                    name="short", weight=0.9, input=LengthDist(mean=256), output=LengthDist(mean=32)
-                ),
-                MixComponent(
-                    name="long", weight=0.1, input=LengthDist(mean=7000), output=LengthDist(mean=16)
-                ),
-            ]
-        ),
+        workload=bucketing_mix(),
         load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
         baseline=Arm("one pool", "least_load"),
         infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": list(buckets)}, pools),

@@ -39,8 +39,8 @@ async def test_each_prompt_goes_to_its_length_pool(tmp_path: Path) -> None:
     assert [(s.name, s.pool) for s in engines] == [
         ("engine-short-0", "short"),
         ("engine-short-1", "short"),
-        ("engine-short-2", "short"),
         ("engine-long-0", "long"),
+        ("engine-long-1", "long"),
     ]
     router = plan.entrypoint.url
     async with supervised(plan, ready_within=90):

@@ -19,7 +19,7 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 async def test_both_scenarios_run_each_arm_and_report_the_seed_measures(start_sim, start_router) -> None:
-    sims = await start_sim(instances=4, time_scale=0.02, num_gpu_blocks=2048, max_model_len=8192)
+    sims = await start_sim(instances=4, time_scale=0.02, num_gpu_blocks=2048, max_model_len=32768)
     router = await start_router([Backend(id=u, url=u) for u in sims.urls], policy="round_robin")
     small = LoadPlan(stages=[Stage(rate=40, num_requests=24)])
     for scenario in (prefix_scenario(4), bucketing_scenario(4)):

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from infctl.bench.config import LoadPlan, Stage
-from infctl.bench.scenarios import SHORT_MAX_TOKENS
+from infctl.bench.scenarios import LONG_MEAN, SHORT_MAX_TOKENS, SHORT_MEAN, bucketing_mix
 from infctl.bench.workloads import (
     LengthDist,
-    MixComponent,
-    MixtureSpec,
     SharedPrefixSpec,
     TraceSpec,
     WorkloadSpec,
@@ -52,8 +50,6 @@ MAX_OUTPUT_TOKENS = 2048
 
 UTIL = 0.6
 """Open-loop stages load the baseline to this share of its prefill capacity."""
-SHORT_MEAN, LONG_MEAN = 600, 16_000
-"""Bucketing: mean short (chat) and long (document) prompt, tokens."""
 
 
 @dataclass(frozen=True)
@@ -130,19 +126,12 @@ def bucketing(size: ScenarioSize) -> SimScenario:
     demand, measured on the traffic (prompt and output tokens per second), over what one engine prefills and
     decodes (:mod:`~infctl.sim.cluster.scenarios.pools`). What changes is that short prompts never queue
     behind a long prefill, and neither pool is starved."""
-    short = LengthDist(kind="lognormal", mean=SHORT_MEAN, sigma=0.5, max=SHORT_MAX_TOKENS)
-    long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2)
     mean_prompt = 0.9 * SHORT_MEAN + 0.1 * LONG_MEAN
     buckets = [
         {"name": "short", "max_tokens": SHORT_MAX_TOKENS, "pools": ["short"]},
         {"name": "long", "pools": ["long"]},
     ]
-    workload = MixtureSpec(
-        components=[
-            MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=128)),
-            MixComponent(name="long", weight=0.1, input=long_, output=LengthDist(mean=64)),
-        ]
-    )
+    workload = bucketing_mix(short_output=128, long_output=64)
     base = base_config(size, DEEPSEEK_V3_H200, engines=size.engines)
     base, rate = half_paced_on(base, size, workload, mean_prompt, per_engine=32)
     demand = bucket_demand(
