@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -31,7 +31,15 @@ from infctl.autoscaler.signals import (
     router_backends,
     scrape_replicas,
 )
-from infctl.autoscaler.snapshot import Decision, Demand, ReplicaSignals, ScalerState, ScalingSnapshot
+from infctl.autoscaler.snapshot import (
+    Decision,
+    Demand,
+    ReplicaSignals,
+    ScalerState,
+    ScalingSnapshot,
+    UnitStatus,
+)
+from infctl.autoscaler.startup import Ledger, asked, observed, over_hold
 from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.config.settings import ScalingOptions
 from infctl.engines import DEFAULT_ENGINE, get_adapter
@@ -61,6 +69,10 @@ class AutoscalerConfig:
     host: str = "127.0.0.1"
     port: int | None = 9464
     """Port of /metrics and /health; None serves nothing (tests, one-shot runs)."""
+    hold_when_empty_s: float | None = None
+    """How long the router holds a request while a unit is at 0 (its ``hold_when_empty_s``, wall seconds):
+    a unit that may scale to 0 and starts slower is logged and flagged (``startup_over_hold``). None: not
+    known, nothing checked."""
 
 
 class _Daemon:
@@ -68,7 +80,12 @@ class _Daemon:
         self.cfg, self.actuator, self.client = cfg, actuator, client
         self.adapter = get_adapter(cfg.engine)
         self.metrics = AutoscalerMetrics(cfg.dry_run)
+        self.metrics.hold_s = cfg.hold_when_empty_s
         self.state = ScalerState()
+        self.ledgers: dict[str, Ledger] = {}
+        """unit -> replicas asked for and not ready yet, and recent start-ups."""
+        self.may_zero = {u.name for u in cfg.policy.units if u.min == 0}
+        self.warned: set[str] = set()
         self.router_buckets: Buckets | None = None
         self.router_counts: tuple[float, tuple[float, float, float]] | None = None
         """(when, the router's counters) at the last reading, for the demand."""
@@ -79,6 +96,7 @@ class _Daemon:
         except InfctlError as err:
             self._failed("observe", err)
             return None
+        self._startups(fleet.units, now)
         replicas = await self._signals(fleet)
         reading, demand = await self._router(self.cfg.router_url or fleet.router_url, now)
         queue, ttft = (0.0, None) if reading is None else (reading.queue, reading.ttft_p99_s)
@@ -108,8 +126,28 @@ class _Daemon:
         if on_decision is not None:
             on_decision(decision, snap)
         if not self.cfg.dry_run:
-            await self._apply(decision)
+            await self._apply(decision, now)
         return decision
+
+    def _startups(self, units: Mapping[str, UnitStatus], now: float) -> None:
+        """Start-ups that ended since the last observation, checked against the router's hold."""
+        hold = self.cfg.hold_when_empty_s
+        for unit, status in units.items():
+            ledger, samples = observed(self.ledgers.get(unit, Ledger()), status, now)
+            self.ledgers[unit] = ledger
+            self.metrics.started(unit, samples, ledger)
+            if hold is None or unit not in self.may_zero:
+                continue
+            over = self.metrics.over_hold[unit] = over_hold(ledger, hold)
+            if over and unit not in self.warned:
+                self.warned.add(unit)
+                log.warning(
+                    "startup over hold %s: startup_s=%.3g hold_when_empty_s=%g: the first request after "
+                    "it scales to 0 gets a 503; raise scale_to_zero.hold_s above the start-up or keep min: 1",
+                    unit,
+                    ledger.longest,
+                    hold,
+                )
 
     async def _signals(self, fleet: Fleet) -> tuple[ReplicaSignals, ...]:
         router = self.cfg.router_url or fleet.router_url
@@ -139,7 +177,7 @@ class _Daemon:
         demand = None if last is None else demand_between(last[1], reading.counts, now - last[0])
         return reading, demand
 
-    async def _apply(self, decision: Decision) -> None:
+    async def _apply(self, decision: Decision, now: float) -> None:
         for rec in decision.recommendations:
             if not rec.changed:
                 continue
@@ -149,6 +187,7 @@ class _Daemon:
                 self._failed("scale", err)
                 continue
             self.metrics.scaled[(rec.role, direction(rec))] += 1
+            self.ledgers[rec.role] = asked(self.ledgers.get(rec.role, Ledger()), rec.desired, now)
 
     def _failed(self, stage: str, err: InfctlError) -> None:
         self.metrics.errors[stage] += 1

@@ -23,6 +23,9 @@ shared by the targets (each target's ``gpus`` per unit)::
 
     forecast: {replica_prompt_tps: 70000, headroom: 0.5, lead_s: 105}
     gpu_budget: 64
+
+With a target at ``min: 0``, ``hold_when_empty_s`` is the router's hold, which its replicas' measured
+start-ups are checked against (:mod:`infctl.autoscaler.startup`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,14 @@ import math
 from collections import Counter
 
 from infctl.autoscaler.snapshot import Decision, Recommendation
-from infctl.telemetry.exposition import Writer, label_pairs
+from infctl.autoscaler.startup import Ledger
+from infctl.telemetry.exposition import Histogram, Writer, label_pairs
 
 PREFIX = "infctl_autoscaler_"
+STARTUP_BUCKETS = (1, 2.5, 5, 10, 15, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600)
+"""Seconds from a replica asked for to ready: a simulated engine's second up to a large MoE model's weights
+over the network in tens of minutes; 180 is scale_to_zero.hold_s's default, 3600 the startup probe's
+budget."""
 
 _GAUGES = (
     ("ready", "ready_replicas", "Ready units (groups in group mode) the decision counted as capacity."),
@@ -38,6 +43,22 @@ class AutoscalerMetrics:
         """(unit, up|down) -> scale calls the actuator accepted."""
         self.errors: Counter[str] = Counter()
         """stage (observe, signals, router, scale) -> failures."""
+        self.hold_s: float | None = None
+        """The router's ``hold_when_empty_s`` start-ups are checked against; None: not known."""
+        self.startups: dict[str, Histogram] = {}
+        """unit -> seconds from each replica asked for to ready."""
+        self.longest: dict[str, float] = {}
+        """unit -> the longest of its recent start-ups."""
+        self.over_hold: dict[str, bool] = {}
+        """unit that may scale to 0 -> whether a recent start-up took longer than ``hold_s``."""
+
+    def started(self, unit: str, samples: tuple[float, ...], ledger: Ledger) -> None:
+        """Start-ups of ``unit`` that ended at the last observation, and its ledger after them."""
+        hist = self.startups.setdefault(unit, Histogram(STARTUP_BUCKETS))
+        for seconds in samples:
+            hist.observe(seconds)
+        if ledger.longest is not None:
+            self.longest[unit] = ledger.longest
 
     def record(self, decision: Decision, at: float, router_queue: float, ttft: float | None) -> None:
         self.last, self.last_at, self.router_queue, self.ttft_p99 = decision, at, router_queue, ttft
@@ -80,7 +101,32 @@ class AutoscalerMetrics:
             f"{PREFIX}last_decision_timestamp_seconds", "Unix time of the last decision.", "", self.last_at
         )
         w.gauge(f"{PREFIX}dry_run", "1 when recommendations are not applied.", "", float(self.dry_run))
+        self._render_startups(w)
         return w.text()
+
+    def _render_startups(self, w: Writer) -> None:
+        name = f"{PREFIX}replica_startup_seconds"
+        w.header(name, "histogram", "Seconds from a replica asked for to ready (restarts from unready).")
+        for unit, hist in sorted(self.startups.items()):
+            w.histogram_samples(name, label_pairs({"unit": unit}), hist)
+        w.header(f"{PREFIX}replica_startup_longest_seconds", "gauge", "The longest recent start-up.")
+        for unit, seconds in sorted(self.longest.items()):
+            w.sample(f"{PREFIX}replica_startup_longest_seconds", label_pairs({"unit": unit}), seconds)
+        if self.hold_s is not None:
+            w.gauge(
+                f"{PREFIX}hold_when_empty_seconds",
+                "How long the router holds a request while a unit is at 0 (its hold_when_empty_s).",
+                "",
+                self.hold_s,
+            )
+        w.header(
+            f"{PREFIX}startup_over_hold",
+            "gauge",
+            "1 when a recent start-up of a unit that may scale to 0 took longer than the router holds the "
+            "request that wakes it (that request gets a 503): raise scale_to_zero.hold_s or keep min 1.",
+        )
+        for unit, over in sorted(self.over_hold.items()):
+            w.sample(f"{PREFIX}startup_over_hold", label_pairs({"unit": unit}), float(over))
 
 
 def _by_unit(counts: Counter[tuple[str, str]]) -> list[tuple[str, float]]:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.config import AutoscalerSettings, DeploymentProfile, Mode, ScaleBounds
+from infctl.config.scale_to_zero import hold_when_empty_s
 from infctl.errors import ConfigError
 
 
@@ -52,6 +53,8 @@ class Layout:
     """Group mode: (prefill, decode) replicas per group."""
     length_pools: tuple[PoolUnit, ...] = ()
     """Aggregated length pools, one unit each."""
+    hold_when_empty_s: float | None = None
+    """The router's hold while a unit is at 0 (``infctl.config.scale_to_zero.hold_when_empty_s``)."""
 
     @classmethod
     def from_profile(cls, profile: DeploymentProfile) -> Layout:
@@ -65,6 +68,7 @@ class Layout:
             groups=profile.groups,
             per_group=(profile.group.prefill, profile.group.decode) if profile.group else (1, 1),
             length_pools=_length_pools(profile),
+            hold_when_empty_s=hold_when_empty_s(profile),
         )
 
     def to_json(self) -> str:

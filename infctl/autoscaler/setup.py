@@ -74,6 +74,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             layout.engine,
             layout.settings.interval_s,
             layout.settings.dry_run,
+            hold=layout.hold_when_empty_s,
         ), LocalActuator(_client(), opts.local)
     if opts.file is None:
         raise ConfigError("no deployment given", hint="pass -f PROFILE (or the rendered autoscaler.yaml)")
@@ -91,6 +92,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             kf.file.interval_s,
             kf.file.dry_run,
             prometheus=opts.prometheus or kf.file.prometheus,
+            hold=kf.file.hold_when_empty_s,
         )
         # A scale-in drains the pods it removes first (annotated for every router, engines polled idle).
         drainer = KubeDrainer(
@@ -112,6 +114,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         layout.engine,
         layout.settings.interval_s,
         layout.settings.dry_run,
+        hold=layout.hold_when_empty_s,
     )
     return cfg, LocalActuator(_client(), url)
 
@@ -123,6 +126,7 @@ def _config(
     interval: float,
     dry_run: bool,
     prometheus: str | None = None,
+    hold: float | None = None,
 ) -> AutoscalerConfig:
     selector = dict(s.split("=", 1) for s in opts.selector if "=" in s)
     source = opts.prometheus or prometheus
@@ -135,6 +139,8 @@ def _config(
         prometheus=PrometheusSource(source, selector) if source else None,
         host=opts.host,
         port=opts.port,
+        # Wall seconds, as the router holds: not scaled by --time-scale, nor is the daemon's clock.
+        hold_when_empty_s=hold,
     )
 
 

@@ -78,3 +78,7 @@ class AutoscalerFile(ScalingOptions):
     ``{replica_prompt_tps: 70000, headroom: 0.5, lead_s: 105}``. None: react to queue, KV and TTFT only."""
     gpu_budget: Count | None = None
     """Most GPUs all targets may hold together (each target's ``gpus`` per unit). None: only each ``max``."""
+    hold_when_empty_s: Annotated[float, Field(gt=0)] | None = None
+    """The router's ``hold_when_empty_s`` (a profile's longest ``scale_to_zero.hold_s``): a target with
+    ``min: 0`` whose replicas start slower is logged and flagged (``infctl_autoscaler_startup_over_hold``).
+    None: not checked."""

@@ -40,7 +40,13 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
         "(`minReplicaCount: 0`, prometheus triggers on the router's held requests and the engines' waiting "
         "ones, and their running ones to keep it active) in place of the target; between 1 and its max, "
         "KEDA's HPA scales down after its own 300 s stabilization window, not `after_s`. The local target "
-        "runs its autoscaler with the same window and its router with the hold.",
+        "runs its autoscaler with the same window and its router with the hold. The autoscaler measures "
+        "every replica's start-up, from asked for (or seen unready, a restart) to ready, to within one "
+        "decision interval (`infctl_autoscaler_replica_startup_seconds{unit}`, the longest of the last 8 "
+        "in `infctl_autoscaler_replica_startup_longest_seconds`); given `hold_when_empty_s` (render and "
+        "the local target pass the router's), a target with `min: 0` that started slower is logged once "
+        "and flagged (`infctl_autoscaler_startup_over_hold{unit}` 1): raise `hold_s` above the start-up, "
+        "or keep `min: 1`. Workloads KEDA scales are not measured.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),
 )

@@ -85,6 +85,9 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
         # A scale-in waits this long for the requests of the pods it removes (infctl.autoscaler.kube_drain).
         "drain_timeout_s": profile.drain.timeout_s,
     }
+    hold = hold_when_empty_s(profile)
+    if hold is not None:  # start-ups of targets that may go to 0 are checked against the router's hold
+        data["hold_when_empty_s"] = hold
     if targets:  # a release with nothing to autoscale renders no autoscaler
         AutoscalerFile.model_validate(data)  # what the daemon will read, checked by its own model
     return data

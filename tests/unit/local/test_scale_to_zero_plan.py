@@ -9,6 +9,7 @@ from typing import Any
 from test_plan import flag, plan_of, profile
 
 from infctl.autoscaler.profile import Layout, policy_config, unit_configs
+from infctl.autoscaler.setup import Options, build
 from infctl.local.scaling import moves, plan_slots
 
 ZERO = {"autoscaler.both": {"min": 0, "max": 3}, "autoscaler.scale_to_zero": {"after_s": 600, "hold_s": 90}}
@@ -34,6 +35,9 @@ def test_the_supervised_autoscaler_may_take_the_unit_to_zero_after_the_window() 
     # The daemon runs on the simulated engines' clock (ten times faster here): the window shrinks with it.
     policy = policy_config(layout).scaled(float(flag(scaler, "--time-scale")))
     assert policy.unit("both").scale_to_zero_after_s == 60.0
+    # Start-ups are checked against the router's hold, in wall seconds as the router holds.
+    opts = Options(layout=flag(scaler, "--layout"), local="http://127.0.0.1:9", time_scale=0.1, port=None)
+    assert build(opts)[0].hold_when_empty_s == 90.0
     # The reserve reaches the max, and the supervisor stops every engine when asked for 0.
     assert [s.name for s in plan.reserve] == ["engine-2"]
     slots = plan_slots(plan)["both"]

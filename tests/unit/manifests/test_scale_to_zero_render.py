@@ -64,6 +64,7 @@ def test_a_pool_scaled_to_zero_by_infctl_gets_its_window_and_the_router_holds_fo
     }
     router = config_file(objs, "router")
     assert RouterFile.model_validate(router).hold_when_empty_s == 240.0
+    assert scaler.file.hold_when_empty_s == 240.0  # what the pool's start-ups are checked against
     assert router.get("admission_queue", 1) >= 1  # the hold waits in the admission queue
     assert not [o for o in objs if o["kind"] == "ScaledObject"]
 
