@@ -36,6 +36,9 @@ Examples:
   # a router: backends, signal freshness, policy
   infctl doctor --router http://127.0.0.1:8000
 
+  # an autoscaler: do replicas of units that scale to 0 start within the router's hold?
+  infctl doctor --autoscaler http://127.0.0.1:9464
+
   # a local release's state, engines and router, as JSON
   infctl doctor --local local-demo -o json
 
@@ -67,6 +70,10 @@ def doctor_cmd(
         typer.Option("--engine-url", metavar="URL[,key=value]", help="An engine to check (repeatable)."),
     ] = None,
     router: Annotated[str | None, typer.Option("--router", metavar="URL", help="A router to check.")] = None,
+    autoscaler: Annotated[
+        str | None,
+        typer.Option("--autoscaler", metavar="URL", help="An autoscaler's /metrics server to check."),
+    ] = None,
     cluster: Annotated[
         bool, typer.Option("--cluster", help="Check the kubeconfig's cluster (a kubernetes -f implies it).")
     ] = False,
@@ -81,7 +88,7 @@ def doctor_cmd(
         bool, typer.Option("--all", help="Every check in the table, passed and skipped ones too.")
     ] = False,
 ) -> None:
-    """Check a cluster, engines, a router or the local target; print the problems with their fixes.
+    """Check a cluster, engines, a router, an autoscaler or the local target; print problems and fixes.
 
     Checks run concurrently, each within --timeout. The table shows failures and warnings and one summary
     line (--all: every check); -o json/yaml give every check. A warning does not fail the run; a failure
@@ -95,6 +102,7 @@ def doctor_cmd(
             profile=profile,
             engines=engines or [],
             router=router,
+            autoscaler=autoscaler,
             cluster=cluster,
             local=local,
             run_dir=run_dir,

@@ -145,6 +145,7 @@ def build_request(
     profile: DeploymentProfile | None = None,
     engines: Sequence[str] = (),
     router: str | None = None,
+    autoscaler: str | None = None,
     cluster: bool = False,
     local: str | None = None,
     run_dir: Path | None = None,
@@ -153,10 +154,10 @@ def build_request(
     alive: Alive = pid_alive,
 ) -> DoctorRequest:
     """Everything to check, from the CLI's options; ConfigError (exit 2) for nothing to check or bad specs."""
-    if profile is None and not (engines or router or cluster or local):
+    if profile is None and not (engines or router or autoscaler or cluster or local):
         raise ConfigError(
             "nothing to check",
-            hint="give -f PROFILE, --engine-url URL, --router URL, --local "
+            hint="give -f PROFILE, --engine-url URL, --router URL, --autoscaler URL, --local "
             "RELEASE or --cluster (see infctl doctor --help)",
         )
     directory = resolve_run_dir(run_dir, profile.local.run_dir if profile is not None else None)
@@ -170,10 +171,12 @@ def build_request(
         targets += [t for t in local_engines if t.url not in {e.url for e in targets}]
         token = admin_token or local_admin_token(directory, plan)
         router_target = router_target or (RouterTarget(local_router.url, token) if local_router else None)
+        autoscaler = autoscaler or next((s.url for s in plan.specs if s.kind == "autoscaler"), None)
     return DoctorRequest(
         profile=profile,
         engines=tuple(targets),
         router=router_target,
+        autoscaler=autoscaler,
         cluster=cluster,
         namespace=namespace,
         local_release=local,

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Group = Literal["cluster", "engines", "router", "local"]
-GROUPS: tuple[Group, ...] = ("local", "cluster", "engines", "router")
-"""Display order: what runs on this machine, then the cluster, the engines, the router in front of them."""
+Group = Literal["cluster", "engines", "router", "autoscaler", "local"]
+GROUPS: tuple[Group, ...] = ("local", "cluster", "engines", "router", "autoscaler")
+"""Display order: what runs on this machine, then the cluster, the engines, the router in front of them,
+the autoscaler sizing them."""
 
 Status = Literal["pass", "warn", "fail", "skip"]
 """pass: as it should be; warn: works, but degraded or about to break; fail: needs fixing before it works;

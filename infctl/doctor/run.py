@@ -15,6 +15,7 @@ from functools import partial
 import httpx
 
 from infctl.doctor import local
+from infctl.doctor.autoscaler_probe import check_autoscaler
 from infctl.doctor.cluster_probe import KubeFactory, check_cluster
 from infctl.doctor.engine_probe import check_engine
 from infctl.doctor.kv_pool import check_kv_pool
@@ -122,6 +123,9 @@ def plan_checks(
     if request.router is not None:
         router = request.router
         checks.append(Check("router", "router", partial(check_router, client, router), router.url))
+    if request.autoscaler is not None:
+        url = request.autoscaler
+        checks.append(Check("autoscaler", "startup", partial(check_autoscaler, client, url), url))
     return checks
 
 

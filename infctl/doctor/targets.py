@@ -44,6 +44,8 @@ class DoctorRequest:
     profile: DeploymentProfile | None = None
     engines: tuple[EngineTarget, ...] = ()
     router: RouterTarget | None = None
+    autoscaler: str | None = None
+    """URL of a running autoscaler's /metrics server (its ``--host:--port``)."""
     cluster: bool = False
     """Run the cluster checks (implied by a kubernetes-target profile)."""
     namespace: str | None = None

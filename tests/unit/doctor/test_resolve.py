@@ -84,9 +84,10 @@ def test_nothing_to_check_is_bad_input(tmp_path: Path) -> None:
     assert kube.checks_cluster and not kube.checks_local
 
 
-def _running_release(run_dir: Path) -> LocalPlan:
+def _running_release(run_dir: Path, overrides: list[str] | None = None) -> LocalPlan:
     """A local release as its supervisor leaves it: plan.json, a running state, no token file yet."""
-    plan = build_plan(load_deployment(PROFILES / "local-demo.yaml"), is_free=lambda _: True, run_dir=run_dir)
+    profile = load_deployment(PROFILES / "local-demo.yaml", overrides or [])
+    plan = build_plan(profile, is_free=lambda _: True, run_dir=run_dir)
     data = {"plan": plan.to_dict(), "settings": asdict(SupervisorSettings())}
     write_json_atomic(plan.release_dir / PLAN_FILE, data)
     write_state(run_dir, RunState(release=plan.release, supervisor_pid=99, started_at=0.0, status="running",
@@ -106,3 +107,15 @@ def test_a_local_router_is_asked_with_the_releases_token_unless_one_is_exported(
     assert exported.router is not None and exported.router.admin_token == "from-env"
     named = build_request(local=plan.release, router="http://h:2", run_dir=tmp_path, alive=alive)
     assert named.router is not None and named.router.admin_token is None  # not the local router's token
+
+
+def test_a_local_releases_autoscaler_is_checked_from_its_plan(tmp_path: Path) -> None:
+    plan = _running_release(
+        tmp_path, ["autoscaler.enabled=true", "autoscaler.both.min=1", "autoscaler.both.max=2"]
+    )
+    alive = lambda pid, started: True  # noqa: E731
+    (spec,) = [s for s in plan.specs if s.kind == "autoscaler"]
+    assert build_request(local=plan.release, run_dir=tmp_path, alive=alive).autoscaler == spec.url
+    named = build_request(local=plan.release, autoscaler="http://h:3", run_dir=tmp_path, alive=alive)
+    assert named.autoscaler == "http://h:3"
+    assert build_request(autoscaler="http://h:3", run_dir=tmp_path).autoscaler == "http://h:3"

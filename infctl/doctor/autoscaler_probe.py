@@ -1,0 +1,37 @@
+"""Probing a running autoscaler (``infctl autoscaler``) over HTTP; verdicts come from ``autoscaler_eval``."""
+
+from __future__ import annotations
+
+import httpx
+
+from infctl.doctor import autoscaler_eval as ev
+from infctl.doctor.http import fetch
+from infctl.doctor.result import CheckResult, failed
+from infctl.errors import MetricsError
+from infctl.telemetry import parse_metrics
+
+
+async def check_autoscaler(client: httpx.AsyncClient, url: str) -> list[CheckResult]:
+    """Whether the start-ups the autoscaler at ``url`` measured fit in the router's hold."""
+    answer = await fetch(client, "GET", url.rstrip("/") + "/metrics")
+    if answer.status != 200:
+        found = answer.error if answer.status is None else f"HTTP {answer.status}"
+        return [
+            failed(
+                ev.G,
+                "startup",
+                f"GET /metrics: {found}",
+                "check that the autoscaler runs and the URL (its --host:--port; on Kubernetes: "
+                "kubectl port-forward deploy/RELEASE-autoscaler 9464)",
+                target=url,
+            )
+        ]
+    try:
+        families = parse_metrics(answer.text, ev.WANTED)
+    except MetricsError as err:
+        return [
+            failed(
+                ev.G, "startup", f"GET /metrics: {err.message}", "is this an infctl autoscaler?", target=url
+            )
+        ]
+    return [ev.evaluate_startup(families, target=url)]
