@@ -17,6 +17,7 @@ from localkit import fixed_ports, local_profile, supervised
 
 from infctl.config import DeploymentProfile
 from infctl.local import build_plan, port_is_free
+from infctl.telemetry import parse_metrics
 
 SIM = {"profile": "llama3-8b-h100", "num_gpu_blocks": 512, "block_size": 16, "speedup": 100}
 ZERO = {"after_s": 300, "hold_s": 60}
@@ -63,6 +64,19 @@ async def until_unit(client: httpx.AsyncClient, control: str, name: str, done: A
             await asyncio.sleep(0.1)
 
 
+async def startups(client: httpx.AsyncClient, autoscaler: str, within: float) -> dict[str, float]:
+    """The autoscaler's measured start-ups of unit ``both`` (once it has one) and the hold it checks them
+    against."""
+    names = {"infctl_autoscaler_replica_startup_seconds_count", "infctl_autoscaler_hold_when_empty_seconds"}
+    async with asyncio.timeout(within):
+        while True:
+            families = parse_metrics((await client.get(f"{autoscaler}/metrics")).text, names)
+            found = {n: s.value for n, samples in families.items() for s in samples}
+            if found.get("infctl_autoscaler_replica_startup_seconds_count", 0) >= 1:
+                return found
+            await asyncio.sleep(0.1)
+
+
 async def complete(client: httpx.AsyncClient, url: str, words: int) -> httpx.Response:
     body = {"model": "m", "prompt": "word " * words, "max_tokens": 4}
     return await client.post(f"{url}/v1/completions", json=body)
@@ -78,6 +92,10 @@ async def test_an_idle_fleet_goes_to_zero_and_its_next_request_waits_for_an_engi
         resp = await complete(c, plan.entrypoint.url, 8)
         assert resp.status_code == 200, resp.text
         assert (await unit(c, control, "both"))["ready"] >= 1
+        # The autoscaler timed the engine it started, and knows the router's hold to check it against.
+        autoscaler = next(s.url for s in plan.specs if s.kind == "autoscaler")
+        measured = await startups(c, autoscaler, within=20)
+        assert measured["infctl_autoscaler_hold_when_empty_seconds"] == ZERO["hold_s"]
 
 
 async def test_a_length_pool_goes_to_zero_alone_and_wakes_for_its_own_request(tmp_path: Path) -> None:
