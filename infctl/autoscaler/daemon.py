@@ -2,7 +2,9 @@
 
 ``serve(cfg, actuator, *, ready=None, stop=None)`` runs until ``stop``; ``run`` is the sync wrapper that owns
 the event loop and stops on SIGINT/SIGTERM. A failed step (an unreachable router, a refused scale) is
-logged and counted in ``infctl_autoscaler_errors_total``; the next tick tries again.
+logged and counted in ``infctl_autoscaler_errors_total``; the next tick tries again. Each observation also
+times the replicas asked for until they are ready (:mod:`infctl.autoscaler.startup`), against the router's
+hold for units that may scale to 0.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ class _Daemon:
             if over and unit not in self.warned:
                 self.warned.add(unit)
                 log.warning(
-                    "startup over hold %s: startup_s=%.3g hold_when_empty_s=%g: the first request after "
+                    "startup over hold %s: startup_s=%.0f hold_when_empty_s=%g: the first request after "
                     "it scales to 0 gets a 503; raise scale_to_zero.hold_s above the start-up or keep min: 1",
                     unit,
                     ledger.longest,

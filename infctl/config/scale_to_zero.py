@@ -48,7 +48,8 @@ class ScaleToZero(ProfileModel):
     """How long the router holds a request while its replicas are at 0 and one starts (the router's
     ``hold_when_empty_s``; one for the whole router: the longest of the profile's). Set it above an
     engine's start-up (image, weights, warm-up), or the first request after a quiet spell gets a 503 with
-    ``Retry-After``. Default 180."""
+    ``Retry-After``: infctl's autoscaler measures start-ups and flags one longer than this
+    (``infctl_autoscaler_startup_over_hold``, ``infctl doctor --autoscaler``). Default 180."""
     scaler: Literal["infctl", "keda"] = "infctl"
     """Who scales these replicas on Kubernetes: ``infctl``'s autoscaler (default), or ``keda``: a
     ScaledObject (``minReplicaCount: 0``) on the requests the router holds for them and the requests their
