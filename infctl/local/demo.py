@@ -221,7 +221,7 @@ async def _scenarios(
     token = ensure_token(token_path(plan))
     done = []
     # The profile's length pools are the bucketing arm's pools (their engines labelled by the plan);
-    # a profile without them gets a quarter of its engines as the long pool.
+    # a profile without them gets half of its engines as the long pool.
     buckets = plan.buckets or None
     # Bucketing's headline is a p99 over the short requests: at 240 requests it was their 2nd-worst, and
     # the seed alone moved it by 10 points (virtual clock); 480 halves that for 15 s more.

@@ -26,3 +26,8 @@ def test_the_live_scenario_and_the_simulators_comparison_send_the_same_prompts()
     live = bucketing_scenario(4).workload
     sim = bucketing(ScenarioSize(engines=4, requests=40)).base.workload
     assert [c.input for c in live.components] == [c.input for c in sim.components]  # type: ignore[union-attr]
+
+
+def test_without_a_profiles_pools_half_the_engines_serve_the_documents() -> None:
+    assert list(bucketing_scenario(4).infctl.pools) == ["short", "short", "long", "long"]
+    assert list(bucketing_scenario(3).infctl.pools) == ["short", "short", "long"]
