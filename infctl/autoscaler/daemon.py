@@ -42,6 +42,7 @@ from infctl.autoscaler.snapshot import (
     UnitStatus,
 )
 from infctl.autoscaler.startup import Ledger, asked, observed, over_hold
+from infctl.config.autoscaler import AutoscalerFile
 from infctl.config.router import ADMIN_TOKEN_ENV
 from infctl.config.settings import ScalingOptions
 from infctl.engines import DEFAULT_ENGINE, get_adapter
@@ -68,8 +69,9 @@ class AutoscalerConfig:
     """The router whose queue and TTFT count; None: the one the actuator reports, if any."""
     prometheus: PrometheusSource | None = None
     """Read engine signals from Prometheus instead of scraping the replicas the actuator lists."""
-    host: str = "127.0.0.1"
-    port: int | None = 9464
+    host: str = AutoscalerFile.model_fields["host"].default
+    """Listen address of /metrics and /health (default: autoscaler.yaml's default)."""
+    port: int | None = AutoscalerFile.model_fields["port"].default
     """Port of /metrics and /health; None serves nothing (tests, one-shot runs)."""
     hold_when_empty_s: float | None = None
     """How long the router holds a request while a unit is at 0 (its ``hold_when_empty_s``, wall seconds):

@@ -52,8 +52,10 @@ class Options:
     ratio: str | None = None
     policy: dict[str, Any] = field(default_factory=dict)
     """Further PolicyConfig fields (ttft_slo_s, windows, cooldowns, steps) given on the command line."""
-    host: str = AutoscalerConfig.host
-    port: int | None = AutoscalerConfig.port
+    host: str | None = None
+    """Metrics listen address; None: autoscaler.yaml's ``host``, else ``AutoscalerConfig.host``."""
+    port: int | None = None
+    """Metrics port; None: autoscaler.yaml's ``port``, else ``AutoscalerConfig.port``."""
     kube: dict[str, Any] = field(default_factory=dict)
     """kubeconfig, context, namespace (the global options)."""
 
@@ -93,6 +95,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             kf.file.dry_run,
             prometheus=opts.prometheus or kf.file.prometheus,
             hold=kf.file.hold_when_empty_s,
+            listen=(kf.file.host, kf.file.port),
         )
         # A scale-in drains the pods it removes first (annotated for every router, engines polled idle).
         drainer = KubeDrainer(
@@ -127,6 +130,7 @@ def _config(
     dry_run: bool,
     prometheus: str | None = None,
     hold: float | None = None,
+    listen: tuple[str, int | None] = (AutoscalerConfig.host, AutoscalerConfig.port),
 ) -> AutoscalerConfig:
     selector = dict(s.split("=", 1) for s in opts.selector if "=" in s)
     source = opts.prometheus or prometheus
@@ -137,8 +141,8 @@ def _config(
         dry_run=opts.dry_run or dry_run,
         router_url=opts.router,
         prometheus=PrometheusSource(source, selector) if source else None,
-        host=opts.host,
-        port=opts.port,
+        host=opts.host or listen[0],
+        port=listen[1] if opts.port is None else opts.port,
         # Wall seconds, as the router holds: not scaled by --time-scale, nor is the daemon's clock.
         hold_when_empty_s=hold,
     )

@@ -115,10 +115,19 @@ def autoscaler(
         float,
         typer.Option("--time-scale", help="Wall seconds per policy second (simulated engines run faster)."),
     ] = 1.0,
-    host: Annotated[str, typer.Option("--host", help="Metrics listen address.")] = AutoscalerConfig.host,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", help=f"Metrics listen address. Default: the file's host, else {AutoscalerConfig.host}."
+        ),
+    ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Metrics port (/metrics, /health).")
-    ] = AutoscalerConfig.port,
+        int | None,
+        typer.Option(
+            "--port",
+            help=f"Metrics port (/metrics, /health). Default: the file's port, else {AutoscalerConfig.port}.",
+        ),
+    ] = None,
     layout: Annotated[str | None, typer.Option("--layout", hidden=True)] = None,
 ) -> None:
     """Watch the engines and the router, decide how many replicas each role (or group) needs, and scale.
@@ -165,7 +174,7 @@ def autoscaler(
         mode = "dry run: recommendations only" if cfg.dry_run else "scaling"
         err_console.print(
             f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}; "
-            f"metrics on http://{host}:{port}/metrics",
+            f"metrics on http://{cfg.host}:{cfg.port}/metrics",
             highlight=False,
             soft_wrap=True,
         )

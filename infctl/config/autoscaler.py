@@ -10,8 +10,12 @@ from pydantic import Field, model_validator
 from infctl.config._base import Count, Problem, ProfileModel, raise_problems
 from infctl.config._engine import EngineName
 from infctl.config.drain import DrainSettings
+from infctl.config.router import ListenPort
 from infctl.config.settings import ScalingOptions
 from infctl.engines import DEFAULT_ENGINE
+
+METRICS_PORT = 9464
+"""The autoscaler's /metrics and /health port unless told otherwise (the rendered pod's port ``metrics``)."""
 
 
 class ScaleTarget(ProfileModel):
@@ -82,3 +86,10 @@ class AutoscalerFile(ScalingOptions):
     """The router's ``hold_when_empty_s`` (a profile's longest ``scale_to_zero.hold_s``): a target with
     ``min: 0`` whose replicas start slower is logged and flagged (``infctl_autoscaler_startup_over_hold``).
     None: not checked."""
+    host: str = "127.0.0.1"
+    """Listen address of ``/metrics`` and ``/health`` (read-only: nothing served there changes anything).
+    ``--host`` wins over it. Default 127.0.0.1; ``infctl render`` writes 0.0.0.0, so Prometheus reaches the
+    pod."""
+    port: ListenPort = METRICS_PORT
+    """Port of ``/metrics`` and ``/health`` (0: one the system picks). ``--port`` wins over it. Default
+    9464."""

@@ -78,6 +78,7 @@ def autoscaler_context(
         "config_hash": config_hash(_dump(file)),
         "image": profile.router.image or opts.image,
         "rules": [{"group": g, "resource": r, "names": n} for (g, r), n in sorted(rules.items())],
+        "port": file["port"],  # /metrics and /health, named ``metrics`` (its Service and ServiceMonitor)
         # It reads per-engine signals from the router's admin API (GET /admin/backends).
         "admin_token": admin_token_context(profile, opts),
     }
@@ -143,10 +144,16 @@ def _old_ref(spec: str) -> dict[str, Any]:
 
 
 def monitoring_context(
-    profile: DeploymentProfile, namespace: str, opts: RenderOptions, plan: PlacementPlan | None = None
+    profile: DeploymentProfile,
+    namespace: str,
+    opts: RenderOptions,
+    plan: PlacementPlan | None = None,
+    autoscaler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The monitoring objects, labelled for the cluster's Prometheus Operator and Grafana sidecar; ``plan``'s
-    PD-group sets get relabelings that give their series a role and group (``group_set.relabelings``)."""
+    PD-group sets get relabelings that give their series a role and group (``group_set.relabelings``);
+    ``autoscaler`` (the rendered autoscaler.yaml, None: no autoscaler rendered) gets a ServiceMonitor and
+    its alerts."""
     own = L.release_labels(profile.name, "monitoring", "infctl-monitoring")
     selected = profile.cluster.monitoring if profile.cluster is not None else None
     prometheus = dict(selected.prometheus_labels) if selected is not None else {}
@@ -159,7 +166,9 @@ def monitoring_context(
         "relabelings": relabelings(plan) if plan is not None else [],
         "router": profile.router.enabled,
         "router_selector": {L.RELEASE: profile.name, L.COMPONENT: "router"},
-        "rule_groups": alert_rules(profile, namespace, opts.ttft_slo_s),
+        "autoscaler": autoscaler is not None,
+        "autoscaler_selector": {L.RELEASE: profile.name, L.COMPONENT: "autoscaler"},
+        "rule_groups": alert_rules(profile, namespace, opts.ttft_slo_s, autoscaler),
         "dashboards": dashboards(profile, namespace),
         "dashboard_labels": {**own, **grafana},
     }

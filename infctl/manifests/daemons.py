@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from infctl.config import DeploymentProfile, RouterFile
-from infctl.config.autoscaler import AutoscalerFile
+from infctl.config.autoscaler import METRICS_PORT, AutoscalerFile
 from infctl.config.scale_to_zero import hold_when_empty_s, zero_window
 from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
@@ -84,6 +84,9 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
         "dry_run": scaler.dry_run,
         # A scale-in waits this long for the requests of the pods it removes (infctl.autoscaler.kube_drain).
         "drain_timeout_s": profile.drain.timeout_s,
+        # /metrics and /health (read-only) on the pod's address, for Prometheus and the kubelet's probes.
+        "host": "0.0.0.0",
+        "port": METRICS_PORT,
     }
     hold = hold_when_empty_s(profile)
     if hold is not None:  # start-ups of targets that may go to 0 are checked against the router's hold

@@ -2,14 +2,17 @@
 
 Engine series come from the engines' PodMonitor (job ``<namespace>/<release>-engines``, pod labels
 ``infctl.io/role``, ``infctl.io/group`` and ``infctl.io/pool`` copied as ``infctl_io_role`` and so on);
-router series from the router's ServiceMonitor (job ``<release>-router``, the Service name).
+router series from the router's ServiceMonitor (job ``<release>-router``, the Service name), and the
+autoscaler's from its own (job ``<release>-autoscaler``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from infctl.autoscaler.metrics import PREFIX as AUTOSCALER
 from infctl.config import DeploymentProfile
 from infctl.engines import get_adapter
 from infctl.manifests.signals import prom_le, slo_bucket
@@ -29,10 +32,18 @@ def selectors(profile: DeploymentProfile, namespace: str) -> tuple[str, str]:
     return engines, router
 
 
+def autoscaler_selector(profile: DeploymentProfile, namespace: str) -> str:
+    return f'namespace="{namespace}",job="{profile.name}-autoscaler"'
+
+
 def alert_rules(
-    profile: DeploymentProfile, namespace: str, ttft_slo_s: float = TTFT_SLO_S
+    profile: DeploymentProfile,
+    namespace: str,
+    ttft_slo_s: float = TTFT_SLO_S,
+    autoscaler: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """PrometheusRule groups: engine down, TTFT SLO burn, KV usage high, queue growing, router ejections."""
+    """PrometheusRule groups: engine down, TTFT SLO burn, KV usage high, queue growing, router ejections;
+    with ``autoscaler`` (the rendered autoscaler.yaml; None: none rendered), :func:`autoscaler_rules`."""
     m = get_adapter(profile.model.engine).signal_metrics
     eng, rtr = selectors(profile, namespace)
     le = prom_le(slo_bucket(m, ttft_slo_s))
@@ -91,7 +102,46 @@ def alert_rules(
             "The router ejected backend {{ $labels.backend }} after failures.",
         ),
     ]
+    if autoscaler is not None:
+        rules += autoscaler_rules(profile, namespace, autoscaler)
     return [{"name": f"{profile.name}.infctl", "rules": rules}]
+
+
+def autoscaler_rules(
+    profile: DeploymentProfile, namespace: str, file: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The autoscaler not scraped; and, when a target may scale to 0 and the router holds the request that
+    wakes it (``file``'s ``hold_when_empty_s``), a replica of it that started slower than that hold."""
+    sel = autoscaler_selector(profile, namespace)
+    labels = {"release": profile.name}
+    rules = [
+        _alert(
+            "InfctlAutoscalerDown",
+            f"up{{{sel}}} == 0",
+            "5m",
+            "warning",
+            labels,
+            f"The autoscaler of release {profile.name} is not serving /metrics: no replica is added, "
+            "removed or woken from 0 while it is down.",
+        )
+    ]
+    hold = file.get("hold_when_empty_s")
+    if hold is not None and any(t["min"] == 0 for t in file["targets"]):
+        rules.append(
+            _alert(
+                "InfctlStartupOverHold",
+                f"{AUTOSCALER}startup_over_hold{{{sel}}} == 1",
+                "5m",
+                "warning",
+                labels,
+                "Unit {{ $labels.unit }} of release "
+                + profile.name
+                + f" may scale to 0, but a replica took longer to start than the router holds the request "
+                f"that wakes it ({hold:g}s), which then gets a 503: raise scale_to_zero.hold_s above the "
+                f"engine's start-up ({AUTOSCALER}replica_startup_longest_seconds) or keep min: 1.",
+            )
+        )
+    return rules
 
 
 def _one_copy(expr: str) -> str:

@@ -116,10 +116,12 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
                 r=router_context(profile, plan, namespace, opts), namespace=namespace
             )
         )
+    scaled = None  # the autoscaler's file when one is rendered (monitored and alerted on)
     if profile.autoscaler.enabled:
         scaler = autoscaler_context(profile, plan, namespace, opts)
         if scaler["file"]["targets"]:  # none left when KEDA scales every autoscaled workload
             docs.append(env.get_template("autoscaler.yaml.j2").render(a=scaler, namespace=namespace))
+            scaled = scaler["file"]
         docs += [yaml.safe_dump(o, sort_keys=False) for o in keda_objects(profile, plan, namespace, opts)]
     if opts.traffic:
         docs.append(
@@ -130,7 +132,7 @@ def render(profile: DeploymentProfile, options: RenderOptions | None = None) -> 
     if opts.monitoring:
         docs.append(
             env.get_template("monitoring.yaml.j2").render(
-                m=monitoring_context(profile, namespace, opts, plan), namespace=namespace
+                m=monitoring_context(profile, namespace, opts, plan, scaled), namespace=namespace
             )
         )
     objects = [o for text in docs for o in yaml.safe_load_all(text) if o]

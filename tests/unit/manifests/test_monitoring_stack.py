@@ -20,6 +20,9 @@ from infctl.manifests.validate import validate_objects
 ROOT = Path(__file__).resolve().parents[3]
 PROFILES = sorted(p for p in (ROOT / "profiles").glob("*.yaml") if "target: kubernetes" in p.read_text())
 MONITORS = ("PodMonitor", "ServiceMonitor", "PrometheusRule")
+SCALE_TO_ZERO = ("autoscaler.both.min=0", "autoscaler.scale_to_zero={after_s: 900, hold_s: 300}")
+"""Overrides that give the Qwen3 profile a unit that may scale to 0, and so the start-up-over-hold alert."""
+CASES = [(p, ()) for p in PROFILES] + [(ROOT / "profiles" / "qwen3-8b-aggregated.yaml", SCALE_TO_ZERO)]
 
 
 def with_cluster(profile: DeploymentProfile, **changes: Any) -> DeploymentProfile:
@@ -92,10 +95,17 @@ def rules_file(objs: list[dict[str, Any]]) -> dict[str, Any]:
     shutil.which("promtool") is None,
     reason="promtool not installed (Debian: apt-get install -y prometheus)",
 )
-@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
-def test_promtool_accepts_every_rule_and_dashboard_query(path: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("path", "overrides"), CASES, ids=[p.stem + ("-scale-to-zero" if o else "") for p, o in CASES]
+)
+def test_promtool_accepts_every_rule_and_dashboard_query(
+    path: Path, overrides: tuple[str, ...], tmp_path: Path
+) -> None:
+    rules = rules_file(render(load_deployment(path, list(overrides))))
+    if overrides:  # the alert only a unit that may scale to 0 gets is checked too
+        assert any(r.get("alert") == "InfctlStartupOverHold" for g in rules["groups"] for r in g["rules"])
     file = tmp_path / "rules.yaml"
-    file.write_text(yaml.safe_dump(rules_file(render(load_deployment(path)))))
+    file.write_text(yaml.safe_dump(rules))
     done = subprocess.run(
         ["promtool", "check", "rules", str(file)], capture_output=True, text=True, timeout=60
     )

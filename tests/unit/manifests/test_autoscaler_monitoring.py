@@ -1,0 +1,170 @@
+"""The rendered autoscaler is scraped like the router: it listens on its pod's address (autoscaler.yaml's
+host and port), names the container port, is probed on /health, sits behind a Service that the release's
+ServiceMonitor selects, and the PrometheusRule alerts on it being down and on a unit that may scale to 0
+starting slower than the router's hold (``promtool test rules`` fires both on series of that job)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infctl.autoscaler.kubefile import parse_kube_file
+from infctl.config import DeploymentProfile, load_deployment
+from infctl.manifests.render import render
+from infctl.manifests.validate import validate_objects
+
+ROOT = Path(__file__).resolve().parents[3]
+QWEN = ROOT / "profiles" / "qwen3-8b-aggregated.yaml"
+ZERO = ("autoscaler.both.min=0", "autoscaler.scale_to_zero={after_s: 900, hold_s: 300}")
+GAUGE = "infctl_autoscaler_startup_over_hold"
+
+Obj = dict[str, Any]
+
+
+def one(objs: list[Obj], kind: str, name: str) -> Obj:
+    (found,) = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def alerts(objs: list[Obj]) -> dict[str, Obj]:
+    (rule,) = [o for o in objs if o["kind"] == "PrometheusRule"]
+    return {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def scale_to_zero() -> DeploymentProfile:
+    return load_deployment(QWEN, list(ZERO))
+
+
+def test_the_autoscaler_listens_on_a_named_port_that_its_service_and_service_monitor_reach() -> None:
+    objs = render(load_deployment(QWEN))
+    assert validate_objects(objs) == []
+    name = "qwen3-8b-autoscaler"
+    file = parse_kube_file(
+        yaml.safe_load(one(objs, "ConfigMap", name)["data"]["autoscaler.yaml"]), "autoscaler.yaml"
+    ).file
+    assert (file.host, file.port) == ("0.0.0.0", 9464)  # not the daemon's loopback default
+    pod = one(objs, "Deployment", name)["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": file.port}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "metrics"}
+    svc = one(objs, "Service", name)
+    assert selects(svc["spec"]["selector"], pod["metadata"]["labels"])
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": file.port, "targetPort": "metrics"}]
+    monitor = one(objs, "ServiceMonitor", name)
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"  # the cluster profile's
+    assert selects(monitor["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"])
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("metrics", "/metrics")]
+    # No other monitor scrapes it twice, and it selects neither the router nor the engines.
+    others = [o for o in objs if o["kind"] in ("ServiceMonitor", "PodMonitor") and o is not monitor]
+    assert not any(selects(o["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]) for o in others)
+    router = one(objs, "Service", "qwen3-8b-router")
+    assert not selects(monitor["spec"]["selector"]["matchLabels"], router["metadata"]["labels"])
+
+
+def test_the_down_alert_uses_the_job_the_service_monitor_gives_and_over_hold_needs_a_unit_at_zero() -> None:
+    objs = render(load_deployment(QWEN))
+    rules = alerts(objs)
+    # A ServiceMonitor's job is its Service's name.
+    assert rules["InfctlAutoscalerDown"]["expr"] == 'up{namespace="inference",job="qwen3-8b-autoscaler"} == 0'
+    assert "InfctlStartupOverHold" not in rules  # min 2: the gauge has no series to alert on
+
+    rule = alerts(render(scale_to_zero()))["InfctlStartupOverHold"]
+    assert rule["expr"] == f'{GAUGE}{{namespace="inference",job="qwen3-8b-autoscaler"}} == 1'
+    assert rule["for"] == "5m" and rule["labels"]["severity"] == "warning"
+    summary = rule["annotations"]["summary"]
+    assert "{{ $labels.unit }}" in summary and "(300s)" in summary
+    assert "scale_to_zero.hold_s" in summary and "min: 1" in summary
+
+
+def test_a_release_whose_units_keda_scales_renders_no_autoscaler_monitor_or_alert() -> None:
+    keda = "autoscaler.scale_to_zero={after_s: 900, scaler: keda, prometheus: http://prom:9090}"
+    objs = render(load_deployment(QWEN, ["autoscaler.both.min=0", keda]))
+    assert not [o for o in objs if o["metadata"]["name"].endswith("-autoscaler")]
+    assert not [a for a in alerts(objs) if "Autoscaler" in a or "OverHold" in a]
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None,
+    reason="promtool not installed (Debian: apt-get install -y prometheus)",
+)
+def test_promtool_fires_both_alerts_on_the_autoscaler_jobs_series(tmp_path: Path) -> None:
+    (rule,) = [o for o in render(scale_to_zero()) if o["kind"] == "PrometheusRule"]
+    names = ("InfctlAutoscalerDown", "InfctlStartupOverHold")
+    ours = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] in names]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "autoscaler", "rules": ours}]}))
+    job = {"namespace": "inference", "job": "qwen3-8b-autoscaler"}
+    target = "{" + ",".join(f'{k}="{v}"' for k, v in {**job, "unit": "qwen3-8b-engine"}.items()) + "}"
+    summary = {r["alert"]: r["annotations"]["summary"] for r in ours}
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # Up for 3 minutes, then failing scrapes; the unit over the hold from minute 2.
+                    {"series": 'up{namespace="inference",job="qwen3-8b-autoscaler"}', "values": "1 1 1 0x10"},
+                    {"series": GAUGE + target, "values": "0 0 1x10"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "4m", "alertname": "InfctlStartupOverHold", "exp_alerts": []},
+                    {
+                        "eval_time": "8m",
+                        "alertname": "InfctlStartupOverHold",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    **job,
+                                    "unit": "qwen3-8b-engine",
+                                    "severity": "warning",
+                                    "release": "qwen3-8b",
+                                },
+                                "exp_annotations": {
+                                    "summary": summary["InfctlStartupOverHold"].replace(
+                                        "{{ $labels.unit }}", "qwen3-8b-engine"
+                                    )
+                                },
+                            }
+                        ],
+                    },
+                    {"eval_time": "7m", "alertname": "InfctlAutoscalerDown", "exp_alerts": []},
+                    {
+                        "eval_time": "9m",
+                        "alertname": "InfctlAutoscalerDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**job, "severity": "warning", "release": "qwen3-8b"},
+                                "exp_annotations": {"summary": summary["InfctlAutoscalerDown"]},
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    done = subprocess.run(
+        ["promtool", "test", "rules", "tests.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_docs_monitoring_lists_every_alert_render_writes() -> None:
+    doc = (ROOT / "docs" / "monitoring.md").read_text()
+    for profile in (load_deployment(QWEN), scale_to_zero()):
+        for name in alerts(render(profile)):
+            assert f"| `{name}` |" in doc, name
