@@ -91,7 +91,9 @@ async def test_an_idle_fleet_goes_to_zero_and_its_next_request_waits_for_an_engi
         # No engine at all: the router holds this request until the autoscaler has started one.
         resp = await complete(c, plan.entrypoint.url, 8)
         assert resp.status_code == 200, resp.text
-        assert (await unit(c, control, "both"))["ready"] >= 1
+        # The router has the engine before the supervisor counts it ready (it registers it first), so the
+        # answer can come back before /scale shows it.
+        await until_unit(c, control, "both", lambda u: u["ready"] >= 1, within=10)
         # The autoscaler timed the engine it started, and knows the router's hold to check it against.
         autoscaler = next(s.url for s in plan.specs if s.kind == "autoscaler")
         measured = await startups(c, autoscaler, within=20)
@@ -109,4 +111,4 @@ async def test_a_length_pool_goes_to_zero_alone_and_wakes_for_its_own_request(tm
         assert (await unit(c, control, "long"))["desired"] == 0  # a short request does not wake it
         resp = await complete(c, plan.entrypoint.url, 200)  # the long pool's: held until it has an engine
         assert resp.status_code == 200, resp.text
-        assert (await unit(c, control, "long"))["ready"] == 1
+        await until_unit(c, control, "long", lambda u: u["ready"] == 1, within=10)
