@@ -1,5 +1,6 @@
 """SGLang's command line: a model profile turned into ``sglang.launch_server`` arguments (parallelism and DP
-attention, the radix cache, PD disaggregation, the hierarchical cache, KV events, speculative decoding).
+attention, the radix cache, PD disaggregation, the hierarchical cache, KV events and their page, speculative
+decoding).
 
 Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
 
@@ -49,6 +50,13 @@ ZMQ_PORTS_AFTER_DIST_INIT = 6
 collector listen on the dist-init port + 1 .. + 6 (+ one per rank more under ``SGLANG_RUST_SERVER``)."""
 HANDSHAKE_DELTA = 13
 """``DP_ATTENTION_HANDSHAKE_PORT_DELTA``: the worker-port handshake binds the dist-init port + 13."""
+PAGE_SIZE_FLAG = "--page-size"
+KV_EVENTS_PAGE_SIZE = 16
+"""The KV page an SGLang engine that publishes KV events gets unless ``extra_args`` sets one. Its radix
+cache publishes one ``BlockStored`` per page (``KVCacheEventMixin``) and the default page is 1 token: an
+event, and a link in the router's index, per cached token. 16 is the router's default block and vLLM's,
+so each event is one router block. Backends that need another page (FlashMLA 64, cutlass MLA 128) set
+their own, and the router re-chunks any page size."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
@@ -85,6 +93,8 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     publisher = kv_events_publisher(model)
     if publisher is not None:
         args += ["--kv-events-config", json_arg(publisher)]
+        if PAGE_SIZE_FLAG not in {word.split("=", 1)[0] for word in model.extra_args}:
+            args += [PAGE_SIZE_FLAG, str(KV_EVENTS_PAGE_SIZE)]
     args += _speculative_args(model)
     args += ["--enable-metrics", "--enable-cache-report"]
     return args + list(model.extra_args)

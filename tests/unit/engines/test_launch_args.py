@@ -236,6 +236,18 @@ def test_sglang_hierarchical_cache_and_kv_events() -> None:
         "endpoint": "tcp://*:5557",
         "topic": "kv@$POD_IP@ds",
     }
+    # Its default page is 1 token, so it would publish an event per cached token.
+    assert argv[argv.index("--page-size") + 1] == "16"
+
+
+def test_sglang_page_size_comes_with_kv_events_and_yields_to_extra_args() -> None:
+    adapter = get_adapter("sglang")
+    plain = adapter.launch_command(profile("sglang"), role="both", port=1)
+    assert "--page-size" not in plain
+    chosen = adapter.launch_command(
+        profile("sglang", kv_events={}, extra_args=["--page-size=64"]), role="both", port=1
+    )
+    assert "--page-size" not in chosen and chosen[-1] == "--page-size=64"
 
 
 @pytest.mark.parametrize(
