@@ -34,9 +34,17 @@ def evaluate_startup(families: MetricFamilies, *, target: str = "") -> CheckResu
         )
     may_zero = sorted(s.labels.get("unit", "") for s in families.get(OVER, []))
     hold = families.get(HOLD)
-    if not hold or not may_zero:
-        why = "no unit may scale to 0" if hold else "no router hold given (no unit may scale to 0)"
-        return skipped(G, "startup", f"{why}: nothing waits for a start-up", target=target)
+    if not hold:
+        # Without the hold the daemon flags no unit, so whether one may scale to 0 is not known here.
+        return skipped(
+            G,
+            "startup",
+            "the autoscaler was given no router hold (autoscaler.yaml's hold_when_empty_s, which infctl "
+            "render writes when a unit may scale to 0): start-ups are not checked against it",
+            target=target,
+        )
+    if not may_zero:
+        return skipped(G, "startup", "no unit may scale to 0: nothing waits for a start-up", target=target)
     hold_s = hold[0].value
     longest = {s.labels.get("unit", ""): s.value for s in families.get(LONGEST, []) if s.value == s.value}
     measured = {u: longest[u] for u in may_zero if u in longest}

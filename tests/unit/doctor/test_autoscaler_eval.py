@@ -44,6 +44,16 @@ def test_nothing_to_judge_is_skipped() -> None:
     assert unmeasured.status == "skip" and "no start-up of both measured yet" in unmeasured.summary
 
 
+def test_an_autoscaler_given_no_hold_is_not_said_to_have_no_unit_at_zero() -> None:
+    # A hand-written or older autoscaler.yaml: a target at min 0 but no hold_when_empty_s, so the daemon
+    # exports neither the hold nor the over-hold gauge; doctor cannot tell which units may go to 0.
+    result = verdict(exported(None, {"both": (400.0,)}, {"both"}))
+    assert result.status == "skip"
+    assert "no unit may scale to 0" not in result.summary and "hold_when_empty_s" in result.summary
+    no_zero = verdict(exported(180.0, {"both": (400.0,)}, set()))
+    assert no_zero.status == "skip" and "no unit may scale to 0" in no_zero.summary
+
+
 def test_another_programs_metrics_fail() -> None:
     result = verdict("process_cpu_seconds_total 3\n")
     assert result.status == "fail" and result.fix is not None and "9464" in result.fix
