@@ -119,7 +119,11 @@ async def main(args: argparse.Namespace) -> None:
         assert profile.model.sim is not None, "the benchmark's profile runs simulated engines (model.sim)"
         speedup = profile.model.sim.speedup
         scenario = bucketing_scenario(
-            len(engines), requests=args.requests, rate=args.rate, buckets=plan.buckets
+            len(engines),
+            requests=args.requests,
+            rate=args.rate,
+            buckets=plan.buckets,
+            context=plan.max_model_len,
         )
         wall_rate = Stage(rate=args.rate * speedup, num_requests=args.requests)
         live = replace(scenario, load=LoadPlan(stages=[wall_rate]))

@@ -21,7 +21,7 @@ from infctl.bench.run import run_benchmark
 from infctl.bench.stats import Distribution
 from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec
 from infctl.bench.workloads.specs import WorkloadSpec
-from infctl.errors import EngineError
+from infctl.errors import ConfigError, EngineError
 
 SHORT_MAX_TOKENS = 2048
 """Prompts up to this many tokens are "short" in the bucketing scenario (router buckets and the report)."""
@@ -67,13 +67,25 @@ def prefix_scenario(num_engines: int, *, requests: int = 240, rate: float = 16.0
     )
 
 
-def bucketing_mix(short_output: int = 32, long_output: int = 16) -> MixtureSpec:
+def bucketing_mix(
+    short_output: int = 32, long_output: int = 16, *, context: int | None = None
+) -> MixtureSpec:
     """The seed's mixed traffic, one definition for the live benchmarks and the simulator's comparison: 90%
     chats (lognormal around :data:`SHORT_MEAN`, up to :data:`SHORT_MAX_TOKENS`), 10% documents (uniform over
     half to one and a half :data:`LONG_MEAN`). Outputs are mean lengths: short ones keep a live run's
-    streaming (the host's share) small; the simulator's throughput stage asks for longer ones."""
+    streaming (the host's share) small; the simulator's throughput stage asks for longer ones.
+
+    ``context``: the engines' ``max_model_len``; documents are cut to fit it with their output, as
+    ``--max-input-tokens`` would (an engine refuses a longer request)."""
     short = LengthDist(kind="lognormal", mean=SHORT_MEAN, sigma=0.5, max=SHORT_MAX_TOKENS)
-    long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2)
+    longest = None if context is None else context - long_output
+    if longest is not None and longest <= SHORT_MAX_TOKENS:
+        raise ConfigError(
+            f"a context of {context} tokens leaves no room for a document longer than a short prompt "
+            f"({SHORT_MAX_TOKENS} tokens)",
+            hint=f"give the engines max_model_len {SHORT_MAX_TOKENS + long_output + 1} or more",
+        )
+    long_ = LengthDist(kind="uniform", low=LONG_MEAN // 2, high=LONG_MEAN * 3 // 2, max=longest)
     return MixtureSpec(
         components=[
             MixComponent(name="short", weight=0.9, input=short, output=LengthDist(mean=short_output)),
@@ -88,8 +100,10 @@ def bucketing_scenario(
     requests: int = 240,
     rate: float = 16.0,
     buckets: Sequence[Mapping[str, Any]] | None = None,
+    context: int | None = None,
 ) -> Scenario:
-    """90% short chats, 10% long documents; with buckets the long ones get their own engine.
+    """90% short chats, 10% long documents (:func:`bucketing_mix`, cut to ``context``); with buckets the
+    long ones get their own engines.
 
     ``buckets``: a deployment's own (its length pools), its engines already labelled with their pools
     (``run_scenario``'s ``pools``); None: half of the engines form the long pool, as in the shipped local
@@ -104,7 +118,7 @@ def bucketing_scenario(
         ]
     return Scenario(
         name="long/short bucketing (mixed lengths)",
-        workload=bucketing_mix(),
+        workload=bucketing_mix(context=context),
         load=LoadPlan(stages=[Stage(rate=rate, num_requests=requests)]),
         baseline=Arm("one pool", "least_load"),
         infctl=Arm("infctl buckets", {"preset": "least_load", "buckets": list(buckets)}, pools),

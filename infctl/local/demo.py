@@ -225,7 +225,9 @@ async def _scenarios(
     buckets = plan.buckets or None
     # Bucketing's headline is a p99 over the short requests: at 240 requests it was their 2nd-worst, and
     # the seed alone moved it by 10 points (virtual clock); 480 halves that for 15 s more.
-    bucketing = bucketing_scenario(len(engines), requests=BUCKETING_REQUESTS, buckets=buckets)
+    bucketing = bucketing_scenario(
+        len(engines), requests=BUCKETING_REQUESTS, buckets=buckets, context=plan.max_model_len
+    )
     for scenario in (prefix_scenario(len(engines)), bucketing):
         done.append(
             await run_scenario(

@@ -194,6 +194,7 @@ def build_plan(
         reserve=reserve_specs(profile, engines, ports, python) if control is not None else (),
         control_port=control,
         buckets=tuple(router_buckets(profile.length_pools or [])),
+        max_model_len=profile.model.max_model_len,
     )
 
 

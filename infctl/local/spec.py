@@ -108,6 +108,8 @@ class LocalPlan:
     """Port of the supervisor's control endpoint (runtime scaling), when the autoscaler runs."""
     buckets: tuple[Mapping[str, Any], ...] = ()
     """The router's length buckets, one per length pool of the profile (engines carry the pool names)."""
+    max_model_len: int | None = None
+    """The engines' context (prompt + output), when the profile sets one."""
 
     @property
     def release_dir(self) -> Path:
@@ -140,6 +142,7 @@ class LocalPlan:
             "reserve": [s.to_dict() for s in self.reserve],
             "control_port": self.control_port,
             "buckets": [dict(b) for b in self.buckets],
+            "max_model_len": self.max_model_len,
         }
 
     @classmethod
@@ -152,6 +155,7 @@ class LocalPlan:
             reserve=tuple(ProcessSpec.from_dict(s) for s in data.get("reserve", ())),
             control_port=data.get("control_port"),
             buckets=tuple(data.get("buckets", ())),
+            max_model_len=data.get("max_model_len"),
         )
 
 

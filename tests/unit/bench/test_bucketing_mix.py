@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 import statistics
 
+import pytest
+
 from infctl.bench.scenarios import LONG_MEAN, SHORT_MAX_TOKENS, SHORT_MEAN, bucketing_mix, bucketing_scenario
 from infctl.bench.workloads import build_workload
+from infctl.errors import ConfigError
 from infctl.sim.cluster.scenarios.catalog import ScenarioSize, bucketing
 
 
@@ -31,3 +34,15 @@ def test_the_live_scenario_and_the_simulators_comparison_send_the_same_prompts()
 def test_without_a_profiles_pools_half_the_engines_serve_the_documents() -> None:
     assert list(bucketing_scenario(4).infctl.pools) == ["short", "short", "long", "long"]
     assert list(bucketing_scenario(3).infctl.pools) == ["short", "short", "long"]
+
+
+def test_documents_are_cut_to_the_engines_context_and_a_context_too_small_is_refused() -> None:
+    # profiles/local-demo.yaml serves 8,192 tokens: an uncut document would be refused by every engine.
+    spec = bucketing_scenario(4, context=8192).workload
+    reqs = list(itertools.islice(build_workload(spec, "completions", 1).requests(), 400))
+    docs = [r for r in reqs if r.group == 1]
+    assert docs and all(
+        r.input_tokens > SHORT_MAX_TOKENS and r.input_tokens + r.max_tokens <= 8192 for r in docs
+    )
+    with pytest.raises(ConfigError, match="no room for a document"):
+        bucketing_mix(context=SHORT_MAX_TOKENS + 16)

@@ -159,7 +159,9 @@ def test_the_default_daemons_add_nothing_yet() -> None:
 
 
 def test_plan_round_trips_through_json() -> None:
-    plan = plan_of(profile(**{"model.kv_events": {"port": 5557}}), daemons=[fake_router])
+    fields = {"model.kv_events": {"port": 5557}, "model.max_model_len": 8192}
+    plan = plan_of(profile(**fields), daemons=[fake_router])
+    assert plan.max_model_len == 8192  # the demo cuts its documents to it
     assert LocalPlan.from_dict(plan.to_dict()) == plan
 
 
