@@ -3,8 +3,8 @@
 ``serve(cfg, actuator, *, ready=None, stop=None)`` runs until ``stop``; ``run`` is the sync wrapper that owns
 the event loop and stops on SIGINT/SIGTERM. A failed step (an unreachable router, a refused scale) is
 logged and counted in ``infctl_autoscaler_errors_total``; the next tick tries again. Each observation also
-times the replicas asked for until they are ready (:mod:`infctl.autoscaler.startup`), against the router's
-hold for units that may scale to 0.
+times the replicas a scale-up asked for until they are ready (:mod:`infctl.autoscaler.startup`; a restart or
+a readiness blip is not timed), against the router's hold for units that may scale to 0.
 """
 
 from __future__ import annotations

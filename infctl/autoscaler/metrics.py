@@ -46,7 +46,7 @@ class AutoscalerMetrics:
         self.hold_s: float | None = None
         """The router's ``hold_when_empty_s`` start-ups are checked against; None: not known."""
         self.startups: dict[str, Histogram] = {}
-        """unit -> seconds from each replica asked for to ready."""
+        """unit -> seconds from each replica a scale-up asked for to ready; a restart is not timed."""
         self.longest: dict[str, float] = {}
         """unit -> the longest of its recent start-ups."""
         self.over_hold: dict[str, bool] = {}
@@ -106,10 +106,10 @@ class AutoscalerMetrics:
 
     def _render_startups(self, w: Writer) -> None:
         name = f"{PREFIX}replica_startup_seconds"
-        w.header(name, "histogram", "Seconds from a replica asked for to ready (restarts from unready).")
+        w.header(name, "histogram", "Seconds from a replica a scale-up asked for to ready (not restarts).")
         for unit, hist in sorted(self.startups.items()):
             w.histogram_samples(name, label_pairs({"unit": unit}), hist)
-        w.header(f"{PREFIX}replica_startup_longest_seconds", "gauge", "The longest recent start-up.")
+        w.header(f"{PREFIX}replica_startup_longest_seconds", "gauge", "The longest recent scale-up start-up.")
         for unit, seconds in sorted(self.longest.items()):
             w.sample(f"{PREFIX}replica_startup_longest_seconds", label_pairs({"unit": unit}), seconds)
         if self.hold_s is not None:

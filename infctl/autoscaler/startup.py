@@ -8,12 +8,16 @@ a queue with the time it was asked for, and when the ready count rises the oldes
   make (another scaler, ``kubectl scale``) from the observation that first saw it.
 - A scale-down takes back the newest asks still waiting: Kubernetes deletes the youngest unready pods
   first, the local supervisor its last started engine. A replica removed before it was ready gives nothing.
-- A replica that falls out of ready while ``desired`` holds (a crash, an OOM kill, a node lost) restarts:
-  its start-up is timed from the observation that saw it go.
+- A replica that falls out of ready while ``desired`` holds (a crash, an OOM kill, or only a readiness
+  probe failing under load) is not a start-up: it waits untimed and gives nothing when ready again, so
+  neither the histogram, :attr:`Ledger.longest` nor :func:`over_hold` sees restarts or readiness blips.
+  Only a scale-up (what a unit at 0 goes through when the router wakes it) is checked against the hold.
 - Replicas pending when the daemon first looks were asked for at a time it never saw: they give nothing.
 
 Readiness is seen at each decision, so a start-up is measured to within one decision interval (longer,
-never shorter). The router's hold (``hold_when_empty_s``) must beat it for a unit that may go to 0.
+never shorter). Replicas are matched by count, oldest first, so a restart that recovers while a scale-up
+is still starting may be credited to it. The router's hold (``hold_when_empty_s``) must beat a start-up
+for a unit that may go to 0.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ class Ledger:
     """Replicas asked for, as last known; None before the first observation."""
     waiting: tuple[float | None, ...] = ()
     """When each replica not ready yet was asked for (seconds on the daemon's clock), oldest first; None:
-    before the daemon looked."""
+    not timed (pending before the daemon looked, or a restart)."""
     recent: tuple[float, ...] = ()
-    """The last :data:`RECENT` start-ups, seconds, oldest first."""
+    """The last :data:`RECENT` start-ups from a scale-up, seconds, oldest first (never a restart)."""
 
     @property
     def longest(self) -> float | None:
@@ -57,13 +61,14 @@ def asked(ledger: Ledger, desired: int, at: float) -> Ledger:
 
 
 def observed(ledger: Ledger, status: UnitStatus, at: float) -> tuple[Ledger, tuple[float, ...]]:
-    """``ledger`` after observing ``status`` at ``at``, and the start-ups that ended since (seconds)."""
+    """``ledger`` after observing ``status`` at ``at``, and the scale-up start-ups that ended since
+    (seconds)."""
     if ledger.desired is None:
         return replace(ledger, desired=status.desired, waiting=(None,) * status.pending), ()
     ledger = asked(ledger, status.desired, at)
     waiting, pending = ledger.waiting, status.pending
-    if len(waiting) <= pending:
-        return replace(ledger, waiting=waiting + (at,) * (pending - len(waiting))), ()
+    if len(waiting) <= pending:  # more unready than asked for: restarts, not timed
+        return replace(ledger, waiting=waiting + (None,) * (pending - len(waiting))), ()
     done, waiting = waiting[: len(waiting) - pending], waiting[len(waiting) - pending :]
     # Asked for and ready at the same observation: when it was asked is not known, so neither is its start-up.
     samples = tuple(at - t for t in done if t is not None and at > t)
@@ -72,6 +77,7 @@ def observed(ledger: Ledger, status: UnitStatus, at: float) -> tuple[Ledger, tup
 
 
 def over_hold(ledger: Ledger, hold_s: float) -> bool:
-    """Whether a recent start-up took longer than the router holds the first request (``hold_s``)."""
+    """Whether a recent scale-up start-up took longer than the router holds the first request (``hold_s``);
+    restarts never count."""
     longest = ledger.longest
     return longest is not None and longest > hold_s

@@ -1,10 +1,10 @@
 """Pure verdicts on a running autoscaler's ``/metrics``: do its units that may scale to 0 start within the
 router's hold?
 
-The autoscaler measures every replica's start-up (:mod:`infctl.autoscaler.startup`) and exports the
-longest of each unit's recent ones beside the router's ``hold_when_empty_s`` it was given; a unit that may
-scale to 0 carries ``infctl_autoscaler_startup_over_hold``. A start-up longer than the hold means the first
-request after a quiet spell gets a 503.
+The autoscaler measures each scale-up's start-up, never a restart (:mod:`infctl.autoscaler.startup`), and
+exports the longest of each unit's recent ones beside the router's ``hold_when_empty_s`` it was given; a
+unit that may scale to 0 carries ``infctl_autoscaler_startup_over_hold``. A start-up longer than the hold
+means the first request after a quiet spell gets a 503.
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ from policykit import aggregated
 from infctl.autoscaler.daemon import AutoscalerConfig, serve
 from infctl.autoscaler.fleet import Fleet, ReplicaInfo
 from infctl.autoscaler.metrics import AutoscalerMetrics
+from infctl.autoscaler.settings import PolicyConfig, UnitConfig
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot, UnitStatus
 from infctl.errors import LocalTargetError
+from infctl.telemetry import parse_metrics
 
 
 class FakeActuator:
@@ -150,3 +152,69 @@ async def test_cancelled_between_ticks_leaves_no_task_pending() -> None:
         assert not reported
     finally:
         loop.set_exception_handler(None)
+
+
+class ScriptedActuator:
+    """Reports ``script``'s unit statuses in turn, then the last one for ever; never scaled (dry run)."""
+
+    def __init__(self, script: list[UnitStatus]) -> None:
+        self.script, self.observed = script, 0
+
+    async def observe(self) -> Fleet:
+        status = self.script[min(self.observed, len(self.script) - 1)]
+        self.observed += 1
+        return Fleet(units={"both": status})
+
+    async def scale(self, unit: str, replicas: int) -> None:
+        raise AssertionError("a dry run scales nothing")
+
+
+async def startup_series(script: list[UnitStatus], port: int) -> dict[str, float]:
+    """The daemon's start-up series for unit ``both`` (hold 20 s, 15 s a decision) once it has seen all of
+    ``script``, read from its /metrics."""
+    policy = PolicyConfig(units=(UnitConfig("both", 0, 4, scale_to_zero_after_s=86400),))
+    cfg = AutoscalerConfig(policy=policy, dry_run=True, interval_s=0.01, port=port, hold_when_empty_s=20)
+    actuator, stop, ready = ScriptedActuator(script), asyncio.Event(), asyncio.Event()
+    clock = itertools.count(0.0, 15.0)
+    task = asyncio.create_task(
+        serve(cfg, actuator, ready=ready, stop=stop, transport=engines(0), clock=lambda: next(clock))
+    )
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        async with asyncio.timeout(30):
+            while actuator.observed <= len(script):  # the last status seen, and its tick's metrics recorded
+                await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(trust_env=False) as c:
+            text = (await c.get(f"http://127.0.0.1:{port}/metrics")).text
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    names = {"over": OVER, "count": STARTUPS + "_count"}
+    families = parse_metrics(text, set(names.values()))
+    found = {n: s.value for n, samples in families.items() for s in samples if s.labels.get("unit") == "both"}
+    return {k: found.get(name, float("nan")) for k, name in names.items()}
+
+
+OVER = "infctl_autoscaler_startup_over_hold"
+STARTUPS = "infctl_autoscaler_replica_startup_seconds"
+
+
+async def test_a_readiness_blip_longer_than_the_hold_is_no_slow_start_up(
+    unused_tcp_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One of two replicas fails readiness for 45 s (three decisions) and recovers; nobody scaled.
+    blip = [UnitStatus(2, 2), UnitStatus(2, 1), UnitStatus(2, 1), UnitStatus(2, 1), UnitStatus(2, 2)]
+    series = await startup_series(blip, unused_tcp_port)
+    assert series == {"over": 0.0, "count": 0.0}
+    assert not [r for r in caplog.records if "startup over hold" in r.getMessage()]
+
+
+async def test_a_scale_up_slower_than_the_hold_is_flagged(
+    unused_tcp_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another scaler (or the router's wake-up) asks for one replica from 0; it is ready 30 s later.
+    rise = [UnitStatus(0, 0), UnitStatus(1, 0), UnitStatus(1, 0), UnitStatus(1, 1)]
+    series = await startup_series(rise, unused_tcp_port)
+    assert series == {"over": 1.0, "count": 1.0}
+    warnings = [r.getMessage() for r in caplog.records if "startup over hold" in r.getMessage()]
+    assert len(warnings) == 1 and "startup_s=30" in warnings[0]

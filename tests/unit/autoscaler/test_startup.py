@@ -59,14 +59,18 @@ def test_a_draining_replica_still_ready_is_no_start_up() -> None:
     assert samples == ()
 
 
-def test_a_restart_is_timed_from_when_the_replica_was_seen_unready() -> None:
+def test_a_replica_unready_while_the_count_holds_is_no_start_up() -> None:
     ledger, _ = seen(2, 2, 0.0)
-    ledger, samples = seen(2, 1, 30.0, ledger)  # one crashed; nobody asked for anything
+    ledger, samples = seen(2, 1, 30.0, ledger)  # a restart or a readiness blip; nobody asked for anything
     assert samples == ()
-    ledger, samples = seen(2, 1, 45.0, ledger)
+    ledger, samples = seen(2, 1, 245.0, ledger)
     assert samples == ()
-    _, samples = seen(2, 2, 75.0, ledger)
-    assert samples == (45.0,)
+    ledger, samples = seen(2, 2, 275.0, ledger)
+    assert samples == () and ledger.longest is None and not over_hold(ledger, 180.0)
+    # A scale-up after it is timed as before.
+    ledger = asked(ledger, 3, 300.0)
+    ledger, samples = seen(3, 3, 500.0, ledger)
+    assert samples == (200.0,) and over_hold(ledger, 180.0)
 
 
 def test_replicas_pending_when_first_seen_give_nothing() -> None:
