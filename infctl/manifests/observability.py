@@ -4,6 +4,9 @@ Engine series come from the engines' PodMonitor (job ``<namespace>/<release>-eng
 ``infctl.io/role``, ``infctl.io/group`` and ``infctl.io/pool`` copied as ``infctl_io_role`` and so on);
 router series from the router's ServiceMonitor (job ``<release>-router``, the Service name), and the
 autoscaler's from its own (job ``<release>-autoscaler``).
+
+A "down" alert also fires on ``absent(up{...})``: a pod that does not exist (unschedulable, its workload
+deleted) or that no monitor finds has no ``up`` series at all, so ``up == 0`` alone never fires for it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from infctl.autoscaler.metrics import PREFIX as AUTOSCALER
 from infctl.config import DeploymentProfile
+from infctl.config.scale_to_zero import sections
 from infctl.engines import get_adapter
 from infctl.manifests.signals import prom_le, slo_bucket
 from infctl.router.metrics import PREFIX as ROUTER
@@ -58,14 +62,20 @@ def alert_rules(
 
     labels = {"release": profile.name}
     scaler = profile.autoscaler
+    # With every engine allowed at 0 (scale-to-zero), none running is no fault: only a failing scrape is.
+    engine_down = f"up{{{eng}}} == 0" if may_scale_to_zero(profile) else _down(eng)
     rules: list[dict[str, Any]] = [
         _alert(
             "InfctlEngineDown",
-            f"up{{{eng}}} == 0",
+            engine_down,
             "5m",
             "critical",
             labels,
-            "Engine {{ $labels.pod }} of release " + profile.name + " is not serving /metrics.",
+            "{{ if $labels.pod }}Engine {{ $labels.pod }} of release "
+            + profile.name
+            + " is not serving /metrics.{{ else }}No engine of release "
+            + profile.name
+            + " is scraped: none is running, or the PodMonitor finds none.{{ end }}",
         ),
         _alert(
             "InfctlTTFTBudgetBurn",
@@ -117,7 +127,7 @@ def autoscaler_rules(
     rules = [
         _alert(
             "InfctlAutoscalerDown",
-            f"up{{{sel}}} == 0",
+            _down(sel),
             "5m",
             "warning",
             labels,
@@ -142,6 +152,19 @@ def autoscaler_rules(
             )
         )
     return rules
+
+
+def may_scale_to_zero(profile: DeploymentProfile) -> bool:
+    """Whether the autoscaler (or KEDA) may take some engines to 0 replicas: then no engine scraped at all
+    is no fault, and :func:`alert_rules` alerts only on engines failing their scrape."""
+    return profile.autoscaler.enabled and any(
+        b.min == 0 for _, bounds, _ in sections(profile) for b in bounds.values()
+    )
+
+
+def _down(selector: str) -> str:
+    """A target failing its scrape, or no target scraped at all (``absent`` keeps the selector's labels)."""
+    return f"up{{{selector}}} == 0 or absent(up{{{selector}}})"
 
 
 def _one_copy(expr: str) -> str:

@@ -1,7 +1,8 @@
 """The rendered autoscaler is scraped like the router: it listens on its pod's address (autoscaler.yaml's
 host and port), names the container port, is probed on /health, sits behind a Service that the release's
-ServiceMonitor selects, and the PrometheusRule alerts on it being down and on a unit that may scale to 0
-starting slower than the router's hold (``promtool test rules`` fires both on series of that job)."""
+ServiceMonitor selects, and the PrometheusRule alerts on it being down (or not scraped at all) and on a unit
+that may scale to 0 starting slower than the router's hold (``promtool test rules`` fires both on series of
+that job). The engines' down alert covers no engine scraped too, unless they may scale to 0."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def test_the_autoscaler_listens_on_a_named_port_that_its_service_and_service_mon
 def test_the_down_alert_uses_the_job_the_service_monitor_gives_and_over_hold_needs_a_unit_at_zero() -> None:
     objs = render(load_deployment(QWEN))
     rules = alerts(objs)
-    # A ServiceMonitor's job is its Service's name.
-    assert rules["InfctlAutoscalerDown"]["expr"] == 'up{namespace="inference",job="qwen3-8b-autoscaler"} == 0'
+    # A ServiceMonitor's job is its Service's name; a pod that does not exist has no up series at all.
+    up = 'up{namespace="inference",job="qwen3-8b-autoscaler"}'
+    assert rules["InfctlAutoscalerDown"]["expr"] == f"{up} == 0 or absent({up})"
     assert "InfctlStartupOverHold" not in rules  # min 2: the gauge has no series to alert on
 
     rule = alerts(render(scale_to_zero()))["InfctlStartupOverHold"]
@@ -152,6 +154,92 @@ def test_promtool_fires_both_alerts_on_the_autoscaler_jobs_series(tmp_path: Path
             }
         ],
     }
+    # No autoscaler pod at all (unschedulable, its Deployment deleted): no up series, the alert still fires.
+    absent = {
+        "interval": "1m",
+        "input_series": [{"series": 'up{namespace="inference",job="other"}', "values": "1x10"}],
+        "alert_rule_test": [
+            {"eval_time": "4m", "alertname": "InfctlAutoscalerDown", "exp_alerts": []},
+            {
+                "eval_time": "6m",
+                "alertname": "InfctlAutoscalerDown",
+                "exp_alerts": [
+                    {
+                        "exp_labels": {**job, "severity": "warning", "release": "qwen3-8b"},
+                        "exp_annotations": {"summary": summary["InfctlAutoscalerDown"]},
+                    }
+                ],
+            },
+        ],
+    }
+    tests["tests"].append(absent)
+    promtool_test(tmp_path, tests)
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None,
+    reason="promtool not installed (Debian: apt-get install -y prometheus)",
+)
+def test_promtool_fires_engine_down_on_a_failing_scrape_and_on_no_engine_scraped(tmp_path: Path) -> None:
+    (rule,) = [o for o in render(load_deployment(QWEN)) if o["kind"] == "PrometheusRule"]
+    ours = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] == "InfctlEngineDown"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "engines", "rules": ours}]}))
+    job = {"namespace": "inference", "job": "inference/qwen3-8b-engines"}
+    labels = {**job, "severity": "critical", "release": "qwen3-8b"}
+    pod = "{" + ",".join(f'{k}="{v}"' for k, v in {**job, "pod": "e-0"}.items()) + "}"
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": "up" + pod, "values": "1 0x10"}],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "7m",
+                        "alertname": "InfctlEngineDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {**labels, "pod": "e-0"},
+                                "exp_annotations": {
+                                    "summary": "Engine e-0 of release qwen3-8b is not serving /metrics."
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+            {
+                "interval": "1m",
+                "input_series": [{"series": 'up{namespace="inference",job="other"}', "values": "1x10"}],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "6m",
+                        "alertname": "InfctlEngineDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": labels,
+                                "exp_annotations": {
+                                    "summary": "No engine of release qwen3-8b is scraped: none is running, "
+                                    "or the PodMonitor finds none."
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+        ],
+    }
+    promtool_test(tmp_path, tests)
+
+
+def test_engines_that_may_scale_to_0_are_not_alerted_on_for_being_absent() -> None:
+    up = 'up{namespace="inference",job="inference/qwen3-8b-engines"}'
+    assert alerts(render(load_deployment(QWEN)))["InfctlEngineDown"]["expr"] == f"{up} == 0 or absent({up})"
+    assert alerts(render(scale_to_zero()))["InfctlEngineDown"]["expr"] == f"{up} == 0"
+
+
+def promtool_test(tmp_path: Path, tests: dict[str, Any]) -> None:
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
     done = subprocess.run(
         ["promtool", "test", "rules", "tests.yaml"],
