@@ -3,34 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import kmock
-import kubernetes.client
-import pytest
 
 from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI, KubeTarget
 from infctl.autoscaler.snapshot import UnitStatus
-from infctl.kube import ClientSettings, KubeClient, connect
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[tuple[kmock.KubernetesEmulator, KubeClient]]:
-    async with kmock.KubernetesEmulator() as api, kmock.Server(api) as server:
-        api.resources["apps/v1/deployments"] = kmock.ResourceInfo(
-            kind="Deployment", namespaced=True, subresources={"scale", "status"}
-        )
-        cfg = kubernetes.client.Configuration()
-        cfg.host = str(server.url).rstrip("/")
-        client = connect(ClientSettings(namespace="inference", timeout_s=5), configuration=cfg)
-        yield api, client
-        client.close()
+from infctl.kube import KubeClient
 
 
 async def test_reads_spec_and_ready_replicas_and_scales_through_the_scale_subresource(
-    kube: tuple[kmock.KubernetesEmulator, KubeClient],
+    kmock_kube: tuple[kmock.KubernetesEmulator, KubeClient],
 ) -> None:
-    api, client = kube
+    api, client = kmock_kube
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -49,9 +33,9 @@ async def test_reads_spec_and_ready_replicas_and_scales_through_the_scale_subres
 
 
 async def test_a_kind_the_kube_layer_cannot_scale_is_a_note_not_a_crash(
-    kube: tuple[kmock.KubernetesEmulator, KubeClient],
+    kmock_kube: tuple[kmock.KubernetesEmulator, KubeClient],
 ) -> None:
-    _, client = kube
+    _, client = kmock_kube
     actuator = KubeActuator([KubeTarget("decode", "StatefulSet", "m-decode")], KubeScaleAPI(client))
     fleet = await actuator.observe()
     assert fleet.units == {} and "cannot scale a StatefulSet" in fleet.notes[0]

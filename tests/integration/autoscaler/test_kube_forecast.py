@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 
 import httpx
 import kmock
-import kubernetes.client
 import pytest
 
 from infctl.autoscaler.daemon import AutoscalerConfig, serve
@@ -17,7 +15,7 @@ from infctl.autoscaler.forecast import staffed
 from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI
 from infctl.autoscaler.kubefile import parse_kube_file
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
-from infctl.kube import ClientSettings, KubeClient, connect
+from infctl.kube import KubeClient
 
 PATH = "/apis/apps/v1/namespaces/inference/deployments"
 CAP = 10_000.0
@@ -25,24 +23,8 @@ INTERVAL = 15.0
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[tuple[kmock.KubernetesEmulator, KubeClient]]:
-    async with kmock.KubernetesEmulator() as api, kmock.Server(api) as server:
-        api.resources["apps/v1/deployments"] = kmock.ResourceInfo(
-            kind="Deployment", namespaced=True, subresources={"scale", "status"}
-        )
-        cfg = kubernetes.client.Configuration()
-        cfg.host = str(server.url).rstrip("/")
-        client = connect(ClientSettings(namespace="inference", timeout_s=5), configuration=cfg)
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "m-engine"},
-            "spec": {"replicas": 1},
-            "status": {"readyReplicas": 1},
-        }
-        await asyncio.to_thread(client.request, "POST", PATH, body=body)
-        yield api, client
-        client.close()
+def deployments() -> dict[str, tuple[int, int]]:
+    return {"m-engine": (1, 1)}
 
 
 def router(replicas_of_work: float) -> httpx.MockTransport:
@@ -112,9 +94,9 @@ async def replicas(client: KubeClient) -> int:
 
 
 async def test_the_prompt_token_rate_scales_the_deployment_ahead_of_any_queue(
-    kube: tuple[kmock.KubernetesEmulator, KubeClient],
+    kmock_kube: tuple[kmock.KubernetesEmulator, KubeClient],
 ) -> None:
-    api, client = kube
+    api, client = kmock_kube
     decisions = await run_daemon(client, work=3.0, ticks=5, budget=None)
     want = staffed(3.0, 0.5)
     assert await replicas(client) == want
@@ -124,9 +106,9 @@ async def test_the_prompt_token_rate_scales_the_deployment_ahead_of_any_queue(
 
 
 async def test_the_gpu_budget_caps_what_the_forecast_asks(
-    kube: tuple[kmock.KubernetesEmulator, KubeClient],
+    kmock_kube: tuple[kmock.KubernetesEmulator, KubeClient],
 ) -> None:
-    _, client = kube
+    _, client = kmock_kube
     decisions = await run_daemon(client, work=8.0, ticks=5, budget=48)
     assert await replicas(client) == 6  # 48 GPUs of 8-GPU engines, though the demand needs 11
     assert any("GPU budget 48" in r.reason for d in decisions for r in d.recommendations)

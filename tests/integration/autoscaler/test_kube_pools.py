@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 
 import httpx
-import kmock
-import kubernetes.client
 import pytest
 
 from infctl.autoscaler.daemon import AutoscalerConfig, serve
@@ -18,7 +15,7 @@ from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI
 from infctl.autoscaler.kubefile import parse_kube_file
 from infctl.autoscaler.planner import PoolDemand, fit_budget
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
-from infctl.kube import ClientSettings, KubeClient, connect
+from infctl.kube import KubeClient
 
 PATH = "/apis/apps/v1/namespaces/inference/deployments"
 POOLS = {"short": 10.0, "long": 40.0}
@@ -26,25 +23,8 @@ POOLS = {"short": 10.0, "long": 40.0}
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[KubeClient]:
-    async with kmock.KubernetesEmulator() as api, kmock.Server(api) as server:
-        api.resources["apps/v1/deployments"] = kmock.ResourceInfo(
-            kind="Deployment", namespaced=True, subresources={"scale", "status"}
-        )
-        cfg = kubernetes.client.Configuration()
-        cfg.host = str(server.url).rstrip("/")
-        client = connect(ClientSettings(namespace="inference", timeout_s=5), configuration=cfg)
-        for pool in POOLS:
-            body = {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": f"m-{pool}"},
-                "spec": {"replicas": 2},
-                "status": {"readyReplicas": 2},
-            }
-            await asyncio.to_thread(client.request, "POST", PATH, body=body)
-        yield client
-        client.close()
+def deployments() -> dict[str, tuple[int, int]]:
+    return {f"m-{pool}": (2, 2) for pool in POOLS}
 
 
 def router() -> httpx.MockTransport:
@@ -63,7 +43,7 @@ def router() -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
-async def test_the_gpu_budget_is_divided_between_pools_by_their_load(kube: KubeClient) -> None:
+async def test_the_gpu_budget_is_divided_between_pools_by_their_load(kmock_client: KubeClient) -> None:
     data = {
         "release": "m",
         "router_url": "http://router:8000",
@@ -84,7 +64,7 @@ async def test_the_gpu_budget_is_divided_between_pools_by_their_load(kube: KubeC
     }
     kf = parse_kube_file(data, "autoscaler.yaml")
     cfg = AutoscalerConfig(policy=kf.policy(), interval_s=0.01, port=None)
-    actuator = KubeActuator(kf.targets, KubeScaleAPI(kube), kf.file.router_url)
+    actuator = KubeActuator(kf.targets, KubeScaleAPI(kmock_client), kf.file.router_url)
     stop, seen = asyncio.Event(), []
 
     def on_decision(decision: Decision, snap: ScalingSnapshot) -> None:
@@ -100,7 +80,7 @@ async def test_the_gpu_budget_is_divided_between_pools_by_their_load(kube: KubeC
     )
     counts = {}
     for pool in POOLS:
-        obj = await asyncio.to_thread(kube.request, "GET", f"{PATH}/m-{pool}")
+        obj = await asyncio.to_thread(kmock_client.request, "GET", f"{PATH}/m-{pool}")
         counts[pool] = int(obj["spec"]["replicas"])
     # Each pool's own queue: short needs 20/8 -> 3 engines, long 80/8 -> 10 (4 more at most per step: 6).
     # 9 engines of 8 GPUs exceed 48: the planner shares 6 by load (3 vs 10 engines' worth).

@@ -10,18 +10,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
-import kmock
-import kubernetes.client
 import pytest
 
 from infctl.autoscaler.daemon import AutoscalerConfig, serve
 from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI
 from infctl.autoscaler.kubefile import parse_kube_file
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
-from infctl.kube import ClientSettings, KubeClient, connect
+from infctl.kube import KubeClient
 from infctl.telemetry import parse_metrics
 
 PATH = "/apis/apps/v1/namespaces/inference/deployments"
@@ -41,24 +39,8 @@ HOLD = "infctl_autoscaler_hold_when_empty_seconds"
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[KubeClient]:
-    async with kmock.KubernetesEmulator() as api, kmock.Server(api) as server:
-        api.resources["apps/v1/deployments"] = kmock.ResourceInfo(
-            kind="Deployment", namespaced=True, subresources={"scale", "status"}
-        )
-        cfg = kubernetes.client.Configuration()
-        cfg.host = str(server.url).rstrip("/")
-        client = connect(ClientSettings(namespace="inference", timeout_s=5), configuration=cfg)
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "m-engine"},
-            "spec": {"replicas": 0},
-            "status": {"readyReplicas": 0},
-        }
-        await asyncio.to_thread(client.request, "POST", PATH, body=body)
-        yield client
-        client.close()
+def deployments() -> dict[str, tuple[int, int]]:
+    return {"m-engine": (0, 0)}
 
 
 def router(held: Callable[[], int]) -> httpx.MockTransport:
@@ -92,7 +74,7 @@ async def scrape(client: httpx.AsyncClient, url: str) -> dict[str, float]:
 
 
 async def test_a_start_up_from_zero_longer_than_the_hold_is_measured_and_flagged(
-    kube: KubeClient, unused_tcp_port: int, caplog: pytest.LogCaptureFixture
+    kmock_client: KubeClient, unused_tcp_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     kf = parse_kube_file(FILE, "autoscaler.yaml")
     cfg = AutoscalerConfig(
@@ -101,7 +83,7 @@ async def test_a_start_up_from_zero_longer_than_the_hold_is_measured_and_flagged
         port=unused_tcp_port,
         hold_when_empty_s=kf.file.hold_when_empty_s,
     )
-    actuator = KubeActuator(kf.targets, KubeScaleAPI(kube), kf.file.router_url)
+    actuator = KubeActuator(kf.targets, KubeScaleAPI(kmock_client), kf.file.router_url)
     ready = {"engine": False}
     decisions: list[Decision] = []
 
@@ -109,7 +91,7 @@ async def test_a_start_up_from_zero_longer_than_the_hold_is_measured_and_flagged
         decisions.append(decision)
 
     async def woken() -> bool:
-        obj = await asyncio.to_thread(kube.request, "GET", f"{PATH}/m-engine")
+        obj = await asyncio.to_thread(kmock_client.request, "GET", f"{PATH}/m-engine")
         return int(obj["spec"]["replicas"]) == 1
 
     async def decided_since(n: int) -> bool:
@@ -143,7 +125,7 @@ async def test_a_start_up_from_zero_longer_than_the_hold_is_measured_and_flagged
         patch = {"status": {"readyReplicas": 1}}
         path = f"{PATH}/m-engine/status"
         await asyncio.to_thread(
-            kube.request, "PATCH", path, body=patch, content_type="application/merge-patch+json"
+            kmock_client.request, "PATCH", path, body=patch, content_type="application/merge-patch+json"
         )
         ready["engine"] = True
         await until(measured)
