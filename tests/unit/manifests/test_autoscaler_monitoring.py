@@ -95,142 +95,54 @@ def test_a_release_whose_units_keda_scales_renders_no_autoscaler_monitor_or_aler
     assert not [a for a in alerts(objs) if "Autoscaler" in a or "OverHold" in a]
 
 
-@pytest.mark.skipif(
+PROMTOOL = pytest.mark.skipif(
     shutil.which("promtool") is None,
     reason="promtool not installed (Debian: apt-get install -y prometheus)",
 )
+
+
+@PROMTOOL
 def test_promtool_fires_both_alerts_on_the_autoscaler_jobs_series(tmp_path: Path) -> None:
-    (rule,) = [o for o in render(scale_to_zero()) if o["kind"] == "PrometheusRule"]
     names = ("InfctlAutoscalerDown", "InfctlStartupOverHold")
-    ours = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] in names]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "autoscaler", "rules": ours}]}))
+    summary = write_rules(tmp_path, render(scale_to_zero()), names)
     job = {"namespace": "inference", "job": "qwen3-8b-autoscaler"}
+    labels = {**job, "severity": "warning", "release": "qwen3-8b"}
     target = "{" + ",".join(f'{k}="{v}"' for k, v in {**job, "unit": "qwen3-8b-engine"}.items()) + "}"
-    summary = {r["alert"]: r["annotations"]["summary"] for r in ours}
-    tests = {
-        "rule_files": ["rules.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    # Up for 3 minutes, then failing scrapes; the unit over the hold from minute 2.
-                    {"series": 'up{namespace="inference",job="qwen3-8b-autoscaler"}', "values": "1 1 1 0x10"},
-                    {"series": GAUGE + target, "values": "0 0 1x10"},
-                ],
-                "alert_rule_test": [
-                    {"eval_time": "4m", "alertname": "InfctlStartupOverHold", "exp_alerts": []},
-                    {
-                        "eval_time": "8m",
-                        "alertname": "InfctlStartupOverHold",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {
-                                    **job,
-                                    "unit": "qwen3-8b-engine",
-                                    "severity": "warning",
-                                    "release": "qwen3-8b",
-                                },
-                                "exp_annotations": {
-                                    "summary": summary["InfctlStartupOverHold"].replace(
-                                        "{{ $labels.unit }}", "qwen3-8b-engine"
-                                    )
-                                },
-                            }
-                        ],
-                    },
-                    {"eval_time": "7m", "alertname": "InfctlAutoscalerDown", "exp_alerts": []},
-                    {
-                        "eval_time": "9m",
-                        "alertname": "InfctlAutoscalerDown",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {**job, "severity": "warning", "release": "qwen3-8b"},
-                                "exp_annotations": {"summary": summary["InfctlAutoscalerDown"]},
-                            }
-                        ],
-                    },
-                ],
-            }
-        ],
-    }
-    # No autoscaler pod at all (unschedulable, its Deployment deleted): no up series, the alert still fires.
-    absent = {
-        "interval": "1m",
-        "input_series": [{"series": 'up{namespace="inference",job="other"}', "values": "1x10"}],
-        "alert_rule_test": [
-            {"eval_time": "4m", "alertname": "InfctlAutoscalerDown", "exp_alerts": []},
-            {
-                "eval_time": "6m",
-                "alertname": "InfctlAutoscalerDown",
-                "exp_alerts": [
-                    {
-                        "exp_labels": {**job, "severity": "warning", "release": "qwen3-8b"},
-                        "exp_annotations": {"summary": summary["InfctlAutoscalerDown"]},
-                    }
-                ],
-            },
-        ],
-    }
-    tests["tests"].append(absent)
-    promtool_test(tmp_path, tests)
+    over = summary["InfctlStartupOverHold"].replace("{{ $labels.unit }}", "qwen3-8b-engine")
+    promtool_test(
+        tmp_path,
+        # Up for 3 minutes, then failing scrapes; the unit over the hold from minute 2.
+        case(
+            {'up{namespace="inference",job="qwen3-8b-autoscaler"}': "1 1 1 0x10", GAUGE + target: "0 0 1x10"},
+            fires("4m", "InfctlStartupOverHold"),
+            fires("8m", "InfctlStartupOverHold", {**labels, "unit": "qwen3-8b-engine"}, over),
+            fires("7m", "InfctlAutoscalerDown"),
+            fires("9m", "InfctlAutoscalerDown", labels, summary["InfctlAutoscalerDown"]),
+        ),
+        # No autoscaler pod at all (unschedulable, its Deployment deleted): no up series, still fires.
+        case(
+            {'up{namespace="inference",job="other"}': "1x10"},
+            fires("4m", "InfctlAutoscalerDown"),
+            fires("6m", "InfctlAutoscalerDown", labels, summary["InfctlAutoscalerDown"]),
+        ),
+    )
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None,
-    reason="promtool not installed (Debian: apt-get install -y prometheus)",
-)
+@PROMTOOL
 def test_promtool_fires_engine_down_on_a_failing_scrape_and_on_no_engine_scraped(tmp_path: Path) -> None:
-    (rule,) = [o for o in render(load_deployment(QWEN)) if o["kind"] == "PrometheusRule"]
-    ours = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] == "InfctlEngineDown"]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "engines", "rules": ours}]}))
+    write_rules(tmp_path, render(load_deployment(QWEN)), ("InfctlEngineDown",))
     job = {"namespace": "inference", "job": "inference/qwen3-8b-engines"}
     labels = {**job, "severity": "critical", "release": "qwen3-8b"}
     pod = "{" + ",".join(f'{k}="{v}"' for k, v in {**job, "pod": "e-0"}.items()) + "}"
-    tests = {
-        "rule_files": ["rules.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": "up" + pod, "values": "1 0x10"}],
-                "alert_rule_test": [
-                    {
-                        "eval_time": "7m",
-                        "alertname": "InfctlEngineDown",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": {**labels, "pod": "e-0"},
-                                "exp_annotations": {
-                                    "summary": "Engine e-0 of release qwen3-8b is not serving /metrics."
-                                },
-                            }
-                        ],
-                    }
-                ],
-            },
-            {
-                "interval": "1m",
-                "input_series": [{"series": 'up{namespace="inference",job="other"}', "values": "1x10"}],
-                "alert_rule_test": [
-                    {
-                        "eval_time": "6m",
-                        "alertname": "InfctlEngineDown",
-                        "exp_alerts": [
-                            {
-                                "exp_labels": labels,
-                                "exp_annotations": {
-                                    "summary": "No engine of release qwen3-8b is scraped: none is running, "
-                                    "or the PodMonitor finds none."
-                                },
-                            }
-                        ],
-                    }
-                ],
-            },
-        ],
-    }
-    promtool_test(tmp_path, tests)
+    down = "Engine e-0 of release qwen3-8b is not serving /metrics."
+    none = "No engine of release qwen3-8b is scraped: none is running, or the PodMonitor finds none."
+    promtool_test(
+        tmp_path,
+        case({"up" + pod: "1 0x10"}, fires("7m", "InfctlEngineDown", {**labels, "pod": "e-0"}, down)),
+        case(
+            {'up{namespace="inference",job="other"}': "1x10"}, fires("6m", "InfctlEngineDown", labels, none)
+        ),
+    )
 
 
 def test_engines_that_may_scale_to_0_are_not_alerted_on_for_being_absent() -> None:
@@ -239,7 +151,29 @@ def test_engines_that_may_scale_to_0_are_not_alerted_on_for_being_absent() -> No
     assert alerts(render(scale_to_zero()))["InfctlEngineDown"]["expr"] == f"{up} == 0"
 
 
-def promtool_test(tmp_path: Path, tests: dict[str, Any]) -> None:
+def write_rules(tmp_path: Path, objs: list[Obj], names: tuple[str, ...]) -> dict[str, str]:
+    """The PrometheusRule's alerts ``names`` in ``tmp_path``/rules.yaml; their summaries by name."""
+    (rule,) = [o for o in objs if o["kind"] == "PrometheusRule"]
+    ours = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"] in names]
+    assert len(ours) == len(names)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "infctl", "rules": ours}]}))
+    return {r["alert"]: r["annotations"]["summary"] for r in ours}
+
+
+def case(series: dict[str, str], *checks: Obj) -> Obj:
+    """A ``promtool test rules`` case: these series (minute by minute), these checks."""
+    inputs = [{"series": name, "values": values} for name, values in series.items()]
+    return {"interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
+
+
+def fires(at: str, alert: str, labels: dict[str, str] | None = None, summary: str = "") -> Obj:
+    """``alert`` firing at ``at`` with ``labels`` and ``summary``; without labels, not firing."""
+    alerts = [] if labels is None else [{"exp_labels": labels, "exp_annotations": {"summary": summary}}]
+    return {"eval_time": at, "alertname": alert, "exp_alerts": alerts}
+
+
+def promtool_test(tmp_path: Path, *cases: Obj) -> None:
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": list(cases)}
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
     done = subprocess.run(
         ["promtool", "test", "rules", "tests.yaml"],
