@@ -7,9 +7,14 @@ those it expected cached (``ScalingSnapshot.demand``). From it the forecast keep
   and ``trend_window_s``), and provisions for ``level + max(trend, 0) * lead_s``: the demand when a replica
   asked for now would serve (start-up compensation). Until it has a whole ``window_s`` of readings the
   policy only reacts;
-- **square-root staffing** (Halfin and Whitt): ``R`` replicas' worth of demand (the forecast over one
-  replica's prefill rate) needs ``ceil(R + headroom * sqrt(R))`` replicas, so one replica at night keeps a
-  large share spare and a big fleet a small one, as queueing needs;
+- **staffing for the TTFT deadline**: ``R`` replicas' worth of demand (the forecast over one replica's
+  prefill rate) needs ``ceil(R + headroom)`` replicas, a constant spare whatever the fleet. A TTFT SLO is
+  many prefills long (2 s against ~0.2 s), and behind a deadline ``T`` that long the chance of waiting past
+  it falls as ``exp(-(n - R) T / s)`` (``s`` a prefill; the Erlang C tail): the spare replicas, not their
+  share, set how fast a burst's backlog drains, so keeping misses under a share needs about
+  ``ln(1/share) * s / T`` spare replicas at any size (half a replica for 1% at 0.2 s and 2 s). The
+  square-root rule (``R + headroom * sqrt(R)``, Halfin and Whitt) keeps the chance of waiting *at all*
+  fixed; against a 2 s SLO it kept a third replica through a peak two carry (a static 2 met it);
 - the **SLO term**: every interval whose TTFT p99 misses the SLO raises ``slo_scale`` (the headroom's
   multiplier) by ``slo_gain``; every one under half the SLO while the ready replicas carry at least 80% of
   the demand the plan gives them lowers it by a quarter of that, within ``min_slo_scale``..``max_slo_scale``:
@@ -19,8 +24,11 @@ those it expected cached (``ScalingSnapshot.demand``). From it the forecast keep
   smoothed level before it, the fleet goes straight to what it needs, with no step limit, and does not
   scale down for ``panic_window_s``;
 - a **scale-down floor**: the most units needed over the policy's ``down_window_s`` (as the HPA's
-  stabilisation window), counted with a 10% tolerance (the units for 10% more demand), so neither a lull
-  shorter than the window nor the demand's noise costs a replica that must start again.
+  stabilisation window), counted with a 20% tolerance (the units for 25% more demand), so neither a lull
+  shorter than the window nor the demand's noise costs a replica that must start again: one removed takes
+  its prefix cache with it, and one started serves cold after a start-up.
+- with a warm forecast and a TTFT SLO, the policy judges the entry role's queue by its **drain time**
+  (:func:`drain_queue_up`): a replica may hold as many waiting requests as it prefills in half the SLO.
 """
 
 from __future__ import annotations
@@ -29,13 +37,19 @@ import math
 from dataclasses import dataclass
 
 from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
-from infctl.autoscaler.snapshot import ForecastState, ScalingSnapshot
+from infctl.autoscaler.snapshot import Demand, ForecastState, ScalingSnapshot
 
 _EPS = 1e-9
 GATE = 0.8
 """The SLO term lowers the headroom only while the replicas carry this share of their planned work or more."""
-DOWN_TOLERANCE = 0.9
-"""Scale down only to units that would still carry the demand over this share (the HPA's 10% tolerance)."""
+DOWN_TOLERANCE = 0.8
+"""Scale down only to units that would still carry the demand over this share (20% to spare: a replica removed
+and started again within minutes costs its start-up and its prefix cache; 0.9, the HPA's tolerance, let a
+fleet release a replica at a peak's lull and start a cold one seconds later)."""
+DRAIN_SHARE = 0.5
+"""A queue is short enough while one replica prefills its share of it within this share of the TTFT SLO."""
+MIN_PREFILL_S = 0.05
+"""The least prefill time per request the drain rule assumes (an interval with no arrivals has no mean)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,20 +64,32 @@ class Outlook:
     """In panic mode: units the spike needs now."""
     forecast_tps: float
     headroom: float
-    """The square-root staffing headroom after the SLO term."""
+    """The spare replicas (``headroom`` after the SLO term)."""
     warm: bool = True
     """The forecast has seen demand for a whole ``window_s``; before that the policy only reacts."""
 
 
 def staffed(work: float, headroom: float) -> int:
-    """Replicas for ``work`` replicas' worth of demand: ``ceil(work + headroom * sqrt(work))``, at least 1."""
-    return max(1, math.ceil(work + headroom * math.sqrt(max(work, 0.0)) - _EPS))
+    """Replicas for ``work`` replicas' worth of demand: ``ceil(work + headroom)``, at least 1."""
+    return max(1, math.ceil(max(work, 0.0) + headroom - _EPS))
 
 
 def carried(replicas: int, headroom: float) -> float:
     """The most work ``replicas`` are planned to carry (the inverse of :func:`staffed`)."""
-    root = (-headroom + math.sqrt(headroom * headroom + 4 * replicas)) / 2
-    return root * root
+    return max(0.0, replicas - headroom)
+
+
+def drain_queue_up(demand: Demand | None, fc: ForecastConfig, slo_s: float | None) -> float | None:
+    """Waiting requests per replica of the entry role that one replica prefills within ``DRAIN_SHARE`` of the
+    SLO, at the interval's mean uncached prompt (None without an SLO or a demand reading).
+
+    The policy's ``queue_up`` counts requests whatever they cost: 2 per replica asked for a fourth engine at
+    a burst two engines drained in under a second (0.2 s a prefill), and the fleet kept it."""
+    if slo_s is None or demand is None:
+        return None
+    per_request = demand.prompt_tps / demand.requests_per_s if demand.requests_per_s > 0 else 0.0
+    prefill_s = max(MIN_PREFILL_S, per_request / fc.replica_prompt_tps)
+    return DRAIN_SHARE * slo_s / prefill_s
 
 
 def outlook(

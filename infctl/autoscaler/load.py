@@ -45,11 +45,14 @@ class UnitLoad:
         """The busiest role's mean KV usage with ``units`` units."""
         return max((r.kv / (max(units, 1) * r.per_unit) for r in self.roles), default=0.0)
 
-    def needed(self, config: PolicyConfig) -> int:
-        """Fewest units that keep every role at or under both scale-up thresholds (at least 1)."""
+    def needed(self, config: PolicyConfig, entry_queue_up: float | None = None) -> int:
+        """Fewest units that keep every role at or under both scale-up thresholds (at least 1);
+        ``entry_queue_up``: the entry role's queue threshold instead of ``queue_up`` (the forecast's drain
+        rule, :func:`~infctl.autoscaler.forecast.drain_queue_up`)."""
         need = 1
         for r in self.roles:
-            units = max(r.queue / config.queue_up, r.kv / config.kv_up) / r.per_unit
+            up = config.queue_up if entry_queue_up is None or r.role != config.entry_role else entry_queue_up
+            units = max(r.queue / up, r.kv / config.kv_up) / r.per_unit
             need = max(need, math.ceil(units - _EPS))
         return need
 

@@ -9,14 +9,16 @@ Per unit, with ``n`` ready units (pending ones are never capacity):
 - **low** when every role is under both ``down`` levels (and TTFT meets the SLO). After ``down_window_s`` of
   low and ``down_cooldown_s``, remove up to ``max_step_down`` units, but never below the count the load
   needs: a scale-down never lands in a scale-up, so a constant signal cannot flap.
-- with a forecast (``PolicyConfig.forecast``, :mod:`~infctl.autoscaler.forecast`), the entry role also
+- with a forecast (``PolicyConfig.forecast``, :mod:`~infctl.autoscaler.forecast`), once it is warm and
+  with a TTFT SLO, the entry role's queue is high over what one replica prefills in half the SLO
+  (:func:`~infctl.autoscaler.forecast.drain_queue_up`) rather than over ``queue_up``; the entry role also
   scales up at once (pending replicas counted: they serve by then) to what the demand forecast one start-up
   ahead needs, and goes straight to what a spike needs in panic mode. It scales down only when both agree:
   the signals have been low for ``down_window_s`` and the demand of that window needs fewer units (never
   below the most it needed). Once the forecast is warm, a TTFT p99 over the SLO while the queue is under
-  ``queue_down`` is not a scale-up signal (nobody waited: a long prompt's own prefill, which more replicas
-  do not shorten); the forecast's SLO term answers it by raising the headroom, and it still blocks
-  scale-down.
+  ``queue_down``, or drains within half the SLO, is not a scale-up signal (nobody waited long: a long
+  prompt's own prefill, which more replicas do not shorten, or a burst already drained); the forecast's SLO
+  term answers it by raising the headroom, and it still blocks scale-down.
 - a unit that may scale to zero (``min`` 0, ``scale_to_zero_after_s``) goes to 0 after that long idle and
   back to 1 (or what the forecast needs) once the router holds a request for it
   (:mod:`~infctl.autoscaler.zero`).
@@ -30,7 +32,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from infctl.autoscaler.forecast import Outlook, outlook
+from infctl.autoscaler.forecast import DRAIN_SHARE, Outlook, drain_queue_up, outlook
 from infctl.autoscaler.load import UnitLoad, unit_load
 from infctl.autoscaler.planner import PoolDemand, fit_budget
 from infctl.autoscaler.ratio import fit_band
@@ -100,6 +102,11 @@ def _propose(
     load = unit_load(snap, unit, n, config)
     ahead = outlook(snap, unit, n, config, memory.forecast)
     slo, ttft = config.ttft_slo_s, snap.ttft_p99_s
+    drain = None
+    if ahead is not None and ahead[0].warm and config.forecast is not None:
+        # A queue is judged by the time the replicas take to prefill it, not by its count of requests.
+        drain = drain_queue_up(snap.demand, config.forecast, slo)
+    needed = load.needed(config, drain) if load.known else base
     ttft_high, ttft_ok = False, True
     if slo is not None and ttft is not None and config.entry_role in unit.roles:
         ttft_high, ttft_ok = ttft > slo, ttft <= config.ttft_down * slo
@@ -107,7 +114,10 @@ def _propose(
             # Nobody waits: the miss is a long prompt's own prefill, which more replicas do not shorten.
             # The forecast's SLO term raises the headroom for it instead; the miss still blocks scale-down.
             ttft_high = False
-    needed = load.needed(config) if load.known else base
+        elif drain is not None and load.known and needed <= n:
+            # Requests wait, but the ready replicas prefill the queue within half the SLO: the miss was a
+            # burst already drained, or a long prompt; the same answer as above.
+            ttft_high = False
     high = ttft_high or (load.known and n > 0 and n < needed)
     low = load.known and n > 0 and not high and ttft_ok and load.is_low(n, config)
     settled = now if memory.pending and not status.pending else memory.settled_at
@@ -124,7 +134,7 @@ def _propose(
     if not load.known and not ttft_high:
         reason = "no signals from ready replicas"
     elif high:
-        why = _why_high(load, n, config, ttft if ttft_high else None)
+        why = _why_high(load, n, config, ttft if ttft_high else None, drain)
         assert memory.high_since is not None
         held = now - memory.high_since
         if status.pending:
@@ -250,11 +260,13 @@ def _remember(prop: _Proposal, now: float) -> UnitState:
     return memory
 
 
-def _why_high(load: UnitLoad, n: int, config: PolicyConfig, ttft: float | None) -> str:
+def _why_high(load: UnitLoad, n: int, config: PolicyConfig, ttft: float | None, drain: float | None) -> str:
     if ttft is not None:
         return f"TTFT p99 {ttft:.2f}s > SLO {config.ttft_slo_s:g}s"
     qpr, kv = load.queue_per_replica(n), load.kv_usage(n)
-    if qpr > config.queue_up:
+    if drain is not None and qpr > drain:
+        return f"queue/replica {qpr:.2f} > {drain:.1f} (what one prefills in {DRAIN_SHARE:g} x the SLO)"
+    if drain is None and qpr > config.queue_up:
         return f"queue/replica {qpr:.2f} > {config.queue_up:g}"
     return f"KV {kv:.0%} > {config.kv_up:.0%}"
 

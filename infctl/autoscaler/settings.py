@@ -57,9 +57,10 @@ class ForecastConfig:
     """Uncached prompt tokens per second one replica of the entry role prefills at full use (the engine's
     measured or profiled prefill rate)."""
     headroom: float = 0.5
-    """Replicas beyond the work, by the square-root staffing rule: ``R + headroom * sqrt(R)`` replicas for
-    ``R`` replicas' worth of demand (queueing needs less spare capacity the more replicas share it; Halfin
-    and Whitt). The SLO term scales it."""
+    """Spare replicas beyond the work: ``ceil(R + headroom)`` replicas for ``R`` replicas' worth of demand,
+    whatever the fleet (staffing for a TTFT deadline many prefills long, where the spare replicas set how
+    fast a backlog drains: about ``ln(1/share) * prefill / SLO`` keeps misses under a share). The SLO term
+    scales it."""
     lead_s: float = 105.0
     """How far ahead to provision: an engine's start-up plus one decision interval."""
     window_s: float = 120.0

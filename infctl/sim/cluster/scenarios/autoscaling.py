@@ -9,8 +9,8 @@ same day, engines and seed:
 - **KEDA-style**: :func:`~infctl.autoscaler.threshold.threshold_replicas` on the engines' waiting requests,
   with the HPA's tolerance, scale-up limit and scale-down stabilisation;
 - **infctl**: the same policy with its forecast (:mod:`~infctl.autoscaler.forecast`): demand one start-up
-  ahead, square-root staffing, the SLO term, panic mode, and a scale-down floor from the demand of the down
-  window.
+  ahead, staffing for the TTFT deadline (spare replicas), queues judged by their drain time, the SLO term,
+  panic mode, and a scale-down floor from the demand of the down window.
 
 Windows, cooldowns, decision interval, forecast windows and engine startup shrink with the day, but never
 below ``MIN_TIME_SCALE`` of their real length (a 1 s decision interval), so a strongly compressed day is
@@ -126,7 +126,7 @@ def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
         f"{REAL_INTERVAL_S * scale:.1f} s, startup {REAL_STARTUP_S * scale:.1f} s, scale-down window "
         f"{reactive.down_window_s * scale:.0f} s); KEDA-style: waiting/replica target {QUEUE_UP:g}, HPA "
         f"defaults; infctl: the reactive policy plus its forecast "
-        f"({forecast.replica_prompt_tps:.0f} prompt tok/s per engine, R + {forecast.headroom:g} sqrt(R) "
+        f"({forecast.replica_prompt_tps:.0f} prompt tok/s per engine, R + {forecast.headroom:g} "
         f"engines, {forecast.lead_s:g} s ahead); "
         f"GPU-hours at {base.gpus_per_engine} GPUs per engine",
     )
