@@ -24,21 +24,19 @@ Three views of each arm, so that what the policy does can be told from what the 
     flock /tmp/infctl-bench.lock python benchmarks/bench_length_pools.py [--requests 1000] [--rate 16]
 
 The default 1,000 requests per arm put ~900 short requests under the p99 (its 9th-worst): with 240 it is
-the 2nd or 3rd worst, and one host stall moves it (the virtual clock alone spread -75%..-88% over three
-seeds at 240 requests, -81%..-84% at 1,000).
+the 2nd or 3rd worst, and one host stall moves it (the virtual clock alone spread -75%..-87% over six seeds
+at 240 requests, -80%..-88% at 1,000); ``--requests 3000`` is what the record uses.
 
-Reading it: the virtual clock is the policy's figure. On this workload it is about -84% and no more, since
-a short request arriving mid-step still waits for that step (~16 ms p99 against 10 ms alone) while the
-collision it avoids costs one ~126 ms prefill of a 7,000-token document. Live, the engines' own TTFT
-matches the virtual clock (short p99 15-17 ms); the client's adds the host's share, ~7 process wake-ups
-across four HTTP hops (client, router, engine, router, client): ~3.5 ms at the median on a quiet 2-core
-host, and at the p99 whatever the CPU run queue adds, which the last lines show per wake-up: the pools
-arm's p99 was 20-21 ms at 0.04-0.2 ms a wake-up, 31 ms at 0.2-0.4 ms and 33 ms at 0.4-0.8 ms. The
-one-pool p99 sits on a knee, the ~2% of short requests that met a long prefill: how many did varies live
-from run to run (13-20 against the virtual clock's 17), and its p99 with it (59-111 ms), so compare the
-collision counts before reading a change in the ratio. ``--speedup 0.25`` dilutes the host's share
-(the pools arm then comes within ~2 simulated ms of the virtual clock), but the router keeps scraping in
-wall time, so its one-pool least-load sees the engines 4x more often per simulated second and improves.
+Reading it: the virtual clock is the policy's figure, about -87% on this workload. The pools arm's short p99
+(~41 ms) is a chat's own prefill (up to 2,048 tokens, ~41 ms) or one step it arrived in the middle of; the
+one-pool p99 (~300 ms) is the ~4% of chats that met a document's prefill, two steps of ~150 ms for a 16k
+document. Live, the engines' own TTFT matches the virtual clock; the client's adds the host's share, ~7
+process wake-ups across four HTTP hops (client, router, engine, router, client): a few ms at the median on
+a quiet 2-core host, and at the p99 whatever the CPU run queue adds, which the last lines show per wake-up.
+The one-pool p99 depends on how many chats met a document, which varies live from run to run, so compare
+the collision counts before reading a change in the ratio. ``--speedup 0.25`` dilutes the host's share, but
+the router keeps scraping in wall time, so its one-pool least-load sees the engines 4x more often per
+simulated second and improves.
 """
 
 from __future__ import annotations
