@@ -35,8 +35,9 @@ Examples:
 
   # The front is lean by default (the generation POSTs parsed by infctl, the rest by aiohttp), with limits
   # on slow or many clients in router.yaml: header_timeout_s (10), body_timeout_s (30): a request not whole
-  # in time gets a 408 and is cut; max_connections (10000): at the limit the longest-idle connection is
-  # closed, else a 503. aiohttp's front for everything instead (router.yaml: server: aiohttp):
+  # in time gets a 408 and is cut; keepalive_timeout_s (75): an idle connection is kept this long;
+  # max_connections (10000): at the limit the longest-idle connection is closed, else a 503. aiohttp's
+  # front for everything instead (router.yaml: server: aiohttp):
   infctl router -f router.yaml --server aiohttp
 
   # Engines found in Kubernetes (router.yaml: discovery: {namespace: llm, selector: infctl.io/release=ds3}):

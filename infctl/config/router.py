@@ -120,7 +120,13 @@ class RouterOptions(ProfileModel):
     """Lean front: a request head must arrive whole within this many seconds of its first byte, else the
     connection gets a 408 and is closed (a client trickling its head cannot hold a socket). Connections
     aiohttp serves (its front, and those the lean front hands over) are closed when no whole head has
-    arrived this long after their last answer: idle keep-alive connections too. Default 10."""
+    arrived this long after their last answer: idle keep-alive connections too (aiohttp has one timer for
+    both; with ``server: aiohttp``, raise it above your clients' keep-alive idle time). Default 10."""
+    keepalive_timeout_s: Seconds = 75.0
+    """Lean front: seconds an idle keep-alive connection is kept after its last answer. Longer than most
+    clients keep one idle (aiohttp's 15 s), so that the client, not the router, ends it: a request sent on
+    a connection the router is closing at that moment gets a disconnect, and not every client retries a
+    POST. Default 75 (aiohttp's server and nginx)."""
     body_timeout_s: Seconds = 30.0
     """Lean front: a generation request's body must arrive whole within this many seconds of its head
     (408 and closed otherwise). Default 30."""

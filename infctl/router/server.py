@@ -131,6 +131,9 @@ async def serve(
     # keepalive_timeout: aiohttp has no deadline for a request head of its own; this one closes a connection
     # whose next head has not arrived header_timeout_s after its last answer (or its start), so a client
     # trickling a head holds it no longer, on the aiohttp front and on connections the lean one hands over.
+    # Not keepalive_timeout_s (75 s, the lean front's idle limit): that would let a trickled head hold an
+    # aiohttp connection 75 s. Handed-over connections carry admin, /metrics and probe GETs, which clients
+    # retry on a closed idle connection; ``--server aiohttp`` users raise header_timeout_s instead.
     runner = web.AppRunner(
         build_app(state),
         handler_cancellation=True,

@@ -1,5 +1,6 @@
 """The lean front over real sockets: a client trickling its head is answered 408 and cut once
-``header_timeout_s`` has passed, and ``max_connections`` turns newcomers away while every slot is busy."""
+``header_timeout_s`` has passed, an idle keep-alive connection is kept ``keepalive_timeout_s`` (not the head's
+deadline), and ``max_connections`` turns newcomers away while every slot is busy."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from infctl.router.server import serve
 from infctl.router.snapshot import Backend
 
 PARTIAL = b"POST /v1/completions HTTP/1.1\r\nhost: r\r\n"
+BODY = b'{"model": "m", "prompt": "hi"}'
+POST = PARTIAL + b"content-length: %d\r\n\r\n%s" % (len(BODY), BODY)
 
 
 @pytest.fixture
@@ -63,3 +66,32 @@ async def test_beyond_max_connections_a_newcomer_gets_503_while_the_others_are_b
     assert answer.startswith(b"HTTP/1.1 503 ") and b"max_connections 2" in answer
     for _, w in busy:
         w.close()
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    """Send one generation POST and read its whole answer (a 503: the only engine refuses connections)."""
+    writer.write(POST)
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.startswith(b"content-length:")
+    )
+    return head + await reader.readexactly(length)
+
+
+async def test_a_connection_idle_past_the_header_timeout_is_reused(lean_router: Any) -> None:
+    # A client's pool keeps a connection idle longer than a head may take (aiohttp's: 15 s against 10 s).
+    host, port = await lean_router(header_timeout_s=0.1, keepalive_timeout_s=30.0, drain_timeout_s=1.0)
+    reader, writer = await asyncio.open_connection(host, port)
+    assert (await answer(reader, writer)).startswith(b"HTTP/1.1 503 ")
+    await asyncio.sleep(0.6)  # six head deadlines, many sweeps (every 25 ms)
+    assert (await answer(reader, writer)).startswith(b"HTTP/1.1 503 ")
+    writer.close()
+
+
+async def test_a_connection_idle_past_the_keepalive_timeout_is_closed(lean_router: Any) -> None:
+    host, port = await lean_router(keepalive_timeout_s=0.2, drain_timeout_s=1.0)
+    reader, writer = await asyncio.open_connection(host, port)
+    assert (await answer(reader, writer)).startswith(b"HTTP/1.1 503 ")
+    assert await asyncio.wait_for(reader.read(), 20) == b""  # the router closes it, quietly
+    writer.close()

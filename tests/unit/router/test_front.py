@@ -90,6 +90,7 @@ def make(
             max_body_bytes=max_body,
             header_timeout_s=10.0,
             body_timeout_s=30.0,
+            keepalive_timeout_s=75.0,
             max_connections=max_connections,
         ),
         http1=object(),
@@ -295,10 +296,25 @@ async def test_idle_keep_alive_connections_are_closed_after_the_timeout_busy_one
     listener.close_idle(proto.idle_since + 1)
     assert not tr.closed
     proto.buf.clear()
-    listener.sweep(proto.idle_since + proto.state.cfg.header_timeout_s - 0.1)
+    proto.read_by = None  # that request gone (its head deadline would otherwise close it first)
+    listener.sweep(proto.idle_since + proto.state.cfg.keepalive_timeout_s - 0.1)
     assert not tr.closed
-    listener.sweep(proto.idle_since + proto.state.cfg.header_timeout_s + 0.1)  # aiohttp's keep-alive timeout
+    listener.sweep(proto.idle_since + proto.state.cfg.keepalive_timeout_s + 0.1)
     assert tr.closed
+
+
+async def test_an_idle_connection_outlives_the_header_timeout_and_serves_its_next_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proto, tr, _, seen = make(monkeypatch)
+    proto.data_received(POST)
+    await settle()
+    cfg = proto.state.cfg
+    proto.listener.sweep(proto.idle_since + cfg.header_timeout_s + 5)  # a client pool keeps it idle 15 s
+    assert not tr.is_closing()
+    proto.data_received(POST)
+    await settle()
+    assert len(seen) == 2 and tr.out.count(b"HTTP/1.1 200 OK") == 2 and not tr.is_closing()
 
 
 def connect(proto: FrontProtocol) -> tuple[FrontProtocol, FakeTransport]:
@@ -359,7 +375,7 @@ async def test_served_and_pipelined_requests_are_never_timed_out_only_idled(
     assert len(seen) == 2 and proto.read_by is None
     proto.listener.sweep(now() + 5)  # idle for less than the keep-alive timeout: kept
     assert not tr.is_closing() and tr.out.count(b"HTTP/1.1 200 OK") == 2
-    proto.listener.sweep(now() + proto.state.cfg.header_timeout_s + 1)
+    proto.listener.sweep(now() + proto.state.cfg.keepalive_timeout_s + 1)
     assert tr.closed and b"408" not in tr.out
 
 
