@@ -163,16 +163,24 @@ def _section_problems(here: Loc, stz: ScaleToZero, zeros: bool) -> list[Problem]
     return problems
 
 
+def _zero_sections(profile: DeploymentProfile) -> Iterator[ScaleToZero | None]:
+    """The ``scale_to_zero`` of each section with bounds at ``min: 0`` (None where it has none), when the
+    autoscaler runs (nothing scales otherwise)."""
+    if profile.autoscaler.enabled:
+        for _, bounds, stz in sections(profile):
+            if any(b.min == 0 for b in bounds.values()):
+                yield stz
+
+
+def may_scale_to_zero(profile: DeploymentProfile) -> bool:
+    """Whether the autoscaler (or KEDA) may take some engines to 0 replicas."""
+    return any(True for _ in _zero_sections(profile))
+
+
 def hold_when_empty_s(profile: DeploymentProfile) -> float | None:
     """The router's ``hold_when_empty_s``: the longest ``hold_s`` of the sections that may scale to zero
     (None: none may, or the autoscaler is off and nothing scales)."""
-    if not profile.autoscaler.enabled:
-        return None
-    holds = [
-        stz.hold_s
-        for _, bounds, stz in sections(profile)
-        if stz is not None and any(b.min == 0 for b in bounds.values())
-    ]
+    holds = [stz.hold_s for stz in _zero_sections(profile) if stz is not None]
     return max(holds) if holds else None
 
 

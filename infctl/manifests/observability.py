@@ -17,7 +17,7 @@ from typing import Any
 
 from infctl.autoscaler.metrics import PREFIX as AUTOSCALER
 from infctl.config import DeploymentProfile
-from infctl.config.scale_to_zero import sections
+from infctl.config.scale_to_zero import may_scale_to_zero
 from infctl.engines import get_adapter
 from infctl.manifests.signals import prom_le, slo_bucket
 from infctl.router.metrics import PREFIX as ROUTER
@@ -152,14 +152,6 @@ def autoscaler_rules(
             )
         )
     return rules
-
-
-def may_scale_to_zero(profile: DeploymentProfile) -> bool:
-    """Whether the autoscaler (or KEDA) may take some engines to 0 replicas: then no engine scraped at all
-    is no fault, and :func:`alert_rules` alerts only on engines failing their scrape."""
-    return profile.autoscaler.enabled and any(
-        b.min == 0 for _, bounds, _ in sections(profile) for b in bounds.values()
-    )
 
 
 def _down(selector: str) -> str:
