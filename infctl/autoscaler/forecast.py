@@ -6,7 +6,8 @@ those it expected cached (``ScalingSnapshot.demand``). From it the forecast keep
 - a **level and a trend** (Holt's double exponential smoothing on the policy's clock, windows ``window_s``
   and ``trend_window_s``), and provisions for ``level + max(trend, 0) * lead_s``: the demand when a replica
   asked for now would serve (start-up compensation). Until it has a whole ``window_s`` of readings the
-  policy only reacts;
+  policy only reacts. The level is a weighted mean of the readings so far: the first weighs as one
+  reading, not as a whole window (seeded with a burst, it kept a third of it after a window);
 - **staffing for the TTFT deadline**: ``R`` replicas' worth of demand (the forecast over one replica's
   prefill rate) needs ``ceil(R + headroom)`` replicas, a constant spare whatever the fleet. A TTFT SLO is
   many prefills long (2 s against ~0.2 s), and behind a deadline ``T`` that long the chance of waiting past
@@ -141,6 +142,7 @@ def outlook(
         panic_until=panic_until,
         needs=needs,
         recent=recent,
+        weight=state.weight,
     )
     warm = now - state.since >= fc.window_s - _EPS
     return Outlook(needed, hold, panic, ahead, headroom, warm), state
@@ -153,7 +155,10 @@ def _smooth(fc: ForecastConfig, memory: ForecastState | None, now: float, x: flo
     a = 1 - math.exp(-dt / fc.window_s)
     b = 1 - math.exp(-dt / fc.trend_window_s)
     predicted = max(0.0, memory.level + memory.trend * dt)
-    level = predicted + a * (x - predicted)
+    # A weighted mean of the readings so far: the first weighs as much as the next, not as a whole window.
+    prior = (1 - a) * (memory.weight or a)
+    weight = prior + a
+    level = (prior * predicted + a * x) / weight if weight > 0 else x
     slope = (level - memory.level) / dt if dt > 0 else memory.trend
     trend = memory.trend + b * (slope - memory.trend)
     return ForecastState(
@@ -165,6 +170,7 @@ def _smooth(fc: ForecastConfig, memory: ForecastState | None, now: float, x: flo
         panic_until=memory.panic_until,
         needs=memory.needs,
         recent=(*memory.recent, (now, x)),
+        weight=weight,
     )
 
 

@@ -108,13 +108,15 @@ class ForecastState:
     trend: float = 0.0
     """Its smoothed change, prompt tokens per second per second."""
     slo_scale: float = 1.0
-    """The SLO term: the planned utilisation's multiplier, lowered while TTFT misses the SLO."""
+    """The SLO term: the headroom's multiplier, raised while TTFT misses the SLO."""
     panic_until: float | None = None
     """Panic mode (a spike): no scale-down before this."""
     needs: tuple[tuple[float, int], ...] = ()
     """(time, units needed) over the scale-down window: the forecast never scales below their maximum."""
     recent: tuple[tuple[float, float], ...] = ()
     """(time, prompt tokens per second) read over the panic window."""
+    weight: float = 0.0
+    """The level's smoothing weight so far (0 after the first reading, towards 1 after a window)."""
 
 
 @dataclass(frozen=True, slots=True)

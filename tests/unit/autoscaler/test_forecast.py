@@ -104,6 +104,28 @@ def test_a_ramp_is_met_ahead_of_time_and_start_up_counted() -> None:
     assert inputs["forecast_prompt_tps"] > CAP * (0.5 + 0.125 * 11)  # ahead of the demand now
 
 
+def test_the_first_reading_weighs_as_one_reading_not_as_a_window() -> None:
+    # The business day's first seconds (seed 4, timings x1/15): the trace's first requests arrive together,
+    # then a night of a tenth of a replica. Seeding the level with that burst kept a third of it after a
+    # whole window, and the warm forecast asked for a second replica the night never needed.
+    fc = ForecastConfig(replica_prompt_tps=CAP, lead_s=7.0, window_s=8.0, trend_window_s=12.0)
+    w = World(policy(forecast=fc), startup_s=6.0)
+    night = [1.58, 0.61, 0.0, 0.33, 0.0, 0.26, 0.24, 0.01, 1.53, 0.0, 0.0, 0.0, 0.25, 0.0, 0.2]
+    counts = [w.tick(CAP * x, dt=1.0) for x in night]
+    assert counts == [1] * len(night), w.reasons
+    memory = w.state.of("both").forecast
+    assert memory is not None and memory.level < CAP * 0.4
+
+
+def test_steady_demand_reads_as_itself_from_the_first_reading() -> None:
+    w = World(policy())
+    for _ in range(10):
+        w.tick(CAP * 0.7)
+    memory = w.state.of("both").forecast
+    assert memory is not None
+    assert memory.level == pytest.approx(CAP * 0.7) and memory.trend == pytest.approx(0.0, abs=1e-6)
+
+
 def test_pending_replicas_count_as_capacity_no_double_ask() -> None:
     w = World(policy(), startup_s=600.0)
     for _ in range(5):
