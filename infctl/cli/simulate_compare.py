@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,12 +18,14 @@ from infctl.cli.simulate import show_progress
 from infctl.sim.cluster.scenarios import (
     GROUPS,
     SCENARIOS,
-    ScenarioOutcome,
     ScenarioSize,
+    SeededOutcome,
     build_scenarios,
     columns,
-    run_scenario,
+    run_seeded,
     scenario_rows,
+    seeded_rows,
+    verdicts,
 )
 from infctl.sim.profiles import get_profile
 
@@ -54,6 +57,9 @@ EPILOG = """
   [dim]# does disaggregation pay on 16 engines (8 groups of 1 prefill + 1 decode)?[/]
   infctl simulate compare pd --engines 16 --requests 1000
 
+  [dim]# a close call judged over 12 seeds, not one: each figure's mean (range), who won in how many seeds[/]
+  infctl simulate compare autoscaling-business --seeds 12
+
   [dim]# figures for a script: raw values in the unit each measure names (latency in seconds)[/]
   infctl simulate compare bucketing -o json | jq '.scenarios[0].measures'
 
@@ -82,6 +88,16 @@ def compare_cmd(
             "decisions: run a few seeds to see how far an arm's figures move by chance."
         ),
     ] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Run every scenario at N seeds (--seed, --seed+1 ... --seed+N-1) and show each figure's "
+            "mean (min-max), the changes of the means, and in how many seeds each arm beat the first (with "
+            "more arms, the last one each other arm): for a verdict that must not depend on chance, as a "
+            "close call can flip from one seed to the next. Each seed is a full run: N times the time.",
+        ),
+    ] = 1,
     profile: Annotated[
         str | None, typer.Option(help="Engine profile for every scenario (default: each its own).")
     ] = None,
@@ -89,7 +105,11 @@ def compare_cmd(
         Path | None, typer.Option(help="Mooncake-format trace (default: the one shipped with infctl).")
     ] = None,
     save: Annotated[
-        Path | None, typer.Option(help="Write each arm's result here (bench JSON schema), one file per arm.")
+        Path | None,
+        typer.Option(
+            help="Write each arm's result here (bench JSON schema), one file per arm (per arm and seed "
+            "with --seeds: NAME--ARM--seed-N.json)."
+        ),
     ] = None,
 ) -> None:
     """Run the seed's comparisons through the simulator and print them side by side."""
@@ -102,32 +122,40 @@ def compare_cmd(
             profile=get_profile(profile) if profile else None,
             trace=trace,
         )
-        built = build_scenarios(list(scenarios or []), size)
-        outcomes = [
-            run_scenario(sc, on_arm=_say, progress=show_progress if err_console.is_terminal else None)
-            for sc in built
+        at = list(range(seed, seed + seeds))
+        # Every seed's scenarios are built (and so validated) before anything runs.
+        built = [build_scenarios(list(scenarios or []), replace(size, seed=s)) for s in at]
+        progress = show_progress if err_console.is_terminal else None
+        runs = [
+            run_seeded(per_seed, at, on_arm=_say, progress=progress) for per_seed in zip(*built, strict=True)
         ]
-        saved = _save(outcomes, save) if save else []
+        saved = _save(runs, save) if save else []
     _clear()
     if opts.output is OutputFormat.table:
-        console.print(Group(*(_view(o) for o in outcomes), *(Text(f"wrote {p}", style="dim") for p in saved)))
+        console.print(Group(*(_view(r) for r in runs), *(Text(f"wrote {p}", style="dim") for p in saved)))
     else:
-        emit(opts, {"scenarios": [o.to_dict() for o in outcomes]})
+        emit(opts, {"scenarios": [r.to_dict() for r in runs]})
 
 
-def _view(outcome: ScenarioOutcome) -> RenderableType:
-    sc = outcome.scenario
-    table = simple_table(sc.title, columns(sc), scenario_rows(outcome), numbers=True)
-    return Group(table, Text(sc.notes, style="dim"), Text(""))
+def _view(runs: SeededOutcome) -> RenderableType:
+    sc = runs.scenario
+    if len(runs.seeds) == 1:
+        table = simple_table(sc.title, columns(sc), scenario_rows(runs.outcomes[0]), numbers=True)
+        return Group(table, Text(sc.notes, style="dim"), Text(""))
+    table = simple_table(runs.title, columns(sc, runs.labels), seeded_rows(runs), numbers=True)
+    said = (Text(line, style="bold") for line in verdicts(runs))
+    return Group(table, *said, Text(runs.notes, style="dim"), Text(""))
 
 
-def _save(outcomes: list[ScenarioOutcome], directory: Path) -> list[Path]:
+def _save(runs: list[SeededOutcome], directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for o in outcomes:
-        for arm, result in zip(o.scenario.arms, o.results, strict=True):
-            slug = re.sub(r"[^a-z0-9]+", "-", arm.label.lower()).strip("-")
-            paths.append(save_json(result.to_dict(), directory / f"{o.scenario.name}--{slug}.json"))
+    for r in runs:
+        for seed, o in zip(r.seeds, r.outcomes, strict=True):
+            tail = f"--seed-{seed}" if len(r.seeds) > 1 else ""
+            for arm, result in zip(o.scenario.arms, o.results, strict=True):
+                slug = re.sub(r"[^a-z0-9]+", "-", arm.label.lower()).strip("-")
+                paths.append(save_json(result.to_dict(), directory / f"{o.scenario.name}--{slug}{tail}.json"))
     return paths
 
 

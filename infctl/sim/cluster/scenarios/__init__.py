@@ -9,7 +9,7 @@ Modules: ``model`` (scenario, arm, measure, the table), ``measures`` (figures re
 ``autoscaling`` (static vs three autoscalers over a business, a consumer and a spiky day), ``capacity`` (a
 second KV tier), ``diurnal`` (the day as load stages), ``disagg`` (aggregated vs Group- and Pool-mode PD),
 ``pools`` (length pools sized by the autoscaler's planner for bucketing), ``zero`` (scale-to-zero over a day
-with a night of no traffic).
+with a night of no traffic), ``seeds`` (one comparison at several seeds: means, ranges, wins per seed).
 """
 
 from collections.abc import Callable
@@ -32,6 +32,7 @@ from infctl.sim.cluster.scenarios.model import (
     run_scenario,
     scenario_rows,
 )
+from infctl.sim.cluster.scenarios.seeds import SeededOutcome, run_seeded, seeded_rows, verdicts
 from infctl.sim.cluster.scenarios.zero import scale_to_zero
 
 SCENARIOS: dict[str, Callable[[ScenarioSize], SimScenario]] = {
@@ -69,10 +70,14 @@ __all__ = [
     "Measure",
     "ScenarioOutcome",
     "ScenarioSize",
+    "SeededOutcome",
     "SimArm",
     "SimScenario",
     "build_scenarios",
     "columns",
     "run_scenario",
+    "run_seeded",
     "scenario_rows",
+    "seeded_rows",
+    "verdicts",
 ]

@@ -138,26 +138,37 @@ def run_scenario(
     return ScenarioOutcome(scenario, results)
 
 
-def columns(scenario: SimScenario) -> list[str]:
+def columns(scenario: SimScenario, labels: Sequence[str] = ()) -> list[str]:
     """Two arms: ``measure``, both arms, ``change``, ``seed reported`` (the demo's table). More arms: each
-    later arm's cell carries its change against the first, ``"134 ms (-86%)"``, to keep the table narrow."""
-    labels = [a.label for a in scenario.arms]
+    later arm's cell carries its change against the first, ``"134 ms (-86%)"``, to keep the table narrow.
+    ``labels``: the arms' headings (default: their labels)."""
+    labels = labels or [a.label for a in scenario.arms]
     return ["measure", *labels, *(["change"] if len(labels) == 2 else []), "seed reported"]
 
 
 def scenario_rows(outcome: ScenarioOutcome) -> list[tuple[str, ...]]:
     """The comparison table's rows, in the shape of :func:`infctl.bench.scenarios.scenario_rows`."""
     sc = outcome.scenario
+    values = [[m.value(r) for r in outcome.results] for m in sc.measures]
+    return table_rows(
+        sc, values, [[m.show(v) for v in vs] for m, vs in zip(sc.measures, values, strict=True)]
+    )
+
+
+def table_rows(
+    scenario: SimScenario, values: Sequence[Sequence[float | None]], cells: Sequence[Sequence[str]]
+) -> list[tuple[str, ...]]:
+    """The table of :func:`columns` from each measure's ``values`` (one per arm: the changes) and ``cells``
+    (one per arm: what each arm's column shows)."""
     rows: list[tuple[str, ...]] = []
-    for m in sc.measures:
-        values = [m.value(r) for r in outcome.results]
-        base = values[0]
-        seed = sc.seed_says.get(m.name, "")
-        if len(values) == 2:
-            rows.append((m.name, m.show(base), m.show(values[1]), _change(base, values[1]), seed))
+    for m, vs, shown in zip(scenario.measures, values, cells, strict=True):
+        base = vs[0]
+        seed = scenario.seed_says.get(m.name, "")
+        if len(vs) == 2:
+            rows.append((m.name, shown[0], shown[1], _change(base, vs[1]), seed))
         else:
-            later = [f"{m.show(v)} ({_change(base, v)})" for v in values[1:]]
-            rows.append((m.name, m.show(base), *later, seed))
+            later = [f"{s} ({_change(base, v)})" for s, v in zip(shown[1:], vs[1:], strict=True)]
+            rows.append((m.name, shown[0], *later, seed))
     return rows
 
 
