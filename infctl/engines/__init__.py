@@ -17,7 +17,6 @@ from typing import Literal
 
 from infctl.engines import sglang, vllm
 from infctl.engines.base import (
-    DIST_PORT,
     EngineAdapter,
     HealthSpec,
     MultiNodeArgs,
@@ -29,6 +28,7 @@ from infctl.engines.base import (
     SignalMetrics,
     new_bootstrap_room,
 )
+from infctl.engines.cmdline import DIST_PORT
 from infctl.errors import ConfigError
 
 Engine = Literal["vllm", "sglang"]

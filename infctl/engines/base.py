@@ -10,19 +10,17 @@ check themselves against ``profile_rules``; alert rules and dashboards read ``si
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from infctl.engines.versions import Version
-from infctl.errors import ConfigError
 from infctl.telemetry.prometheus import MetricFamilies
 from infctl.telemetry.signals import EngineSignals, LoadReport
 
 if TYPE_CHECKING:
-    from infctl.config.model import ModelProfile, PDConfig
+    from infctl.config.model import ModelProfile
 
 PDStyle = Literal["sequential", "parallel"]
 """How a disaggregated request reaches the two engines.
@@ -174,51 +172,9 @@ class MultiNodeArgs:
     """Appended unquoted when the argv needs shell arithmetic (then run through ``/bin/sh -c``)."""
 
 
-DIST_PORT = 20000
-"""Rendezvous port on a multi-node replica's leader for the engine's torch.distributed or data-parallel
-coordination (every engine's :meth:`EngineAdapter.multinode_args` uses it; manifests open it)."""
-LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
-LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
-"""LeaderWorkerSet injects ``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX`` (0 on the
-leader) into every container; Kubernetes expands ``$(VAR)`` in command and args."""
-
-
 def new_bootstrap_room(rng: random.Random | None = None) -> int:
     """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``)."""
     return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
-
-
-def number_arg(x: float) -> str:
-    """A number as a command-line value: ``8`` rather than ``8.0``, ``0.5`` as is."""
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def json_arg(obj: Mapping[str, Any]) -> str:
-    """A JSON command-line value, compact (``{"a":1}``) as the engines' docs write them."""
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def pd_section(model: ModelProfile, role: Role, example: str) -> PDConfig:
-    """The profile's ``pd`` section, which a prefill or decode engine cannot start without.
-
-    ``example`` is the section to suggest (each engine reads other fields of it)."""
-    if model.pd is None:
-        raise ConfigError(
-            f"model {model.served_model_name!r}: a {role} engine needs the profile's pd section",
-            hint=f"add `pd: {example}` to the model profile",
-        )
-    return model.pd
-
-
-def kv_events_publisher(model: ModelProfile) -> dict[str, str] | None:
-    """The ZMQ publisher both engines' ``--kv-events-config`` share (publisher, endpoint, topic); None when
-    the profile publishes no KV events. ``$MODEL`` is known here; ``$POD_IP`` is left for the runner
-    (Kubernetes renders it as ``$(POD_IP)``)."""
-    events = model.kv_events
-    if events is None or not events.enabled:
-        return None
-    topic = events.topic.replace("$MODEL", model.served_model_name)
-    return {"publisher": "zmq", "endpoint": f"tcp://*:{events.port}", "topic": topic}
 
 
 class EngineAdapter(Protocol):
@@ -356,7 +312,7 @@ class EngineAdapter(Protocol):
     ) -> MultiNodeArgs:
         """What to add to :meth:`launch_command` so that ``nodes`` pods (a LeaderWorkerSet group) are one
         replica: the leader (``leader``) serves HTTP, the workers run headless. Addresses are
-        LeaderWorkerSet's variables (:data:`LWS_LEADER_ADDRESS`), the rendezvous port :data:`DIST_PORT`."""
+        LeaderWorkerSet's variables and the rendezvous port (:mod:`infctl.engines.cmdline`)."""
         ...
 
     def host_port_runs(self, model: ModelProfile, role: Role) -> dict[str, int]:
@@ -376,9 +332,6 @@ class EngineAdapter(Protocol):
 
 
 __all__ = [
-    "DIST_PORT",
-    "LWS_LEADER_ADDRESS",
-    "LWS_WORKER_INDEX",
     "Body",
     "Diagnostics",
     "EngineAdapter",
@@ -393,9 +346,5 @@ __all__ = [
     "Role",
     "SignalCheck",
     "SignalMetrics",
-    "json_arg",
-    "kv_events_publisher",
     "new_bootstrap_room",
-    "number_arg",
-    "pd_section",
 ]

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from infctl.engines.base import number_arg
+from infctl.engines.cmdline import number_arg
 
 if TYPE_CHECKING:
     from infctl.config.kv_pool import KVPoolConfig

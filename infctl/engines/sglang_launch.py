@@ -28,12 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from infctl.engines.base import (
+from infctl.engines.base import MultiNodeArgs, Role
+from infctl.engines.cmdline import (
     DIST_PORT,
     LWS_LEADER_ADDRESS,
     LWS_WORKER_INDEX,
-    MultiNodeArgs,
-    Role,
     json_arg,
     kv_events_publisher,
     number_arg,

