@@ -121,6 +121,7 @@ def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
             Measure("peak engines", m.peak_engines, "count", "lower"),
         ],
         headline="GPU-hours",
+        ours=3,
         seed_says={"GPU-hours": "-26%"},
         notes=f"peak {peak:.1f} req/s; autoscaler timings x{scale:.3f} of life (interval "
         f"{REAL_INTERVAL_S * scale:.1f} s, startup {REAL_STARTUP_S * scale:.1f} s, scale-down window "

@@ -73,7 +73,7 @@ class SimScenario:
     """Table title: what is compared, on what."""
     base: SimConfig
     arms: Sequence[SimArm]
-    """The first is the baseline every change is measured against; the second is infctl's answer."""
+    """The first is the baseline every change is measured against; ``ours`` is infctl's answer."""
     measures: Sequence[Measure]
     headline: str
     """The measure this comparison is about (the second arm must beat the first on it)."""
@@ -81,6 +81,8 @@ class SimScenario:
     """Measure -> what the seed reported for it."""
     notes: str = ""
     """How the figures were made (load, sizes), printed under the table."""
+    ours: int = 1
+    """Index of infctl's answer in ``arms`` (over several seeds, the arm judged against every other)."""
 
     def measure(self, name: str) -> Measure:
         return next(m for m in self.measures if m.name == name)

@@ -192,14 +192,13 @@ def seeded_rows(runs: SeededOutcome) -> list[tuple[str, ...]]:
 
 
 def verdicts(runs: SeededOutcome) -> list[str]:
-    """One line per later arm: in how many seeds it beat the first on the headline. With more than two
-    arms the last one's line covers every measure (headline first), and it gets one against each other arm:
-    ``"infctl 1-4 vs reactive 1-4: GPU-hours lower in 9 of 12 seeds; SLO attainment higher in 4, equal in
-    6; ..."``."""
+    """One line per arm after the first: in how many seeds it beat the first on the headline. With more
+    than two arms, infctl's answer (``SimScenario.ours``) gets a line against each other arm covering every
+    measure, headline first: ``"infctl 1-4 vs reactive 1-4: GPU-hours lower in 9 of 12 seeds; SLO
+    attainment higher in 4, equal in 6; ..."``."""
     sc, labels, n = runs.scenario, runs.labels, len(runs.seeds)
     head = sc.measure(sc.headline)
     every = [head, *(m for m in sc.measures if m.name != sc.headline)]
-    last = len(labels) - 1
 
     def line(ours: int, other: int, measures: Sequence[Measure]) -> str:
         said = [
@@ -208,9 +207,10 @@ def verdicts(runs: SeededOutcome) -> list[str]:
         ]
         return f"{labels[ours]} vs {labels[other]}: {'; '.join(said)}"
 
-    if last == 1:
+    if len(labels) == 2:
         return [line(1, 0, [head])]
-    return [line(i, 0, [head]) for i in range(1, last)] + [line(last, j, every) for j in range(last)]
+    others = [line(i, 0, [head]) for i in range(1, len(labels)) if i != sc.ours]
+    return others + [line(sc.ours, j, every) for j in range(len(labels)) if j != sc.ours]
 
 
 def run_seeded(

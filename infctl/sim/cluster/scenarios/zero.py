@@ -70,6 +70,7 @@ def scale_to_zero(size: ScenarioSize) -> SimScenario:
             Measure("fewest engines", fewest_engines, "count", "lower"),
         ],
         headline="GPU-hours",
+        ours=2,
         notes=f"peak {peak:.1f} req/s; no traffic 00:00-05:00; autoscaler timings x{scale:.3f} of life "
         f"(interval {REAL_INTERVAL_S * scale:.1f} s, startup {REAL_STARTUP_S * scale:.1f} s, scale to zero "
         f"after {REAL_IDLE_S * scale:.0f} s idle, router holds a request {REAL_HOLD_S * scale:.0f} s for an "
