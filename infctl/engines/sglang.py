@@ -161,6 +161,8 @@ FLAG_VERSIONS: dict[str, Version] = {
     "--speculative-eagle-topk": (0, 4, 2),
     "--speculative-num-draft-tokens": (0, 4, 2),
     "--enable-hierarchical-cache": (0, 4, 3),
+    # Read in the PyPI wheels' sglang/srt/server_args.py: in 0.4.4, absent from 0.4.3 through 0.4.3.post4.
+    "--page-size": (0, 4, 4),
     "--disaggregation-mode": (0, 4, 5),
     "--disaggregation-bootstrap-port": (0, 4, 5),
     "--disaggregation-transfer-backend": (0, 4, 6),

@@ -84,6 +84,20 @@ def test_render_refuses_a_value_the_image_lacks_and_images_older_than_the_table(
         render(load_deployment(DEEPSEEK, ["model.image=lmsysorg/sglang:v0.3.6"]))
 
 
+def test_render_refuses_sglang_before_0_4_4_for_the_page_size_kv_events_bring() -> None:
+    sglang = ["model.engine=sglang", "model.image=lmsysorg/sglang:v0.4.3.post4"]
+    with pytest.raises(ConfigError) as err:
+        render(load_deployment(QWEN, [*sglang, "model.kv_events.enabled=true"]))
+    assert "--page-size (first in sglang 0.4.4)" in err.value.message
+    assert "--kv-events-config (first in sglang 0.4.7)" in err.value.message
+    # The flag alone, from extra_args: refused before 0.4.4, rendered from it on.
+    page = ["model.kv_events.enabled=false", 'model.extra_args=["--page-size","32"]']
+    with pytest.raises(ConfigError, match=r"lacks --page-size \(first in sglang 0\.4\.4\)$") as err:
+        render(load_deployment(QWEN, [*sglang, *page]))
+    assert err.value.hint is not None and "sglang 0.4.4 or later" in err.value.hint
+    assert render(load_deployment(QWEN, [*sglang, *page, "model.image=lmsysorg/sglang:v0.4.4"]))
+
+
 def test_an_image_whose_tag_names_no_release_is_not_checked() -> None:
     check_image(get_adapter("sglang"), "lmsysorg/sglang:latest", ["--hicache-storage-backend", "mooncake"])
     with pytest.raises(ConfigError, match=r"first in sglang 0\.4\.10"):
