@@ -269,7 +269,8 @@ def _router_file(file: Path | None, flags: dict[str, Any]) -> RouterFile:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{where}: {first['msg']}", hint="see infctl router --help") from None
+        cause = first.get("ctx", {}).get("error") if first["type"] == "value_error" else None
+        raise ConfigError(f"{where}: {cause or first['msg']}", hint="see infctl router --help") from None
 
 
 def register(app: typer.Typer) -> None:

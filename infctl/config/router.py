@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -19,10 +20,24 @@ ADMIN_TOKEN_ENV = "INFCTL_ROUTER_ADMIN_TOKEN"
 doctor read the token to call the admin API. Its one definition: everything else imports it."""
 
 
+def check_engine_url(url: str) -> str:
+    """An engine's base URL is ``http(s)://host[:port]``. Refused here, for the router file, ``--backend``
+    and ``POST /admin/backends`` alike: a bare ``host:port`` would start, fail its first probe and sit
+    ejected."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise ValueError(f"{exc} in {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected http(s)://host[:port], found {url!r}")
+    return url
+
+
 class BackendEntry(ProfileModel):
     """One engine (or one data-parallel rank of an engine) the router sends requests to."""
 
-    url: str
+    url: Annotated[str, AfterValidator(check_engine_url)]
     """Base URL of the engine, e.g. ``http://10.0.0.7:8000``."""
     id: str | None = None
     """Stable id (keys the prefix index). Default: the URL, plus ``#dpN`` when ``dp_rank`` is set."""

@@ -140,8 +140,7 @@ def backend_from_json(body: Any) -> tuple[Backend, str | None]:
         entry = BackendEntry.model_validate(body, strict=True)
     except ValidationError as err:
         raise _problem(err) from None
-    url = entry.url.rstrip("/")
-    _check_url(url)
+    url = entry.url.rstrip("/")  # its form checked by the model (check_engine_url)
     kv = entry.kv_events
     if kv is not None and not kv.startswith(_KV_SCHEMES):
         raise ConfigError(f"kv_events: expected a ZMQ endpoint such as tcp://10.0.0.7:5557, got {kv!r}")
@@ -158,22 +157,15 @@ def with_path_id(body: Any, backend_id: str) -> Any:
     return {**body, "id": backend_id}
 
 
-def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError as exc:
-        raise ConfigError(f"url: {exc} in {url!r}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"url: expected http(s)://host[:port], got {url!r}")
-
-
 def _problem(err: ValidationError) -> ConfigError:
     """The first problem, by field name (and how many more there are)."""
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "backend"
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     hint = "fields: " + ", ".join(BackendEntry.model_fields) if first["type"] == "extra_forbidden" else None
+    cause = first.get("ctx", {}).get("error") if first["type"] == "value_error" else None
+    if cause is not None:  # our own validator's words, which already say what was found
+        return ConfigError(f"{where}: {cause}{more}", hint=hint)
     return ConfigError(f"{where}: {first['msg']}, got {first['input']!r}{more}", hint=hint)
 
 

@@ -112,3 +112,19 @@ def test_each_settings_flag_is_helped_by_its_fields_doc() -> None:
         HealthPolicy, "failures_to_eject", key="health.failures_to_eject"
     )
     assert "Default 1024." in helps["--admission-queue"] and "'lean'" in helps["--server"]
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:9", "localhost:8000", "http://", "ftp://e:1", "http://e:99999"])
+def test_a_backend_that_is_not_an_http_url_is_refused_before_the_router_starts(
+    runner: CliRunner, started: list[dict[str, Any]], tmp_path: Path, url: str
+) -> None:
+    """A bare host:port used to start a router that probed it, failed and kept it ejected."""
+    by_flag = runner.invoke(app, ["router", "--backend", url])
+    assert by_flag.exit_code == 2 and not started, by_flag.output
+    assert "backends.0.url" in by_flag.output and repr(url) in by_flag.output
+    assert "Value error" not in by_flag.output and "Traceback" not in by_flag.output
+    path = tmp_path / "router.yaml"
+    path.write_text(f"backends:\n  - url: {url!r}\n")
+    by_file = runner.invoke(app, ["router", "-f", str(path)])
+    assert by_file.exit_code == 2 and not started
+    assert "router.yaml:2: backends[0].url" in by_file.output
