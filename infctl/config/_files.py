@@ -82,10 +82,11 @@ def _too_large(shown: str, size: str) -> ConfigError:
     )
 
 
-def nearby_hint(path: Path) -> str:
-    """What a mistyped path may have meant: the YAML files in its folder, or that the folder is missing."""
+def nearby_hint(path: Path, *, base: str = "the working directory") -> str:
+    """What a mistyped path may have meant: the YAML files in its folder, or that the folder is missing
+    (``base``: what the path was relative to)."""
     folder = path.parent
     if not folder.is_dir():
-        return f"the folder {folder} does not exist either; paths are relative to the working directory"
+        return f"the folder {folder} does not exist either; the path is relative to {base}"
     found = sorted(p.name for p in folder.glob("*.y*ml"))[:8]
     return f"YAML files in {folder}: {', '.join(found)}" if found else f"{folder} holds no YAML files"

@@ -45,7 +45,18 @@ def load_deployment(path: str | Path, overrides: Sequence[str] = ()) -> Deployme
     """Read, resolve references, apply ``KEY.PATH=VALUE`` overrides and validate a deployment profile."""
     from infctl.config.deployment import DeploymentProfile
 
-    return _load(DeploymentProfile, Path(path), overrides, references=True)
+    path = Path(path)
+    raw, locations = read_mapping(path, str(path))
+    kind = profile_kind(raw)
+    if kind != "deployment":
+        # Else every deployment key is reported missing and `model: Qwen/Qwen3-8B` read as a file path.
+        raise ConfigError(
+            f"{locations[()]}: a {kind} profile, not a deployment "
+            f"(it has `{_KIND_KEYS[kind]}:` and no `mode:`)",
+            hint=f"give a deployment profile, one that names this file as its `{kind}:`; "
+            f"infctl validate -f {path} checks it alone",
+        )
+    return _validate(DeploymentProfile, raw, locations, path, overrides, references=True)
 
 
 def load_model(path: str | Path, overrides: Sequence[str] = ()) -> ModelProfile:
@@ -66,7 +77,7 @@ def load_router(path: str | Path, overrides: Sequence[str] = ()) -> RouterFile:
     """Read and validate a router file (``infctl router -f router.yaml``)."""
     from infctl.config.router import RouterFile
 
-    return _load(RouterFile, Path(path), overrides)
+    return _load(RouterFile, Path(path), overrides, check="infctl router -f")
 
 
 def load_profile(path: str | Path, overrides: Sequence[str] = ()) -> AnyProfile:
@@ -77,16 +88,37 @@ def load_profile(path: str | Path, overrides: Sequence[str] = ()) -> AnyProfile:
 
     path = Path(path)
     raw, locations = read_mapping(path, str(path))
-    if "mode" not in raw and "engine" in raw:
+    kind = profile_kind(raw)
+    if kind == "model":
         return _validate(ModelProfile, raw, locations, path, overrides)
-    if "mode" not in raw and "switch_label" in raw:
+    if kind == "cluster":
         return _validate(ClusterProfile, raw, locations, path, overrides)
     return _validate(DeploymentProfile, raw, locations, path, overrides, references=True)
 
 
-def _load(cls: type[P], path: Path, overrides: Sequence[str], *, references: bool = False) -> P:
+_KIND_KEYS = {"model": "engine", "cluster": "switch_label"}
+
+
+def profile_kind(raw: dict[str, Any]) -> str:
+    """``model``, ``cluster`` or ``deployment``, told apart by their keys: a deployment has ``mode``; else
+    ``engine`` makes a model profile and ``switch_label`` a cluster profile."""
+    if "mode" not in raw:
+        for kind, key in _KIND_KEYS.items():
+            if key in raw:
+                return kind
+    return "deployment"
+
+
+def _load(
+    cls: type[P],
+    path: Path,
+    overrides: Sequence[str],
+    *,
+    references: bool = False,
+    check: str = "infctl validate -f",
+) -> P:
     raw, locations = read_mapping(path, str(path))
-    return _validate(cls, raw, locations, path, overrides, references=references)
+    return _validate(cls, raw, locations, path, overrides, references=references, check=check)
 
 
 def _validate(
@@ -97,8 +129,10 @@ def _validate(
     overrides: Sequence[str],
     *,
     references: bool = False,
+    check: str = "infctl validate -f",
 ) -> P:
-    """``references``: the file may name other files (a deployment's ``model`` and ``cluster``)."""
+    """``references``: the file may name other files (a deployment's ``model`` and ``cluster``); ``check``:
+    the command that reads the file again, for the hint (``validate`` knows profiles, not daemon files)."""
     if references:
         _resolve_references(raw, locs, path)
     for expr in overrides:
@@ -107,12 +141,15 @@ def _validate(
         for stale in [k for k in locs if k[: len(loc)] == loc]:
             del locs[stale]
         locs[loc] = Source(f"--set {expr}")
+        for n in range(1, len(loc)):  # a key the flag made up (--set nosuch.key=1) is the flag's too
+            locs.setdefault(loc[:n], locs[loc])
     if references and overrides:
         _resolve_references(raw, locs, path)  # an override may have named another file
     try:
         return cls.model_validate(raw)
     except ValidationError as err:
-        raise _config_error([e for d in err.errors() for e in explain(d, cls)], locs, str(path)) from None
+        problems = [e for d in err.errors() for e in explain(d, cls)]
+        raise _config_error(problems, locs, str(path), check) from None
 
 
 def _resolve_references(raw: dict[str, Any], locs: Locations, path: Path) -> None:
@@ -127,14 +164,14 @@ def _resolve_references(raw: dict[str, Any], locs: Locations, path: Path) -> Non
             raise ConfigError(
                 f"{where}: {key}: expected a {key} profile (a path relative to {path.parent or '.'}/), "
                 f"found no file at {shown}",
-                hint=nearby_hint(target),
+                hint=nearby_hint(target, base=f"the folder of {path}"),
             )
         sub, sub_locs = read_mapping(target, shown)
         raw[key] = sub
         locs.update({(key, *k): v for k, v in sub_locs.items()})
 
 
-def _config_error(problems: list[Explained], locs: Locations, shown: str) -> ConfigError:
+def _config_error(problems: list[Explained], locs: Locations, shown: str, check: str) -> ConfigError:
     files: dict[str, int] = {}
     for src in locs.values():
         files.setdefault(src.file, len(files))
@@ -147,7 +184,7 @@ def _config_error(problems: list[Explained], locs: Locations, shown: str) -> Con
         line = f"{src}: {format_loc(p.loc)}: {p.text}"
         if line not in lines:
             lines.append(line)
-    again = f"fix it, then check again with: infctl validate -f {shown}"
+    again = f"fix it, then check again with: {check} {shown}"
     if len(lines) == 1:
         return ConfigError(lines[0], hint=located[0][1].hint or again)
     listed = [f"  {line}" for line in lines[:MAX_PROBLEMS]]
@@ -155,7 +192,7 @@ def _config_error(problems: list[Explained], locs: Locations, shown: str) -> Con
         listed.append(f"  ... and {len(lines) - MAX_PROBLEMS} more")
     return ConfigError(
         f"{shown}: {len(lines)} problems\n" + "\n".join(listed),
-        hint=f"fix each, then check again with: infctl validate -f {shown}",
+        hint=f"fix each, then check again with: {check} {shown}",
     )
 
 
