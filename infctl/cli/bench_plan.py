@@ -66,6 +66,18 @@ def load_plan(
 ) -> dict[str, Any]:  # fmt: skip
     """The ``load`` section: ``--stages``, or one stage from -n/--duration and --request-rate/--concurrency
     (a trace with neither replays at its own pace)."""
+    counts = (
+        ("-n", n, 1),
+        ("--concurrency", conc, 1),
+        ("--max-concurrency", max_conc, 1),
+        ("--warmup", warmup, 0),
+    )
+    for flag, value, least in counts:  # 0 read as "not given" would quietly run the default instead
+        if value is not None and value < least:
+            raise ConfigError(
+                f"{flag} {value}: expected an integer >= {least}",
+                hint=f"give {flag} {least} or more, or leave it out",
+            )
     plan: dict[str, Any] = {"arrivals": arrivals, "burstiness": burstiness, "warmup": warmup,
                             "max_concurrency": max_conc}  # fmt: skip
     if stages:

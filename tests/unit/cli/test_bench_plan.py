@@ -77,3 +77,21 @@ def test_one_stage_by_default_and_a_trace_keeps_its_pace() -> None:
 def test_conflicting_load_flags(kw: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load(**kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "flag"),
+    [({"n": 0}, "-n 0"), ({"n": -5}, "-n -5"), ({"conc": 0}, "--concurrency 0")],
+)
+def test_a_count_below_one_is_refused_naming_the_flag(kw: dict[str, Any], flag: str) -> None:
+    """-n 0 and --concurrency 0 read as "not given" and quietly ran 100 requests at an infinite rate."""
+    with pytest.raises(ConfigError) as err:
+        load(**kw)
+    assert err.value.message == f"{flag}: expected an integer >= 1"
+
+
+def test_a_negative_warmup_or_a_zero_cap_is_refused_naming_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--warmup -1: expected an integer >= 0"):
+        load_plan("random", 10, None, "5", None, None, "poisson", 1.0, -1, None)
+    with pytest.raises(ConfigError, match=r"^--max-concurrency 0: expected an integer >= 1"):
+        load_plan("random", 10, None, "5", None, None, "poisson", 1.0, 0, 0)
