@@ -54,9 +54,23 @@ def control_url(run_dir: Path, release: str) -> str:
     from infctl.local import read_state
 
     state = read_state(run_dir, release)
-    if state is None or state.control_url is None or state.status != "running":
+    deploy = (
+        "infctl deploy --target local -f PROFILE --detach --set autoscaler.enabled=true "
+        "--set autoscaler.both.min=1 --set autoscaler.both.max=4 (PD: prefill and decode in place of both)"
+    )
+    if state is None:
         raise LocalTargetError(
-            f"local release {release!r} in {run_dir} is not running with runtime scaling",
-            hint="deploy it with autoscaler.enabled: true (infctl deploy --target local -f PROFILE)",
+            f"no local release {release!r} in {run_dir}",
+            hint=f"deploy it with its autoscaler on: {deploy}",
+        )
+    if state.status != "running":
+        raise LocalTargetError(
+            f"local release {release!r} in {run_dir} is {state.status}, not running",
+            hint=f"`infctl status {release}` says why; deploy it again",
+        )
+    if state.control_url is None:  # a local profile's autoscaler is off unless the profile turns it on
+        raise LocalTargetError(
+            f"local release {release!r} runs without runtime scaling (deployed with its autoscaler off)",
+            hint=f"infctl delete {release}, then {deploy}",
         )
     return state.control_url

@@ -23,12 +23,15 @@ from infctl.config.settings import ScalingOptions
 EXAMPLES = """
 Examples:
 
-  # Recommendations only, for a local release deployed from this profile
-  infctl autoscaler -f profiles/local-demo.yaml --dry-run --interval 5s
+  # A local release scaled at runtime (its supervisor runs an autoscaler; local profiles ship with it off)
+  infctl deploy -f profiles/local-demo.yaml --detach --set autoscaler.enabled=true \\
+      --set autoscaler.both.min=1 --set autoscaler.both.max=4
 
-  # Act on it: a night floor, pre-warming before 09:00, and TTFT as a signal
-  infctl autoscaler -f profiles/local-pd.yaml --schedule "00:00-07:00 min=1" --schedule "07:30-09:00 min=4" \\
-      --ttft-slo 2s --ratio 0.25:1
+  # Beside it, what other settings would decide, recommendations only: the same bounds (--set as at
+  # deploy), a night floor, pre-warming before 09:00 and TTFT as a signal (PD: --ratio 0.25:1 too)
+  infctl autoscaler -f profiles/local-demo.yaml --set autoscaler.enabled=true --set autoscaler.both.min=1 \\
+      --set autoscaler.both.max=4 --dry-run --interval 5s \\
+      --schedule "00:00-07:00 min=1" --schedule "07:30-09:00 min=4" --ttft-slo 2s
 
   # In a cluster: the file `infctl render` puts in the autoscaler's ConfigMap
   infctl autoscaler -f /etc/infctl/autoscaler.yaml --prometheus http://prometheus.monitoring:9090

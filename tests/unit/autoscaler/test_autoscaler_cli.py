@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from infctl.cli.main import _register, app
+from infctl.local.state import RunState, RunStatus, write_state
 
 PROFILES = Path(__file__).parents[3] / "profiles"
 
@@ -29,7 +31,28 @@ def test_a_local_release_that_is_not_running(cli: CliRunner, tmp_path: Path) -> 
     profile = PROFILES / "local-demo.yaml"
     result = cli.invoke(app, ["autoscaler", "-f", str(profile), "--run-dir", str(tmp_path)])
     assert result.exit_code == 1
-    assert "'local-demo'" in result.output and "not running with runtime scaling" in result.output
+    assert f"no local release 'local-demo' in {tmp_path}" in result.output
+    assert "--set autoscaler.enabled=true" in result.output
+
+
+@pytest.mark.parametrize(
+    ("status", "control", "said"),
+    [
+        ("stopped", "http://127.0.0.1:9", "is stopped, not running"),
+        # local profiles ship with the autoscaler off: the release runs, but nothing can scale it
+        ("running", None, "runs without runtime scaling (deployed with its autoscaler off)"),
+    ],
+)
+def test_a_local_release_says_which_of_its_states_stops_the_autoscaler(
+    cli: CliRunner, tmp_path: Path, status: RunStatus, control: str | None, said: str
+) -> None:
+    """All three used to read "not running with runtime scaling", even for a release that was running."""
+    state = RunState(release="local-demo", supervisor_pid=1, started_at=0.0, status=status, processes=(),
+                     control_url=control)  # fmt: skip
+    write_state(tmp_path, state)
+    profile = PROFILES / "local-demo.yaml"
+    result = cli.invoke(app, ["autoscaler", "-f", str(profile), "--run-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "'local-demo'" in result.output and said in result.output
 
 
 def test_a_kubernetes_profile_asks_for_the_rendered_file(cli: CliRunner) -> None:
@@ -48,3 +71,16 @@ def test_a_kubernetes_profile_asks_for_the_rendered_file(cli: CliRunner) -> None
 def test_bad_flags(cli: CliRunner, tmp_path: Path, flags: list[str], message: str) -> None:
     result = cli.invoke(app, ["autoscaler", "-f", str(PROFILES / "local-demo.yaml"), *flags])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_the_help_deploys_the_local_release_it_then_watches_with_its_autoscaler_on() -> None:
+    """The example used to run against local-demo as shipped (autoscaler off): it could only fail."""
+    from infctl.cli.autoscaler import EXAMPLES
+    from infctl.config import load_deployment
+
+    local = EXAMPLES.split("# In a cluster")[0]
+    deploy, watch = local.split("infctl autoscaler ")
+    assert "infctl deploy -f profiles/local-demo.yaml" in deploy and "-f profiles/local-demo.yaml" in watch
+    profile = load_deployment(PROFILES / "local-demo.yaml", re.findall(r"--set (\S+=\S*)", deploy))
+    assert profile.autoscaler.enabled and profile.autoscaler.both is not None
+    assert re.findall(r"--set (\S+=\S*)", deploy) == re.findall(r"--set (\S+=\S*)", watch)
