@@ -48,8 +48,9 @@ class OneOf:
         raise ValueError(f"expected {self.expected()}, found {found(value)}{guess}")
 
 
-def explain(err: ErrorDetails, root: type[BaseModel]) -> list[Explained]:
-    """One pydantic error as one or more located messages (a model validator may report several)."""
+def explain(err: ErrorDetails, root: type[BaseModel], data: Any = None) -> list[Explained]:
+    """One pydantic error as one or more located messages (a model validator may report several);
+    ``data``, what was validated, keeps an unknown key's suggestion off the keys already written."""
     loc: Loc = tuple(err["loc"])
     kind, value = err["type"], err.get("input")
     cause = err.get("ctx", {}).get("error")
@@ -61,7 +62,7 @@ def explain(err: ErrorDetails, root: type[BaseModel]) -> list[Explained]:
     if kind == "value_error" and cause is not None:
         return [Explained(loc, str(cause))]
     if kind == "extra_forbidden":
-        return [_unknown_key(loc, root)]
+        return [_unknown_key(loc, root, _keys_at(data, loc[:-1]))]
     field = _annotation_at(root, loc)
     if field is None:  # not a declared field (e.g. a non-string key): pydantic's words are all there is
         return [Explained(loc, f"{err['msg'][0].lower()}{err['msg'][1:]}, found {found(value)}")]
@@ -74,7 +75,17 @@ def explain(err: ErrorDetails, root: type[BaseModel]) -> list[Explained]:
     return [Explained(loc, text)]
 
 
-def _unknown_key(loc: Loc, root: type[BaseModel]) -> Explained:
+def _keys_at(data: Any, loc: Loc) -> set[str]:
+    """The keys of the mapping at ``loc`` in ``data`` (none when there is no such mapping)."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return set()
+    return {str(k) for k in data} if isinstance(data, dict) else set()
+
+
+def _unknown_key(loc: Loc, root: type[BaseModel], written: set[str]) -> Explained:
     key = str(loc[-1])
     parent = _annotation_at(root, loc[:-1]) if loc[:-1] else (root, [])
     model = _unwrap(parent[0])[0] if parent else None
@@ -82,9 +93,9 @@ def _unknown_key(loc: Loc, root: type[BaseModel]) -> Explained:
         return Explained(loc, "unknown key")
     valid = list(model.model_fields)
     where = f" under {format_loc(loc[:-1])}" if loc[:-1] else ""
-    return Explained(
-        loc, f"unknown key {key!r}{_did_you_mean(key, valid)}", hint=f"valid keys{where}: {', '.join(valid)}"
-    )
+    # `modle:` beside `mode:` means `model:`, not the `mode:` already there
+    guess = _did_you_mean(key, [k for k in valid if k not in written])
+    return Explained(loc, f"unknown key {key!r}{guess}", hint=f"valid keys{where}: {', '.join(valid)}")
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:

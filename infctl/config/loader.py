@@ -148,7 +148,7 @@ def _validate(
     try:
         return cls.model_validate(raw)
     except ValidationError as err:
-        problems = [e for d in err.errors() for e in explain(d, cls)]
+        problems = [e for d in err.errors() for e in explain(d, cls, raw)]
         raise _config_error(problems, locs, str(path), check) from None
 
 

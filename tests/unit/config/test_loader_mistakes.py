@@ -76,3 +76,14 @@ def test_a_router_files_mistake_says_to_start_the_router_again_not_to_validate(t
     path.write_text("backends: [{url: http://127.0.0.1:9}]\nport: -1\n")
     err = error_of(load_router, path)
     assert err.hint == f"fix it, then check again with: infctl router -f {path}"
+
+
+def test_an_unknown_key_is_never_told_to_be_a_key_already_written(tmp_path: Path) -> None:
+    """`modle:` beside `mode:` was asked "did you mean 'mode'?", the key above it."""
+    path = tmp_path / "d.yaml"
+    path.write_text("name: demo\ntarget: local\nmode: aggregated\nreplicas: 2\nmodle:\n  engine: vllm\n")
+    err = error_of(load_deployment, path)
+    assert f"{path}:5: modle: unknown key 'modle'; did you mean 'model'?" in err.message
+    alone = tmp_path / "m.yaml"
+    alone.write_text("name: demo\ntarget: local\nmod: aggregated\nreplicas: 2\nmodel: {engine: vllm}\n")
+    assert "did you mean 'mode'?" in error_of(load_deployment, alone).message  # not written: still offered
