@@ -14,6 +14,18 @@ from infctl.cli.output import console, emit, err_console, errors_as_exit, kv_tab
 from infctl.config import load_deployment
 from infctl.local.demo import DemoResult, demo_plan, find_demo_profile, run_demo
 
+EXAMPLES = """
+Examples:
+
+  infctl demo                                  # the stack, two chat requests, the comparisons (~2 min)
+
+  infctl demo --quick                          # the two chat requests only (~10 s)
+
+  infctl demo --set router.port=18000 --set local.base_port=18100   # when 8000 or 8100+ are taken
+
+  infctl -o json demo --quick                  # the results for a script
+"""
+
 
 def demo(
     ctx: typer.Context,
@@ -23,7 +35,9 @@ def demo(
     ] = None,
     overrides: Annotated[
         list[str] | None,
-        typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, e.g. replicas=2."),
+        typer.Option(
+            "--set", metavar="KEY.PATH=VALUE", help="Override a profile key, e.g. router.port=18000."
+        ),
     ] = None,
     run_dir: Annotated[
         Path | None, typer.Option("--run-dir", help="Where logs go; default: local.run_dir.")
@@ -89,4 +103,4 @@ SEED_REPORTED = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+    app.command("demo", epilog=EXAMPLES)(demo)

@@ -20,6 +20,23 @@ from infctl.kube import ClientSettings, KubeClient, ObjectDiff, connect, diff_re
 from infctl.manifests import RenderOptions
 from infctl.manifests.render import render  # the function (the package's `render` may be the module)
 
+EXAMPLES = """
+Examples:
+
+  infctl diff -f profiles/qwen3-8b-aggregated.yaml             # a unified diff per object that would change
+
+  infctl diff -f profiles/kimi-k2-pool.yaml --set pools.decode=6   # what a profile change would do
+
+  infctl diff -f profiles/qwen3-8b-aggregated.yaml --exit-code  # in CI: exit 1 when the cluster differs
+
+  infctl -o json diff -f profiles/deepseek-v3-group.yaml        # every object and its action, for scripts
+
+The counts (create, update, delete, unchanged) go to stderr, the diff to stdout.
+
+Exit codes: 0 compared (with --exit-code: no difference), 1 differences with --exit-code, or the API
+refused, 2 the profile or a flag is wrong.
+"""
+
 
 def cluster(opts: GlobalOptions) -> KubeClient:
     """The API client for the global options (--kubeconfig, --context, -n)."""
@@ -70,7 +87,7 @@ def diff_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(diff_cmd)
+    app.command("diff", epilog=EXAMPLES)(diff_cmd)
 
 
 __all__ = ["cluster", "rendered"]

@@ -30,6 +30,13 @@ from infctl.sim.profiles import get_profile
 app = typer.Typer(
     name="simulate",
     help="Simulate a whole cluster on a virtual clock: simulated engines, the real router and autoscaler.",
+    epilog=(
+        "\n[bold]Examples[/]\n\n"
+        "  # 500 requests at 20 req/s on 4 engines behind the cache-aware router: a bench-style report\n"
+        "  infctl simulate run -n 500 --request-rate 20 --engines 4\n\n"
+        "  # one of the seed's comparisons, small (infctl simulate compare --help lists them)\n"
+        "  infctl simulate compare prefix --requests 200\n"
+    ),
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,

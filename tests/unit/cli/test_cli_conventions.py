@@ -188,6 +188,13 @@ def test_every_command_loads_with_the_global_options() -> None:
         assert "--output" in result.stdout and "--kubeconfig" in result.stdout, name
 
 
+@pytest.mark.parametrize("name", [name for name, (_, line) in COMMANDS.items() if line])
+def test_every_commands_help_has_examples(name: str) -> None:
+    """As the README and docs/cli.md promise; diff and demo had none."""
+    result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    assert "Examples" in result.stdout and f"infctl {name}" in result.stdout.split("Examples")[1], name
+
+
 def test_router_with_its_port_taken_prints_one_line_and_exits_2() -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
