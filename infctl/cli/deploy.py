@@ -12,7 +12,7 @@ from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.diff import cluster, rendered
-from infctl.cli.files import FilesOption, required_files
+from infctl.cli.files import FilesOption, load_each, required_files
 from infctl.cli.flags import DryRunMode, DryRunOption, duration_option
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.cli.render_flags import with_render_flags
@@ -101,7 +101,7 @@ def deploy(
     opts = global_options(ctx)
     with errors_as_exit():
         paths = required_files(files, command="deploy")
-        profiles = [load_target_profile(f, target, overrides or []) for f in paths]
+        profiles = load_each(paths, lambda f: load_target_profile(f, target, overrides or []))
         local = [p for p in profiles if p.target == "local"]
         if len(profiles) > 1 and local and not detach:
             raise ConfigError(

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
-from infctl.cli.files import FilesOption, required_files
+from infctl.cli.files import FilesOption, load_each, required_files
 from infctl.cli.output import emit, err_console, errors_as_exit
 from infctl.cli.render_flags import Overrides, render_options, with_render_flags
 from infctl.config import DeploymentProfile, load_deployment
@@ -69,7 +69,7 @@ def diff_cmd(
     diffs: list[ObjectDiff] = []
     with errors_as_exit():
         paths = required_files(files, command="diff")
-        profiles = [load_deployment(f, overrides or []) for f in paths]  # bad files: before a cluster
+        profiles = load_each(paths, lambda f: load_deployment(f, overrides or []))  # before a cluster
         client = cluster(opts)
         for profile in profiles:
             objects, namespace = rendered(opts, client, profile, options)

@@ -8,13 +8,15 @@ silent pass); a missing file is reported by the loader, as every unreadable file
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from infctl.errors import ConfigError
+from infctl.errors import ConfigError, InfctlError
+
+T = TypeVar("T")
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -69,3 +71,23 @@ def required_files(specs: Iterable[str | Path] | None, *, command: str) -> list[
     if not files:
         raise ConfigError(f"{command}: no profile given", hint=f"infctl {command} -f PROFILE.yaml")
     return files
+
+
+def load_each(paths: list[Path], load: Callable[[Path], T]) -> list[T]:
+    """``load`` every file; each that fails is reported, and then one error counts them, so one bad profile
+    does not hide the next (render, diff and deploy load them all before doing anything)."""
+    from infctl.cli.output import report
+
+    loaded: list[T] = []
+    failed = 0
+    for path in paths:
+        try:
+            loaded.append(load(path))
+        except InfctlError as err:
+            if len(paths) == 1:
+                raise
+            failed += 1
+            report(err)
+    if failed:
+        raise ConfigError(f"{failed} of {len(paths)} profiles are invalid", hint="fix the files above")
+    return loaded

@@ -51,6 +51,23 @@ def test_validate_checks_every_file_given_with_f(two_profiles: tuple[Path, Path]
     assert code == 0 and json.loads(out)["name"] == "local-demo"  # the same file twice is checked once
 
 
+@pytest.mark.parametrize("command", ["render", "diff", "deploy"])
+def test_every_bad_file_given_with_f_is_reported_before_anything_is_done(
+    command: str, tmp_path: Path
+) -> None:
+    """They stopped at the first bad profile, hiding the next (docs/cli.md: one does not hide the others)."""
+    text = (PROFILES / "qwen3-8b-aggregated.yaml").read_text().replace("models/", f"{PROFILES}/models/")
+    text = text.replace("clusters/", f"{PROFILES}/clusters/")
+    (tmp_path / "good.yaml").write_text(text)
+    (tmp_path / "bad1.yaml").write_text(text + "bogus: 1\n")
+    (tmp_path / "bad2.yaml").write_text(text + "replica: 2\n")
+    files = [arg for name in ("bad1", "good", "bad2") for arg in ("-f", str(tmp_path / f"{name}.yaml"))]
+    code, out, err = invoke(command, *files, env={"KUBECONFIG": str(tmp_path / "none")})
+    assert code == 2 and out == "", err
+    assert "bad1.yaml" in err and "bogus" in err and "bad2.yaml" in err and "'replica'" in err
+    assert "2 of 3 profiles are invalid" in err and "Traceback" not in err
+
+
 def test_validate_takes_directories_globs_and_shell_expanded_lists(tmp_path: Path) -> None:
     for name in ("a.yaml", "b.yml", "c.json"):
         profile = yaml.safe_load((PROFILES / "local-demo.yaml").read_text()) | {"name": name.split(".")[0]}
