@@ -63,7 +63,8 @@ def sweep_view(outcome: SweepResult | MaxRateResult) -> RenderableType:
 
 
 def comparison_view(c: Comparison) -> Table:
-    t = Table(title=f"{c.b_label} vs {c.a_label}", title_justify="left")
+    # Named by column: "B vs A" above columns A, B read as A = B's label, the runs swapped.
+    t = Table(title=f"A: {c.a_label}\nB: {c.b_label} (change: B against A)", title_justify="left")
     for i, col in enumerate(tables.COMPARISON_COLUMNS):
         t.add_column(col, justify="left" if i == 0 else "right")
     for metric, a, b, change, better in tables.comparison_rows(c):
