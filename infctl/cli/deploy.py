@@ -22,7 +22,7 @@ from infctl.errors import ConfigError
 from infctl.kube import AdminSecret, DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.admin_token import token_path
-from infctl.local.deploy import prepare, read_plan, start_detached
+from infctl.local.deploy import check_not_running, prepare, read_plan, start_detached
 from infctl.local.paths import resolve_run_dir
 from infctl.local.supervisor import run as run_supervisor
 from infctl.manifests import RenderOptions
@@ -249,7 +249,9 @@ def _kube_summary(s: dict[str, Any]) -> str:
 
 
 def local_plan(profile: DeploymentProfile, run_dir: Path | None) -> LocalPlan:
-    return build_plan(profile, is_free=port_is_free, run_dir=resolve_run_dir(run_dir, profile.local.run_dir))
+    resolved = resolve_run_dir(run_dir, profile.local.run_dir)
+    check_not_running(resolved, profile.name)  # before the ports: a running release holds its own
+    return build_plan(profile, is_free=port_is_free, run_dir=resolved)
 
 
 def supervise(plan_file: Annotated[Path, typer.Argument(help="plan.json of the release.")]) -> None:

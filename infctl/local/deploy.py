@@ -30,12 +30,7 @@ def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
     """Check the release can start (programs installed, a kept admin token still private), clear an
     earlier stopped or stale run, and write the plan file (which ``deploy --detach`` hands to its
     supervisor); return its path."""
-    state = read_state(plan.run_dir, plan.release)
-    if state is not None and is_live(state):
-        raise LocalTargetError(
-            f"local release {plan.release!r} is already running (supervisor pid {state.supervisor_pid})",
-            hint=f"stop it first: infctl delete --release {plan.release} --run-dir {plan.run_dir}",
-        )
+    state = check_not_running(plan.run_dir, plan.release)
     if state is not None:
         delete(plan.run_dir, plan.release)
     for spec in plan.specs:
@@ -45,6 +40,18 @@ def prepare(plan: LocalPlan, settings: SupervisorSettings) -> Path:
     path = plan.release_dir / PLAN_FILE
     write_json_atomic(path, {"plan": plan.to_dict(), "settings": asdict(settings)})
     return path
+
+
+def check_not_running(run_dir: Path, release: str) -> RunState | None:
+    """The release's last state, unless it is running: then LocalTargetError, with the fix. Checked before
+    ports are allocated, or a redeploy is told that its own router holds the port."""
+    state = read_state(run_dir, release)
+    if state is not None and is_live(state):
+        raise LocalTargetError(
+            f"local release {release!r} is already running (supervisor pid {state.supervisor_pid})",
+            hint=f"stop it first: infctl delete --release {release} --run-dir {run_dir}",
+        )
+    return state
 
 
 def read_plan(path: Path) -> tuple[LocalPlan, SupervisorSettings]:
