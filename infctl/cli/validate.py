@@ -166,7 +166,11 @@ def _cluster_summary(c: ClusterProfile) -> dict[str, Any]:
 
 def _table(file: Path, data: dict[str, Any]) -> Table:
     rows = {k: _cell(v) for k, v in data.items() if k not in ("kind", "file") and v is not None}
-    return kv_table(f"valid {data['kind']}: {file}", rows)
+    table = kv_table(f"valid {data['kind']}: {file}", rows)
+    # As wide as its title, so the path stays on one line as people copy it (a title wraps at the table's
+    # width, mid-name); a terminal narrower than that still folds it.
+    table.min_width = len(f"valid {data['kind']}: {file}")
+    return table
 
 
 def _cell(value: Any) -> str:
