@@ -19,7 +19,7 @@ from infctl.manifests import DEFAULT_K8S_VERSION, RenderOptions, validate_object
 from infctl.manifests.admin_secret import admin_secret_ref, render_note
 
 # From the submodule: once it is imported, the package's attribute `render` is the module, not the function.
-from infctl.manifests.render import render, to_yaml, write_files
+from infctl.manifests.render import remove_stale, render, to_yaml, write_files
 
 EXAMPLES = """
 Examples:
@@ -48,7 +48,12 @@ def render_cmd(
     files: FilesOption = None,
     output_dir: Annotated[
         Path | None,
-        typer.Option("-d", "--output-dir", help="Write one file per object here instead of stdout."),
+        typer.Option(
+            "-d",
+            "--output-dir",
+            help="Write one file per object here instead of stdout; files an earlier render of the same "
+            "release left there and this one does not write are removed.",
+        ),
     ] = None,
     overrides: Overrides = None,
     validate: Annotated[
@@ -82,7 +87,18 @@ def render_cmd(
         sys.stdout.write(note + to_yaml(objects))
         return
     paths = write_files(objects, output_dir)
+    stale = remove_stale(objects, output_dir)
     err_console.print(f"wrote {len(paths)} objects to {output_dir}", highlight=False)
+    if stale:
+        names = ", ".join(p.name for p in stale[:6]) + (
+            f" and {len(stale) - 6} more" if len(stale) > 6 else ""
+        )
+        err_console.print(
+            f"removed {len(stale)} files an earlier render of the same release left there (objects no longer "
+            f"rendered, or renumbered): {names}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if note:
         err_console.print(note.rstrip("\n"), highlight=False, markup=False, soft_wrap=True)
 

@@ -246,3 +246,29 @@ def write_files(objects: list[Obj], directory: Path) -> list[Path]:
         path.write_text(dump(obj))
         paths.append(path)
     return paths
+
+
+def remove_stale(objects: list[Obj], directory: Path) -> list[Path]:
+    """Remove, and return, the files in ``directory`` an earlier :func:`write_files` of the same releases
+    left and this one did not write: objects the profile no longer renders, or renumbered ones. Else
+    ``kubectl apply -f DIR`` applies them too. A file is removed only when it holds one object labelled as
+    managed by infctl for one of these releases; anything else in the directory is left alone."""
+    releases = {o["metadata"].get("labels", {}).get(L.RELEASE) for o in objects} - {None}
+    current = {file_name(i, o) for i, o in enumerate(objects)}
+    removed = []
+    for path in sorted(directory.glob("*.yaml")):
+        if path.name in current or not path.is_file():
+            continue
+        try:
+            obj = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        labels = obj.get("metadata", {}).get("labels", {}) if isinstance(obj, dict) else {}
+        if (
+            isinstance(labels, dict)
+            and labels.get(L.MANAGED_BY) == L.MANAGER
+            and labels.get(L.RELEASE) in releases
+        ):
+            path.unlink()
+            removed.append(path)
+    return removed
