@@ -137,6 +137,12 @@ def run_cmd(
     """Simulate [bold]--engines N[/] engines behind the router on a workload; print a bench-style report."""
     opts = global_options(ctx)
     with errors_as_exit():
+        if not autoscale:
+            _only_with(ctx, "--autoscale", _AUTOSCALE_FLAGS)
+        if not pd:
+            _only_with(ctx, "--pd xPyD", _PD_FLAGS)
+        if admission_queue is None:
+            _only_with(ctx, "--admission-queue N", _ADMISSION_FLAGS)
         kind = workload_kind(workload, trace=trace, dataset=dataset, mix=mix)
         spec = workload_spec(
             kind,
@@ -210,6 +216,31 @@ def run_cmd(
         console.print(_view(result, data, [p for p in (save, requests_out) if p]))
     else:
         emit(opts, data)
+
+
+_AUTOSCALE_FLAGS = (
+    "min_engines",
+    "max_engines",
+    "scale_interval",
+    "startup",
+    "queue_up",
+    "down_window",
+    "ttft_slo",
+)
+_PD_FLAGS = ("pd_groups", "pd_mode", "pd_min_uncached_tokens", "intra_group_gbps", "cross_group_gbps")
+_ADMISSION_FLAGS = ("admission_deadline", "short_prompt_tokens")
+
+
+def _only_with(ctx: typer.Context, switch: str, names: tuple[str, ...]) -> None:
+    """A flag of a section whose switch is off was ignored without a word (``--pd-groups 4`` alone ran an
+    aggregated fleet): refused, naming both."""
+    source = ctx.get_parameter_source
+    given = ["--" + n.replace("_", "-") for n in names if getattr(source(n), "name", "") == "COMMANDLINE"]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} with {switch}",
+            hint=f"add {switch}, or drop {', '.join(given)}",
+        )
 
 
 def _autoscale(
