@@ -205,17 +205,21 @@ async def serve(
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
     on_decision: OnDecision | None = None,
+    on_listening: Callable[[str | None], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.monotonic,
     time_of_day: Callable[[], float] | None = None,
 ) -> None:
-    """Decide every ``cfg.interval_s`` until ``stop`` is set; ``ready`` is set once /metrics listens."""
+    """Decide every ``cfg.interval_s`` until ``stop`` is set; ``ready`` is set once /metrics listens, and
+    ``on_listening`` is given its URL (the port bound: ``port: 0`` picks one), or None without a server."""
     stop = stop or asyncio.Event()
     day = time_of_day or _local_time_of_day
     async with make_client(transport) as client:
         daemon = _Daemon(cfg, actuator, client)
         server = None if cfg.port is None else await MetricsServer.start(cfg.host, cfg.port, daemon.metrics)
         try:
+            if on_listening is not None:
+                on_listening(None if server is None else server.url)
             if ready is not None:
                 ready.set()
             while not stop.is_set():
@@ -230,7 +234,13 @@ async def serve(
                 await server.close()
 
 
-def run(cfg: AutoscalerConfig, actuator: Actuator, *, on_decision: OnDecision | None = None) -> None:
+def run(
+    cfg: AutoscalerConfig,
+    actuator: Actuator,
+    *,
+    on_decision: OnDecision | None = None,
+    on_listening: Callable[[str | None], None] | None = None,
+) -> None:
     """Run the daemon in the foreground until SIGINT or SIGTERM (the sync entry point)."""
 
     async def main() -> None:
@@ -238,7 +248,7 @@ def run(cfg: AutoscalerConfig, actuator: Actuator, *, on_decision: OnDecision | 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(cfg, actuator, stop=stop, on_decision=on_decision)
+        await serve(cfg, actuator, stop=stop, on_decision=on_decision, on_listening=on_listening)
 
     asyncio.run(main())
 

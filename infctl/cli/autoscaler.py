@@ -175,13 +175,13 @@ def autoscaler(
         )
         units = ", ".join(f"{u.name} {u.min}..{u.max}" for u in cfg.policy.units)
         mode = "dry run: recommendations only" if cfg.dry_run else "scaling"
-        err_console.print(
-            f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}; "
-            f"metrics on http://{cfg.host}:{cfg.port}/metrics",
-            highlight=False,
-            soft_wrap=True,
-        )
-        run(cfg, actuator, on_decision=lambda d, s: _print(d, s, every=cfg.dry_run))
+
+        def announce(url: str | None) -> None:  # once listening: the port bound, and nothing if it cannot
+            where = f"; metrics on {url}/metrics" if url else ""
+            line = f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}{where}"
+            err_console.print(line, highlight=False, soft_wrap=True)
+
+        run(cfg, actuator, on_decision=lambda d, s: _print(d, s, every=cfg.dry_run), on_listening=announce)
 
 
 def _print(decision: Decision, snap: ScalingSnapshot, *, every: bool) -> None:
