@@ -205,9 +205,10 @@ async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_s
         [Backend(id=sim.urls[0], url=sim.urls[0])], policy=policy, admission_queue=2, admission_deadline_s=20
     )
     body = {"model": MODEL, "prompt": "a b c", "max_tokens": 40}
-    # The engine stays saturated until two of the first four finish: ~1.7 s each at 300 tokens (at 40, the
-    # ~0.5 s window closed before a loaded machine's router had refused four and held two).
-    long_body = {**body, "max_tokens": 300}
+    # The engine stays saturated until two of the first four finish: ~3.4 s each at 600 tokens (at 40, the
+    # ~0.5 s window closed before a loaded machine's router had refused four and held two; at 300, 1.7 s, it
+    # closed once in a full suite run on 2 cores).
+    long_body = {**body, "max_tokens": 600}
     async with httpx.AsyncClient(timeout=60) as c:
         first = [asyncio.create_task(c.post(f"{url}/v1/completions", json=long_body)) for _ in range(4)]
         async with asyncio.timeout(30):  # the engine runs one, queues three: wait until a scrape shows it
