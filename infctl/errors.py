@@ -44,6 +44,12 @@ class LocalTargetError(InfctlError):
     """The local target (supervised processes on this machine) failed."""
 
 
+class PortTakenError(LocalTargetError):
+    """A port the profile names is taken on this machine: input to change, so exit 2 like a bad flag."""
+
+    exit_code = 2
+
+
 class KubeError(InfctlError):
     """The Kubernetes API server refused or failed a request."""
 

@@ -22,7 +22,7 @@ from infctl.config import DeploymentProfile, ReplicaSpec
 from infctl.config.length_pools import router_buckets
 from infctl.config.scale_to_zero import hold_when_empty_s
 from infctl.engines import get_adapter
-from infctl.errors import LocalTargetError
+from infctl.errors import LocalTargetError, PortTakenError
 from infctl.local.engine_commands import real_command, sim_command
 from infctl.local.engine_ports import host_port_env, take_host_ports
 from infctl.local.paths import resolve_run_dir
@@ -162,11 +162,11 @@ def build_plan(
 ) -> LocalPlan:
     """Every process of ``profile`` on this machine, with ports allocated and commands built.
 
-    The router listens on ``router.port`` when the profile sets it (taken: :class:`LocalTargetError` with
-    the fix), else, as with ``fixed_router_port`` false, on the next free port after the engines'."""
+    The router listens on ``router.port`` when the profile sets it (taken: :class:`PortTakenError` with the
+    fix), else, as with ``fixed_router_port`` false, on the next free port after the engines'."""
     router_port = profile_router_port(profile) if fixed_router_port else None
     if router_port is not None and not is_free(router_port):
-        raise LocalTargetError(
+        raise PortTakenError(
             f"router.port {router_port} is taken (the profile's router port)",
             hint=f"stop what listens there (ss -ltnp 'sport = :{router_port}'), or pick another: "
             f"--set router.port={router_port + 1}",

@@ -89,6 +89,7 @@ def test_a_taken_router_port_is_one_error_with_the_fix() -> None:
     with pytest.raises(LocalTargetError, match=r"router\.port 18001 is taken") as err:
         build_plan(local_profile(port=18001), is_free=lambda p: p != 18001, run_dir=Path("/r"))
     assert err.value.hint is not None and "--set router.port=18002" in err.value.hint
+    assert err.value.exit_code == 2  # input to change, as a taken --port on the daemons (docs/cli.md)
 
 
 def test_the_demo_moves_its_router_when_the_port_is_held() -> None:
