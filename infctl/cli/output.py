@@ -66,12 +66,14 @@ def emit(
 def simple_table(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, numbers: bool = False
 ) -> Table:
-    """A titled table; ``numbers`` right-aligns every column after the first (figures line up)."""
+    """A titled table; ``numbers`` right-aligns every column after the first (figures line up). A cell too
+    wide for a narrow terminal (or a pipe's 80 columns) folds onto the next line: "3.3…" would misquote a
+    figure."""
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
     for i, c in enumerate(columns):
-        t.add_column(c, justify="right" if numbers and i else "left")
+        t.add_column(c, justify="right" if numbers and i else "left", overflow="fold")
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
     return t
