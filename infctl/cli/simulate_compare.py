@@ -42,8 +42,8 @@ EPILOG = """
   [bold]kv-tier[/]          HBM only vs a host-DRAM tier vs a slower shared pool: hit rate, TTFT, throughput
   [bold]pd[/]               aggregated vs Group-mode vs Pool-mode PD (1P1D groups), same engines and traffic:
                    TTFT/TPOT p50/p99, goodput, throughput
-  [bold]scale-to-zero[/]    a static fleet vs infctl's autoscaler at 1 and at 0 engines over a day with a night
-                   of no traffic (the router holds the first request): GPU-hours, SLO attainment, TTFT max
+  [bold]scale-to-zero[/]    a static fleet vs infctl's autoscaler at 1 and at 0 engines over a day with a
+                   night of no traffic (the router holds the first request): GPU-hours, SLO, TTFT max
 
 [bold]Examples[/]
 
