@@ -96,7 +96,7 @@ def compare_cmd(
             min=1,
             help="Run every scenario at N seeds (--seed, --seed+1 ... --seed+N-1) and show each figure's "
             "mean (min-max), the changes of the means, and in how many seeds each arm beat the first (with "
-            "more arms, the last one each other arm): for a verdict that must not depend on chance, as a "
+            "more arms, infctl's against each other arm): for a verdict that must not depend on chance, as a "
             "close call can flip from one seed to the next. Each seed is a full run: N times the time.",
         ),
     ] = 1,
