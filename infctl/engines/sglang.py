@@ -1,5 +1,5 @@
-"""SGLang: metric names, signals, health and load endpoints, PD protocol; the command line is
-:mod:`infctl.engines.sglang_launch`.
+"""SGLang: metric names, signals, health and load endpoints, PD protocol; the command line (and the release
+that accepts each of its flags) is :mod:`infctl.engines.sglang_launch`.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name``,
 ``engine_type`` and the scheduler's rank labels (``tp_rank``, ``pp_rank``; see :data:`SCHEDULER_COPY_LABELS`
@@ -35,7 +35,6 @@ from infctl.engines.base import (
     SignalCheck,
     SignalMetrics,
 )
-from infctl.engines.versions import Version
 from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, value
 from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
@@ -150,34 +149,6 @@ TIME_BUCKETS = {
 
 DEFAULT_BOOTSTRAP_PORT = 8998
 
-IMAGE = "lmsysorg/sglang:v0.5.15"
-"""A pinned release (``latest`` floats and cannot be checked) that accepts every flag below."""
-OLDEST_CHECKED: Version = (0, 4, 0)
-FLAG_VERSIONS: dict[str, Version] = {
-    "--ep-size": (0, 4, 1),
-    "--speculative-algorithm": (0, 4, 2),
-    "--speculative-draft-model-path": (0, 4, 2),
-    "--speculative-num-steps": (0, 4, 2),
-    "--speculative-eagle-topk": (0, 4, 2),
-    "--speculative-num-draft-tokens": (0, 4, 2),
-    "--enable-hierarchical-cache": (0, 4, 3),
-    # Read in the PyPI wheels' sglang/srt/server_args.py: in 0.4.4, absent from 0.4.3 through 0.4.3.post4.
-    "--page-size": (0, 4, 4),
-    "--disaggregation-mode": (0, 4, 5),
-    "--disaggregation-bootstrap-port": (0, 4, 5),
-    "--disaggregation-transfer-backend": (0, 4, 6),
-    "--disaggregation-ib-device": (0, 4, 6),
-    "--hicache-size": (0, 4, 6),
-    "--enable-eplb": (0, 4, 7),
-    "--kv-events-config": (0, 4, 7),
-    "--hicache-storage-backend": (0, 4, 10),
-    "--speculative-algorithm=NGRAM": (0, 5, 3),
-}
-"""First release accepting each flag :mod:`~infctl.engines.sglang_launch` emits that 0.4.0 lacks, read from
-the released packages' ``sglang/srt/server_args.py`` (and ``srt/arg_groups/`` from 0.5.14 on, where flags are
-dataclass fields) for 0.4.0-0.4.10, 0.5.1-0.5.6, 0.5.8, 0.5.10, 0.5.14, 0.5.15, 0.5.18 and 0.5.23; 0.4.10
-is also the first whose ``--hicache-storage-backend`` offers ``mooncake``."""
-
 NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
 """How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
 ``Scheduler.handle_generate_request`` aborts it with this message, then `` req.rid='<id>'``, and status 400
@@ -248,9 +219,9 @@ class SGLangAdapter:
     without ``bootstrap_room`` (:data:`NO_BOOTSTRAP_ROOM`, HTTP 400), whatever the prompt's length."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
-    default_image = IMAGE
-    flag_versions = FLAG_VERSIONS
-    oldest_checked = OLDEST_CHECKED
+    default_image = sglang_launch.IMAGE
+    flag_versions = sglang_launch.FLAG_VERSIONS
+    oldest_checked = sglang_launch.OLDEST_CHECKED
     diagnostics = DIAGNOSTICS
     signal_metrics = SIGNAL_METRICS
     profile_rules = PROFILE_RULES

@@ -1,6 +1,6 @@
 """SGLang's command line: a model profile turned into ``sglang.launch_server`` arguments (parallelism and DP
 attention, the radix cache, PD disaggregation, the hierarchical cache, KV events and their page, speculative
-decoding).
+decoding), and the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`).
 
 Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
 
@@ -38,9 +38,38 @@ from infctl.engines.cmdline import (
     number_arg,
     pd_section,
 )
+from infctl.engines.versions import Version
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
+
+IMAGE = "lmsysorg/sglang:v0.5.15"
+"""A pinned release (``latest`` floats and cannot be checked) that accepts every flag below."""
+OLDEST_CHECKED: Version = (0, 4, 0)
+FLAG_VERSIONS: dict[str, Version] = {
+    "--ep-size": (0, 4, 1),
+    "--speculative-algorithm": (0, 4, 2),
+    "--speculative-draft-model-path": (0, 4, 2),
+    "--speculative-num-steps": (0, 4, 2),
+    "--speculative-eagle-topk": (0, 4, 2),
+    "--speculative-num-draft-tokens": (0, 4, 2),
+    "--enable-hierarchical-cache": (0, 4, 3),
+    # Read in the PyPI wheels' sglang/srt/server_args.py: in 0.4.4, absent from 0.4.3 through 0.4.3.post4.
+    "--page-size": (0, 4, 4),
+    "--disaggregation-mode": (0, 4, 5),
+    "--disaggregation-bootstrap-port": (0, 4, 5),
+    "--disaggregation-transfer-backend": (0, 4, 6),
+    "--disaggregation-ib-device": (0, 4, 6),
+    "--hicache-size": (0, 4, 6),
+    "--enable-eplb": (0, 4, 7),
+    "--kv-events-config": (0, 4, 7),
+    "--hicache-storage-backend": (0, 4, 10),
+    "--speculative-algorithm=NGRAM": (0, 5, 3),
+}
+"""First release accepting each flag this module emits (the multi-node flags included) that 0.4.0 lacks,
+read from the released packages' ``sglang/srt/server_args.py`` (and ``srt/arg_groups/`` from 0.5.14 on,
+where flags are dataclass fields) for 0.4.0-0.4.10, 0.5.1-0.5.6, 0.5.8, 0.5.10, 0.5.14, 0.5.15, 0.5.18 and
+0.5.23; 0.4.10 is also the first whose ``--hicache-storage-backend`` offers ``mooncake``."""
 
 DIST_INIT_FLAG = "--dist-init-addr"
 BOOTSTRAP_FLAG = "--disaggregation-bootstrap-port"
