@@ -15,7 +15,7 @@ from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.setup import Options, build
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
 from infctl.cli.context import global_options
-from infctl.cli.flags import DryRunMode, DryRunOption, duration_option, field_help
+from infctl.cli.flags import DryRunMode, DryRunOption, duration_option, field_help, url_option
 from infctl.cli.output import console, err_console, errors_as_exit
 from infctl.cli.status import RunDirOption
 from infctl.config.settings import ScalingOptions
@@ -57,7 +57,7 @@ def autoscaler(
         list[str] | None,
         typer.Option("--set", metavar="KEY.PATH=VALUE", help="Override a profile key, as deploy --set."),
     ] = None,
-    router: Annotated[str | None, typer.Option("--router", help="Router URL (queue depth, TTFT).")] = None,
+    router: Annotated[str | None, url_option("--router", help="Router URL (queue depth, TTFT).")] = None,
     dry_run: DryRunOption = DryRunMode.none,
     interval: Annotated[
         float | None, duration_option("--interval", help=field_help(ScalingOptions, "interval_s"))
@@ -100,18 +100,14 @@ def autoscaler(
         int | None,
         typer.Option("--max-step-down", help=f"Units removed at once. {_default('max_step_down')}"),
     ] = None,
-    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read engine signals here.")] = None,
+    prometheus: Annotated[str | None, url_option("--prometheus", help="Read engine signals here.")] = None,
     selector: Annotated[
         list[str] | None,
         typer.Option("--selector", metavar="LABEL=VALUE", help="Prometheus series matcher (repeatable)."),
     ] = None,
     control_url: Annotated[
         str | None,
-        typer.Option(
-            "--control-url",
-            metavar="URL",
-            help="A local supervisor's control endpoint (default: from -f's state).",
-        ),
+        url_option("--control-url", help="A local supervisor's control endpoint (default: from -f's state)."),
     ] = None,
     run_dir: RunDirOption = None,
     time_scale: Annotated[

@@ -25,6 +25,7 @@ from infctl.bench.workloads import TEXT_KINDS, WORKLOAD_KINDS
 from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.flags import url_option
 from infctl.cli.output import console, emit, err_console, errors_as_exit
 from infctl.errors import ConfigError
 
@@ -73,7 +74,7 @@ _T, _W, _L, _M, _O = "Target", "Workload", "Load", "Measurement", "Output"
 def bench(
     ctx: typer.Context,
     url: Annotated[
-        str | None, typer.Option(help="Server base URL (router or engine).", rich_help_panel=_T)
+        str | None, url_option("--url", help="Server base URL (router or engine).", rich_help_panel=_T)
     ] = None,
     model: Annotated[
         str | None, typer.Option(help="Model name; default: the first of /v1/models.", rich_help_panel=_T)
@@ -215,7 +216,9 @@ def bench(
     seed: Annotated[int, typer.Option(help="Workload and arrival seed.", rich_help_panel=_M)] = 0,
     engine_url: Annotated[
         list[str] | None,
-        typer.Option(help="Engine to scrape for the server view (repeatable).", rich_help_panel=_M),
+        url_option(
+            "--engine-url", help="Engine to scrape for the server view (repeatable).", rich_help_panel=_M
+        ),
     ] = None,
     engine: Annotated[
         str | None, typer.Option(help="vllm or sglang (default: detected).", rich_help_panel=_M)

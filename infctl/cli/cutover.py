@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
-from infctl.cli.flags import DryRunMode, DryRunOption, client_side
+from infctl.cli.flags import DryRunMode, DryRunOption, client_side, url_option
 from infctl.cli.output import emit, err_console, errors_as_exit, simple_table
 from infctl.cutover import (
     Plan,
@@ -88,8 +88,8 @@ def _opt(*names: str, help: str, panel: str | None = None, **kw: Any) -> Any:
 
 
 Router = Annotated[
-    str | None, _opt("--router", metavar="URL", help="infctl router: the split is its weighted upstream "
-                     "groups.", panel=_T),
+    str | None, url_option("--router", help="infctl router: the split is its weighted upstream groups.",
+                           rich_help_panel=_T),
 ]  # fmt: skip
 Route = Annotated[
     str | None, _opt("--httproute", metavar="NAME", help="Gateway API HTTPRoute: weights on its backendRefs.",
@@ -123,15 +123,15 @@ MinRequests = Annotated[
     int, _opt("--min-requests", min=1, help="Fewer requests to new in a window: hold.", panel=_W)
 ]
 Prometheus = Annotated[
-    str | None, _opt("--prometheus", metavar="URL", help="Read the gates from Prometheus.", panel=_G)
+    str | None, url_option("--prometheus", help="Read the gates from Prometheus.", rich_help_panel=_G)
 ]
 Selector = Annotated[
     str, _opt("--prometheus-selector", metavar="MATCHERS", help='Extra matchers: namespace="inference".',
               panel=_G),
 ]  # fmt: skip
 MetricsURL = Annotated[
-    str | None, _opt("--metrics-url", metavar="URL", help="Router whose /metrics feed the gates (default "
-                     "--router).", panel=_G),
+    str | None, url_option("--metrics-url", help="Router whose /metrics feed the gates (default --router).",
+                           rich_help_panel=_G),
 ]  # fmt: skip
 GateOld = Annotated[str | None, _opt("--gate-old", help="Old's upstream label in the metrics.", panel=_G)]
 GateNew = Annotated[str | None, _opt("--gate-new", help="New's upstream label in the metrics.", panel=_G)]

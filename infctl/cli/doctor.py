@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from infctl.cli.context import global_options
-from infctl.cli.flags import duration_option
+from infctl.cli.flags import duration_option, url_option
 from infctl.cli.output import emit, errors_as_exit
 from infctl.cli.status import RunDirOption
 from infctl.config import load_deployment
@@ -67,12 +67,12 @@ def doctor_cmd(
     ] = None,
     engines: Annotated[
         list[str] | None,
-        typer.Option("--engine-url", metavar="URL[,key=value]", help="An engine to check (repeatable)."),
+        url_option("--engine-url", spec=True, help="An engine to check (repeatable)."),
     ] = None,
-    router: Annotated[str | None, typer.Option("--router", metavar="URL", help="A router to check.")] = None,
+    router: Annotated[str | None, url_option("--router", help="A router to check.")] = None,
     autoscaler: Annotated[
         str | None,
-        typer.Option("--autoscaler", metavar="URL", help="An autoscaler's /metrics server to check."),
+        url_option("--autoscaler", help="An autoscaler's /metrics server to check."),
     ] = None,
     cluster: Annotated[
         bool, typer.Option("--cluster", help="Check the kubeconfig's cluster (a kubernetes -f implies it).")

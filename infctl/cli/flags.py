@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated
@@ -66,6 +67,51 @@ def duration_option(*names: str, help: str, **kwargs: object) -> typer.models.Op
         *names,
         parser=seconds,
         metavar="DURATION",
+        help=help,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return option
+
+
+def check_url(flag: str, value: str, *, spec: bool = False) -> str:
+    """``value`` given as ``flag``, an ``http(s)://host[:port]`` base URL (``spec``: the URL before a
+    ``,key=value`` list); else ConfigError, so a URL without its scheme is bad input (exit 2, docs/cli.md)
+    before anything is contacted, not a failed check or connection (exit 1). The rule is the router's for
+    its backends (:func:`infctl.config.router.check_engine_url`): every URL flag refuses the same."""
+    from infctl.config.router import check_engine_url  # here: `infctl --help` imports this module
+
+    url = value.split(",", 1)[0].strip() if spec else value
+    try:
+        check_engine_url(url)
+    except ValueError as exc:
+        fixed = (
+            f"{flag} {shlex.quote('http://' + value)}"
+            if "://" not in url
+            else f"e.g. {flag} http://127.0.0.1:8000"
+        )
+        named = f"{flag} {value}" if url != value else flag  # the found URL is in the message
+        raise ConfigError(f"{named}: {exc}", hint=fixed) from None
+    return value
+
+
+def url_option(*names: str, help: str, spec: bool = False, **kwargs: object) -> typer.models.OptionInfo:
+    """A ``typer.Option`` taking a URL (``spec``: ``URL[,key=value...]``), each value read by
+    :func:`check_url` as the command line is parsed: one red line and exit 2 on a bad one."""
+
+    def checked(param: typer.CallbackParam, value: str | Sequence[str] | None) -> object:
+        from infctl.cli.output import fail  # here: `infctl --help` imports this module, not output
+
+        for one in [value] if isinstance(value, str) else value or ():
+            try:
+                check_url(max(param.opts, key=len), one, spec=spec)
+            except ConfigError as err:
+                fail(err)
+        return value
+
+    kwargs.setdefault("metavar", "URL[,key=value]" if spec else "URL")
+    option: typer.models.OptionInfo = typer.Option(
+        *names,
+        callback=checked,
         help=help,
         **kwargs,  # type: ignore[arg-type]
     )

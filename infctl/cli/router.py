@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from infctl.cli.flags import duration_option, field_help
+from infctl.cli.flags import duration_option, field_help, url_option
 from infctl.cli.output import errors_as_exit, fail, say
 from infctl.config import RouterFile
 from infctl.config.router import HealthPolicy, RouterOptions
@@ -109,8 +109,11 @@ def router(
     ] = None,
     backends: Annotated[
         list[str] | None,
-        typer.Option(
-            "--backend", metavar="URL[,role=..,group=..]", help="An engine to route to (repeatable)."
+        url_option(
+            "--backend",
+            spec=True,
+            metavar="URL[,role=..,group=..]",
+            help="An engine to route to (repeatable).",
         ),
     ] = None,
     policy: Annotated[str | None, typer.Option("--policy", help=_help("policy"))] = None,

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.flags import url_option
 from infctl.cli.output import emit, err_console, errors_as_exit
 from infctl.errors import ConfigError
 from infctl.sim.calib_profile import write_profile_file
@@ -30,7 +31,9 @@ EPILOG = """
 
 def calibrate_command(
     ctx: typer.Context,
-    url: Annotated[str, typer.Option(help="Base URL of the engine to measure, e.g. http://127.0.0.1:8000.")],
+    url: Annotated[
+        str, url_option("--url", help="Base URL of the engine to measure, e.g. http://127.0.0.1:8000.")
+    ],
     out: Annotated[
         Path | None,
         typer.Option(help="Write the profile here (.json: JSON, else YAML); default: print only."),
