@@ -12,6 +12,7 @@ Every failure raises :class:`~infctl.errors.ConfigError`, one line per problem (
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -54,7 +55,7 @@ def load_deployment(path: str | Path, overrides: Sequence[str] = ()) -> Deployme
             f"{locations[()]}: a {kind} profile, not a deployment "
             f"(it has `{_KIND_KEYS[kind]}:` and no `mode:`)",
             hint=f"give a deployment profile, one that names this file as its `{kind}:`; "
-            f"infctl validate -f {path} checks it alone",
+            f"infctl validate -f {shlex.quote(str(path))} checks it alone",
         )
     return _validate(DeploymentProfile, raw, locations, path, overrides, references=True)
 
@@ -132,7 +133,8 @@ def _validate(
     check: str = "infctl validate -f",
 ) -> P:
     """``references``: the file may name other files (a deployment's ``model`` and ``cluster``); ``check``:
-    the command that reads the file again, for the hint (``validate`` knows profiles, not daemon files)."""
+    the command that reads the file again, for the hint (``validate`` knows profiles, not daemon files),
+    given the overrides too, so that it shows the same error."""
     if references:
         _resolve_references(raw, locs, path)
     for expr in overrides:
@@ -149,7 +151,7 @@ def _validate(
         return cls.model_validate(raw)
     except ValidationError as err:
         problems = [e for d in err.errors() for e in explain(d, cls, raw)]
-        raise _config_error(problems, locs, str(path), check) from None
+        raise _config_error(problems, locs, str(path), _again_command(check, path, overrides)) from None
 
 
 def _resolve_references(raw: dict[str, Any], locs: Locations, path: Path) -> None:
@@ -171,7 +173,15 @@ def _resolve_references(raw: dict[str, Any], locs: Locations, path: Path) -> Non
         locs.update({(key, *k): v for k, v in sub_locs.items()})
 
 
-def _config_error(problems: list[Explained], locs: Locations, shown: str, check: str) -> ConfigError:
+def _again_command(check: str, path: Path, overrides: Sequence[str]) -> str:
+    """``check`` run on ``path`` with the same ``--set`` overrides, shell-quoted, ready to paste: without
+    them the command would check another profile (``--set group.decode=0`` is the mistake, the file is
+    fine)."""
+    sets = [word for expr in overrides for word in ("--set", expr)]
+    return " ".join([check, *map(shlex.quote, [str(path), *sets])])
+
+
+def _config_error(problems: list[Explained], locs: Locations, shown: str, again: str) -> ConfigError:
     files: dict[str, int] = {}
     for src in locs.values():
         files.setdefault(src.file, len(files))
@@ -184,15 +194,14 @@ def _config_error(problems: list[Explained], locs: Locations, shown: str, check:
         line = f"{src}: {format_loc(p.loc)}: {p.text}"
         if line not in lines:
             lines.append(line)
-    again = f"fix it, then check again with: {check} {shown}"
     if len(lines) == 1:
-        return ConfigError(lines[0], hint=located[0][1].hint or again)
+        return ConfigError(lines[0], hint=located[0][1].hint or f"fix it, then check again with: {again}")
     listed = [f"  {line}" for line in lines[:MAX_PROBLEMS]]
     if len(lines) > MAX_PROBLEMS:
         listed.append(f"  ... and {len(lines) - MAX_PROBLEMS} more")
     return ConfigError(
         f"{shown}: {len(lines)} problems\n" + "\n".join(listed),
-        hint=f"fix each, then check again with: {check} {shown}",
+        hint=f"fix each, then check again with: {again}",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,24 @@ def test_missing_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
 def test_help_teaches_by_example(runner: CliRunner) -> None:
     result = runner.invoke(app, ["validate", "--help"])
     assert result.exit_code == 0 and "--set" in result.stdout and "profiles/" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["render", "validate"])
+def test_a_set_mistakes_hint_is_a_command_that_shows_the_same_error(
+    runner: CliRunner, command: str, tmp_path: Path
+) -> None:
+    """The hint said `infctl validate -f FILE` without the --set that was wrong: pasted, it passed."""
+    path = tmp_path / "my profiles" / "demo.yaml"  # a space: the path must be quoted too
+    path.parent.mkdir()
+    path.write_text((PROFILES / "local-demo.yaml").read_text())
+    sets = ["--set", "replicas=0", "--set", "router.policy=cache aware"]
+    first = runner.invoke(app, [command, "-f", str(path), *sets])
+    assert first.exit_code == 2, first.output
+    hint = first.stderr.split("check again with: ", 1)[1].splitlines()[0]
+    assert hint.endswith("--set replicas=0 --set 'router.policy=cache aware'"), hint
+    words = shlex.split(hint)
+    assert words[:3] == ["infctl", "validate", "-f"]
+    again = runner.invoke(app, words[1:])
+    assert again.exit_code == 2
+    assert "replicas" in again.stderr and "cache aware" in again.stderr
+    assert again.stderr.split("fix:")[0] == first.stderr.split("fix:")[0]
