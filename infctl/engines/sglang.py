@@ -2,9 +2,12 @@
 that accepts each of its flags) is :mod:`infctl.engines.sglang_launch`.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name``,
-``engine_type`` and the scheduler's rank labels (``tp_rank``, ``pp_rank``; see :data:`SCHEDULER_COPY_LABELS`
-for why a TP>1 engine may show several copies of each); tokenizer counters and histograms carry
-``model_name`` only. Older releases labelled the model ``name``.
+``engine_type`` (``unified``, ``prefill``, ``decode``) and the scheduler's rank labels (``tp_rank``,
+``pp_rank``, ``moe_ep_rank``; see :data:`SCHEDULER_COPY_LABELS` for why a TP>1 engine may show several
+copies of each); tokenizer counters and histograms carry ``model_name`` and ``engine_type``, and
+``sglang:cached_tokens_total`` also ``cache_source`` (device, host, storage). With
+``--enable-priority-scheduling`` every series also carries ``priority`` (:data:`PRIORITY_LABEL`). Older
+releases labelled the model ``name``. (Read in 0.5.15 and 0.5.23, ``srt/observability/metrics_collector.py``.)
 
 Data parallel (``--dp-size N``, with or without ``--enable-dp-attention``): each rank's scheduler adds
 ``dp_rank`` to its labels, so the scheduler gauges (queue, running, token usage, capacity) come one series
@@ -50,11 +53,18 @@ DP_RANK_LABEL = "dp_rank"
 
 TP_RANK_LABEL = "tp_rank"
 PP_RANK_LABEL = "pp_rank"
-SCHEDULER_COPY_LABELS = frozenset({TP_RANK_LABEL, PP_RANK_LABEL})
+MOE_EP_RANK_LABEL = "moe_ep_rank"
+SCHEDULER_COPY_LABELS = frozenset({TP_RANK_LABEL, PP_RANK_LABEL, MOE_EP_RANK_LABEL})
 """Labels that tell apart the schedulers of one data-parallel rank. Every scheduler labels its gauges
-``tp_rank`` and ``pp_rank`` (plus ``dp_rank`` with DP); by default only attention-TP rank 0 of each DP rank
-records them, but with ``--enable-metrics-for-all-schedulers`` every TP rank does, each a copy of the same
-state (the TP group runs one batch in lockstep). Added up, a TP=8 engine would read eight times its queue."""
+``tp_rank``, ``pp_rank`` and ``moe_ep_rank`` (plus ``dp_rank`` with DP; 0.5.15 and 0.5.23,
+``SchedulerMetricsCollector``); by default only attention-TP rank 0 of each DP rank records them, but with
+``--enable-metrics-for-all-schedulers`` every TP rank does, each a copy of the same state (the TP group runs
+one batch in lockstep), and with expert parallelism each copy has its own ``moe_ep_rank`` too. Added up, a
+TP=8 engine would read eight times its queue."""
+PRIORITY_LABEL = "priority"
+"""With ``--enable-priority-scheduling`` the queue and running gauges (``_log_gauge_queue_count``, 0.5.15
+and 0.5.23) hold the total under ``priority=""`` and each priority's share under ``priority="<n>"``: a
+series with a non-empty value is part of the total beside it, never a rank of its own."""
 
 DP_RANK_FIELD = "data_parallel_rank"
 """Request body field that pins a request to one DP rank (0.5.x; a deprecated alias of ``routed_dp_rank``
@@ -75,7 +85,13 @@ GEN_THROUGHPUT = "sglang:gen_throughput"
 MAX_TOTAL_NUM_TOKENS = "sglang:max_total_num_tokens"
 """KV-cache capacity in tokens."""
 NUM_USED_TOKENS = "sglang:num_used_tokens"
+NUM_PREFILL_BOOTSTRAP_QUEUE_REQS = "sglang:num_prefill_bootstrap_queue_reqs"
+"""A prefill engine's requests waiting for their decode engine to bootstrap (0.5.15, 0.5.23)."""
+NUM_PREFILL_INFLIGHT_QUEUE_REQS = "sglang:num_prefill_inflight_queue_reqs"
+"""A prefill engine's prefilled requests whose KV is being sent."""
 NUM_PREFILL_PREALLOC_QUEUE_REQS = "sglang:num_prefill_prealloc_queue_reqs"
+"""The bootstrap queue's name in older releases (``srt/metrics/collector.py``); 0.5.15 and later expose
+:data:`NUM_PREFILL_BOOTSTRAP_QUEUE_REQS` instead."""
 NUM_DECODE_PREALLOC_QUEUE_REQS = "sglang:num_decode_prealloc_queue_reqs"
 NUM_DECODE_TRANSFER_QUEUE_REQS = "sglang:num_decode_transfer_queue_reqs"
 
@@ -83,7 +99,8 @@ NUM_DECODE_TRANSFER_QUEUE_REQS = "sglang:num_decode_transfer_queue_reqs"
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 CACHED_TOKENS = "sglang:cached_tokens_total"
-"""Prompt tokens served from the radix cache."""
+"""Prompt tokens served from the cache, labelled ``cache_source``: the radix cache (device) or, with HiCache,
+host memory or storage."""
 NUM_REQUESTS = "sglang:num_requests_total"
 NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
 
@@ -100,17 +117,21 @@ GAUGES = (
     GEN_THROUGHPUT,
     MAX_TOTAL_NUM_TOKENS,
     NUM_USED_TOKENS,
-    NUM_PREFILL_PREALLOC_QUEUE_REQS,
+    NUM_PREFILL_BOOTSTRAP_QUEUE_REQS,
+    NUM_PREFILL_INFLIGHT_QUEUE_REQS,
     NUM_DECODE_PREALLOC_QUEUE_REQS,
     NUM_DECODE_TRANSFER_QUEUE_REQS,
 )
 COUNTERS = (PROMPT_TOKENS, GENERATION_TOKENS, CACHED_TOKENS, NUM_REQUESTS, NUM_ABORTED_REQUESTS)
 HISTOGRAMS = (TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY, E2E_REQUEST_LATENCY)
 PD_QUEUE_GAUGES = (
-    NUM_PREFILL_PREALLOC_QUEUE_REQS,
+    NUM_PREFILL_BOOTSTRAP_QUEUE_REQS,
+    NUM_PREFILL_INFLIGHT_QUEUE_REQS,
     NUM_DECODE_PREALLOC_QUEUE_REQS,
     NUM_DECODE_TRANSFER_QUEUE_REQS,
 )
+"""The PD queues outside ``sglang:num_queue_reqs``, 0.5.15 and 0.5.23 (older releases: the bootstrap queue
+as :data:`NUM_PREFILL_PREALLOC_QUEUE_REQS`)."""
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -332,10 +353,11 @@ def per_rank(families: MetricFamilies, name: str) -> list[float]:
 
     Series that differ only in :data:`SCHEDULER_COPY_LABELS` are copies of one rank's scheduler state, and the
     largest of them stands for the rank (copies may lag each other by a step; the larger queue or usage is
-    the safer one to route on). Every other label set (``dp_rank``, the model) is a rank of its own."""
+    the safer one to route on). A per-priority share (:data:`PRIORITY_LABEL` not empty) is already in its
+    total. Every other label set (``dp_rank``, the model) is a rank of its own."""
     by_rank: dict[tuple[tuple[str, str], ...], float] = {}
     for s in families.get(name, ()):
-        if s.value != s.value:  # NaN
+        if s.value != s.value or s.labels.get(PRIORITY_LABEL):  # NaN, or a share of the total
             continue
         key = tuple(sorted((k, v) for k, v in s.labels.items() if k not in SCHEDULER_COPY_LABELS))
         seen = by_rank.get(key)

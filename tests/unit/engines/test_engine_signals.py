@@ -155,3 +155,15 @@ def test_metric_name_catalogues_are_consistent() -> None:
         assert all(list(b) == sorted(b) for b in module.TIME_BUCKETS.values())
     assert set(vllm.bucket_bounds(4096)) == set(vllm.HISTOGRAMS)
     assert vllm.ADAPTER.wanted_metrics >= {vllm.NUM_REQUESTS_WAITING, vllm.GPU_CACHE_USAGE_PERC}
+
+
+def test_sglang_pd_queue_gauges_carry_their_current_names() -> None:
+    # 0.5.15 and 0.5.23 srt/observability/metrics_collector.py: the prefill engine's bootstrap and inflight
+    # queues; "sglang:num_prefill_prealloc_queue_reqs" is the older releases' name of the first.
+    assert sglang.PD_QUEUE_GAUGES == (
+        "sglang:num_prefill_bootstrap_queue_reqs",
+        "sglang:num_prefill_inflight_queue_reqs",
+        "sglang:num_decode_prealloc_queue_reqs",
+        "sglang:num_decode_transfer_queue_reqs",
+    )
+    assert set(sglang.PD_QUEUE_GAUGES) <= set(sglang.GAUGES)

@@ -59,3 +59,26 @@ def test_a_nan_copy_is_skipped_not_propagated() -> None:
         'sglang:num_running_reqs{engine_type="unified",model_name="m",pp_rank="0",tp_rank="1"} NaN\n'
     )
     assert sglang.ADAPTER.signals(parse_metrics(text)).running == 5.0
+
+
+def test_expert_parallel_copies_differ_in_moe_ep_rank_and_still_read_as_one() -> None:
+    # 0.5.15/0.5.23 SchedulerMetricsCollector labels every scheduler with moe_ep_rank as well; with EP=TP=4
+    # and --enable-metrics-for-all-schedulers each TP copy has its own moe_ep_rank.
+    labels = 'engine_type="unified",model_name="m",moe_ep_rank="{0}",pp_rank="0",tp_rank="{0}"'
+    text = "".join(
+        f"sglang:num_queue_reqs{{{labels.format(r)}}} 6\nsglang:num_running_reqs{{{labels.format(r)}}} 30\n"
+        for r in range(4)
+    )
+    signals = sglang.ADAPTER.signals(parse_metrics(text))
+    assert (signals.queue, signals.running) == (6.0, 30.0)
+
+
+def test_priority_shares_are_not_added_to_their_total() -> None:
+    # --enable-priority-scheduling (0.5.15/0.5.23 _log_gauge_queue_count): the total under priority="",
+    # each priority's share under priority="<n>".
+    base = 'engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+    text = "".join(
+        f'sglang:num_queue_reqs{{{base},dp_rank="{dp}",priority="{p}"}} {n}\n'
+        for dp, p, n in ((0, "", 5), (0, "0", 3), (0, "1", 2), (1, "", 4), (1, "0", 4))
+    )
+    assert sglang.ADAPTER.signals(parse_metrics(text)).queue == 9.0
