@@ -172,9 +172,28 @@ class MultiNodeArgs:
     """Appended unquoted when the argv needs shell arithmetic (then run through ``/bin/sh -c``)."""
 
 
-def new_bootstrap_room(rng: random.Random | None = None) -> int:
-    """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``)."""
-    return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
+ROOM_RANK_STRIDE = 2**8 * 3**2 * 5 * 7 * 11 * 13
+"""Rooms for data-parallel rank r are r + k * this, so that ``room % n == r`` for every rank count n that
+divides it: every n up to 16, and 24, 32, 48, 64, 96, 128, 256... (8e11 rooms per rank)."""
+
+
+def new_bootstrap_room(rng: random.Random | None = None, *, rank: int | None = None) -> int:
+    """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``).
+
+    With ``rank``, the data-parallel rank of the prefill engine the request is pinned to, one with
+    ``room % n == rank`` for the engine's n ranks (:data:`ROOM_RANK_STRIDE`). SGLang picks a PD prefill's
+    rank from the room: by default (``--load-balance-method auto``) a prefill engine dispatches each request
+    to rank ``bootstrap_room % dp_size`` (``follow_bootstrap_room``) and its decode engines look for the KV
+    on that rank; a request pinned (``routed_dp_rank``) to another rank fails its transfer ("follow_bootstrap_
+    room conflict", unless both sides set ``SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1``). Read in
+    0.5.15 and 0.5.23: ``srt/managers/data_parallel_controller.py``, ``srt/disaggregation/common/conn.py``
+    (``CommonKVSender``), ``srt/disaggregation/decode.py`` (``_resolve_prefill_dp_rank``)."""
+    if rank is None:
+        return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
+    if not 0 <= rank < ROOM_RANK_STRIDE:
+        raise ValueError(f"data-parallel rank {rank} is out of range")
+    randrange = rng.randrange if rng is not None else random.randrange
+    return rank + ROOM_RANK_STRIDE * randrange((2**63 - rank) // ROOM_RANK_STRIDE)
 
 
 class EngineAdapter(Protocol):

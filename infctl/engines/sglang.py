@@ -16,7 +16,9 @@ per rank, while the tokenizer's counters (prompt, cached, generated tokens) stay
 ``data_parallel_rank`` (0.5.x; ``DataParallelController`` sends it straight to that rank's scheduler), renamed
 ``routed_dp_rank`` in early 2026 with ``data_parallel_rank`` kept as a deprecated alias (sglang#19268);
 the OpenAI routes of releases after sglang#19832 (March 2026) also read the ``X-Data-Parallel-Rank``
-header, which wins over the body.
+header, which wins over the body. A PD prefill engine's rank is the room's, though: it serves each request on
+rank ``bootstrap_room % dp_size`` and its decode engines fetch the KV there, so a prefill leg pinned to rank
+r needs a room with that remainder (``new_bootstrap_room(rank=r)``).
 """
 
 from __future__ import annotations

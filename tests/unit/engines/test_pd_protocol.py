@@ -100,3 +100,18 @@ def test_bootstrap_rooms_are_63_bit_and_reproducible_with_a_seeded_rng() -> None
     assert len(set(rooms)) == 200
     assert new_bootstrap_room(random.Random(1)) == new_bootstrap_room(random.Random(1))
     assert 0 <= new_bootstrap_room() < 2**63
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4, 8, 16, 32, 64])
+def test_a_room_for_a_pinned_prefill_rank_leads_sglang_to_that_rank(ranks: int) -> None:
+    # SGLang 0.5.15/0.5.23: a PD prefill engine serves a request on rank bootstrap_room % dp_size
+    # (follow_bootstrap_room) and its decode engines fetch the KV from that rank; a request pinned to any
+    # other rank fails its transfer ("follow_bootstrap_room conflict").
+    rng = random.Random(7)
+    for rank in range(ranks):
+        rooms = [new_bootstrap_room(rng, rank=rank) for _ in range(50)]
+        assert all(0 <= room < 2**63 and room % ranks == rank for room in rooms)
+        assert len(set(rooms)) == 50
+    assert new_bootstrap_room(rank=1) % 8 == 1
+    with pytest.raises(ValueError, match="rank"):
+        new_bootstrap_room(rank=-1)
