@@ -4,7 +4,9 @@
 the event loop and stops on SIGINT/SIGTERM. A failed step (an unreachable router, a refused scale) is
 logged and counted in ``infctl_autoscaler_errors_total``; the next tick tries again. Each observation also
 times the replicas a scale-up asked for until they are ready (:mod:`infctl.autoscaler.startup`; a restart or
-a readiness blip is not timed), against the router's hold for units that may scale to 0.
+a readiness blip is not timed), against the router's hold for units that may scale to 0. With a memory store
+(``AutoscalerConfig.memory``) the policy's memory is saved after every decision and restored at start-up
+(:mod:`infctl.autoscaler.memory`): a restart keeps the cooldowns and a warm forecast.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 import httpx
 
 from infctl.autoscaler.fleet import Actuator, Fleet
+from infctl.autoscaler.memory import BadMemory, record, restore
+from infctl.autoscaler.memory_store import MemoryStore
 from infctl.autoscaler.metrics import AutoscalerMetrics, direction
 from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.promql import PrometheusSource, query_signals
@@ -77,6 +81,8 @@ class AutoscalerConfig:
     """How long the router holds a request while a unit is at 0 (its ``hold_when_empty_s``, wall seconds):
     a unit that may scale to 0 and starts slower is logged and flagged (``startup_over_hold``). None: not
     known, nothing checked."""
+    memory: MemoryStore | None = None
+    """Where the policy's memory is kept between restarts; None: every start is cold."""
 
 
 class _Daemon:
@@ -93,6 +99,42 @@ class _Daemon:
         self.router_buckets: Buckets | None = None
         self.router_counts: tuple[float, tuple[float, float, float]] | None = None
         """(when, the router's counters) at the last reading, for the demand."""
+
+    async def recall(self, now: float, wall: float) -> None:
+        """The memory an earlier run of the daemon saved, if any and readable (else a cold start)."""
+        store = self.cfg.memory
+        assert store is not None
+        try:
+            data = await store.load()
+        except InfctlError as err:
+            self._failed("memory", err)
+            return
+        if data is None:
+            log.info("memory: nothing saved in %s yet; starting cold", store.where)
+            return
+        fc = self.cfg.policy.forecast
+        try:
+            self.state, gap = restore(data, now, wall, None if fc is None else fc.window_s)
+        except BadMemory as err:
+            self.metrics.errors["memory"] += 1
+            log.warning("memory in %s not used (%s); starting cold", store.where, err)
+            return
+        warm = [u for u, s in self.state.units if s.forecast is not None]
+        log.info(
+            "memory: restored %d unit(s) from %s, saved %.0f s ago; forecast kept for %s",
+            len(self.state.units),
+            store.where,
+            gap,
+            ", ".join(warm) or "none (cold after a gap of a window or more)",
+        )
+
+    async def remember(self, now: float, wall: float) -> None:
+        if self.cfg.memory is None:
+            return
+        try:
+            await self.cfg.memory.save(record(self.state, now, wall))
+        except InfctlError as err:
+            self._failed("memory", err)
 
     async def tick(self, now: float, time_of_day: float, on_decision: OnDecision | None) -> Decision | None:
         try:
@@ -209,9 +251,11 @@ async def serve(
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.monotonic,
     time_of_day: Callable[[], float] | None = None,
+    wall: Callable[[], float] = time.time,
 ) -> None:
     """Decide every ``cfg.interval_s`` until ``stop`` is set; ``ready`` is set once /metrics listens, and
-    ``on_listening`` is given its URL (the port bound: ``port: 0`` picks one), or None without a server."""
+    ``on_listening`` is given its URL (the port bound: ``port: 0`` picks one), or None without a server.
+    ``wall`` (the wall clock) dates the saved memory; ``clock`` is the policy's."""
     stop = stop or asyncio.Event()
     day = time_of_day or _local_time_of_day
     async with make_client(transport) as client:
@@ -222,8 +266,12 @@ async def serve(
                 on_listening(None if server is None else server.url)
             if ready is not None:
                 ready.set()
+            if cfg.memory is not None:  # after /health answers: a slow API server must not fail the pod
+                await daemon.recall(clock(), wall())
             while not stop.is_set():
-                await daemon.tick(clock(), day(), on_decision)
+                now = clock()
+                if await daemon.tick(now, day(), on_decision) is not None:
+                    await daemon.remember(now, wall())
                 waiter = asyncio.ensure_future(stop.wait())
                 try:
                     await asyncio.wait({waiter}, timeout=cfg.interval_s)

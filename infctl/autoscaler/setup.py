@@ -5,6 +5,10 @@ Three sources, one of which is required:
 - ``--layout JSON`` with ``--control-url URL``: what the local planner gives a supervised autoscaler;
 - ``-f`` a deployment profile: its units and thresholds; target local acts on the running release;
 - ``-f`` the rendered ``autoscaler.yaml`` (:mod:`infctl.autoscaler.kubefile`): Kubernetes workloads.
+
+The policy's memory (:mod:`infctl.autoscaler.memory`) is kept in ``--memory-file``, else in the file's
+``memory_configmap`` on Kubernetes; a local release's supervisor passes a file in the release's directory.
+Without either, every start is cold.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from infctl.autoscaler.kube import KubeActuator, KubeScaleAPI
 from infctl.autoscaler.kube_drain import KubeDrainer, KubePodAPI
 from infctl.autoscaler.kubefile import is_kube_file, parse_kube_file
 from infctl.autoscaler.local import LocalActuator, control_url
+from infctl.autoscaler.memory_store import ConfigMapStore, FileStore, MemoryStore
 from infctl.autoscaler.profile import Layout, policy_config
 from infctl.autoscaler.promql import PrometheusSource
 from infctl.autoscaler.schedule import parse_window
@@ -58,6 +63,8 @@ class Options:
     """Metrics port; None: autoscaler.yaml's ``port``, else ``AutoscalerConfig.port``."""
     kube: dict[str, Any] = field(default_factory=dict)
     """kubeconfig, context, namespace (the global options)."""
+    memory_file: Path | None = None
+    """Keep the policy's memory here between restarts (wins over the file's ``memory_configmap``)."""
 
 
 def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
@@ -77,6 +84,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             layout.settings.interval_s,
             layout.settings.dry_run,
             hold=layout.hold_when_empty_s,
+            memory=_file_store(opts),
         ), LocalActuator(_client(), opts.local)
     if opts.file is None:
         raise ConfigError("no deployment given", hint="pass -f PROFILE (or the rendered autoscaler.yaml)")
@@ -96,6 +104,12 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
             prometheus=opts.prometheus or kf.file.prometheus,
             hold=kf.file.hold_when_empty_s,
             listen=(kf.file.host, kf.file.port),
+            memory=_file_store(opts)
+            or (
+                ConfigMapStore(client, kf.file.memory_configmap, namespace)
+                if kf.file.memory_configmap
+                else None
+            ),
         )
         # A scale-in drains the pods it removes first (annotated for every router, engines polled idle).
         drainer = KubeDrainer(
@@ -118,6 +132,7 @@ def build(opts: Options) -> tuple[AutoscalerConfig, Actuator]:
         layout.settings.interval_s,
         layout.settings.dry_run,
         hold=layout.hold_when_empty_s,
+        memory=_file_store(opts),
     )
     return cfg, LocalActuator(_client(), url)
 
@@ -131,6 +146,7 @@ def _config(
     prometheus: str | None = None,
     hold: float | None = None,
     listen: tuple[str, int | None] = (AutoscalerConfig.host, AutoscalerConfig.port),
+    memory: MemoryStore | None = None,
 ) -> AutoscalerConfig:
     selector = dict(s.split("=", 1) for s in opts.selector if "=" in s)
     source = opts.prometheus or prometheus
@@ -145,7 +161,12 @@ def _config(
         port=listen[1] if opts.port is None else opts.port,
         # Wall seconds, as the router holds: not scaled by --time-scale, nor is the daemon's clock.
         hold_when_empty_s=hold,
+        memory=memory,
     )
+
+
+def _file_store(opts: Options) -> FileStore | None:
+    return None if opts.memory_file is None else FileStore(opts.memory_file)
 
 
 def _ratio(text: str) -> tuple[float, float]:

@@ -127,6 +127,13 @@ def autoscaler(
             help=f"Metrics port (/metrics, /health). Default: the file's port, else {AutoscalerConfig.port}.",
         ),
     ] = None,
+    memory_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--memory-file",
+            help="Keep cooldowns and the forecast here across restarts (default: the file's ConfigMap).",
+        ),
+    ] = None,
     layout: Annotated[str | None, typer.Option("--layout", hidden=True)] = None,
 ) -> None:
     """Watch the engines and the router, decide how many replicas each role (or group) needs, and scale.
@@ -167,6 +174,7 @@ def autoscaler(
                 host=host,
                 port=port,
                 kube=kube,
+                memory_file=memory_file,
             )
         )
         units = ", ".join(f"{u.name} {u.min}..{u.max}" for u in cfg.policy.units)

@@ -86,6 +86,10 @@ class AutoscalerFile(ScalingOptions):
     """The router's ``hold_when_empty_s`` (a profile's longest ``scale_to_zero.hold_s``): a target with
     ``min: 0`` whose replicas start slower is logged and flagged (``infctl_autoscaler_startup_over_hold``).
     None: not checked."""
+    memory_configmap: str | None = None
+    """ConfigMap (in ``namespace``) the daemon keeps its memory in between restarts: cooldowns, the
+    scale-down floor and a warm forecast (``infctl.autoscaler.memory``). ``infctl render`` writes
+    ``<release>-autoscaler-memory`` and lets the daemon read and patch it. None: every start is cold."""
     host: str = "127.0.0.1"
     """Listen address of ``/metrics`` and ``/health`` (read-only: nothing served there changes anything).
     ``--host`` wins over it. Default 127.0.0.1; ``infctl render`` writes 0.0.0.0, so Prometheus reaches the

@@ -198,6 +198,12 @@ class ClusterProfile(ProfileModel):
     create_namespace: bool = False
     """Render a Namespace object for the deployment's namespace (applied first). Default false: the
     namespace exists, or ``kubectl create namespace`` makes it."""
+    gateway: Literal["standard", "gke"] = "standard"
+    """The Gateway implementation the HTTPRoute attaches to. ``standard`` (Envoy Gateway, Istio, kgateway,
+    any with the HTTPRoute ``timeouts`` of Gateway API v1.2+): the route's timeouts outlast the longest
+    request. ``gke`` (GKE's gke-l7 classes refuse a route with ``timeouts``): the route has none, and the
+    load balancer's backend timeout must be raised by a GCPBackendPolicy (docs/gateway.md). Default
+    standard."""
 
     @field_validator("switch_label")
     @classmethod

@@ -27,6 +27,7 @@ from infctl.local.engine_commands import real_command, sim_command
 from infctl.local.engine_ports import host_port_env, take_host_ports
 from infctl.local.paths import resolve_run_dir
 from infctl.local.spec import LOCALHOST, LocalPlan, PortAllocator, ProcessSpec
+from infctl.local.state import release_dir
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class PlanContext:
     """The supervisor's control endpoint (runtime scaling), when the autoscaler is enabled."""
     router_port: int | None = None
     """The router's port when the profile sets ``router.port``; None: the next free one."""
+    release_dir: Path | None = None
+    """The release's state directory (the autoscaler keeps its memory there); None: nowhere."""
 
 
 SpecBuilder = Callable[[PlanContext], list[ProcessSpec]]
@@ -115,13 +118,19 @@ def router_tokenizer(profile: DeploymentProfile) -> str:
     return profile.model.tokenizer or profile.model.model
 
 
+MEMORY_FILE = "autoscaler-memory.json"
+"""The autoscaler's memory in the release's directory (removed with it by ``infctl delete``)."""
+
+
 def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
     """``infctl autoscaler`` acting on this supervisor, when ``autoscaler.enabled``.
 
     It reaches the supervisor's control endpoint (``--local``; the port is also in state.json), which starts
     and stops engines from the plan's reserve and registers or drains them at the router. The profile's
     layout and settings travel as ``--layout`` JSON. On simulated engines its clock runs as fast as theirs
-    (``--time-scale``), so windows and cooldowns keep their meaning. Started last, stopped first.
+    (``--time-scale``), so windows and cooldowns keep their meaning. It keeps its memory in the release's
+    directory (``--memory-file``): restarted by the supervisor, it resumes its cooldowns and forecast.
+    Started last, stopped first.
     """
     profile = ctx.profile
     if not profile.autoscaler.enabled or ctx.control_port is None or not ctx.engines:
@@ -141,6 +150,8 @@ def autoscaler_specs(ctx: PlanContext) -> list[ProcessSpec]:
         "--port",
         str(port),
     ]
+    if ctx.release_dir is not None:
+        argv += ["--memory-file", str(ctx.release_dir / MEMORY_FILE)]
     sim = profile.model.sim
     if profile.local.simulate and sim is not None and sim.speedup != 1:
         argv += ["--time-scale", f"{1 / sim.speedup:g}"]
@@ -178,6 +189,7 @@ def build_plan(
     check_length_pool_scaling(profile)
     engines = _engine_specs(profile, profile.engine_replicas(), ports, python)
     control = ports.take() if profile.autoscaler.enabled else None
+    resolved = resolve_run_dir(run_dir, profile.local.run_dir)
     ctx = PlanContext(
         profile=profile,
         engines=engines,
@@ -185,11 +197,12 @@ def build_plan(
         python=python,
         control_port=control,
         router_port=router_port,
+        release_dir=release_dir(resolved, profile.name),
     )
     extra = [spec for build in daemons for spec in build(ctx)]
     return LocalPlan(
         release=profile.name,
-        run_dir=resolve_run_dir(run_dir, profile.local.run_dir),
+        run_dir=resolved,
         model=profile.model.served_model_name,
         specs=(*engines, *extra),
         reserve=reserve_specs(profile, engines, ports, python) if control is not None else (),

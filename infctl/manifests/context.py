@@ -17,6 +17,7 @@ from infctl.manifests.group_set import relabelings
 from infctl.manifests.observability import alert_rules, dashboards
 from infctl.manifests.options import RenderOptions
 from infctl.manifests.placement import PlacementPlan
+from infctl.manifests.route_timeouts import route_timeouts
 
 EPP_PORT = 9002
 """gRPC port of a Gateway API Inference Extension endpoint picker."""
@@ -128,6 +129,7 @@ def traffic_context(profile: DeploymentProfile, namespace: str, opts: RenderOpti
         "labels": L.release_labels(profile.name, "traffic", "infctl-traffic"),
         "parent_refs": [parent],
         "backend_refs": refs,
+        "timeouts": route_timeouts(profile, via_router=pool is None),
         "pool": pool,
     }
 

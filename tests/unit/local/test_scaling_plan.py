@@ -36,6 +36,12 @@ def test_the_autoscaler_reaches_the_supervisor_and_runs_on_the_simulated_clock()
     assert layout["mode"] == "aggregated" and layout["settings"]["both"] == {"min": 1, "max": 4}
 
 
+def test_the_autoscaler_keeps_its_memory_in_the_release_directory(tmp_path: Any) -> None:
+    plan = plan_of(scaled(**{"autoscaler.both": {"min": 1, "max": 4}}), run_dir=tmp_path)
+    memory = flag(plan.specs[-1], "--memory-file")
+    assert memory == str(tmp_path / plan.release / "autoscaler-memory.json")  # removed with it by delete
+
+
 def test_group_mode_reserves_whole_groups() -> None:
     p = scaled(
         mode="group",

@@ -1,0 +1,93 @@
+"""The HTTPRoute's rule timeouts: long enough for the deployment's longest request, in the Duration form the
+Gateway API CRD accepts, and left out for a Gateway that refuses them (GKE)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infctl.config import load_deployment
+from infctl.errors import ConfigError
+from infctl.manifests import RenderOptions, render, validate_objects
+from infctl.manifests.route_timeouts import gateway_duration
+
+ROOT = Path(__file__).resolve().parents[3]
+QWEN = ROOT / "profiles" / "qwen3-8b-aggregated.yaml"
+DURATION = re.compile(r"^([0-9]{1,5}(h|m|s|ms)){1,4}$")  # GEP-2257, as in gateway-api's CRD
+
+
+def route(*overrides: str, **options: Any) -> dict[str, Any]:
+    objs = render(load_deployment(QWEN, list(overrides)), RenderOptions(**options))
+    found: dict[str, Any] = next(o for o in objs if o["kind"] == "HTTPRoute")
+    return found
+
+
+def timeouts(obj: dict[str, Any]) -> Any:
+    return obj["spec"]["rules"][0].get("timeouts")
+
+
+def seconds(duration: str) -> int:
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(h|m|s)", duration))
+
+
+def test_the_route_outlasts_an_engine_drain_plus_the_routers_admission_wait() -> None:
+    got = timeouts(route())
+    # drain.timeout_s 600 + the router's admission deadline 30: Envoy's default 15 s would cut the stream
+    assert got == {"request": "10m30s", "backendRequest": "10m30s"}
+    longer = timeouts(route("drain.timeout_s=3600"))
+    assert seconds(longer["request"]) == 3630
+
+
+def test_a_scaled_to_zero_pool_adds_the_routers_hold() -> None:
+    got = timeouts(route("autoscaler.both.min=0", "autoscaler.scale_to_zero.after_s=900",
+                         "autoscaler.scale_to_zero.hold_s=300"))  # fmt: skip
+    assert seconds(got["request"]) == 600 + 300
+
+
+def test_an_inference_pool_route_waits_for_the_engine_alone() -> None:
+    assert timeouts(route(inference_pool_epp="qwen-epp")) == {"request": "10m", "backendRequest": "10m"}
+
+
+def test_every_route_keeps_the_gateway_api_rules_for_its_timeouts() -> None:
+    for obj in (route(), route(old_backend="legacy/gw:80", weight=10), route("drain.timeout_s=1")):
+        got = timeouts(obj)
+        assert DURATION.match(got["request"]) and DURATION.match(got["backendRequest"])
+        assert seconds(got["backendRequest"]) <= seconds(got["request"])  # the CRD's CEL rule
+        assert validate_objects([obj]) == []
+
+
+def test_the_vendored_crd_refuses_a_duration_the_api_server_would() -> None:
+    bad = copy.deepcopy(route())
+    bad["spec"]["rules"][0]["timeouts"]["request"] = "10 minutes"
+    problems = validate_objects([bad])
+    assert len(problems) == 1 and "timeouts" in problems[0] and "request" in problems[0]
+
+
+def test_a_gke_gateway_gets_no_timeouts_it_would_refuse() -> None:
+    obj = route("cluster.gateway=gke")
+    assert "timeouts" not in obj["spec"]["rules"][0]
+    assert validate_objects([obj]) == []
+
+
+def test_an_unknown_gateway_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match="gateway"):
+        load_deployment(QWEN, ["cluster.gateway=nginx"])
+
+
+@pytest.mark.parametrize(
+    ("seconds_in", "want"),
+    [(45, "45s"), (600, "10m"), (630, "10m30s"), (3600, "1h"), (0.2, "1s"), (100_000, "27h46m40s")],
+)
+def test_durations_are_whole_seconds_in_gateway_api_form(seconds_in: float, want: str) -> None:
+    assert gateway_duration(seconds_in) == want
+    assert DURATION.match(want)
+
+
+def test_a_duration_beyond_the_gateway_api_form_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="Gateway API Duration"):
+        gateway_duration(100_000 * 3600)
