@@ -25,6 +25,7 @@ from infctl.bench.workloads import TEXT_KINDS, WORKLOAD_KINDS
 from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import comparison_view, progress_view, result_view, sweep_view
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
+from infctl.cli.files import check_writable
 from infctl.cli.flags import url_option
 from infctl.cli.output import console, emit, err_console, errors_as_exit
 from infctl.errors import ConfigError
@@ -241,6 +242,8 @@ def bench(
     with errors_as_exit():
         if url is None:
             raise ConfigError("--url is required", hint="e.g. infctl bench --url http://127.0.0.1:8000")
+        for flag, path in (("--save", save), ("--requests-out", requests_out), ("--html", html)):
+            check_writable(flag, path)
         kind = workload_kind(workload, trace=trace, dataset=dataset, mix=mix)
         data: dict[str, Any] = {
             "url": url, "model": model, "api": api, "endpoint": endpoint,

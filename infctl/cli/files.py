@@ -8,6 +8,7 @@ silent pass); a missing file is reported by the loader, as every unreadable file
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -91,3 +92,20 @@ def load_each(paths: list[Path], load: Callable[[Path], T]) -> list[T]:
     if failed:
         raise ConfigError(f"{failed} of {len(paths)} profiles are invalid", hint="fix the files above")
     return loaded
+
+
+def check_writable(flag: str, path: Path | None, *, directory: bool = False) -> None:
+    """ConfigError unless ``path`` (given as ``flag``; ``directory``: a directory to write files in) can be
+    written, checked before the work that fills it: a benchmark or a simulation lost to a typo in its output
+    path is a run lost, and a render into a file ended in a traceback. Nothing is created here."""
+    if path is None:
+        return
+    if path.is_dir() and not directory:
+        raise ConfigError(f"{flag} {path}: a directory, not a file", hint=f"name a file: {flag} {path}/NAME")
+    if path.exists() and directory and not path.is_dir():
+        raise ConfigError(f"{flag} {path}: a file, not a directory", hint=f"name a directory: {flag} DIR")
+    nearest = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if nearest != path.absolute() and not nearest.is_dir():
+        raise ConfigError(f"{flag} {path}: {nearest} is a file, not a directory", hint="choose another path")
+    if not os.access(nearest, os.W_OK | (os.X_OK if nearest.is_dir() else 0)):
+        raise ConfigError(f"{flag} {path}: {nearest} is not writable", hint="choose a writable path")

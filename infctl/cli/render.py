@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from infctl.cli.context import OutputFormat, global_options
-from infctl.cli.files import FilesOption, load_each, required_files
+from infctl.cli.files import FilesOption, check_writable, load_each, required_files
 from infctl.cli.output import err_console, errors_as_exit
 from infctl.cli.render_flags import Overrides, render_options, with_render_flags
 from infctl.config import load_deployment
@@ -71,6 +71,7 @@ def render_cmd(
     opts = global_options(ctx)
     objects: list[dict[str, Any]] = []
     with errors_as_exit():
+        check_writable("-d", output_dir, directory=True)
         paths = required_files(files, command="render")
         for profile in load_each(paths, lambda f: load_deployment(f, overrides or [])):
             objects += render(profile, render_options(profile, opts.namespace, options))

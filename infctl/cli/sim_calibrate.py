@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.files import check_writable
 from infctl.cli.flags import url_option
 from infctl.cli.output import emit, err_console, errors_as_exit
 from infctl.errors import ConfigError
@@ -69,6 +70,7 @@ def calibrate_command(
     """Measure a real engine (TTFT against prompt length, ITL against batch size); fit a simulator profile."""
     opts = global_options(ctx)
     with errors_as_exit():
+        check_writable("--out", out)
         fields: dict[str, Any] = {
             "url": url,
             "model": model,

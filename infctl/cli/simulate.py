@@ -20,6 +20,7 @@ from infctl.cli import simulate_options as o
 from infctl.cli.bench_plan import load_plan, workload_kind, workload_spec
 from infctl.cli.bench_views import result_view
 from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.files import check_writable
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.errors import ConfigError
 from infctl.sim.cluster import AutoscaleSettings, SimConfig, SimProgress, SimResult, simulate
@@ -137,6 +138,8 @@ def run_cmd(
     """Simulate [bold]--engines N[/] engines behind the router on a workload; print a bench-style report."""
     opts = global_options(ctx)
     with errors_as_exit():
+        check_writable("--save", save)
+        check_writable("--requests-out", requests_out)
         if not autoscale:
             _only_with(ctx, "--autoscale", _AUTOSCALE_FLAGS)
         if not pd:

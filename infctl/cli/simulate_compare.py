@@ -13,6 +13,7 @@ from rich.text import Text
 
 from infctl.bench.io import save_json
 from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.files import check_writable
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.cli.simulate import show_progress
 from infctl.sim.cluster.scenarios import (
@@ -117,6 +118,7 @@ def compare_cmd(
     """Run the seed's comparisons through the simulator and print them side by side."""
     opts = global_options(ctx)
     with errors_as_exit():
+        check_writable("--save", save, directory=True)
         size = ScenarioSize(
             engines=engines,
             requests=requests,
