@@ -70,10 +70,19 @@ class AutoscaleSettings:
     startup_s: float = 60.0
     """Seconds from asking for an engine to it serving (weights load, warm-up); GPU time counts from
     the ask."""
+    restarts: tuple[float, ...] = ()
+    """Virtual times the autoscaler daemon restarts at (a rolling upgrade, an evicted pod)."""
+    restart_down_s: float = 0.0
+    """Seconds each restart leaves the fleet without an autoscaler (no decisions)."""
+    memory: bool = True
+    """A restarted daemon restores the memory it saved after its last decision
+    (``infctl.autoscaler.memory``); False: it starts cold."""
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0 or self.startup_s < 0:
             raise ConfigError("autoscale: interval_s must be > 0 and startup_s >= 0")
+        if self.restart_down_s < 0 or any(r < 0 for r in self.restarts):
+            raise ConfigError("autoscale: restart times and restart_down_s must be >= 0")
         if not any(u.name == "both" for u in self.policy.units):
             raise ConfigError(
                 "autoscale: the simulator scales aggregated engines: the policy needs a unit named 'both'",

@@ -4,6 +4,9 @@ the router's TTFT p99 over the interval, and its request and prompt-token counte
 
 The fleet actuator is the simulator's: new engines serve after ``startup_s``; removed ones drain first. A
 scale-down cancels engines still starting before it drains serving ones (the least loaded, newest first).
+A daemon restart (``AutoscaleSettings.restarts``) stops decisions for ``restart_down_s``; the new daemon
+restores what the old one saved after its last decision (``infctl.autoscaler.memory``), or starts cold,
+and its first reading of the router's counters has no demand yet, as the daemon's.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infctl.autoscaler.memory import record, restore
 from infctl.autoscaler.policy import desired_replicas
 from infctl.autoscaler.snapshot import Demand, ReplicaSignals, ScalerState, ScalingSnapshot, UnitStatus
 from infctl.autoscaler.threshold import ThresholdConfig, threshold_replicas
@@ -52,6 +56,8 @@ class Scaler:
         self.events: list[ScaleEvent] = []
         self._counted: tuple[float, int, int] | None = None
         """(time, requests routed, prompt tokens routed less expected cached) at the last decision."""
+        self._restarts = sorted(settings.restarts)
+        self._decided_at: float | None = None
 
     def observe_ttft(self, ttft_s: float) -> None:
         self._ttfts.append(ttft_s)
@@ -68,6 +74,12 @@ class Scaler:
     def decide(self, fleet: Fleet, router: SimRouter, now: float, waiting: int = 0) -> int:
         """Engines the policy wants now (starting + ready); ``waiting``: requests the router's admission
         queue holds (with no engine left, the only sign of demand)."""
+        while self._restarts and now >= self._restarts[0]:
+            if now < self._restarts[0] + self.settings.restart_down_s:
+                return fleet.count("starting", "ready")  # no daemon: the counts stay as they are
+            self._restart(now)
+            self._restarts.pop(0)
+        self._decided_at = now
         replicas: list[ReplicaSignals] = []
         for e in fleet.live():
             if e.state == "starting":
@@ -91,6 +103,16 @@ class Scaler:
         if rec.changed:
             self.events.append(ScaleEvent(now, rec.current, rec.desired, rec.reason))
         return rec.desired
+
+    def _restart(self, now: float) -> None:
+        saved_at = self._decided_at if self._decided_at is not None else now
+        policy = self.settings.policy
+        fc = None if isinstance(policy, ThresholdConfig) else policy.forecast
+        window = None if fc is None else fc.window_s
+        # One clock in the simulator: it is the wall clock the memory is dated by, too.
+        saved = record(self.state, saved_at, saved_at)
+        self.state = restore(saved, now, now, window)[0] if self.settings.memory else ScalerState()
+        self._counted, self._ttfts = None, []
 
 
 def pick_removals(fleet: Fleet, n: int) -> list[SimEngine]:
