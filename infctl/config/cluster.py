@@ -201,9 +201,9 @@ class ClusterProfile(ProfileModel):
     gateway: Literal["standard", "gke"] = "standard"
     """The Gateway implementation the HTTPRoute attaches to. ``standard`` (Envoy Gateway, Istio, kgateway,
     any with the HTTPRoute ``timeouts`` of Gateway API v1.2+): the route's timeouts outlast the longest
-    request. ``gke`` (GKE's gke-l7 classes refuse a route with ``timeouts``): the route has none, and the
-    load balancer's backend timeout must be raised by a GCPBackendPolicy (docs/gateway.md). Default
-    standard."""
+    request. ``gke`` (GKE's gke-l7 classes refuse a route with ``timeouts``): the route has none, and a
+    GCPBackendPolicy raises the load balancer's backend timeout (30 s by default) to the same bound
+    (docs/gateway.md). Default standard."""
 
     @field_validator("switch_label")
     @classmethod

@@ -17,7 +17,7 @@ from infctl.manifests.group_set import relabelings
 from infctl.manifests.observability import alert_rules, dashboards
 from infctl.manifests.options import RenderOptions
 from infctl.manifests.placement import PlacementPlan
-from infctl.manifests.route_timeouts import route_timeouts
+from infctl.manifests.route_timeouts import gke_backend_timeout, route_timeouts
 
 EPP_PORT = 9002
 """gRPC port of a Gateway API Inference Extension endpoint picker."""
@@ -130,8 +130,14 @@ def traffic_context(profile: DeploymentProfile, namespace: str, opts: RenderOpti
         "parent_refs": [parent],
         "backend_refs": refs,
         "timeouts": route_timeouts(profile, via_router=pool is None),
+        "gke_policy": gke_backend_timeout(profile, _target_ref(new), via_router=pool is None),
         "pool": pool,
     }
+
+
+def _target_ref(ref: dict[str, Any]) -> dict[str, str]:
+    """A backendRef as a policy's ``targetRef`` (a Service when it names no kind)."""
+    return {"group": ref.get("group", ""), "kind": ref.get("kind", "Service"), "name": ref["name"]}
 
 
 def _old_ref(spec: str) -> dict[str, Any]:

@@ -81,6 +81,11 @@ _KEDA = (
     "helm install keda kedacore/keda -n keda --create-namespace, or set scale_to_zero.scaler: infctl"
 )
 
+_GKE = (
+    "GKE's Gateway controller serves it: enable the Gateway API on the cluster "
+    "(gcloud container clusters update CLUSTER --gateway-api=standard), or set cluster.gateway: standard"
+)
+
 KINDS: tuple[Kind, ...] = (
     Kind("v1", "Namespace", "namespaces", namespaced=False, phase=0),
     Kind("v1", "ServiceAccount", "serviceaccounts", phase=1),
@@ -146,6 +151,14 @@ KINDS: tuple[Kind, ...] = (
         phase=5,
         crd="httproutes.gateway.networking.k8s.io",
         install=_GATEWAY,
+    ),
+    Kind(
+        "networking.gke.io/v1",
+        "GCPBackendPolicy",
+        "gcpbackendpolicies",
+        phase=5,
+        crd="gcpbackendpolicies.networking.gke.io",
+        install=_GKE,
     ),
     Kind(
         "inference.networking.k8s.io/v1",

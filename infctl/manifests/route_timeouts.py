@@ -8,7 +8,12 @@ HTTPRouteBackendTimeout, both Extended): ``request`` bounds the whole exchange, 
 attempt against a backend and may not exceed ``request`` (a CEL rule of the CRD). Neither is an idle
 timeout: the standard has none. Envoy Gateway stretches its route idle timeout to at least ``request``
 when no ClientTrafficPolicy sets ``streamIdleTimeout`` (``internal/xds/translator/route.go``,
-``idleTimeout``); docs/gateway.md says what to do when one does, and for GKE.
+``idleTimeout``); docs/gateway.md says what to do when one does.
+
+GKE's gke-l7 classes refuse a route with ``timeouts`` (kserve/kserve#5311) and end a response after the
+backend service's timeout, 30 s unless a GCPBackendPolicy sets ``default.timeoutSec``
+(GoogleCloudPlatform/gke-gateway-api ``GCPBackendPolicyConfig``): for ``cluster.gateway: gke`` the same
+bound goes there instead, on the route's backend (the router's Service, or the InferencePool).
 
 The longest request is derived, not configured: an engine's requests may run ``drain.timeout_s`` (what a
 scale-in waits for them), and in front of the engines the router holds a request at most its admission
@@ -19,6 +24,7 @@ timeouts (``0s``) instead; a bound that matches the deployment still ends a requ
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from infctl.config import DeploymentProfile
 from infctl.config.router import router_default
@@ -49,11 +55,25 @@ def gateway_duration(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
+def _on_gke(profile: DeploymentProfile) -> bool:
+    return profile.cluster is not None and profile.cluster.gateway == "gke"
+
+
 def route_timeouts(profile: DeploymentProfile, via_router: bool) -> dict[str, str] | None:
     """The rule's ``timeouts``: ``request`` and ``backendRequest`` both the longest request (the Gateway
     makes one attempt; the router retries before the first byte itself). None where the Gateway refuses
     the field (``cluster.gateway: gke``)."""
-    if profile.cluster is not None and profile.cluster.gateway == "gke":
+    if _on_gke(profile):
         return None
     limit = gateway_duration(longest_request_s(profile, via_router))
     return {"request": limit, "backendRequest": limit}
+
+
+def gke_backend_timeout(
+    profile: DeploymentProfile, target: dict[str, str], via_router: bool
+) -> dict[str, Any] | None:
+    """For ``cluster.gateway: gke``, the GCPBackendPolicy's ``targetRef`` (the route's new backend:
+    ``group``, ``kind``, ``name``) and ``timeoutSec``, the longest request in whole seconds; else None."""
+    if not _on_gke(profile):
+        return None
+    return {"target_ref": target, "timeout_sec": math.ceil(longest_request_s(profile, via_router))}

@@ -1,5 +1,5 @@
 """The HTTPRoute's rule timeouts: long enough for the deployment's longest request, in the Duration form the
-Gateway API CRD accepts, and left out for a Gateway that refuses them (GKE)."""
+Gateway API CRD accepts; on GKE, which refuses them, a GCPBackendPolicy's backend timeout instead."""
 
 from __future__ import annotations
 
@@ -68,10 +68,31 @@ def test_the_vendored_crd_refuses_a_duration_the_api_server_would() -> None:
     assert len(problems) == 1 and "timeouts" in problems[0] and "request" in problems[0]
 
 
-def test_a_gke_gateway_gets_no_timeouts_it_would_refuse() -> None:
+def gke_policies(*overrides: str, **options: Any) -> list[dict[str, Any]]:
+    objs = render(load_deployment(QWEN, list(overrides)), RenderOptions(**options))
+    assert validate_objects(objs) == []  # the policy against crds/gcpbackendpolicies.yaml
+    return [o for o in objs if o["kind"] == "GCPBackendPolicy"]
+
+
+def test_a_gke_gateway_gets_its_backend_timeout_raised_instead_of_route_timeouts() -> None:
     obj = route("cluster.gateway=gke")
-    assert "timeouts" not in obj["spec"]["rules"][0]
-    assert validate_objects([obj]) == []
+    assert "timeouts" not in obj["spec"]["rules"][0]  # GKE would not accept the route
+    (policy,) = gke_policies("cluster.gateway=gke")
+    assert policy["metadata"]["name"] == "qwen3-8b"
+    assert policy["spec"] == {
+        "targetRef": {"group": "", "kind": "Service", "name": "qwen3-8b-router"},
+        "default": {"timeoutSec": 630},  # GKE's default: 30 s
+    }
+    (pool,) = gke_policies("cluster.gateway=gke", inference_pool_epp="qwen-epp")
+    pool_ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "qwen3-8b-pool"}
+    assert pool["spec"] == {"targetRef": pool_ref, "default": {"timeoutSec": 600}}
+    assert gke_policies() == []  # only where the profile names GKE
+
+
+def test_the_vendored_gke_crd_refuses_a_timeout_gke_would() -> None:
+    (policy,) = gke_policies("cluster.gateway=gke")
+    policy["spec"]["default"]["timeoutSec"] = 0
+    assert len(validate_objects([policy])) == 1
 
 
 def test_an_unknown_gateway_is_refused_at_load() -> None:
