@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from infctl.cli.context import OutputFormat, global_options
+from infctl.cli.files import check_run_dir, check_writable
 from infctl.cli.output import console, emit, err_console, errors_as_exit, kv_table, simple_table
 from infctl.config import load_deployment
 from infctl.local.demo import DemoResult, demo_plan, find_demo_profile, run_demo
@@ -62,6 +63,8 @@ def demo(
     with errors_as_exit():
         path = find_demo_profile(file)
         plan = demo_plan(load_deployment(path, [*(overrides or []), "target=local"]), run_dir)
+        check_run_dir(run_dir, plan.run_dir)
+        check_writable("--report", report)
         if opts.output is OutputFormat.table:
             with err_console.status(f"starting {len(plan.specs)} processes from {path}...") as spinner:
                 result = run_demo(plan, progress=spinner.update, quick=quick, report=report)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from infctl.cli.context import GlobalOptions, OutputFormat, global_options
 from infctl.cli.diff import cluster, rendered
-from infctl.cli.files import FilesOption, load_each, required_files
+from infctl.cli.files import FilesOption, check_run_dir, load_each, required_files
 from infctl.cli.flags import DryRunMode, DryRunOption, duration_option
 from infctl.cli.output import console, emit, err_console, errors_as_exit, simple_table
 from infctl.cli.render_flags import with_render_flags
@@ -250,6 +250,7 @@ def _kube_summary(s: dict[str, Any]) -> str:
 
 def local_plan(profile: DeploymentProfile, run_dir: Path | None) -> LocalPlan:
     resolved = resolve_run_dir(run_dir, profile.local.run_dir)
+    check_run_dir(run_dir, resolved)
     check_not_running(resolved, profile.name)  # before the ports: a running release holds its own
     return build_plan(profile, is_free=port_is_free, run_dir=resolved)
 

@@ -109,3 +109,17 @@ def check_writable(flag: str, path: Path | None, *, directory: bool = False) -> 
         raise ConfigError(f"{flag} {path}: {nearest} is a file, not a directory", hint="choose another path")
     if not os.access(nearest, os.W_OK | (os.X_OK if nearest.is_dir() else 0)):
         raise ConfigError(f"{flag} {path}: {nearest} is not writable", hint="choose a writable path")
+
+
+def check_run_dir(given: Path | None, resolved: Path) -> None:
+    """:func:`check_writable` for the directory a local release keeps its state and logs in (``resolved``,
+    from ``--run-dir`` when ``given``, else the profile's or the default), before any process starts."""
+    if given is not None:
+        check_writable("--run-dir", resolved, directory=True)
+        return
+    try:
+        check_writable("run directory", resolved, directory=True)
+    except ConfigError as err:
+        raise ConfigError(
+            err.message, hint="pass --run-dir DIR, or change local.run_dir or $INFCTL_RUN_DIR"
+        ) from None

@@ -1,7 +1,7 @@
 """An output path that cannot be written is bad input, said before the work that fills it (docs/cli.md:
 exit 2, one red line, nothing on stdout, nothing created). Before, bench and sim calibrate contacted the
 server first (exit 1 for the connection, or the whole run lost to the typo), simulate run named its
-temporary file, and render -d onto a file ended in a traceback."""
+temporary file, and render -d onto a file, or deploy into a run directory under one, ended in a traceback."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ CASES = [
     (["simulate", "compare", "prefix", "--engines", "2", "--requests", "20", "--save", "{file}"], "--save"),
     (["render", "-f", str(PROFILES / "qwen3-8b-aggregated.yaml"), "-d", "{file}"], "-d"),
     (["render", "-f", str(PROFILES / "qwen3-8b-aggregated.yaml"), "-d", "{file}/out"], "-d"),
+    (
+        ["deploy", "-f", str(PROFILES / "local-demo.yaml"), "--detach", "--run-dir", "{file}/runs"],
+        "--run-dir",
+    ),
+    (["demo", "--quick", "--run-dir", "{file}"], "--run-dir"),
+    (["demo", "--quick", "--report", "{file}/r.html"], "--report"),
 ]
 
 
