@@ -171,6 +171,15 @@ TIME_BUCKETS = {
 }
 
 DEFAULT_BOOTSTRAP_PORT = 8998
+"""``--disaggregation-bootstrap-port``'s default (0.5.15, 0.5.23)."""
+
+HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+"""True by default in 0.5.15 and 0.5.23 (``srt/environ.py``), which makes ``/health`` what
+``/health_generate`` is: a one-token generation whose answer comes no sooner than a second
+(``http_server.health_generate`` polls once a second, for up to ``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s), so a
+probe with a 1 s timeout (a startupProbe without ``timeoutSeconds``) never passes. Set false, ``/health``
+answers at once: 503 while starting (until the warm-up request has run) or shutting down, 200 otherwise;
+``/health_generate`` still generates."""
 
 NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
 """How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
@@ -233,7 +242,8 @@ class SGLangAdapter:
     metrics_hint = "SGLang serves /metrics only when started with --enable-metrics"
     wanted_metrics = frozenset(_SIGNALS)
     health = HealthSpec(path="/health", deep_path="/health_generate", starting_statuses=(503,))
-    """SGLang answers 503 until its warm-up request has run (and again when unhealthy)."""
+    """SGLang answers 503 until its warm-up request has run (and again when unhealthy); ``/health`` is cheap
+    only with :data:`HEALTH_GENERATION_ENV` false, which :meth:`launch_env` sets."""
     load_paths = ("/v1/loads", "/get_load")
     """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
     pd_style: PDStyle = "parallel"
@@ -325,9 +335,9 @@ class SGLangAdapter:
         return sglang_launch.launch_command(model, role=role, port=port, host=host)
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
-        """The Mooncake store's variables when HiCache keeps KV in one (:mod:`infctl.engines.kv_pool`), then
-        the profile's ``env``."""
-        return {**kv_pool.client_env(model), **model.env}
+        """``/health`` without a generation (:data:`HEALTH_GENERATION_ENV`), the Mooncake store's variables
+        when HiCache keeps KV in one (:mod:`infctl.engines.kv_pool`), then the profile's ``env``."""
+        return {HEALTH_GENERATION_ENV: "false", **kv_pool.client_env(model), **model.env}
 
     def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
         """A Mooncake store client's ``MOONCAKE_LOCAL_HOSTNAME`` (``localhost`` otherwise, which no peer can

@@ -273,11 +273,16 @@ def test_sglang_speculative_args(spec: dict[str, Any], expected: str) -> None:
     assert expected in command("sglang", speculative=spec)
 
 
-def test_sglang_env_is_the_profile_env_and_extra_args_come_last() -> None:
+def test_sglang_env_is_a_cheap_health_then_the_profile_env_and_extra_args_come_last() -> None:
+    # SGLang 0.5.15/0.5.23: SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION defaults true, making /health a one-token
+    # generation answered after >= 1 s (a startupProbe's default 1 s timeout never passes).
     adapter = get_adapter("sglang")
     model = profile("sglang", env={"SGLANG_X": "1"}, extra_args=["--page-size", "16"])
-    assert adapter.launch_env(model, "decode") == {"SGLANG_X": "1"}
+    health = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}
+    assert adapter.launch_env(model, "decode") == {**health, "SGLANG_X": "1"}
     assert adapter.launch_command(model, role="both", port=1)[-2:] == ["--page-size", "16"]
+    mine = profile("sglang", env={"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "true"})
+    assert adapter.launch_env(mine, "both") == {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "true"}
 
 
 # --- Host ports (what a local engine binds besides --port: infctl.local.engine_ports) --------------
