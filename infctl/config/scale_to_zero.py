@@ -62,9 +62,11 @@ class ScaleToZero(ProfileModel):
     @field_validator("prometheus")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"expected an http:// or https:// URL, found {value!r}")
-        return value
+        # The rule of every URL infctl takes (the router's backends, the CLI's URL flags): a bad port or no
+        # host is refused here too, not by KEDA once the ScaledObject is applied.
+        from infctl.config.router import check_engine_url
+
+        return None if value is None else check_engine_url(value)
 
 
 def sections(profile: DeploymentProfile) -> Iterator[tuple[Loc, dict[str, ScaleBounds], ScaleToZero | None]]:

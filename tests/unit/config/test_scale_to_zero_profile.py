@@ -135,3 +135,11 @@ def test_a_length_pool_declares_its_own_and_the_router_holds_the_longest() -> No
     short, long_ = zero_window(p, "short", "both"), zero_window(p, "long", "both")
     assert short is not None and long_ is not None and (short.after_s, long_.after_s) == (60, 90)
     assert zero_window(p, None, "both") is None
+
+
+@pytest.mark.parametrize("url", ["p:9090", "http://", "http://p:99999"])
+def test_kedas_prometheus_is_read_by_the_rule_of_every_url(url: str) -> None:
+    """Only the scheme was checked: `http://` and `http://p:99999` passed, to fail in KEDA once applied."""
+    zero = {"after_s": 60, "scaler": "keda", "prometheus": url}
+    text = refused(autoscaler={"enabled": True, "both": {"min": 0, "max": 2}, "scale_to_zero": zero})
+    assert "scale_to_zero.prometheus" in text and repr(url) in text
