@@ -84,7 +84,15 @@ KV_EVENTS_PAGE_SIZE = 16
 cache publishes one ``BlockStored`` per page (``KVCacheEventMixin``) and the default page is 1 token: an
 event, and a link in the router's index, per cached token. 16 is the router's default block and vLLM's,
 so each event is one router block. Backends that need another page (FlashMLA 64, cutlass MLA 128) set
-their own, and the router re-chunks any page size."""
+their own, and the router re-chunks any page size.
+
+What the publisher sends (``srt/disaggregation/kv_events.py``, 0.5.15 and 0.5.23): vLLM's frames (topic,
+8-byte big-endian sequence, msgpack ``[ts, events, attn_dp_rank]``), one publisher per data-parallel rank on
+the endpoint's port + rank, from the scheduler of attention-TP rank 0; ``--kv-events-config`` takes
+``publisher``, ``endpoint``, ``topic`` (and ``replay_endpoint``, ``buffer_steps``, ``hwm``,
+``max_queue_size``). Each event is a tagged array in 0.5.15 (``["BlockStored", hashes, parent, token_ids,
+block_size, lora_id, medium]``) and a map tagged ``type`` in 0.5.23, as vLLM's; host-tier copies carry
+``medium`` ``CPU_PINNED`` (or ``DISK``, ``EXTERNAL``)."""
 
 
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
@@ -102,6 +110,8 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
         "--dp-size", str(dp),
     ]  # fmt: skip
     if model.dp_attention:
+        # Deprecated in 0.5.23 for --attn-dp-size N (removal announced after 2026-12-31); the pinned image
+        # and every release up to 0.5.23 take this spelling.
         args.append("--enable-dp-attention")
     if model.expert_parallel:
         args += ["--ep-size", str(tp_size)]
