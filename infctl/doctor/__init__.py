@@ -1,4 +1,4 @@
-"""``infctl doctor``: checks in groups (local, cluster, engines, router), each finding with a one-line fix.
+"""``infctl doctor``: checks in groups (local, cluster, engines, router, autoscaler), each with a fix.
 
 - :func:`build_request` turns CLI options into a :class:`DoctorRequest` (engine and router targets resolved
   from URLs, a profile, a local release);
@@ -6,7 +6,9 @@
   a :class:`DoctorReport` of :class:`CheckResult`;
 - the verdicts are pure functions (``engine_eval``, ``router_eval``, ``cluster_eval``, ``topology``,
   ``crds``) over what the probes fetched, tested on fixtures; the probes (``engine_probe``, ``kv_probe``,
-  ``router_probe``, ``cluster_probe``, ``local``) do the I/O through injectable clients (:class:`DoctorDeps`).
+  ``router_probe``, ``autoscaler_probe``, ``cluster_probe``, ``autoscaler_cluster``, ``local``) do the I/O
+  through injectable clients (:class:`DoctorDeps`); on a cluster, a profile's autoscaler is found by the
+  Service render gives it and read through the API server's service proxy.
 """
 
 from infctl.doctor.cluster_probe import KubeFactory, KubeRequester

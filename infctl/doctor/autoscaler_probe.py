@@ -1,4 +1,8 @@
-"""Probing a running autoscaler (``infctl autoscaler``) over HTTP; verdicts come from ``autoscaler_eval``."""
+"""Probing a running autoscaler (``infctl autoscaler``) over HTTP; verdicts come from ``autoscaler_eval``.
+
+On Kubernetes, ``autoscaler_cluster`` finds the release's autoscaler and reads the same ``/metrics`` through
+the API server; both hand the text to :func:`startup_from_text`.
+"""
 
 from __future__ import annotations
 
@@ -22,16 +26,19 @@ async def check_autoscaler(client: httpx.AsyncClient, url: str) -> list[CheckRes
                 "startup",
                 f"GET /metrics: {found}",
                 "check that the autoscaler runs and the URL (its --host:--port; on Kubernetes: "
-                "kubectl port-forward deploy/RELEASE-autoscaler 9464)",
+                "kubectl port-forward svc/RELEASE-autoscaler 9464, or let infctl doctor -f PROFILE find it)",
                 target=url,
             )
         ]
+    return [startup_from_text(answer.text, target=url)]
+
+
+def startup_from_text(text: str, *, target: str) -> CheckResult:
+    """The start-up verdict on an autoscaler's ``/metrics`` text, however it was fetched."""
     try:
-        families = parse_metrics(answer.text, ev.WANTED)
+        families = parse_metrics(text, ev.WANTED)
     except MetricsError as err:
-        return [
-            failed(
-                ev.G, "startup", f"GET /metrics: {err.message}", "is this an infctl autoscaler?", target=url
-            )
-        ]
-    return [ev.evaluate_startup(families, target=url)]
+        return failed(
+            ev.G, "startup", f"GET /metrics: {err.message}", "is this an infctl autoscaler?", target=target
+        )
+    return ev.evaluate_startup(families, target=target)

@@ -2,7 +2,8 @@
 client factory (``infctl.kube.connect`` in the CLI, a client of a fake API server in tests).
 
 Only ``infctl.kube`` imports ``kubernetes``; here the client is anything with ``request(method, path,
-body=...)`` that raises :class:`~infctl.errors.KubeError`. Its calls block, so they run in threads.
+body=...)`` (and ``request_text`` for answers that are not JSON, such as a pod's /metrics through the API
+server's proxy) that raises :class:`~infctl.errors.KubeError`. Its calls block, so they run in threads.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class KubeRequester(Protocol):
     def request(
         self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None
     ) -> dict[str, Any]: ...
+    def request_text(self, method: str, path: str, *, query: dict[str, str] | None = None) -> str: ...
     def close(self) -> None: ...
 
 

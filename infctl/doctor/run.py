@@ -15,6 +15,7 @@ from functools import partial
 import httpx
 
 from infctl.doctor import local
+from infctl.doctor.autoscaler_cluster import check_cluster_autoscaler
 from infctl.doctor.autoscaler_probe import check_autoscaler
 from infctl.doctor.cluster_probe import KubeFactory, check_cluster
 from infctl.doctor.engine_probe import check_engine
@@ -126,6 +127,10 @@ def plan_checks(
     if request.autoscaler is not None:
         url = request.autoscaler
         checks.append(Check("autoscaler", "startup", partial(check_autoscaler, client, url), url))
+    elif request.checks_cluster and profile is not None and deps.kube is not None:
+        # No URL given: the release's own autoscaler, found by the Service its profile renders.
+        find = partial(check_cluster_autoscaler, deps.kube, profile, request.namespace)
+        checks.append(Check("autoscaler", "service", find, f"release {profile.name}"))
     return checks
 
 

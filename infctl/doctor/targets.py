@@ -45,7 +45,8 @@ class DoctorRequest:
     engines: tuple[EngineTarget, ...] = ()
     router: RouterTarget | None = None
     autoscaler: str | None = None
-    """URL of a running autoscaler's /metrics server (its ``--host:--port``)."""
+    """URL of a running autoscaler's /metrics server (its ``--host:--port``); None: a local release's own,
+    or on a cluster the profile's, found by the Service it renders."""
     cluster: bool = False
     """Run the cluster checks (implied by a kubernetes-target profile)."""
     namespace: str | None = None

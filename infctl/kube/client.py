@@ -60,7 +60,17 @@ class KubeClient:
         content_type: str = JSON,
     ) -> dict[str, Any]:
         """Send one request; the decoded JSON answer, or KubeError with the server's status and message."""
-        headers = {"Accept": JSON, "Content-Type": content_type}
+        return _decode(self._send(method, path, query, body, content_type, JSON))
+
+    def request_text(self, method: str, path: str, *, query: dict[str, str] | None = None) -> str:
+        """Send one request whose answer is not JSON (a pod's Prometheus text through the API server's
+        service proxy, ``.../services/NAME:PORT/proxy/metrics``); the text, or KubeError as ``request``."""
+        return (self._send(method, path, query, None, JSON, "*/*") or b"").decode("utf-8", errors="replace")
+
+    def _send(
+        self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str, accept: str
+    ) -> bytes | None:
+        headers = {"Accept": accept, "Content-Type": content_type}
         method, url, headers, body, _ = self.api.param_serialize(
             method=method,
             resource_path=path,
@@ -79,10 +89,9 @@ class KubeClient:
                 f"cannot reach the Kubernetes API server at {self.host}: {err}",
                 hint="check the kubeconfig context (--context) and that the cluster is up",
             ) from None
-        data = _decode(response.data)
         if response.status >= 400:
-            raise api_error(method, path, response.status, data)
-        return data
+            raise api_error(method, path, response.status, _decode(response.data))
+        return response.data
 
     def close(self) -> None:
         self.api.close()  # type: ignore[no-untyped-call]

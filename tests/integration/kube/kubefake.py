@@ -12,7 +12,10 @@
   parameters of each such request. Objects created by server-side apply make no events (kmock's own path);
 - fields owned by another manager: ``conflicts`` names objects whose non-forced apply gets the 409 a real
   server sends;
-- controllers: a workload reports ready once it has been read ``ready_after`` times (None: never).
+- controllers: a workload reports ready once it has been read ``ready_after`` times (None: never);
+- the service proxy (``GET .../services/NAME[:PORT]/proxy/PATH``): 404 for a Service not stored, 503 "no
+  endpoints available" for one without an entry in ``endpoints``, else the request forwarded to that URL
+  (status, body and content type passed through, as the API server passes a pod's answer).
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     """Query parameters of every list request."""
     watches: list[dict[str, str]] = attrs.field(factory=list)
     """Query parameters of every watch request."""
+    endpoints: dict[tuple[str, str], str] = attrs.field(factory=dict)
+    """(namespace, Service name) -> base URL of the ready pod behind it, for the service proxy."""
     _version: int = 0
     _logged: int = 0
     _reads: dict[tuple[str, str], int] = attrs.field(factory=dict)
@@ -170,6 +175,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is not None and self._unserved(request):
             return await self._render_error(kmock.KubernetesResourceNotFoundError())
+        if request.resource is not None and request.resource.plural == "services":
+            head, _, rest = (request.subresource or "").partition("/")
+            if head == "proxy" and request.name:
+                return await self._proxy(request, rest)
         if self.gone_as_status and request.action == enums.action.WATCH and self._too_old(request):
             self.watches.append(dict(request.params))
             return await self._render_error(KubernetesError(410, "Expired", "too old resource version"))
@@ -180,6 +189,22 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if early is not None:
             return aiohttp.web.json_response(early)
         return await super()._handle(request)
+
+    async def _proxy(self, request: rendering.Request, path: str) -> aiohttp.web.StreamResponse:
+        """The API server's service proxy: the request sent on to the pod behind the Service."""
+        name = (request.name or "").split(":")[0]
+        key = (request.resource, request.namespace, name)
+        if key not in self.objects or self.objects[key].deleted:
+            return await self._render_error(kmock.KubernetesObjectNotFoundError())
+        url = self.endpoints.get((request.namespace or "", name))
+        if url is None:
+            message = f'no endpoints available for service "{name}"'
+            return await self._render_error(KubernetesError(503, "ServiceUnavailable", message))
+        target = f"{url.rstrip('/')}/{path}"
+        async with aiohttp.ClientSession() as http, http.request(request.method.value, target) as answer:
+            body = await answer.read()
+            kind = answer.headers.get("Content-Type", "application/octet-stream")
+        return aiohttp.web.Response(body=body, status=answer.status, headers={"Content-Type": kind})
 
     def _unserved(self, request: rendering.Request) -> bool:
         assert request.resource is not None
