@@ -187,7 +187,9 @@ def new_bootstrap_room(rng: random.Random | None = None, *, rank: int | None = N
     on that rank; a request pinned (``routed_dp_rank``) to another rank fails its transfer ("follow_bootstrap_
     room conflict", unless both sides set ``SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1``). Read in
     0.5.15 and 0.5.23: ``srt/managers/data_parallel_controller.py``, ``srt/disaggregation/common/conn.py``
-    (``CommonKVSender``), ``srt/disaggregation/decode.py`` (``_resolve_prefill_dp_rank``)."""
+    (``CommonKVSender``), ``srt/disaggregation/decode.py`` (``_resolve_prefill_dp_rank``). A request with
+    n > 1 samples takes rooms ``room .. room + n - 1``, one a sample (``srt/managers/io_struct.py``), so
+    only its first sample keeps the pinned rank's remainder."""
     if rank is None:
         return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
     if not 0 <= rank < ROOM_RANK_STRIDE:
