@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import yaml
@@ -47,6 +48,8 @@ def router_context(
         "port": profile.router.port,
         "replicas": profile.router.replicas,
         "admin_token": admin_token_context(profile, opts),
+        # preStop's 5 s (the template's hook), the router's drain, 10 s for its exit.
+        "grace_period_s": 5 + math.ceil(file["drain_timeout_s"]) + 10,
     }
 
 

@@ -17,6 +17,7 @@ from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
 from infctl.manifests.keda import keda_workloads
 from infctl.manifests.placement import PlacementPlan, bounds_of
+from infctl.manifests.route_timeouts import longest_request_s
 
 CONFIG_DIR = "/etc/infctl"
 
@@ -36,6 +37,9 @@ def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str)
         "tokenizer": profile.model.tokenizer or profile.model.model,
         "pd_mode": "pool" if profile.mode == "pool" else "group",
         "admin_token_env": ADMIN_TOKEN_ENV,
+        # A stopping router pod (rollout, node drain) lets its streams finish: as long as the Gateway lets
+        # one run (the router's own default, 30 s, cut every longer answer at each router rollout).
+        "drain_timeout_s": longest_request_s(profile, via_router=True),
     }
     hold = hold_when_empty_s(profile)
     if hold is not None:  # scale-to-zero: hold the request that wakes replicas at 0 while one starts

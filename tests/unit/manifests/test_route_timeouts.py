@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from infctl.config import load_deployment
+from infctl.config import RouterFile, load_deployment
 from infctl.errors import ConfigError
 from infctl.manifests import RenderOptions, render, validate_objects
 from infctl.manifests.route_timeouts import gateway_duration
@@ -112,3 +113,14 @@ def test_durations_are_whole_seconds_in_gateway_api_form(seconds_in: float, want
 def test_a_duration_beyond_the_gateway_api_form_is_an_error() -> None:
     with pytest.raises(ConfigError, match="Gateway API Duration"):
         gateway_duration(100_000 * 3600)
+
+
+def test_a_stopping_router_lets_its_streams_run_as_long_as_the_gateway_does() -> None:
+    objs = render(load_deployment(QWEN, ["drain.timeout_s=1200"]), RenderOptions())
+    cm = next(o for o in objs if o["kind"] == "ConfigMap" and "router.yaml" in o.get("data", {}))
+    router = RouterFile.model_validate(yaml.safe_load(cm["data"]["router.yaml"]))
+    limit = seconds(timeouts(next(o for o in objs if o["kind"] == "HTTPRoute"))["request"])
+    assert router.drain_timeout_s == limit == 1230  # the router's own default, 30 s, cut a rollout's streams
+    dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen3-8b-router")
+    grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace >= 5 + limit  # the preStop hook's 5 s, then the drain
