@@ -83,7 +83,10 @@ def sim(
     ] = SimSettings.tokenizer,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[
-        int | None, typer.Option(help="First port (instance i uses port+i); default 8000 vLLM, 30000 SGLang.")
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="First port (instance i uses port+i); default 8000 vLLM, 30000 SGLang."
+        ),
     ] = None,
     instances: Annotated[int, typer.Option(min=1, help="Engines in this process, on consecutive ports.")] = 1,
     data_parallel_size: Annotated[
@@ -105,8 +108,10 @@ def sim(
     kv_events_port: Annotated[
         int | None,
         typer.Option(
+            min=0,
+            max=65535,
             help="Publish vLLM KV events on ZMQ PUB port+i (off by default); with N data-parallel ranks, "
-            "rank r of engine i on port+i*N+r (vLLM's base port + rank)."
+            "rank r of engine i on port+i*N+r (vLLM's base port + rank).",
         ),
     ] = None,
     kv_events_topic: Annotated[str, typer.Option(help="Topic frame of the KV event messages.")] = "",
@@ -192,6 +197,8 @@ def sim(
         return
     opts = global_options(ctx)
     with errors_as_exit():
+        _check_last_port("--port", port, instances)
+        _check_last_port("--kv-events-port", kv_events_port, instances * data_parallel_size)
         cfg = SimSettings(
             personality=cast(Personality, _choice("--personality", personality, ("vllm", "sglang"))),
             profile=profile,
@@ -253,6 +260,15 @@ def sim(
                 emit(opts, {"instances": rows})
 
         run(cfg, announce)
+
+
+def _check_last_port(flag: str, first: int | None, count: int) -> None:
+    """Consecutive ports from ``first`` must all exist: 65535 + 1 ended in a traceback from bind()."""
+    if first and first + count - 1 > 65535:
+        raise ConfigError(
+            f"{flag} {first}: {count} consecutive ports run past 65535",
+            hint=f"{flag} {65536 - count} or lower, or {flag} 0 for free ports",
+        )
 
 
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
