@@ -34,7 +34,6 @@ from infctl.sim.profiles import SimProfile, get_profile
 from infctl.sim.scheduler import EngineCore
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats, KVEvent, SimRequest
-from infctl.telemetry.exposition import CONTENT_TYPE
 from infctl.telemetry.kv_events import AllBlocksCleared
 from infctl.tokenization import Tokenizer, load_tokenizer
 
@@ -297,7 +296,8 @@ class SimInstance:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
-            body=self.personality.render_metrics().encode(), headers={"Content-Type": CONTENT_TYPE}
+            body=self.personality.render_metrics().encode(),
+            headers={"Content-Type": self.personality.metrics_content_type},
         )
 
     def _faults_view(self) -> dict[str, Any]:

@@ -35,10 +35,9 @@ from infctl.sim.personality.base import (
     DPBalance,
     SimHTTPError,
     json_response,
-    read_json_object,
 )
 from infctl.sim.settings import SimSettings
-from infctl.telemetry.exposition import CONTENT_TYPE, go_float
+from infctl.telemetry.exposition import go_float
 
 if TYPE_CHECKING:
     pass
@@ -204,8 +203,8 @@ class DPEngine:
             if not (isinstance(r, web.RouteDef) and (r.method, r.path) in taken)
         ]  # fmt: skip
         app.add_routes([
-            web.post("/v1/completions", self._generate(routes.completions)),
-            web.post("/v1/chat/completions", self._generate(routes.chat_completions)),
+            web.post("/v1/completions", self._generate(routes.completions, chat=False)),
+            web.post("/v1/chat/completions", self._generate(routes.chat_completions, chat=True)),
             web.get("/v1/models", first._models),
             web.get("/health", first._health),
             web.get("/metrics", self._metrics),
@@ -217,10 +216,10 @@ class DPEngine:
         ])  # fmt: skip
         return app
 
-    def _generate(self, handler: RankHandler) -> Handler:
+    def _generate(self, handler: RankHandler, *, chat: bool) -> Handler:
         async def serve(request: web.Request) -> web.StreamResponse:
             # aiohttp keeps the body's bytes: the rank's handler reads them again.
-            body = await read_json_object(request)
+            body = await self.ranks[0].personality.read_generation(request, chat=chat)
             return await handler(self.place(request.headers, body), request)
 
         return serve
@@ -236,7 +235,8 @@ class DPEngine:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         text = merge_expositions([r.personality.render_metrics() for r in self.ranks])
-        return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
+        kind = self.ranks[0].personality.metrics_content_type
+        return web.Response(body=text.encode(), headers={"Content-Type": kind})
 
     async def _faults(self, request: web.Request) -> web.Response:
         if request.method == "POST":

@@ -22,7 +22,12 @@ from infctl.tokenization import Tokenizer, TokenizerError, chat_options, content
 def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The body's ``messages``: a non-empty list of objects, or a 400."""
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+    if messages == []:
+        # vLLM 0.32's words (its chat renderer), for /v1/chat/completions and /tokenize alike.
+        raise SimHTTPError(
+            400, "Cannot apply chat template to an empty conversation. Provide at least one message."
+        )
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise SimHTTPError(
             400, "Field required: messages must be a non-empty list of objects", param="messages"
         )

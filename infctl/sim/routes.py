@@ -22,14 +22,17 @@ from aiohttp import web
 from infctl import tokens
 from infctl.sim import prompt_tokens
 from infctl.sim.driver import Delta, RequestTrack
-from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response, read_json_object
+from infctl.sim.personality.base import (
+    PDPlan,
+    SimHTTPError,
+    compact_json,
+    int_field,
+    json_response,
+)
 from infctl.sim.types import SimRequest
 
 if TYPE_CHECKING:
     from infctl.sim.app import SimInstance
-
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16
-"""vLLM's (and OpenAI's) default max_tokens for /v1/completions."""
 
 
 @dataclass(slots=True)
@@ -59,17 +62,6 @@ async def chat_completions(inst: SimInstance, request: web.Request) -> web.Strea
     return await _generate(inst, request, chat=True)
 
 
-def _int(body: Mapping[str, Any], key: str, minimum: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise SimHTTPError(400, f"{key} must be an integer", param=key)
-    if value < minimum:
-        raise SimHTTPError(400, f"{key} must be at least {minimum}, got {value}.", param=key)
-    return value
-
-
 async def prompt_ids(inst: SimInstance, body: Mapping[str, Any], chat: bool) -> list[int]:
     """The request's prompt token ids, from the engine's tokenizer (``infctl.sim.prompt_tokens``)."""
     tok = inst.tokenizer
@@ -89,6 +81,8 @@ async def prompt_ids(inst: SimInstance, body: Mapping[str, Any], chat: bool) -> 
             400, "Field required: prompt must be a string or a list of token ids", param="prompt"
         )
     if not ids:
+        if prompt == []:
+            raise SimHTTPError(400, "You must pass at least one prompt")
         raise SimHTTPError(400, "The prompt cannot be empty.", param="prompt")
     return ids
 
@@ -97,29 +91,16 @@ def parse_generation(
     inst: SimInstance, body: Mapping[str, Any], ids: list[int], *, chat: bool, request_id: str
 ) -> Generation:
     """The request's generation settings, given its prompt's token ids (``prompt_ids``)."""
-    persona = inst.personality
     model = body.get("model")
-    if _int(body, "n", 1) not in (None, 1):
+    if int_field(body, "n", 1) not in (None, 1):
         raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
-    max_tokens = _int(body, "max_completion_tokens", 1) if chat else None
-    if max_tokens is None:
-        max_tokens = _int(body, "max_tokens", 1)
-    limit = inst.capacity.max_model_len
-    if max_tokens is None:
-        if not chat:
-            max_tokens = COMPLETIONS_DEFAULT_MAX_TOKENS
-        elif len(ids) >= limit:
-            raise SimHTTPError(400, persona.too_long(len(ids), None))
-        else:
-            max_tokens = min(inst.settings.max_default_tokens, limit - len(ids))
-    if len(ids) + max_tokens > limit:
-        raise SimHTTPError(400, persona.too_long(len(ids), max_tokens))
+    max_tokens = inst.personality.max_tokens(body, len(ids), chat=chat)
     options = body.get("stream_options")
-    seed = _int(body, "seed", -(2**63))
+    seed = int_field(body, "seed", -(2**63))
     prefix = "chatcmpl" if chat else "cmpl"
     return Generation(
         chat=chat, request_id=request_id, response_id=f"{prefix}-{request_id}", created=int(time.time()),
-        model=str(model) if model is not None else inst.model, prompt_ids=ids, max_tokens=max_tokens,
+        model=str(model) if model else inst.model, prompt_ids=ids, max_tokens=max_tokens,
         stream=bool(body.get("stream", False)),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         seed=seed if seed is not None else zlib.crc32(request_id.encode()),
@@ -127,11 +108,13 @@ def parse_generation(
 
 
 async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> web.StreamResponse:
-    body = await read_json_object(request)
+    persona = inst.personality
+    body = await persona.read_generation(request, chat=chat)
     rid = request.headers.get("x-request-id") or uuid.uuid4().hex
     model = body.get("model")
-    if not inst.personality.accepts_model(model):
-        raise SimHTTPError(404, f"The model `{model}` does not exist.", param="model")
+    if not persona.accepts_model(model):
+        raise persona.unknown_model(model)
+    persona.check_generation(body, chat=chat)
     ids = await prompt_ids(inst, body, chat)
     gen = parse_generation(inst, body, ids, chat=chat, request_id=rid)
     plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)

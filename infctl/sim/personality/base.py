@@ -20,7 +20,7 @@ from aiohttp import web
 from infctl.sim.faults import FaultState
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats
-from infctl.telemetry.exposition import Histogram
+from infctl.telemetry.exposition import CONTENT_TYPE, Histogram
 from infctl.tokenization import Tokenizer
 
 HISTOGRAMS = (
@@ -60,7 +60,9 @@ def compact_json(obj: Any) -> str:
 
 
 def json_response(body: Any, *, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.json_response(body, status=status, headers=headers, dumps=compact_json)
+    """A JSON answer as FastAPI's ``JSONResponse`` sends it: ``application/json``, no charset."""
+    head = {"Content-Type": "application/json", **(headers or {})}
+    return web.Response(body=compact_json(body).encode(), status=status, headers=head)
 
 
 async def read_json_object(request: web.Request) -> dict[str, Any]:
@@ -72,6 +74,22 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise SimHTTPError(400, "Input should be a valid dictionary")
     return body
+
+
+def int_field(body: Mapping[str, Any], key: str, minimum: int) -> int | None:
+    """``body[key]`` as an integer of at least ``minimum`` (None when absent), or a 400."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SimHTTPError(400, f"{key} must be an integer", param=key)
+    if value < minimum:
+        raise SimHTTPError(400, f"{key} must be at least {minimum}, got {value}.", param=key)
+    return value
+
+
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+"""vLLM's (and OpenAI's) default max_tokens for /v1/completions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +268,8 @@ class Personality(ABC):
     name: ClassVar[str]
     owned_by: ClassVar[str]
     dp_balance: ClassVar[DPBalance]
+    metrics_content_type: ClassVar[str] = CONTENT_TYPE
+    """The ``/metrics`` answer's Content-Type (the engine's prometheus_client's)."""
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         self.engine = engine
@@ -293,8 +313,39 @@ class Personality(ABC):
         replace the single-rank routes on the same paths."""
         return []
 
+    async def read_generation(self, request: web.Request, *, chat: bool) -> dict[str, Any]:
+        """A generation request's body as the engine's request model reads it (its 400s come before the
+        model name is looked at)."""
+        return await read_json_object(request)
+
+    def check_generation(self, body: Mapping[str, Any], *, chat: bool) -> None:  # noqa: B027 - optional
+        """The engine's refusals of a request whose model it serves, before the prompt is tokenized."""
+
+    def max_tokens(self, body: Mapping[str, Any], prompt_tokens: int, *, chat: bool) -> int:
+        """How many tokens the request may generate, or the engine's 400: here a request whose prompt and
+        ``max_tokens`` do not fit in the context is refused (a chat without ``max_tokens`` gets the rest of
+        the context, up to ``--max-default-tokens``)."""
+        requested = int_field(body, "max_completion_tokens", 1) if chat else None
+        if requested is None:
+            requested = int_field(body, "max_tokens", 1)
+        limit = self.engine.capacity.max_model_len
+        if requested is None:
+            if not chat:
+                requested = COMPLETIONS_DEFAULT_MAX_TOKENS
+            elif prompt_tokens >= limit:
+                raise SimHTTPError(400, self.too_long(prompt_tokens, None))
+            else:
+                requested = min(self.engine.settings.max_default_tokens, limit - prompt_tokens)
+        if prompt_tokens + requested > limit:
+            raise SimHTTPError(400, self.too_long(prompt_tokens, requested))
+        return requested
+
     def accepts_model(self, name: object) -> bool:
         return name is None or name == self.engine.model
+
+    def unknown_model(self, name: object) -> SimHTTPError:
+        """The 404 for a model this engine does not serve."""
+        return SimHTTPError(404, f"The model `{name}` does not exist.", param="model")
 
     def too_long(self, prompt_tokens: int, max_tokens: int | None) -> str:
         limit = self.engine.capacity.max_model_len

@@ -23,7 +23,9 @@ from aiohttp import web
 from infctl import tokens
 from infctl.engines import vllm as names
 from infctl.sim import prompt_tokens
+from infctl.sim.personality import vllm_checks as checks
 from infctl.sim.personality.base import (
+    COMPLETIONS_DEFAULT_MAX_TOKENS,
     DPBalance,
     EngineView,
     PDPlan,
@@ -69,6 +71,8 @@ class VllmPersonality(Personality):
     name: ClassVar[str] = "vllm"
     owned_by: ClassVar[str] = "vllm"
     dp_balance: ClassVar[DPBalance] = "least_loaded"
+    # vLLM 0.32's prometheus_client writes text format 1.0.0 (seen on the CPU build).
+    metrics_content_type: ClassVar[str] = "text/plain; version=1.0.0; charset=utf-8"
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)
@@ -160,6 +164,29 @@ class VllmPersonality(Personality):
         return {
             "error": {"message": err.message, "type": err.err_type, "param": err.param, "code": err.status}
         }
+
+    async def read_generation(self, request: web.Request, *, chat: bool) -> dict[str, Any]:
+        checks.check_media_type(request.headers.get("Content-Type"))
+        return checks.validate(checks.decode(await request.read()), chat=chat)
+
+    def check_generation(self, body: Mapping[str, Any], *, chat: bool) -> None:
+        checks.check_budget(body, self.engine.capacity.max_model_len, chat=chat)
+        checks.check_sampling(body, chat=chat)
+
+    def max_tokens(self, body: Mapping[str, Any], prompt_tokens: int, *, chat: bool) -> int:
+        # A chat without max_tokens: the rest of the context in vLLM, capped by --max-default-tokens here.
+        default = self.engine.settings.max_default_tokens if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
+        limit = self.engine.capacity.max_model_len
+        return checks.max_tokens(body, prompt_tokens, limit, default, chat)
+
+    def accepts_model(self, name: object) -> bool:
+        # ``OpenAIServing._is_model_supported``: no name (or an empty one) is the served model.
+        return not name or name == self.engine.model
+
+    def unknown_model(self, name: object) -> SimHTTPError:
+        return SimHTTPError(
+            404, f"The model `{name}` does not exist. Valid aliases: {self.engine.model}.", param="model"
+        )
 
     def pd_plan(self, body: Mapping[str, Any], prompt_tokens: int, request_id: str) -> PDPlan:
         params = body.get("kv_transfer_params")
@@ -281,11 +308,11 @@ class VllmPersonality(Personality):
                 if ids is None
                 else ("list_type", "Input should be a valid list")
             )
-            raise _invalid(("body.tokens", *kind))
+            raise checks.invalid(("body.tokens", *kind, ids))
         for i, t in enumerate(ids):
             if type(t) is not int or t < 0:
-                raise _invalid(
-                    (f"body.tokens.{i}", "greater_than_equal", "Input should be a valid integer >= 0")
+                raise checks.invalid(
+                    (f"body.tokens.{i}", "greater_than_equal", "Input should be a valid integer >= 0", t)
                 )
         return json_response({"prompt": " ".join(self._vocab.get(int(i), "<unk>") for i in ids)})
 
@@ -320,19 +347,17 @@ def _tokenize_request(body: Mapping[str, Any]) -> bool:
     if isinstance(prompt, str):
         return False
     missing = ("missing", "Field required")
-    raise _invalid(
-        ("body.prompt", *(missing if prompt is None else ("string_type", "Input should be a valid string"))),
-        ("body.messages", *(missing if messages is None else ("list_type", "Input should be a valid list"))),
-    )
-
-
-def _invalid(*errors: tuple[str, str, str]) -> SimHTTPError:
-    """vLLM's answer to a body its request model rejects: pydantic's errors (loc, type, msg) listed in the
-    message, the first one's loc as ``param``, type ``Bad Request`` (its RequestValidationError handler)."""
-    n = len(errors)
-    lines = "".join(f"\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}'}}" for loc, kind, msg in errors)
-    return SimHTTPError(
-        400, f"{n} validation error{'s' if n > 1 else ''}:{lines}", param=errors[0][0], err_type="Bad Request"
+    raise checks.invalid(
+        (
+            "body.prompt",
+            *(missing if prompt is None else ("string_type", "Input should be a valid string")),
+            prompt,
+        ),
+        (
+            "body.messages",
+            *(missing if messages is None else ("list_type", "Input should be a valid list")),
+            messages,
+        ),
     )
 
 

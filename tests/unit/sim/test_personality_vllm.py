@@ -71,7 +71,7 @@ async def test_metrics_carry_vllm_names_labels_and_buckets(sim_url: str, scrape:
 async def test_exposition_has_help_and_type_for_every_family(sim_url: str) -> None:
     async with httpx.AsyncClient() as client:
         resp = await client.get(f"{sim_url}/metrics")
-    assert resp.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert resp.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"  # vLLM 0.32, seen
     lines = resp.text.splitlines()
     typed = {line.split()[2]: line.split()[3] for line in lines if line.startswith("# TYPE")}
     helped = {line.split()[2] for line in lines if line.startswith("# HELP")}
