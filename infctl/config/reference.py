@@ -47,7 +47,10 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
         "in `infctl_autoscaler_replica_startup_longest_seconds`); given `hold_when_empty_s` (render and "
         "the local target pass the router's), a target with `min: 0` that started slower is logged once "
         "and flagged (`infctl_autoscaler_startup_over_hold{unit}` 1): raise `hold_s` above the start-up, "
-        "or keep `min: 1`. Workloads KEDA scales are not measured.",
+        "or keep `min: 1`. Workloads KEDA scales are not measured. A restarted autoscaler resumes from "
+        "the memory it saved after its last decision (`memory_configmap`, or `--memory-file`): cooldowns, "
+        "the scale-down floor, panic mode and a warm forecast with its learned SLO headroom; its high and "
+        "low windows start again, and after a gap of the forecast's `window_s` its forecast starts cold.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),
 )

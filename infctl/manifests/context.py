@@ -83,6 +83,7 @@ def autoscaler_context(
         "image": profile.router.image or opts.image,
         "rules": [{"group": g, "resource": r, "names": n} for (g, r), n in sorted(rules.items())],
         "port": file["port"],  # /metrics and /health, named ``metrics`` (its Service and ServiceMonitor)
+        "memory": file["memory_configmap"],
         # It reads per-engine signals from the router's admin API (GET /admin/backends).
         "admin_token": admin_token_context(profile, opts),
     }

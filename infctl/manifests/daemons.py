@@ -88,6 +88,8 @@ def autoscaler_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: 
         "dry_run": scaler.dry_run,
         # A scale-in waits this long for the requests of the pods it removes (infctl.autoscaler.kube_drain).
         "drain_timeout_s": profile.drain.timeout_s,
+        # Its memory between restarts (cooldowns, a warm forecast): rendered empty, read and patched by it.
+        "memory_configmap": f"{profile.name}-autoscaler-memory",
         # /metrics and /health (read-only) on the pod's address, for Prometheus and the kubelet's probes.
         "host": "0.0.0.0",
         "port": METRICS_PORT,

@@ -97,9 +97,10 @@ async def test_prunes_what_is_no_longer_rendered(cluster: FakeCluster) -> None:
     await deploy(cluster, objects())
     before = len(cluster.api)
     report, _ = await deploy(cluster, objects(QWEN, "autoscaler.enabled=false", "autoscaler.both=null"))
-    # The autoscaler's Service and ServiceMonitor (monitoring) go with it.
+    # The autoscaler's Service, ServiceMonitor (monitoring) and memory go with it.
     kinds = ["ConfigMap", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"]
-    assert sorted(report.pruned) == [(k, "qwen3-8b-autoscaler") for k in kinds]
+    pruned = [(k, "qwen3-8b-autoscaler") for k in kinds] + [("ConfigMap", "qwen3-8b-autoscaler-memory")]
+    assert sorted(report.pruned) == sorted(pruned)
     later = list(cluster.api)[before:]
     lists = [r for r in later if r.method.value == "GET" and "labelSelector" in r.params]
     assert lists

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 from daemonkit import FakeActuator, drive
 from policykit import aggregated
 
 from infctl.autoscaler.daemon import AutoscalerConfig
-from infctl.autoscaler.memory_store import FileStore
+from infctl.autoscaler.memory_store import ConfigMapStore, FileStore
 from infctl.autoscaler.profile import Layout
 from infctl.autoscaler.setup import Options, build
 from infctl.config import load_deployment
 
 PROFILES = Path(__file__).parents[3] / "profiles"
+GOLDEN = Path(__file__).parents[2] / "golden" / "kimi-k2-pool" / "07-configmap-kimi-k2-autoscaler.yaml"
 
 
 def config(store: FileStore | None) -> AutoscalerConfig:
@@ -73,3 +76,16 @@ def test_memory_file_is_where_a_supervised_daemon_keeps_it(tmp_path: Path) -> No
     cfg, _ = build(Options(layout=layout, local="http://127.0.0.1:9", memory_file=tmp_path / "m.json"))
     assert isinstance(cfg.memory, FileStore) and cfg.memory.path == tmp_path / "m.json"
     assert build(Options(layout=layout, local="http://127.0.0.1:9"))[0].memory is None
+
+
+def test_the_rendered_file_keeps_the_memory_in_its_configmap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = yaml.safe_load(GOLDEN.read_text())["data"]["autoscaler.yaml"]
+    (tmp_path / "autoscaler.yaml").write_text(rendered)
+    monkeypatch.setattr("infctl.kube.connect", lambda settings: SimpleNamespace(namespace=settings.namespace))
+    cfg, _ = build(Options(file=tmp_path / "autoscaler.yaml"))
+    assert isinstance(cfg.memory, ConfigMapStore)
+    assert cfg.memory.where == "ConfigMap inference/kimi-k2-autoscaler-memory"
+    given = build(Options(file=tmp_path / "autoscaler.yaml", memory_file=tmp_path / "m.json"))[0].memory
+    assert isinstance(given, FileStore)  # --memory-file wins

@@ -93,6 +93,12 @@ def test_pool_mode_scales_per_role() -> None:
         },
         # A scale-in marks the pods it removes draining first (infctl.autoscaler.kube_drain).
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kimi-k2-autoscaler-memory"],
+            "verbs": ["get", "patch"],
+        },
     ]
 
 
@@ -159,7 +165,7 @@ def test_render_command_stdout_and_files(tmp_path: Path) -> None:
     assert "PrometheusRule" not in kinds and "HTTPRoute" not in kinds and "Deployment" in kinds
     result = runner.invoke(app, ["render", "-f", str(QWEN), "-d", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "out" / "11-deployment-qwen3-8b-engine.yaml").is_file()
+    assert (tmp_path / "out" / "12-deployment-qwen3-8b-engine.yaml").is_file()
 
 
 def test_render_says_where_the_admin_token_comes_from_without_rendering_one() -> None:
