@@ -24,7 +24,8 @@ from infctl.kube import ClientSettings, connect
 EXAMPLES = f"""
 Examples:
 
-  # the kubectl context's cluster, checked against a profile (CRDs, GPUs under one switch, RBAC)
+  # the kubectl context's cluster, checked against a profile (CRDs, GPUs under one switch, RBAC), and
+  # the release's router and autoscaler, found by their Services and read through the API server's proxy
   infctl doctor -f profiles/deepseek-v3-group.yaml
 
   # the cluster without a profile; permissions reviewed in namespace inference

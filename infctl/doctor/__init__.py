@@ -6,9 +6,10 @@
   a :class:`DoctorReport` of :class:`CheckResult`;
 - the verdicts are pure functions (``engine_eval``, ``router_eval``, ``cluster_eval``, ``topology``,
   ``crds``) over what the probes fetched, tested on fixtures; the probes (``engine_probe``, ``kv_probe``,
-  ``router_probe``, ``autoscaler_probe``, ``cluster_probe``, ``autoscaler_cluster``, ``local``) do the I/O
-  through injectable clients (:class:`DoctorDeps`); on a cluster, a profile's autoscaler is found by the
-  Service render gives it and read through the API server's service proxy.
+  ``router_probe``, ``autoscaler_probe``, ``cluster_probe``, ``router_cluster``, ``autoscaler_cluster``,
+  ``local``) do the I/O through injectable clients (:class:`DoctorDeps`); on a cluster, a profile's router
+  and autoscaler are found by the Services render gives them and read through the API server's service
+  proxy (``cluster_service``, ``proxy_transport``).
 """
 
 from infctl.doctor.cluster_probe import KubeFactory, KubeRequester

@@ -44,21 +44,37 @@ def evaluate_version(version: Mapping[str, Any], *, target: str = "") -> CheckRe
     return passed(G, "api", f"reachable, Kubernetes {text}", target=target)
 
 
-def evaluate_permissions(access: Mapping[Access, bool], namespace: str, *, target: str = "") -> CheckResult:
+def evaluate_permissions(
+    access: Mapping[Access, bool], namespace: str, *, proxy: bool | None = None, target: str = ""
+) -> CheckResult:
+    """The verbs deploy needs (``access``), and ``get services/proxy`` (``proxy``; None: not reviewed),
+    which doctor reads the release's router and autoscaler through: without it those checks fail with a
+    403, so its absence warns."""
     denied = sorted(k for k, ok in access.items() if not ok)
     if not access:
         return skipped(G, "permissions", "nothing to review", target=target)
+    no_proxy = f"get services/proxy (doctor reads the router and autoscaler through it) in {namespace}"
     if not denied:
-        return passed(
-            G,
-            "permissions",
-            f"all {len(access)} verbs deploy needs are allowed in {namespace}",
-            target=target,
+        allowed = f"all {len(access)} verbs deploy needs are allowed in {namespace}"
+        if proxy is False:
+            return warned(
+                G,
+                "permissions",
+                f"{allowed}, but not {no_proxy}",
+                f"ask for get on services/proxy in {namespace} (check with: kubectl auth can-i get "
+                f"services/proxy -n {namespace}), or port-forward them (the router's and autoscaler's fixes "
+                "say how)",
+                target=target,
+            )
+        also = (
+            " and get services/proxy, which doctor reads the router and autoscaler through" if proxy else ""
         )
+        return passed(G, "permissions", f"{allowed}{also}", target=target)
     by_resource: dict[str, list[str]] = {}
     for verb, group, plural in denied:
         by_resource.setdefault(f"{plural}.{group}" if group else plural, []).append(verb)
     listed = "; ".join(f"{res}: {', '.join(verbs)}" for res, verbs in sorted(by_resource.items()))
+    listed += f"; nor {no_proxy}" if proxy is False else ""
     verb, group, plural = denied[0]
     resource = f"{plural}.{group}" if group else plural
     return failed(

@@ -3,7 +3,8 @@ client factory (``infctl.kube.connect`` in the CLI, a client of a fake API serve
 
 Only ``infctl.kube`` imports ``kubernetes``; here the client is anything with ``request(method, path,
 body=...)`` (and ``request_text`` for answers that are not JSON, such as a pod's /metrics through the API
-server's proxy) that raises :class:`~infctl.errors.KubeError`. Its calls block, so they run in threads.
+server's proxy; ``request_raw`` for a pod's answers whatever their status) that raises
+:class:`~infctl.errors.KubeError`. Its calls block, so they run in threads.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class KubeRequester(Protocol):
         self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None
     ) -> dict[str, Any]: ...
     def request_text(self, method: str, path: str, *, query: dict[str, str] | None = None) -> str: ...
+    def request_raw(
+        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None
+    ) -> tuple[int, str, bytes]: ...
     def close(self) -> None: ...
 
 
@@ -81,13 +85,17 @@ async def _check(
         return [failed("cluster", "api", err.message, err.hint or UNREACHABLE_FIX, target=t)]
     ns = namespace or (profile.namespace if profile is not None else None) or client.namespace
     kinds, needed, render_error = _rendered(profile, ns)
-    nodes, served, groups, access = await asyncio.gather(
-        _nodes(call), _discover(call), _groups(call), _access(call, kinds, ns)
+    nodes, served, groups, access, proxy = await asyncio.gather(
+        _nodes(call),
+        _discover(call),
+        _groups(call),
+        _access(call, kinds, ns),
+        _proxy_access(call, profile, ns),
     )
     results = [
         ev.evaluate_version(version, target=t),
         *render_error,
-        ev.evaluate_permissions(access, ns, target=t),
+        ev.evaluate_permissions(access, ns, proxy=proxy, target=t),
         *evaluate_crds(served, needed, target=t),
     ]
     if isinstance(nodes, KubeError):
@@ -227,13 +235,27 @@ async def _access(call: Call, kinds: Iterable[Kind], namespace: str) -> dict[ev.
         attrs = {"verb": verb, "group": kind.group, "resource": kind.plural}
         if kind.namespaced:
             attrs["namespace"] = namespace
-        body = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attrs},
-        }
-        answer = await call("POST", SSAR, body)
-        return bool((answer.get("status") or {}).get("allowed", False))
+        return await _allowed(call, attrs)
 
     allowed = await asyncio.gather(*(review(v, k) for v, k in asks))
     return {(v, k.group, k.plural): ok for (v, k), ok in zip(asks, allowed, strict=True)}
+
+
+async def _proxy_access(call: Call, profile: DeploymentProfile | None, namespace: str) -> bool | None:
+    """Whether doctor may reach the release's router and autoscaler through the API server's service
+    proxy (``get services/proxy``, as ``kubectl auth can-i get services/proxy`` asks); None: no profile,
+    so nothing is read that way."""
+    if profile is None:
+        return None
+    attrs = {"verb": "get", "group": "", "resource": "services", "subresource": "proxy"}
+    return await _allowed(call, {**attrs, "namespace": namespace})
+
+
+async def _allowed(call: Call, attrs: dict[str, str]) -> bool:
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attrs},
+    }
+    answer = await call("POST", SSAR, body)
+    return bool((answer.get("status") or {}).get("allowed", False))

@@ -25,9 +25,12 @@ TOKEN_PROBE = [
 """A chat in English, Chinese and code: tokenizers that differ disagree on it."""
 
 
-async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[CheckResult]:
+async def check_router(
+    client: httpx.AsyncClient, target: RouterTarget, *, token_fix: str | None = None
+) -> list[CheckResult]:
     """Health, readiness, whether the admin API wants a token, backends, signal freshness and policy of
-    the router at ``target.url``."""
+    the router at ``target.url``. ``token_fix``: what to do when the admin API wants a token doctor has
+    not got (default: export it)."""
     url, t = target.url.rstrip("/"), target.url
     health = await fetch(client, "GET", url + "/health")
     if health.status != 200:
@@ -56,7 +59,7 @@ async def check_router(client: httpx.AsyncClient, target: RouterTarget) -> list[
     bare = backends if target.admin_token is None else await fetch(client, "GET", url + "/admin/backends")
     admin = ev.evaluate_admin_auth(bare.status, url, target=t)
     results += [admin] if admin is not None else []
-    denied = _admin_denied(backends, t)
+    denied = _admin_denied(backends, t, token_fix or f"export {ADMIN_TOKEN_ENV} as the router has it")
     if denied is not None:
         return [*results, denied]
     rows = backends.body.get("backends", []) if isinstance(backends.body, dict) else []
@@ -85,13 +88,13 @@ async def _tokens(client: httpx.AsyncClient, url: str, rows: list[dict[str, obje
     )
 
 
-def _admin_denied(answer: Answer, target: str) -> CheckResult | None:
+def _admin_denied(answer: Answer, target: str, token_fix: str) -> CheckResult | None:
     if answer.status == 401:
         return warned(
             "router",
             "backends",
             "the admin API wants a bearer token; backends, signals and policy not checked",
-            f"export {ADMIN_TOKEN_ENV} as the router has it",
+            token_fix,
             target=target,
         )
     if answer.status != 200:

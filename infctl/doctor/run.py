@@ -22,6 +22,7 @@ from infctl.doctor.engine_probe import check_engine
 from infctl.doctor.kv_pool import check_kv_pool
 from infctl.doctor.registry import DEFAULT_TIMEOUT_S, Check, run_checks
 from infctl.doctor.result import CheckResult, DoctorReport, failed
+from infctl.doctor.router_cluster import check_cluster_router
 from infctl.doctor.router_eval import evaluate_profile_policy
 from infctl.doctor.router_probe import check_router
 from infctl.doctor.targets import DoctorRequest
@@ -124,6 +125,10 @@ def plan_checks(
     if request.router is not None:
         router = request.router
         checks.append(Check("router", "router", partial(check_router, client, router), router.url))
+    elif request.checks_cluster and profile is not None and deps.kube is not None:
+        # No URL given: the release's own router, found by the Service its profile renders.
+        find_router = partial(check_cluster_router, deps.kube, profile, request.namespace)
+        checks.append(Check("router", "service", find_router, f"release {profile.name}"))
     if request.autoscaler is not None:
         url = request.autoscaler
         checks.append(Check("autoscaler", "startup", partial(check_autoscaler, client, url), url))

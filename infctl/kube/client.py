@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import kubernetes.client
 import kubernetes.config
@@ -24,6 +24,14 @@ from infctl.errors import KubeError
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON = "application/json"
+
+
+class RawAnswer(NamedTuple):
+    """What a pod answered through the API server's proxy (:meth:`KubeClient.request_raw`)."""
+
+    status: int
+    content_type: str
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,28 @@ class KubeClient:
         service proxy, ``.../services/NAME:PORT/proxy/metrics``); the text, or KubeError as ``request``."""
         return (self._send(method, path, query, None, JSON, "*/*") or b"").decode("utf-8", errors="replace")
 
+    def request_raw(
+        self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None
+    ) -> RawAnswer:
+        """Send one request through the API server to a pod (``.../services/NAME:PORT/proxy/PATH``) and
+        return its answer whatever the status: the proxy passes the pod's own 401s and 503s on, and they
+        are the caller's data. ``body``: JSON-able. KubeError only when the API server is not reached."""
+        response = self._call(method, path, query, body, JSON, "*/*")
+        kind = str(response.headers.get("Content-Type", ""))
+        return RawAnswer(response.status, kind, response.data or b"")
+
     def _send(
         self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str, accept: str
     ) -> bytes | None:
+        response = self._call(method, path, query, body, content_type, accept)
+        if response.status >= 400:
+            raise api_error(method, path, response.status, _decode(response.data))
+        data: bytes | None = response.data
+        return data
+
+    def _call(
+        self, method: str, path: str, query: dict[str, str] | None, body: Any, content_type: str, accept: str
+    ) -> Any:
         headers = {"Accept": accept, "Content-Type": content_type}
         method, url, headers, body, _ = self.api.param_serialize(
             method=method,
@@ -89,9 +116,7 @@ class KubeClient:
                 f"cannot reach the Kubernetes API server at {self.host}: {err}",
                 hint="check the kubeconfig context (--context) and that the cluster is up",
             ) from None
-        if response.status >= 400:
-            raise api_error(method, path, response.status, _decode(response.data))
-        return response.data
+        return response
 
     def close(self) -> None:
         self.api.close()  # type: ignore[no-untyped-call]

@@ -112,6 +112,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     """Query parameters of every watch request."""
     endpoints: dict[tuple[str, str], str] = attrs.field(factory=dict)
     """(namespace, Service name) -> base URL of the ready pod behind it, for the service proxy."""
+    proxy_denied: set[str] = attrs.field(factory=set)
+    """Namespaces where the caller may not use the service proxy (RBAC: no ``get services/proxy``)."""
     _version: int = 0
     _logged: int = 0
     _reads: dict[tuple[str, str], int] = attrs.field(factory=dict)
@@ -193,6 +195,13 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     async def _proxy(self, request: rendering.Request, path: str) -> aiohttp.web.StreamResponse:
         """The API server's service proxy: the request sent on to the pod behind the Service."""
         name = (request.name or "").split(":")[0]
+        if request.namespace in self.proxy_denied:  # RBAC runs before the Service is looked up
+            verb = "get" if request.method.value == "GET" else "create"
+            message = (
+                f'services "{request.name}" is forbidden: User "doctor" cannot {verb} resource '
+                f'"services/proxy" in API group "" in the namespace "{request.namespace}"'
+            )
+            return await self._render_error(KubernetesError(403, "Forbidden", message))
         key = (request.resource, request.namespace, name)
         if key not in self.objects or self.objects[key].deleted:
             return await self._render_error(kmock.KubernetesObjectNotFoundError())
@@ -201,7 +210,20 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             message = f'no endpoints available for service "{name}"'
             return await self._render_error(KubernetesError(503, "ServiceUnavailable", message))
         target = f"{url.rstrip('/')}/{path}"
-        async with aiohttp.ClientSession() as http, http.request(request.method.value, target) as answer:
+        # The pod gets the body and query, and no Authorization: the real server drops it once it has
+        # authenticated the caller (k8s.io/apiserver pkg/endpoints/filters/authentication.go).
+        kind = request.headers.get("Content-Type")
+        forwarded = {"Content-Type": kind} if request.body and kind else {}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.request(
+                request.method.value,
+                target,
+                data=request.body or None,
+                headers=forwarded,
+                params=request.params,
+            ) as answer,
+        ):
             body = await answer.read()
             kind = answer.headers.get("Content-Type", "application/octet-stream")
         return aiohttp.web.Response(body=body, status=answer.status, headers={"Content-Type": kind})

@@ -4,54 +4,22 @@ and reads its /metrics through the API server's service proxy: the fake API serv
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+from collections.abc import AsyncIterator
 
-import kmock
-import kubernetes.client
 import pytest
+from proxykit import NS, PROFILE, deployed
+from proxykit import by_name as grouped
 
 from infctl.autoscaler.metrics import AutoscalerMetrics
 from infctl.autoscaler.server import MetricsServer
 from infctl.autoscaler.startup import Ledger
-from infctl.config import DeploymentProfile, load_deployment
+from infctl.config import load_deployment
 from infctl.doctor.autoscaler_cluster import check_cluster_autoscaler
 from infctl.doctor.result import CheckResult
 from infctl.doctor.run import DoctorDeps, run_doctor
 from infctl.doctor.targets import DoctorRequest
-from infctl.kube import ClientSettings, KubeClient, connect
-from infctl.manifests import RenderOptions, render
 
-ROOT = Path(__file__).resolve().parents[3]
-PROFILE = ROOT / "profiles" / "qwen3-8b-aggregated.yaml"  # namespace inference, autoscaler on
-NS = "inference"
 SCALER = "qwen3-8b-autoscaler"
-
-
-def _kubefake() -> ModuleType:
-    if "kubefake" not in sys.modules:  # shared with the kube, router and cutover tests, loaded once by name
-        path = ROOT / "tests" / "integration" / "kube" / "kubefake.py"
-        spec = importlib.util.spec_from_file_location("kubefake", path)
-        assert spec is not None and spec.loader is not None
-        sys.modules["kubefake"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["kubefake"]
-
-
-Factory = Callable[[], KubeClient]
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[tuple[Any, Factory]]:
-    async with _kubefake().ClusterEmulator() as emulator, kmock.Server(emulator) as server:
-        emulator.serve()
-        cfg = kubernetes.client.Configuration()
-        cfg.host = str(server.url).rstrip("/")
-        yield emulator, lambda: connect(ClientSettings(timeout_s=5), configuration=cfg)
 
 
 @pytest.fixture
@@ -68,16 +36,8 @@ async def scaler() -> AsyncIterator[str]:
         await server.close()
 
 
-def deployed(api: Any, profile: DeploymentProfile, *, components: tuple[str, ...]) -> None:
-    """Store the Services render makes for ``components`` in the fake, as a deploy would leave them."""
-    for obj in render(profile, RenderOptions(namespace=NS)):
-        component = obj["metadata"].get("labels", {}).get("app.kubernetes.io/component")
-        if obj["kind"] == "Service" and component in components:
-            api.objects["v1/services", NS, obj["metadata"]["name"]] = obj
-
-
 def by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
-    return {r.name: r for r in results if r.group == "autoscaler"}
+    return grouped(results, "autoscaler")
 
 
 async def test_found_through_its_service_and_checked(api, scaler) -> None:

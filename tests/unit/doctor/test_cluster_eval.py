@@ -68,6 +68,21 @@ def test_permissions_name_every_denied_verb() -> None:
     assert evaluate_permissions({("get", "", "services"): True}, "ns").status == "pass"
 
 
+def test_permissions_name_get_services_proxy_which_doctor_reads_daemons_through() -> None:
+    deploy = {("get", "", "services"): True}
+    missing = evaluate_permissions(deploy, "ns", proxy=False)
+    assert missing.status == "warn"  # deploy works; doctor's router and autoscaler checks do not
+    assert "not get services/proxy" in missing.summary and "router and autoscaler" in missing.summary
+    assert "kubectl auth can-i get services/proxy -n ns" in (missing.fix or "")
+    granted = evaluate_permissions(deploy, "ns", proxy=True)
+    assert granted.status == "pass" and "get services/proxy" in granted.summary
+    assert "services/proxy" not in evaluate_permissions(deploy, "ns").summary  # not reviewed: no profile
+    both = evaluate_permissions({("patch", "apps", "deployments"): False}, "ns", proxy=False)
+    assert both.status == "fail" and both.summary.endswith(
+        "nor get services/proxy (doctor reads the router and autoscaler through it) in ns"
+    )
+
+
 def test_no_gpu_resource_suggests_the_one_the_nodes_advertise() -> None:
     found = nodes(("n1", {}, {"amd.com/gpu": "8"}))
     result = evaluate_gpu_nodes(found, None)
