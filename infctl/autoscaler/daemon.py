@@ -100,33 +100,36 @@ class _Daemon:
         self.router_counts: tuple[float, tuple[float, float, float]] | None = None
         """(when, the router's counters) at the last reading, for the demand."""
 
-    async def recall(self, now: float, wall: float) -> None:
-        """The memory an earlier run of the daemon saved, if any and readable (else a cold start)."""
+    async def recall(self, now: float, wall: float) -> str:
+        """Restore the memory an earlier run of the daemon saved, if any and readable (else start cold);
+        returns what happened, in a sentence."""
         store = self.cfg.memory
         assert store is not None
         try:
             data = await store.load()
         except InfctlError as err:
             self._failed("memory", err)
-            return
+            return f"memory: cannot read {store.where}; starting cold"
         if data is None:
-            log.info("memory: nothing saved in %s yet; starting cold", store.where)
-            return
+            said = f"memory: nothing saved in {store.where} yet; starting cold"
+            log.info("%s", said)
+            return said
         fc = self.cfg.policy.forecast
         try:
             self.state, gap = restore(data, now, wall, None if fc is None else fc.window_s)
         except BadMemory as err:
             self.metrics.errors["memory"] += 1
-            log.warning("memory in %s not used (%s); starting cold", store.where, err)
-            return
+            said = f"memory in {store.where} not used ({err}); starting cold"
+            log.warning("%s", said)
+            return said
         warm = [u for u, s in self.state.units if s.forecast is not None]
-        log.info(
-            "memory: restored %d unit(s) from %s, saved %.0f s ago; forecast kept for %s",
-            len(self.state.units),
-            store.where,
-            gap,
-            ", ".join(warm) or "none (cold after a gap of a window or more)",
+        kept = ", ".join(warm) or "none" if fc is not None else "none (no forecast)"
+        said = (
+            f"memory: restored {len(self.state.units)} unit(s) from {store.where}, saved {gap:.0f} s ago; "
+            f"forecast kept for {kept}"
         )
+        log.info("%s", said)
+        return said
 
     async def remember(self, now: float, wall: float) -> None:
         if self.cfg.memory is None:
@@ -252,10 +255,12 @@ async def serve(
     clock: Callable[[], float] = time.monotonic,
     time_of_day: Callable[[], float] | None = None,
     wall: Callable[[], float] = time.time,
+    on_recall: Callable[[str], None] | None = None,
 ) -> None:
     """Decide every ``cfg.interval_s`` until ``stop`` is set; ``ready`` is set once /metrics listens, and
     ``on_listening`` is given its URL (the port bound: ``port: 0`` picks one), or None without a server.
-    ``wall`` (the wall clock) dates the saved memory; ``clock`` is the policy's."""
+    ``wall`` (the wall clock) dates the saved memory; ``clock`` is the policy's. ``on_recall`` is told, in
+    a sentence, whether the memory was restored (only with ``cfg.memory``)."""
     stop = stop or asyncio.Event()
     day = time_of_day or _local_time_of_day
     async with make_client(transport) as client:
@@ -267,7 +272,9 @@ async def serve(
             if ready is not None:
                 ready.set()
             if cfg.memory is not None:  # after /health answers: a slow API server must not fail the pod
-                await daemon.recall(clock(), wall())
+                said = await daemon.recall(clock(), wall())
+                if on_recall is not None:
+                    on_recall(said)
             while not stop.is_set():
                 now = clock()
                 if await daemon.tick(now, day(), on_decision) is not None:
@@ -288,6 +295,7 @@ def run(
     *,
     on_decision: OnDecision | None = None,
     on_listening: Callable[[str | None], None] | None = None,
+    on_recall: Callable[[str], None] | None = None,
 ) -> None:
     """Run the daemon in the foreground until SIGINT or SIGTERM (the sync entry point)."""
 
@@ -296,7 +304,14 @@ def run(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(cfg, actuator, stop=stop, on_decision=on_decision, on_listening=on_listening)
+        await serve(
+            cfg,
+            actuator,
+            stop=stop,
+            on_decision=on_decision,
+            on_listening=on_listening,
+            on_recall=on_recall,
+        )
 
     asyncio.run(main())
 

@@ -185,7 +185,13 @@ def autoscaler(
             line = f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}{where}"
             err_console.print(line, highlight=False, soft_wrap=True)
 
-        run(cfg, actuator, on_decision=lambda d, s: _print(d, s, every=cfg.dry_run), on_listening=announce)
+        run(
+            cfg,
+            actuator,
+            on_decision=lambda d, s: _print(d, s, every=cfg.dry_run),
+            on_listening=announce,
+            on_recall=lambda said: err_console.print(said, highlight=False, soft_wrap=True),
+        )
 
 
 def _print(decision: Decision, snap: ScalingSnapshot, *, every: bool) -> None:
