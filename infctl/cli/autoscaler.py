@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from dataclasses import fields
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.markup import escape
 
 from infctl.autoscaler.daemon import AutoscalerConfig, run
 from infctl.autoscaler.settings import PolicyConfig
 from infctl.autoscaler.setup import Options, build
 from infctl.autoscaler.snapshot import Decision, ScalingSnapshot
-from infctl.cli.context import global_options
+from infctl.cli.context import OutputFormat, global_options
 from infctl.cli.flags import DryRunMode, DryRunOption, duration_option, field_help, url_option
 from infctl.cli.output import console, err_console, errors_as_exit
 from infctl.cli.status import RunDirOption
@@ -36,7 +40,8 @@ Examples:
   # In a cluster: the file `infctl render` puts in the autoscaler's ConfigMap
   infctl autoscaler -f /etc/infctl/autoscaler.yaml --prometheus http://prometheus.monitoring:9090
 
-Metrics (infctl_autoscaler_*) and /health are served on --host:--port.
+Metrics (infctl_autoscaler_*) and /health are served on --host:--port. With -o json each printed
+decision is one JSON line (time, unit, current, desired, changed, reason, inputs); -o yaml, one document.
 """
 
 
@@ -185,13 +190,44 @@ def autoscaler(
             line = f"infctl autoscaler ({mode}) every {cfg.interval_s:g}s: {units}{where}"
             err_console.print(line, highlight=False, soft_wrap=True)
 
+        fmt = opts.output
+
+        def show(d: Decision, s: ScalingSnapshot) -> None:
+            if fmt is OutputFormat.table:
+                _print(d, s, every=cfg.dry_run)
+            else:
+                _emit(d, every=cfg.dry_run, fmt=fmt)
+
         run(
             cfg,
             actuator,
-            on_decision=lambda d, s: _print(d, s, every=cfg.dry_run),
+            on_decision=show,
             on_listening=announce,
             on_recall=lambda said: err_console.print(said, highlight=False, soft_wrap=True),
         )
+
+
+def _emit(decision: Decision, *, every: bool, fmt: OutputFormat) -> None:
+    """Each printed decision as one JSON line (``-o json``) or YAML document (``-o yaml``), for scripts."""
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    for rec in decision.recommendations:
+        if not (every or rec.changed):
+            continue
+        row = {
+            "time": stamp,
+            "unit": rec.role,
+            "current": rec.current,
+            "desired": rec.desired,
+            "changed": rec.changed,
+            "reason": rec.reason,
+            # NaN (no TTFT this interval) is not JSON: null.
+            "inputs": {k: (v if math.isfinite(v) else None) for k, v in rec.inputs},
+        }
+        if fmt is OutputFormat.json:
+            text = json.dumps(row, separators=(",", ":"))
+        else:
+            text = "---\n" + yaml.safe_dump(row, sort_keys=False).rstrip()
+        print(text, flush=True)
 
 
 def _print(decision: Decision, snap: ScalingSnapshot, *, every: bool) -> None:

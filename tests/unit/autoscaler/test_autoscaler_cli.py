@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+from infctl.autoscaler.snapshot import Decision, Recommendation, ScalerState
+from infctl.cli.autoscaler import _emit
+from infctl.cli.context import OutputFormat
 from infctl.cli.main import _register, app
 from infctl.local.state import RunState, RunStatus, write_state
 
@@ -84,3 +89,20 @@ def test_the_help_deploys_the_local_release_it_then_watches_with_its_autoscaler_
     profile = load_deployment(PROFILES / "local-demo.yaml", re.findall(r"--set (\S+=\S*)", deploy))
     assert profile.autoscaler.enabled and profile.autoscaler.both is not None
     assert re.findall(r"--set (\S+=\S*)", deploy) == re.findall(r"--set (\S+=\S*)", watch)
+
+
+def test_decisions_print_as_json_lines_or_yaml_documents(capsys: pytest.CaptureFixture[str]) -> None:
+    recs = (
+        Recommendation("prefill", 2, 3, "queue high", (("ready", 2.0), ("ttft_p99_s", float("nan")))),
+        Recommendation("decode", 4, 4, "within thresholds", (("ready", 4.0),)),
+    )
+    decision = Decision(recs, ScalerState())
+    _emit(decision, every=False, fmt=OutputFormat.json)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1  # only what changed, as the table prints
+    row = json.loads(lines[0])
+    assert (row["unit"], row["current"], row["desired"], row["changed"]) == ("prefill", 2, 3, True)
+    assert row["inputs"] == {"ready": 2.0, "ttft_p99_s": None}  # NaN is not JSON
+    _emit(decision, every=True, fmt=OutputFormat.yaml)
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["unit"] for d in docs] == ["prefill", "decode"]
