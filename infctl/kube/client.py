@@ -1,7 +1,8 @@
 """The one place an API client is built, and the one request function everything else goes through.
 
-``connect(settings)`` reads the kubeconfig (file and context from the global options, else the client's
-default lookup, else in-cluster service-account credentials); tests pass their own ``Configuration``
+``connect(settings)`` reads the kubeconfig (file and context from the global options, else ``$KUBECONFIG``,
+else ``~/.kube/config``, else in-cluster service-account credentials), or raises :class:`KubeconfigError`
+(exit 2: the environment to fix) naming what it looked for; tests pass their own ``Configuration``
 pointing at a fake API server. Requests are generic (path, verb, JSON body), so every kind, core or custom,
 goes through :meth:`KubeClient.request`; failures become :class:`KubeError` with the server's status and
 message.
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 import kubernetes.client
 import kubernetes.config
 import urllib3
+import yaml
 
 from infctl.errors import KubeError
 
@@ -145,30 +147,77 @@ def api_error(method: str, path: str, status: int, data: dict[str, Any]) -> Kube
     return KubeError(f"{method} {path}: {status} {message}", status=status, hint=hints.get(status))
 
 
+class KubeconfigError(KubeError):
+    """No credentials to reach a cluster with (no kubeconfig found, none readable, no such context, not
+    inside a pod): the environment to fix before anything is sent, so exit 2 like bad input (docs/cli.md),
+    not 1 like a request the API server refused."""
+
+    exit_code = 2
+
+
 def connect(
     settings: ClientSettings, configuration: kubernetes.client.Configuration | None = None
 ) -> KubeClient:
-    """A client for ``settings``; ``configuration`` (tests) bypasses the kubeconfig entirely."""
+    """A client for ``settings``; ``configuration`` (tests) bypasses the kubeconfig entirely.
+
+    The kubeconfig is ``--kubeconfig``, else ``$KUBECONFIG`` (a list, as kubectl reads it), else
+    ``~/.kube/config``; without one, the pod's service account when running in a cluster; else
+    :class:`KubeconfigError` naming what was looked for."""
     if configuration is not None:
         return KubeClient(
             kubernetes.client.ApiClient(configuration), settings.namespace or "default", settings.timeout_s
         )
     cfg = kubernetes.client.Configuration()
-    config_file = str(settings.kubeconfig) if settings.kubeconfig else None
+    paths = _kubeconfig_paths(settings.kubeconfig)
+    found = [p for p in paths if p.is_file()]
     namespace = settings.namespace
+    flag = _flag_given(settings.kubeconfig)
+    if not found and (flag or not os.environ.get("KUBERNETES_SERVICE_HOST")):
+        raise _no_kubeconfig(settings.kubeconfig if flag else None, paths)
     try:
-        if config_file or os.path.exists(os.path.expanduser(kubernetes.config.KUBE_CONFIG_DEFAULT_LOCATION)):
+        if found:
+            config_file = os.pathsep.join(map(str, found))
             kubernetes.config.load_kube_config(config_file, settings.context, client_configuration=cfg)  # type: ignore[no-untyped-call]
             namespace = namespace or _context_namespace(config_file, settings.context)
         else:
             kubernetes.config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
             namespace = namespace or _incluster_namespace()
-    except kubernetes.config.ConfigException as err:
-        raise KubeError(
-            f"cannot load Kubernetes credentials: {err}",
-            hint="pass --kubeconfig FILE (and --context NAME), or set KUBECONFIG",
+    except (kubernetes.config.ConfigException, yaml.YAMLError, OSError) as err:
+        where = ", ".join(map(str, found)) if found else "the in-cluster service account"
+        raise KubeconfigError(
+            f"cannot load Kubernetes credentials from {where}: {' '.join(str(err).split())}",
+            hint="check the file and the context (kubectl config get-contexts), or pass --kubeconfig FILE "
+            "and --context NAME",
         ) from None
     return KubeClient(kubernetes.client.ApiClient(cfg), namespace or "default", settings.timeout_s)
+
+
+def _kubeconfig_paths(given: Path | None) -> list[Path]:
+    """The files the kubeconfig is read from, as kubectl reads them: ``given`` or ``$KUBECONFIG`` (both may
+    list several, ``:``-separated; the CLI passes ``$KUBECONFIG`` as ``--kubeconfig``), else
+    ``~/.kube/config``. Read at call time: the client library reads ``$KUBECONFIG`` once, at import."""
+    text = str(given) if given is not None else os.environ.get("KUBECONFIG", "")
+    listed = [Path(p).expanduser() for p in text.split(os.pathsep) if p]
+    return listed or [Path("~/.kube/config").expanduser()]
+
+
+def _flag_given(given: Path | None) -> bool:
+    """Whether ``--kubeconfig`` itself was given (kubectl then never falls back to the pod's account)."""
+    return given is not None and str(given) != os.environ.get("KUBECONFIG")
+
+
+def _no_kubeconfig(flag: Path | None, paths: list[Path]) -> KubeconfigError:
+    if flag is not None:
+        return KubeconfigError(
+            f"--kubeconfig {flag}: no such file",
+            hint="name an existing file, or leave --kubeconfig out to use $KUBECONFIG or ~/.kube/config",
+        )
+    looked = ", ".join(map(str, paths))
+    source = f"$KUBECONFIG ({looked})" if os.environ.get("KUBECONFIG") else looked
+    return KubeconfigError(
+        f"no kubeconfig: nothing at {source}, and not running inside a cluster",
+        hint="pass --kubeconfig FILE (and --context NAME), or set KUBECONFIG",
+    )
 
 
 def _context_namespace(config_file: str | None, context: str | None) -> str | None:
