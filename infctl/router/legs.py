@@ -55,7 +55,8 @@ async def pd_payload(
 ) -> tuple[bytes, Leg | None]:
     """Run the PD protocol's prefill side; return the decode leg's body (adapter-defined wire format) and,
     for the parallel protocol, the prefill leg still running (judged beside the decode: ``pd_legs``).
-    Each leg is pinned to its own backend's rank: the prefill's never carries the decode's.
+    Each leg is pinned to its own backend's rank: the prefill's never carries the decode's, and a parallel
+    leg's bootstrap room leads the prefill engine to the rank it is pinned to.
 
     The prefill leg counts as in flight on the prefill backend (its prompt as queued prefill work) from
     its send until it ends, whichever way (answer, error, the client gone): without it, a burst between
@@ -81,7 +82,9 @@ async def pd_payload(
         decode_leg = decode_body_or_blame(prefill_id, lambda: adapter.decode_body(body, answer, endpoint))
         pool.record_success(prefill_id)  # ends its failure streak, as a served request does on decode
         return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
-    room = new_bootstrap_room()
+    # The room decides which rank a parallel-style prefill engine serves on, and where its decode looks for
+    # the KV: a room for another rank than the pin's fails the transfer (new_bootstrap_room: whose and why).
+    room = new_bootstrap_room(rank=prefill.dp_rank)
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
     pool.start_prefill_leg(prefill_id, prompt_tokens)
