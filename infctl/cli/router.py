@@ -217,13 +217,16 @@ def router(
         client = _CLIENTS.get(upstream_client)
         if client is None:
             raise ConfigError(f"--upstream-client {upstream_client}: expected {', '.join(_CLIENTS)}")
-    say(
-        f"infctl router on http://{cfg.host}:{cfg.port} -> {len(cfg.backends)} backends, "
-        f"policy {cfg.policy if isinstance(cfg.policy, str) else 'custom'}"
-    )
+    policy_name = cfg.policy if isinstance(cfg.policy, str) else "custom"
+
+    def announce(
+        url: str,
+    ) -> None:  # once listening: the tokenizer loaded, the port bound (--port 0: its own)
+        say(f"infctl router on {url} -> {len(cfg.backends)} backends, policy {policy_name}")
+
     try:
         with errors_as_exit():  # what fails at start-up (a tokenizer that does not load) is one line too
-            run(cfg, loop=kind, upstream_client=client, server=cfg.server)
+            run(cfg, loop=kind, upstream_client=client, server=cfg.server, on_listening=announce)
     except OSError as err:
         if err.errno not in _BIND_ERRORS:
             raise

@@ -271,14 +271,21 @@ def run(
     loop: LoopKind = "auto",
     upstream_client: UpstreamClient = "lean",
     server: ServerKind = "lean",
+    on_listening: Callable[[str], None] | None = None,
 ) -> None:
     """The one sync entry point (the CLI's). ``loop``: ``auto`` runs on uvloop when it is installed
     (``pip install 'infctl[fast]'``) and on asyncio's own loop otherwise; ``uvloop`` requires it;
-    ``asyncio`` never uses it (``bench_router_overhead.py --loops asyncio,uvloop`` compares them)."""
+    ``asyncio`` never uses it (``bench_router_overhead.py --loops asyncio,uvloop`` compares them).
+    ``on_listening`` receives the base URL once the router listens: its tokenizer loaded, its port bound
+    (the one picked for ``port: 0``); never when start-up fails."""
+
+    def listening(url: str) -> None:
+        _freeze_startup_objects(url)
+        if on_listening is not None:
+            on_listening(url)
+
     with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
-        runner.run(
-            serve(cfg, upstream_client=upstream_client, server=server, on_ready=_freeze_startup_objects)
-        )
+        runner.run(serve(cfg, upstream_client=upstream_client, server=server, on_ready=listening))
 
 
 def _freeze_startup_objects(_url: str) -> None:

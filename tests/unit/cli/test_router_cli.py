@@ -128,3 +128,15 @@ def test_a_backend_that_is_not_an_http_url_is_refused_before_the_router_starts(
     by_file = runner.invoke(app, ["router", "-f", str(path)])
     assert by_file.exit_code == 2 and not started
     assert "router.yaml:2: backends[0].url" in by_file.output
+
+
+def test_the_start_up_line_waits_until_the_router_listens(
+    runner: CliRunner, started: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = runner.invoke(app, ["router", "--backend", "http://127.0.0.1:9", "--port", "0"])
+    assert result.exit_code == 0, result.output
+    assert "infctl router on" not in result.output  # the daemon (recorded here) never listened
+    (call,) = started
+    call["on_listening"]("http://127.0.0.1:40123")  # what the daemon says once its port is bound
+    said = capsys.readouterr().err
+    assert "infctl router on http://127.0.0.1:40123 -> 1 backends, policy" in said

@@ -1,5 +1,5 @@
 """A tokenizer that does not load stops `infctl router` at start-up with one line naming the file and
-the fallback, exit code 2: never a traceback."""
+the fallback, exit code 2: never a traceback, nor the start-up line of a router that is not listening."""
 
 from __future__ import annotations
 
@@ -25,3 +25,4 @@ def test_a_bad_tokenizer_is_one_line_with_the_fallback(tmp_path: Path, content: 
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert str(spec) in done.stderr and "--tokenizer estimate" in done.stderr
+    assert "infctl router on" not in done.stderr
