@@ -5,7 +5,9 @@ per prompt. The requests are vLLM's (``vllm/entrypoints/serve/tokenize/protocol.
 prompt as ``{"model", "prompt", "add_special_tokens"}``, a chat as ``{"model", "messages",
 "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs", "tools"}``
 (only the options the request set: the engine's defaults are its chat endpoint's), answered with
-``{"tokens", "count", "max_model_len", ...}``. SGLang's ``/tokenize`` takes completion prompts only.
+``{"tokens", "count", "max_model_len", ...}``. SGLang's ``/tokenize`` takes ``messages`` too (0.5.15, 0.5.23)
+and renders them with its chat route's code, which departs from vLLM's for a conversation ending with an
+assistant message, with ``continue_final_message``, and for DeepSeek V4 (docs/tokens.md).
 
 Every answer is remembered (an LRU bounded in bytes), keyed by the exact request, so a repeated prompt or
 conversation, or the router asking twice about one request, costs one POST. Prompts are not split into
