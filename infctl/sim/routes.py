@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl import tokens
-from infctl.sim import prompt_tokens
+from infctl.sim import prompt_tokens, samples
 from infctl.sim.driver import Delta, RequestTrack
 from infctl.sim.personality.base import (
     PDPlan,
@@ -62,29 +62,32 @@ async def chat_completions(inst: SimInstance, request: web.Request) -> web.Strea
     return await _generate(inst, request, chat=True)
 
 
-async def prompt_ids(inst: SimInstance, body: Mapping[str, Any], chat: bool) -> list[int]:
-    """The request's prompt token ids, from the engine's tokenizer (``infctl.sim.prompt_tokens``)."""
+async def prompt_batch(inst: SimInstance, body: Mapping[str, Any], chat: bool) -> list[list[int]]:
+    """The request's prompts as token ids, from the engine's tokenizer (``infctl.sim.prompt_tokens``):
+    one for a chat or a completion's string or id list, one per item of a batch (strings or id lists)."""
     tok = inst.tokenizer
     if chat:
-        return await prompt_tokens.tokenized(
-            tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body
-        )
+        return [
+            await prompt_tokens.tokenized(tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body)
+        ]
     prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]  # a batch of one
-    if isinstance(prompt, str):
-        ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
-    elif isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        ids = list(prompt)
-    else:
-        raise SimHTTPError(
-            400, "Field required: prompt must be a string or a list of token ids", param="prompt"
-        )
-    if not ids:
-        if prompt == []:
-            raise SimHTTPError(400, "You must pass at least one prompt")
-        raise SimHTTPError(400, "The prompt cannot be empty.", param="prompt")
-    return ids
+    batch = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list) else [prompt]
+    out = []
+    for item in batch:
+        if isinstance(item, str):
+            ids = await prompt_tokens.tokenized(tok, len(item), prompt_tokens.text_ids, item, body)
+        elif isinstance(item, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in item):
+            ids = list(item)
+        else:
+            raise SimHTTPError(
+                400, "Field required: prompt must be a string or a list of token ids", param="prompt"
+            )
+        if not ids:
+            if item == []:
+                raise SimHTTPError(400, "You must pass at least one prompt")
+            raise SimHTTPError(400, "The prompt cannot be empty.", param="prompt")
+        out.append(ids)
+    return out
 
 
 def parse_generation(
@@ -92,8 +95,6 @@ def parse_generation(
 ) -> Generation:
     """The request's generation settings, given its prompt's token ids (``prompt_ids``)."""
     model = body.get("model")
-    if int_field(body, "n", 1) not in (None, 1):
-        raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
     max_tokens = inst.personality.max_tokens(body, len(ids), chat=chat)
     options = body.get("stream_options")
     seed = int_field(body, "seed", -(2**63))
@@ -115,8 +116,14 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     if not persona.accepts_model(model):
         raise persona.unknown_model(model)
     persona.check_generation(body, chat=chat)
-    ids = await prompt_ids(inst, body, chat)
-    gen = parse_generation(inst, body, ids, chat=chat, request_id=rid)
+    prompts = await prompt_batch(inst, body, chat)
+    n = int_field(body, "n", 1) or 1
+    if len(prompts) * n > 1:
+        if not persona.parallel_sampling:
+            raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
+        gens = [parse_generation(inst, body, ids, chat=chat, request_id=rid) for ids in prompts]
+        return await samples.generate(inst, request, gens, n)
+    gen = parse_generation(inst, body, prompts[0], chat=chat, request_id=rid)
     plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)
     if plan.refusal is not None:
         return await _refuse(inst, request, gen, plan.refusal)
@@ -158,15 +165,20 @@ async def _refuse(
     only event is the error (the engine answered 200 before its scheduler saw the request)."""
     if not gen.stream:
         raise err
-    resp = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
-                 "x-request-id": gen.request_id}
-    )  # fmt: skip
+    resp = sse_response(gen.request_id)
     await resp.prepare(request)
     await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+def sse_response(request_id: str) -> web.StreamResponse:
+    """The (unprepared) response an event stream is written to."""
+    return web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+                 "x-request-id": request_id}
+    )  # fmt: skip
 
 
 async def _wait_for_prefill(inst: SimInstance, port: int, room: int) -> None:
@@ -188,14 +200,17 @@ def _cut(request: web.Request) -> None:
 
 
 def _usage(gen: Generation, track: RequestTrack, produced: int) -> dict[str, Any]:
-    n = len(gen.prompt_ids)
+    return usage(len(gen.prompt_ids), produced, track.cached_tokens)
+
+
+def usage(prompt: int, produced: int, cached: int) -> dict[str, Any]:
     return {
-        "prompt_tokens": n, "total_tokens": n + produced, "completion_tokens": produced,
-        "prompt_tokens_details": {"cached_tokens": track.cached_tokens},
+        "prompt_tokens": prompt, "total_tokens": prompt + produced, "completion_tokens": produced,
+        "prompt_tokens_details": {"cached_tokens": cached},
     }  # fmt: skip
 
 
-def _capacity_error(track: RequestTrack) -> SimHTTPError:
+def capacity_error() -> SimHTTPError:
     return SimHTTPError(
         400, "The request cannot be scheduled: its prompt needs more KV cache than the engine has."
     )
@@ -215,28 +230,36 @@ async def _respond(
             break
     reason = track.finish_reason or "length"
     if reason == "error":
-        raise _capacity_error(track)
-    text = gen.text(0, produced)
-    if gen.chat:
-        choice: dict[str, Any] = {
-            "index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-            "logprobs": None, "finish_reason": reason, "stop_reason": None,
-        }  # fmt: skip
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+        raise capacity_error()
     body: dict[str, Any] = {
-        "id": gen.response_id, "object": "chat.completion" if gen.chat else "text_completion",
-        "created": gen.created, "model": gen.model, "choices": [choice],
+        **answer_head(gen), "choices": [choice(gen, 0, produced, reason)],
         "usage": _usage(gen, track, produced),
         **inst.personality.response_extras(plan, len(gen.prompt_ids)),
     }  # fmt: skip
     return json_response(body, headers={"x-request-id": gen.request_id})
 
 
-class _ChunkEncoder:
-    """SSE events from templates: the hot path only JSON-encodes the new text."""
+def answer_head(gen: Generation) -> dict[str, Any]:
+    """The fields a non-streamed answer starts with."""
+    kind = "chat.completion" if gen.chat else "text_completion"
+    return {"id": gen.response_id, "object": kind, "created": gen.created, "model": gen.model}
 
-    def __init__(self, gen: Generation) -> None:
+
+def choice(gen: Generation, index: int, produced: int, reason: str) -> dict[str, Any]:
+    """Choice ``index`` of a non-streamed answer: ``produced`` tokens of ``gen``'s text."""
+    text = gen.text(0, produced)
+    if gen.chat:
+        return {
+            "index": index, "message": {"role": "assistant", "content": text},
+            "logprobs": None, "finish_reason": reason, "stop_reason": None,
+        }  # fmt: skip
+    return {"index": index, "text": text, "logprobs": None, "finish_reason": reason, "stop_reason": None}
+
+
+class ChunkEncoder:
+    """SSE events of choice ``index`` from templates: the hot path only JSON-encodes the new text."""
+
+    def __init__(self, gen: Generation, index: int = 0) -> None:
         self.gen = gen
         obj = "chat.completion.chunk" if gen.chat else "text_completion"
         head = compact_json(
@@ -244,12 +267,14 @@ class _ChunkEncoder:
         )
         self._head = head[:-1]
         key = '"delta":{"content":' if gen.chat else '"text":'
-        self._open = f'data: {self._head},"choices":[{{"index":0,{key}'
+        self._open = f'data: {self._head},"choices":[{{"index":{index},{key}'
         self._close = "}" if gen.chat else ""
+        self._index = index
 
     def role(self) -> bytes:
         return (
-            f'data: {self._head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},'
+            f'data: {self._head},"choices":[{{"index":{self._index},'
+            '"delta":{"role":"assistant","content":""},'
             '"logprobs":null,"finish_reason":null}]}\n\n'
         ).encode()
 
@@ -267,10 +292,7 @@ class _ChunkEncoder:
 async def _stream(
     inst: SimInstance, request: web.Request, gen: Generation, track: RequestTrack
 ) -> web.StreamResponse:
-    resp = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
-                 "x-request-id": gen.request_id}
-    )  # fmt: skip
+    resp = sse_response(gen.request_id)
     try:
         await resp.prepare(request)
         await _write_events(inst, request, resp, gen, track)
@@ -284,7 +306,7 @@ async def _stream(
 async def _write_events(
     inst: SimInstance, request: web.Request, resp: web.StreamResponse, gen: Generation, track: RequestTrack
 ) -> None:
-    enc = _ChunkEncoder(gen)
+    enc = ChunkEncoder(gen)
     if gen.chat:
         await resp.write(enc.role())
     limit = inst.faults.plan.disconnect_after
@@ -293,7 +315,7 @@ async def _write_events(
         delta: Delta = await track.queue.get()
         reason = delta.finish_reason if delta.finished else None
         if reason == "error":
-            err = _capacity_error(track)
+            err = capacity_error()
             await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
             break
         if delta.tokens or delta.finished:

@@ -75,6 +75,11 @@ CASES: dict[str, tuple[str, str, Any, dict[str, str]]] = {
     "messages a string": ("POST", CHAT, chat(messages="hi"), {}),
     "message without content": ("POST", CHAT, chat(messages=[{"role": "user"}]), {}),
     "n 0": ("POST", CMPL, cmpl(n=0), {}),
+    "n 2": ("POST", CMPL, cmpl(n=2), {}),
+    "chat n 2": ("POST", CHAT, chat(n=2), {}),
+    "chat n 2, stream": ("POST", CHAT, chat(n=2, stream=True, stream_options=USAGE), {}),
+    "batch of two prompts": ("POST", CMPL, cmpl(prompt=["hello", "world"]), {}),
+    "batch of two id lists, n 2": ("POST", CMPL, cmpl(prompt=[[300, 301], [302, 303, 304]], n=2), {}),
     "stream with usage": ("POST", CMPL, cmpl(stream=True, stream_options=USAGE), {}),
     "chat stream with usage": ("POST", CHAT, chat(stream=True, stream_options=USAGE), {}),
     "stream_options without stream": ("POST", CMPL, cmpl(stream_options=USAGE), {}),
@@ -99,11 +104,6 @@ CASES: dict[str, tuple[str, str, Any, dict[str, str]]] = {
 }
 
 KNOWN = {
-    "n 2": (("POST", CMPL, cmpl(n=2), {}), "the simulator generates one sequence per request"),
-    "batch of two prompts": (
-        ("POST", CMPL, cmpl(prompt=["hello", "world"]), {}),
-        "the simulator generates one sequence per request",
-    ),
     "token id out of vocabulary": (
         ("POST", CMPL, cmpl(prompt=[1, 2, 99_999_999]), {}),
         "infctl's Tokenizer does not tell the simulator its vocabulary's size",
@@ -135,6 +135,10 @@ def shape(resp: httpx.Response) -> dict[str, Any]:
         usage = [c["usage"] for c in chunks if c.get("usage")]
         out["done"] = events[-1] == "[DONE]"
         out["objects"] = sorted({c.get("object") for c in chunks})
+        out["choices"] = sorted({ch["index"] for c in chunks for ch in c["choices"]})
+        out["finished"] = sorted(
+            ch["index"] for c in chunks for ch in c["choices"] if ch.get("finish_reason")
+        )
         details = ["cached_tokens" in u["prompt_tokens_details"] for u in usage]
         out["usage"] = [
             (u["prompt_tokens"], u["completion_tokens"], d) for u, d in zip(usage, details, strict=True)

@@ -270,6 +270,8 @@ class Personality(ABC):
     dp_balance: ClassVar[DPBalance]
     metrics_content_type: ClassVar[str] = CONTENT_TYPE
     """The ``/metrics`` answer's Content-Type (the engine's prometheus_client's)."""
+    parallel_sampling: ClassVar[bool] = False
+    """Serves ``n`` > 1 and batches of prompts (``infctl.sim.samples``); False: refused with a 400."""
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         self.engine = engine

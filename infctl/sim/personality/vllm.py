@@ -73,6 +73,7 @@ class VllmPersonality(Personality):
     dp_balance: ClassVar[DPBalance] = "least_loaded"
     # vLLM 0.32's prometheus_client writes text format 1.0.0 (seen on the CPU build).
     metrics_content_type: ClassVar[str] = "text/plain; version=1.0.0; charset=utf-8"
+    parallel_sampling: ClassVar[bool] = True
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)

@@ -160,7 +160,6 @@ async def test_request_id_is_kept_and_echoed(sim_url: str) -> None:
         ),
         ("/v1/completions", {"prompt": "x", "max_tokens": 40_000}, 400, "BadRequestError", "max_model_len="),
         ("/v1/completions", {"max_tokens": 3}, 400, "BadRequestError", "prompt"),
-        ("/v1/completions", {"prompt": "x", "n": 2}, 400, "BadRequestError", "n=1"),
         ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "BadRequestError", "at least 1"),
         ("/v1/chat/completions", {"messages": []}, 400, "BadRequestError", "empty conversation"),
         ("/v1/completions", {"prompt": "x", "model": "gpt-nope"}, 404, "NotFoundError", "gpt-nope"),

@@ -194,3 +194,52 @@ async def test_method_and_route_errors_and_content_types(url: str) -> None:
     assert models.json()["data"][0]["max_model_len"] == LIMIT
     assert metrics.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"
     assert health.status_code == 200 and health.content == b""
+
+
+async def test_n_and_batches_are_one_answer_with_a_choice_per_sequence(url: str) -> None:
+    """vLLM 0.32: choice ``prompt * n + sample``; usage counts each prompt once and every generated token."""
+    two = (await send(url, CMPL, {"prompt": ids(3), "max_tokens": 2, "n": 2})).json()
+    assert [(c["index"], c["finish_reason"]) for c in two["choices"]] == [(0, "length"), (1, "length")]
+    assert two["choices"][0]["text"] != two["choices"][1]["text"]  # each sequence samples its own
+    assert (two["usage"]["prompt_tokens"], two["usage"]["completion_tokens"]) == (3, 4)
+    batch = (await send(url, CMPL, {"prompt": [ids(2), ids(3)], "max_tokens": 2, "n": 2})).json()
+    assert [c["index"] for c in batch["choices"]] == [0, 1, 2, 3]
+    assert (batch["usage"]["prompt_tokens"], batch["usage"]["completion_tokens"]) == (5, 8)
+    chat = (await send(url, CHAT, {"messages": HI, "max_tokens": 2, "n": 3})).json()
+    assert [c["message"]["role"] for c in chat["choices"]] == ["assistant"] * 3
+    assert chat["usage"]["completion_tokens"] == 6
+    # Each prompt is clamped to what the context leaves it, as a single one is.
+    clamped = (await send(url, CMPL, {"prompt": [ids(LIMIT - 1), ids(2)], "max_tokens": 3})).json()
+    assert [c["finish_reason"] for c in clamped["choices"]] == ["length", "length"]
+    assert clamped["usage"]["completion_tokens"] == 1 + 3
+
+
+async def test_a_stream_of_several_sequences_interleaves_them(url: str) -> None:
+    body = {
+        "messages": HI,
+        "max_tokens": 3,
+        "n": 2,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    async with httpx.AsyncClient(timeout=30) as client:
+        resp = await client.post(url + CHAT, json=body)
+    events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    roles = [c["choices"][0]["index"] for c in chunks if c["choices"] and "role" in c["choices"][0]["delta"]]
+    assert roles == [0, 1]
+    ends = sorted(
+        c["choices"][0]["index"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]
+    )
+    assert ends == [0, 1]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
+    text = {i: "".join(c["choices"][0]["delta"].get("content", "") for c in chunks
+                       if c["choices"] and c["choices"][0]["index"] == i) for i in (0, 1)}  # fmt: skip
+    assert all(len(t.split()) == 3 for t in text.values())
+
+
+async def test_sglang_still_refuses_several_sequences(start_sim: Any) -> None:
+    url = (await start_sim(personality="sglang")).urls[0]
+    resp = await send(url, CMPL, {"prompt": "a", "max_tokens": 2, "n": 2})
+    assert resp.status_code == 400 and "n=1" in resp.text

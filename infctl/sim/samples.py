@@ -1,0 +1,145 @@
+"""Requests for several sequences at once, ``n`` > 1 or a batch of prompts, answered as vLLM answers them.
+
+One core request per sequence, each with its own seed (its own text); choice ``prompt * n + sample`` (vLLM's
+numbering); usage adds up the generated tokens and counts each prompt's tokens once (vLLM 0.32 answers
+``n: 2`` on a 3-token prompt with ``prompt_tokens`` 3). A stream opens with a role chunk per choice (chat)
+and interleaves the choices' chunks as their tokens come. PD legs and the disconnect-after fault act on
+single-sequence requests only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from infctl.sim import routes
+from infctl.sim.driver import Delta, RequestTrack
+from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response
+from infctl.sim.types import SimRequest
+
+if TYPE_CHECKING:
+    from infctl.sim.app import SimInstance
+    from infctl.sim.routes import Generation
+
+
+async def generate(
+    inst: SimInstance, request: web.Request, prompts: Sequence[Generation], n: int
+) -> web.StreamResponse:
+    """Serve ``n`` sequences of each of ``prompts`` (one ``Generation`` per prompt) as one answer."""
+    seqs = [
+        dataclasses.replace(gen, seed=gen.seed + p * n + k) for p, gen in enumerate(prompts) for k in range(n)
+    ]
+    inst.server_load += 1
+    try:
+        status = inst.faults.injected_error()
+        if status is not None:
+            raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
+        reqs = [
+            SimRequest(
+                request_id=inst.next_request_id(g.request_id),
+                prompt_ids=g.prompt_ids,
+                max_tokens=g.max_tokens,
+                arrival=inst.now(),
+                seed=g.seed,
+            )
+            for g in seqs
+        ]
+        tracks = [inst.driver.submit(r, interval=inst.settings.stream_interval) for r in reqs]
+        try:
+            if seqs[0].stream:
+                return await _stream(inst, request, seqs, tracks, n)
+            return await _respond(inst, seqs, tracks, n)
+        finally:
+            for req, track in zip(reqs, tracks, strict=True):
+                if not track.done:
+                    inst.driver.abort(req.request_id)
+    finally:
+        inst.server_load -= 1
+
+
+def _usage(
+    seqs: Sequence[Generation], tracks: Sequence[RequestTrack], produced: int, n: int
+) -> dict[str, Any]:
+    firsts = range(0, len(seqs), n)  # each prompt's first sequence
+    prompt = sum(len(seqs[i].prompt_ids) for i in firsts)
+    return routes.usage(prompt, produced, sum(tracks[i].cached_tokens for i in firsts))
+
+
+async def _drain(track: RequestTrack) -> int:
+    produced = 0
+    while True:
+        delta: Delta = await track.queue.get()
+        produced += delta.tokens
+        if delta.finished:
+            return produced
+
+
+async def _respond(
+    inst: SimInstance, seqs: Sequence[Generation], tracks: Sequence[RequestTrack], n: int
+) -> web.Response:
+    counts = await asyncio.gather(*(_drain(t) for t in tracks))
+    if any(t.finish_reason == "error" for t in tracks):
+        raise routes.capacity_error()
+    choices = [
+        routes.choice(g, i, c, t.finish_reason or "length")
+        for i, (g, t, c) in enumerate(zip(seqs, tracks, counts, strict=True))
+    ]
+    first = seqs[0]
+    body: dict[str, Any] = {
+        **routes.answer_head(first), "choices": choices, "usage": _usage(seqs, tracks, sum(counts), n),
+        **inst.personality.response_extras(PDPlan(), len(first.prompt_ids)),
+    }  # fmt: skip
+    return json_response(body, headers={"x-request-id": first.request_id})
+
+
+async def _stream(
+    inst: SimInstance,
+    request: web.Request,
+    seqs: Sequence[Generation],
+    tracks: Sequence[RequestTrack],
+    n: int,
+) -> web.StreamResponse:
+    resp = routes.sse_response(seqs[0].request_id)
+    merged: asyncio.Queue[tuple[int, Delta]] = asyncio.Queue()
+
+    async def pump(i: int, track: RequestTrack) -> None:
+        while True:
+            delta: Delta = await track.queue.get()
+            merged.put_nowait((i, delta))
+            if delta.finished:
+                return
+
+    pumps = [asyncio.create_task(pump(i, t)) for i, t in enumerate(tracks)]
+    try:
+        await resp.prepare(request)
+        encoders = [routes.ChunkEncoder(g, i) for i, g in enumerate(seqs)]
+        if seqs[0].chat:
+            for enc in encoders:
+                await resp.write(enc.role())
+        produced = [0] * len(seqs)
+        left = len(seqs)
+        while left:
+            i, delta = await merged.get()
+            reason = delta.finish_reason if delta.finished else None
+            if reason == "error":
+                body = inst.personality.stream_error_body(routes.capacity_error())
+                await resp.write(f"data: {compact_json(body)}\n\n".encode())
+                break
+            if delta.tokens or delta.finished:
+                await resp.write(encoders[i].content(seqs[i].text(produced[i], delta.tokens), reason))
+                produced[i] += delta.tokens
+            left -= delta.finished
+        if seqs[0].include_usage:
+            await resp.write(encoders[0].usage(_usage(seqs, tracks, sum(produced), n)))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+    except ConnectionResetError:
+        raise asyncio.CancelledError from None
+    finally:
+        for task in pumps:
+            task.cancel()
+    return resp
