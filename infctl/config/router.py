@@ -52,7 +52,8 @@ class BackendEntry(ProfileModel):
     engine: EngineName | None = None
     """Engine kind; default the file's ``engine``."""
     dp_rank: Annotated[int, Field(ge=0)] | None = None
-    """Data-parallel rank this entry pins (sent in the engine's DP-rank header)."""
+    """Data-parallel rank this entry pins (sent in the engine's DP-rank header; for an SGLang PD prefill it
+    also picks the bootstrap room, which SGLang maps to a rank)."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     """Relative capacity. Default 1."""
     models: list[str] = Field(default_factory=list)
