@@ -14,17 +14,20 @@ Example (a library caller)::
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from infctl.bench.slo import SLO
 from infctl.bench.workloads.lengths import Strict
 from infctl.bench.workloads.scripts import TextKind
 from infctl.bench.workloads.specs import RandomSpec, WorkloadSpec
+from infctl.config.router import check_engine_url
 from infctl.errors import ConfigError
 
 ArrivalKind = Literal["poisson", "gamma", "constant"]
+BaseURL = Annotated[str, AfterValidator(check_engine_url)]
+"""``http(s)://host[:port]``, by the one rule every URL flag and the router's backends follow."""
 
 
 class Stage(Strict):
@@ -100,7 +103,7 @@ class LoadPlan(Strict):
 class BenchConfig(Strict):
     """One benchmark run."""
 
-    url: str
+    url: BaseURL
     """Base URL of the server (router or engine), e.g. ``http://127.0.0.1:8000``."""
     model: str | None = None
     """Model name sent in each request; None: the first one ``GET /v1/models`` lists."""
@@ -125,7 +128,7 @@ class BenchConfig(Strict):
     seed: int = 0
     timeout_s: float = Field(default=600.0, gt=0)
     """Per-request limit, sending to last byte; a request over it fails with class ``timeout``."""
-    engine_urls: list[str] = Field(default_factory=list)
+    engine_urls: list[BaseURL] = Field(default_factory=list)
     """Engines to scrape for the server-side view (prefix-cache hits, preemptions, queue peaks)."""
     engine: str | None = None
     """Their engine (an ``infctl.engines`` name); None: detected from each engine's /metrics."""
@@ -137,8 +140,6 @@ class BenchConfig(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, found {self.url!r}")
         if self.text != "en" and self.workload.kind in ("trace", "sharegpt"):
             raise ValueError(
                 f"text: {self.text} is for the synthetic workloads; a {self.workload.kind} has its own"

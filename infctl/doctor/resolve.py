@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infctl.config import DeploymentProfile
+from infctl.config.router import check_engine_url
 from infctl.doctor.targets import DoctorRequest, EngineTarget, RouterTarget
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
@@ -36,11 +37,12 @@ Alive = Callable[[int, int | None], bool]
 def parse_engine_spec(spec: str) -> dict[str, str]:
     """``URL[,key=value...]`` -> ``{"url": URL, key: value}``; ConfigError naming the bad part."""
     url, *pairs = [p.strip() for p in spec.split(",")]
-    if not url.startswith(("http://", "https://")):
+    try:
+        check_engine_url(url)  # the one rule; the CLI's flag has already applied it (cli.flags.check_url)
+    except ValueError as exc:
         raise ConfigError(
-            f"--engine-url {spec}: expected an http(s) URL first, found {url!r}",
-            hint="e.g. --engine-url http://10.0.0.7:8000,engine=sglang",
-        )
+            f"--engine-url {spec}: {exc}", hint="e.g. --engine-url http://10.0.0.7:8000,engine=sglang"
+        ) from None
     out = {"url": url}
     for pair in pairs:
         key, sep, value = pair.partition("=")

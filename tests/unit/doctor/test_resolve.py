@@ -29,8 +29,9 @@ def test_engine_specs() -> None:
     }
     with pytest.raises(ConfigError, match="cannot read 'colour=red'"):
         parse_engine_spec("http://h:1,colour=red")
-    with pytest.raises(ConfigError, match="expected an http"):
-        parse_engine_spec("h:1")
+    for bad in ("h:1", "http://:1", "http://h:99999"):  # the router's rule: scheme, host and port
+        with pytest.raises(ConfigError, match=r"--engine-url .*(expected http\(s\)://host\[:port\]|range)"):
+            parse_engine_spec(f"{bad},engine=vllm")
     with pytest.raises(ConfigError, match="known engines: sglang, vllm"):
         parse_engine_spec("http://h:1,engine=trt")
     with pytest.raises(ConfigError, match="role must be one of"):
