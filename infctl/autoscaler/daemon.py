@@ -99,6 +99,8 @@ class _Daemon:
         self.router_buckets: Buckets | None = None
         self.router_counts: tuple[float, tuple[float, float, float]] | None = None
         """(when, the router's counters) at the last reading, for the demand."""
+        self.memory_error: str | None = None
+        """The last failed save's message (said once until it changes or a save works)."""
 
     async def recall(self, now: float, wall: float) -> str:
         """Restore the memory an earlier run of the daemon saved, if any and readable (else start cold);
@@ -137,7 +139,13 @@ class _Daemon:
         try:
             await self.cfg.memory.save(record(self.state, now, wall))
         except InfctlError as err:
-            self._failed("memory", err)
+            # Counted every time, said once per cause: a missing ConfigMap would warn every interval.
+            self.metrics.errors["memory"] += 1
+            if err.message != self.memory_error:
+                log.warning("memory failed: %s (scaling goes on; a restart will start cold)", err.message)
+            self.memory_error = err.message
+        else:
+            self.memory_error = None
 
     async def tick(self, now: float, time_of_day: float, on_decision: OnDecision | None) -> Decision | None:
         try:

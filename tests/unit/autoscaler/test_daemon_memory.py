@@ -89,3 +89,15 @@ def test_the_rendered_file_keeps_the_memory_in_its_configmap(
     assert cfg.memory.where == "ConfigMap inference/kimi-k2-autoscaler-memory"
     given = build(Options(file=tmp_path / "autoscaler.yaml", memory_file=tmp_path / "m.json"))[0].memory
     assert isinstance(given, FileStore)  # --memory-file wins
+
+
+async def test_a_failing_save_is_counted_every_time_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    store = FileStore(blocked / "memory.json")  # under a file: every save fails the same way
+    with caplog.at_level(logging.WARNING):
+        await drive(config(store), FakeActuator(2), waiting=20, ticks=3)
+    said = [r.getMessage() for r in caplog.records if "a restart will start cold" in r.getMessage()]
+    assert len(said) == 1 and "cannot write" in said[0]  # 3 saves failed; reading it at start-up failed too
