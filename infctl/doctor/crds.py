@@ -2,7 +2,8 @@
 served (by API discovery, which every authenticated user may read, unlike the CRD list itself).
 
 Kinds infctl renders come from ``infctl.manifests.KINDS`` with their install hints; RBG, which it does
-not render yet, is listed here with its own.
+not render yet, is listed here with its own. A family only one platform serves (GKE's GCPBackendPolicy)
+is a finding only when the profile renders it: missing elsewhere is the normal case, not a warning.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class CRDFamily:
     """(apiVersion, plural) of every kind the family serves; a bare group (no ``/version``) accepts any
     version, for kinds infctl does not render and whose projects still move between alpha versions."""
     install: str
+    platform: str | None = None
+    """The one platform that serves the family (its own controller installs the CRD); None: any cluster
+    may. Without a profile that renders it, a missing platform family is a skip, not a warning."""
 
 
 def _install(api_version: str, fallback: str) -> str:
@@ -80,6 +84,12 @@ FAMILIES: tuple[CRDFamily, ...] = (
         _rendered("keda.sh/v1alpha1"),  # a profile's scale_to_zero.scaler: keda renders ScaledObjects
         _install("keda.sh/v1alpha1", "install KEDA"),
     ),
+    CRDFamily(
+        "GKE GCPBackendPolicy",
+        _rendered("networking.gke.io/v1"),  # cluster.gateway: gke renders one in place of route timeouts
+        _install("networking.gke.io/v1", "enable the GKE Gateway controller"),
+        platform="GKE",
+    ),
 )
 
 DISCOVERED = sorted({api for f in FAMILIES for api, _ in f.kinds})
@@ -109,10 +119,9 @@ def evaluate_crds(
                     G, name, f"missing, and the profile renders them: {lacking}", fam.install, target=target
                 )
             )
-        elif needed is None:
+        elif needed is None and fam.platform is None:
             out.append(warned(G, name, f"missing: {lacking}", fam.install, target=target))
         else:
-            out.append(
-                skipped(G, name, f"not installed ({lacking}); the profile does not need it", target=target)
-            )
+            why = "the profile does not need it" if needed is not None else f"needed only on {fam.platform}"
+            out.append(skipped(G, name, f"not installed ({lacking}); {why}", target=target))
     return out

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from infctl.config import DeploymentProfile
+from infctl.config import DeploymentProfile, load_deployment
 from infctl.doctor.cluster_eval import (
     evaluate_gpu_nodes,
     evaluate_metrics_apis,
@@ -15,8 +16,12 @@ from infctl.doctor.cluster_eval import (
 from infctl.doctor.crds import FAMILIES, evaluate_crds
 from infctl.doctor.nodes import NodeView, node_views, quantity
 from infctl.doctor.topology import evaluate_rdma, evaluate_switch_capacity, groups_per_switch
+from infctl.manifests import KINDS
+from infctl.manifests.kinds import kind_of
+from infctl.manifests.render import render
 
 BLOCK = "network.topology.nvidia.com/block"
+QWEN = Path(__file__).parents[3] / "profiles" / "qwen3-8b-aggregated.yaml"
 
 
 def cluster_profile(**cluster: Any) -> DeploymentProfile:
@@ -164,6 +169,34 @@ def test_crds_by_what_the_profile_needs() -> None:
     keda = without_profile["crds: KEDA"]
     assert keda.status == "warn" and "kedacore" in (keda.fix or "")
     assert "rbg" in (without_profile["crds: RoleBasedGroup (RBG)"].fix or "")
+
+
+def test_every_custom_kind_infctl_renders_is_checked() -> None:
+    """A kind missing from FAMILIES is one doctor says nothing about while deploy fails on it later."""
+    checked = {kind for fam in FAMILIES for kind in fam.kinds}
+    unchecked = [
+        k.kind
+        for k in KINDS
+        if k.crd is not None and not {(k.api_version, k.plural), (k.group, k.plural)} & checked
+    ]
+    assert unchecked == []
+
+
+def test_a_gke_gateway_needs_the_gcpbackendpolicy_crd() -> None:
+    """cluster.gateway: gke renders a GCPBackendPolicy (networking.gke.io/v1): doctor fails on a cluster
+    that does not serve it, with deploy's install hint, and stays quiet about it everywhere else."""
+    profile = load_deployment(QWEN, ["cluster.gateway=gke"])
+    needed = {(kind_of(o).api_version, kind_of(o).plural) for o in render(profile)}
+    served = {api: {plural} for api, plural in needed}
+    name = "crds: GKE GCPBackendPolicy"
+    assert {r.name: r for r in evaluate_crds(served, needed)}[name].status == "pass"
+    served.pop("networking.gke.io/v1")
+    gke = {r.name: r for r in evaluate_crds(served, needed)}[name]
+    assert gke.status == "fail" and "gcpbackendpolicies.networking.gke.io" in gke.summary
+    assert gke.fix is not None and "gcloud container clusters update" in gke.fix
+    standard = {(kind_of(o).api_version, kind_of(o).plural) for o in render(load_deployment(QWEN))}
+    assert {r.name: r for r in evaluate_crds(served, standard)}[name].status == "skip"
+    assert {r.name: r for r in evaluate_crds(served, None)}[name].status == "skip"  # not a warning off GKE
 
 
 def test_metrics_apis() -> None:
