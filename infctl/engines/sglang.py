@@ -9,7 +9,8 @@ copies of each); tokenizer counters and histograms carry ``model_name`` and ``en
 ``--enable-priority-scheduling`` every series also carries ``priority`` (:data:`PRIORITY_LABEL`). Older
 releases labelled the model ``name``. (Read in 0.5.15 and 0.5.23, ``srt/observability/metrics_collector.py``.)
 
-Data parallel (``--dp-size N``, with or without ``--enable-dp-attention``): each rank's scheduler adds
+Data parallel (``--dp-size N``, or DP attention: ``--dp-size N --enable-dp-attention``, ``--attn-dp-size N``
+from 0.5.22, see :data:`~infctl.engines.sglang_launch.RENAMED_FLAGS`): each rank's scheduler adds
 ``dp_rank`` to its labels, so the scheduler gauges (queue, running, token usage, capacity) come one series
 per rank, while the tokenizer's counters (prompt, cached, generated tokens) stay engine-wide.
 ``/v1/loads`` lists one entry per ``dp_rank``. A request is pinned to a rank by the body field

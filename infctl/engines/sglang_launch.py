@@ -1,6 +1,7 @@
 """SGLang's command line: a model profile turned into ``sglang.launch_server`` arguments (parallelism and DP
 attention, the radix cache, PD disaggregation, the hierarchical cache, KV events and their page, speculative
-decoding), and the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`).
+decoding), the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`) and the flags SGLang
+renamed, spelled as the profile's image expects (:data:`RENAMED_FLAGS`).
 
 Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
 
@@ -9,10 +10,10 @@ its own so that engines side by side on one machine never share one).
 
 SGLang (``srt/server_args.py`` ``PortArgs.init_new``, ``srt/managers/data_parallel_controller.py``): plain
 ``--dp-size N`` uses IPC and a free NCCL port per rank (held while the ranks start), and a fixed
-``--nccl-port`` or ``--dist-init-addr`` would be shared by all N ranks, so it gets nothing. With
-``--enable-dp-attention`` every socket is TCP: ``--dist-init-addr``'s port (default ``--port`` + 233 on one
-node) + 0..6 and + 13, so two engines on HTTP ports less than 14 apart collide; each gets its own run
-(``dist_init``), passed as ``--dist-init-addr 127.0.0.1:PORT``.
+``--nccl-port`` or ``--dist-init-addr`` would be shared by all N ranks, so it gets nothing. With DP attention
+(``--enable-dp-attention``; ``--attn-dp-size N`` from 0.5.22) every socket is TCP: ``--dist-init-addr``'s
+port (default ``--port`` + 233 on one node) + 0..6 and + 13, so two engines on HTTP ports less than 14
+apart collide; each gets its own run (``dist_init``), passed as ``--dist-init-addr 127.0.0.1:PORT``.
 
 SGLang PD (``srt/disaggregation``): a prefill engine serves its bootstrap server (where decode engines
 meet it, ``bootstrap_room`` by ``bootstrap_room``) on ``--disaggregation-bootstrap-port``, default 8998 and
@@ -38,7 +39,7 @@ from infctl.engines.cmdline import (
     number_arg,
     pd_section,
 )
-from infctl.engines.versions import Version
+from infctl.engines.versions import Version, image_version
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
@@ -70,6 +71,23 @@ FLAG_VERSIONS: dict[str, Version] = {
 read from the released packages' ``sglang/srt/server_args.py`` (and ``srt/arg_groups/`` from 0.5.14 on,
 where flags are dataclass fields) for 0.4.0-0.4.10, 0.5.1-0.5.6, 0.5.8, 0.5.10, 0.5.14, 0.5.15, 0.5.18 and
 0.5.23; 0.4.10 is also the first whose ``--hicache-storage-backend`` offers ``mooncake``."""
+
+DP_ATTENTION_FLAG = "--enable-dp-attention"
+RENAMED_FLAGS: dict[str, tuple[str, Version]] = {
+    DP_ATTENTION_FLAG: ("--attn-dp-size", (0, 5, 22)),
+}
+"""Flags SGLang renamed: the old spelling -> the new one and the first release that accepts it. An image of
+that release or later gets the new spelling (:func:`new_spelling`), older ones the old, so no image is given
+a flag it lacks and :data:`FLAG_VERSIONS` needs no entry for the new one.
+
+``--dp-size N --enable-dp-attention`` became ``--attn-dp-size N`` in 0.5.22 (``srt/arg_groups/fields/
+parallel.py``: ``attn_dp_size``, alias ``--attention-data-parallel-size``; absent as a flag from 0.5.15
+through 0.5.21, where ``attn_dp_size`` is derived). In 0.5.22 and 0.5.23 the old spelling still works, with
+a deprecation warning, "removal after 2026-12-31" (``server_args.py``), and resolves to the same layout
+(``arg_groups/parallel_hook.py`` ``handle_deprecated_dp_attention``: ``attn_dp_size = dp_size``,
+``dp_size = 1``); ``--dp-size`` now counts whole replicas, and ``--dp-size N`` beside ``--attn-dp-size N``
+(both above 1) is refused ("data-parallel replicas combined with attention data parallelism are not
+supported"), so the new spelling drops it."""
 
 DIST_INIT_FLAG = "--dist-init-addr"
 BOOTSTRAP_FLAG = "--disaggregation-bootstrap-port"
@@ -107,12 +125,8 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
         "--host", host,
         "--port", str(port),
         "--tp-size", str(tp_size),
-        "--dp-size", str(dp),
+        *_dp_args(model),
     ]  # fmt: skip
-    if model.dp_attention:
-        # Deprecated in 0.5.23 for --attn-dp-size N (removal announced after 2026-12-31); the pinned image
-        # and every release up to 0.5.23 take this spelling.
-        args.append("--enable-dp-attention")
     if model.expert_parallel:
         args += ["--ep-size", str(tp_size)]
     if model.enable_eplb:
@@ -136,6 +150,16 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     args += _speculative_args(model)
     args += ["--enable-metrics", "--enable-cache-report"]
     return args + list(model.extra_args)
+
+
+def new_spelling(model: ModelProfile, old: str) -> str | None:
+    """The new spelling of renamed flag ``old`` (:data:`RENAMED_FLAGS`) when the model's image (its
+    ``image``, else :data:`IMAGE`) runs the release that brought it or a later one; None for the old
+    spelling, also when the image's tag names no release (``latest``, a digest): the old spelling is the
+    one every release so far accepts."""
+    new, since = RENAMED_FLAGS[old]
+    version = image_version(model.image or IMAGE)
+    return new if version is not None and version >= since else None
 
 
 def multinode_args(model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool) -> MultiNodeArgs:
@@ -186,6 +210,14 @@ def host_port_args(ports: Mapping[str, int], host: str) -> list[str]:
 def host_port_env(ports: Mapping[str, int], host: str) -> dict[str, str]:
     """None: every port :func:`host_port_runs` asks for travels as a flag."""
     return {}
+
+
+def _dp_args(model: ModelProfile) -> list[str]:
+    dp = str(model.data_parallel_size)
+    if not model.dp_attention:
+        return ["--dp-size", dp]
+    attn_dp = new_spelling(model, DP_ATTENTION_FLAG)
+    return [attn_dp, dp] if attn_dp is not None else ["--dp-size", dp, DP_ATTENTION_FLAG]
 
 
 def _pd_args(model: ModelProfile, role: Role) -> list[str]:
