@@ -144,8 +144,10 @@ class _Daemon:
             if err.message != self.memory_error:
                 log.warning("memory failed: %s (scaling goes on; a restart will start cold)", err.message)
             self.memory_error = err.message
+            self.metrics.memory_saved = False
         else:
             self.memory_error = None
+            self.metrics.memory_saved = True
 
     async def tick(self, now: float, time_of_day: float, on_decision: OnDecision | None) -> Decision | None:
         try:

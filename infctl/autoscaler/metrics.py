@@ -51,6 +51,8 @@ class AutoscalerMetrics:
         """unit -> the longest of its recent start-ups."""
         self.over_hold: dict[str, bool] = {}
         """unit that may scale to 0 -> whether a recent start-up took longer than ``hold_s``."""
+        self.memory_saved: bool | None = None
+        """Whether the last save of the policy's memory worked; None: no memory kept (or none saved yet)."""
 
     def started(self, unit: str, samples: tuple[float, ...], ledger: Ledger) -> None:
         """Start-ups of ``unit`` that ended at the last observation, and its ledger after them."""
@@ -101,6 +103,13 @@ class AutoscalerMetrics:
             f"{PREFIX}last_decision_timestamp_seconds", "Unix time of the last decision.", "", self.last_at
         )
         w.gauge(f"{PREFIX}dry_run", "1 when recommendations are not applied.", "", float(self.dry_run))
+        if self.memory_saved is not None:
+            w.gauge(
+                f"{PREFIX}memory_saved",
+                "1 when the last save of its memory (kept across restarts) worked; 0: a restart starts cold.",
+                "",
+                float(self.memory_saved),
+            )
         self._render_startups(w)
         return w.text()
 

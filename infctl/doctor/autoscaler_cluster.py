@@ -12,7 +12,7 @@ from functools import partial
 
 from infctl.config import DeploymentProfile
 from infctl.doctor.autoscaler_eval import G
-from infctl.doctor.autoscaler_probe import startup_from_text
+from infctl.doctor.autoscaler_probe import checks_from_text
 from infctl.doctor.cluster_probe import KubeFactory, KubeRequester
 from infctl.doctor.cluster_service import Expected, expected_service, locate, on_cluster
 from infctl.doctor.result import CheckResult, failed
@@ -49,6 +49,6 @@ async def check_cluster_autoscaler(
         except KubeError as err:
             fix = found.proxy_fix(err, "--autoscaler")
             return [*results, failed(G, "startup", f"GET /metrics: {err.message}", fix, target=t)]
-        return [*results, startup_from_text(text, target=t)]
+        return [*results, *checks_from_text(text, target=t)]
 
     return await on_cluster(factory, profile, namespace, run)

@@ -1,5 +1,5 @@
 """Pure verdicts on a running autoscaler's ``/metrics``: do its units that may scale to 0 start within the
-router's hold?
+router's hold? Can it save its memory, so that a restart resumes rather than starting cold?
 
 The autoscaler measures each scale-up's start-up, never a restart (:mod:`infctl.autoscaler.startup`), and
 exports the longest of each unit's recent ones beside the router's ``hold_when_empty_s`` it was given; a
@@ -19,7 +19,8 @@ LONGEST = f"{PREFIX}replica_startup_longest_seconds"
 OVER = f"{PREFIX}startup_over_hold"
 DRY_RUN = f"{PREFIX}dry_run"
 """Always exported: tells an autoscaler's /metrics from another program's."""
-WANTED = frozenset({HOLD, LONGEST, OVER, DRY_RUN})
+MEMORY = f"{PREFIX}memory_saved"
+WANTED = frozenset({HOLD, LONGEST, OVER, DRY_RUN, MEMORY})
 
 
 def evaluate_startup(families: MetricFamilies, *, target: str = "") -> CheckResult:
@@ -79,3 +80,28 @@ def evaluate_startup(families: MetricFamilies, *, target: str = "") -> CheckResu
 def _above(seconds: float) -> int:
     """A round hold with room above ``seconds``: the next multiple of 30 s past 1.5 times it."""
     return int((seconds * 1.5 // 30 + 1) * 30)
+
+
+def evaluate_memory(families: MetricFamilies, *, target: str = "") -> CheckResult:
+    """Whether the autoscaler's last save of its memory (``--memory-file`` or ``memory_configmap``) worked."""
+    saved = families.get(MEMORY)
+    if DRY_RUN not in families:
+        return skipped(G, "memory", f"no {DRY_RUN} in GET /metrics: not an infctl autoscaler", target=target)
+    if not saved:
+        return skipped(
+            G,
+            "memory",
+            "keeps no memory across restarts (no --memory-file or memory_configmap), or has not decided yet: "
+            "a restart starts cold, its forecast only reacting for a window",
+            target=target,
+        )
+    if saved[0].value != 1:
+        return warned(
+            G,
+            "memory",
+            "its last save of its memory failed: a restart will start cold (cooldowns and forecast lost)",
+            "its log names the cause; on Kubernetes the ConfigMap <release>-autoscaler-memory must exist "
+            "(infctl deploy -f PROFILE renders it) and its Role must allow get and patch on it",
+            target=target,
+        )
+    return passed(G, "memory", "saves its memory after every decision: a restart resumes", target=target)

@@ -19,9 +19,10 @@ async def test_doctor_reports_a_start_up_longer_than_the_hold(unused_tcp_port: i
         report = await run_doctor(DoctorRequest(autoscaler=server.url), timeout_s=5)
     finally:
         await server.close()
-    (result,) = report.results
+    result, memory = report.results
     assert (result.group, result.name, result.status) == ("autoscaler", "startup", "warn")
     assert "both 75s" in result.summary and result.fix is not None and "hold_s" in result.fix
+    assert (memory.name, memory.status) == ("memory", "skip")  # this daemon keeps none
     assert report.exit_code == 0  # a warning does not fail the run
 
 

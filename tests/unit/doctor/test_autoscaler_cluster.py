@@ -135,5 +135,5 @@ async def test_an_explicit_url_wins_over_the_cluster(api, scaler) -> None:
     report = await run_doctor(request, DoctorDeps(kube=factory), timeout_s=5)
 
     found = by_name(list(report.results))
-    assert set(found) == {"startup"} and found["startup"].target == scaler
+    assert set(found) == {"startup", "memory"} and found["startup"].target == scaler
     assert not any("component=autoscaler" in q.get("labelSelector", "") for q in emulator.lists)

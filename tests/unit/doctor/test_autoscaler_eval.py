@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infctl.autoscaler.metrics import AutoscalerMetrics
 from infctl.autoscaler.startup import Ledger
-from infctl.doctor.autoscaler_eval import WANTED, evaluate_startup
+from infctl.doctor.autoscaler_eval import WANTED, evaluate_memory, evaluate_startup
 from infctl.doctor.result import CheckResult
 from infctl.telemetry import parse_metrics
 
@@ -57,3 +57,17 @@ def test_an_autoscaler_given_no_hold_is_not_said_to_have_no_unit_at_zero() -> No
 def test_another_programs_metrics_fail() -> None:
     result = verdict("process_cpu_seconds_total 3\n")
     assert result.status == "fail" and result.fix is not None and "9464" in result.fix
+
+
+def memory_verdict(saved: bool | None) -> CheckResult:
+    metrics = AutoscalerMetrics(dry_run=False)
+    metrics.memory_saved = saved
+    return evaluate_memory(parse_metrics(metrics.render(), WANTED), target="http://127.0.0.1:9464")
+
+
+def test_the_memory_check_reads_whether_the_last_save_worked() -> None:
+    ok, failing, none = memory_verdict(True), memory_verdict(False), memory_verdict(None)
+    assert ok.status == "pass" and "a restart resumes" in ok.summary
+    assert failing.status == "warn" and "start cold" in failing.summary
+    assert failing.fix is not None and "autoscaler-memory" in failing.fix and "get and patch" in failing.fix
+    assert none.status == "skip" and "no --memory-file or memory_configmap" in none.summary
