@@ -65,3 +65,18 @@ def test_local_profiles_simulate_without_a_cluster() -> None:
     assert demo.local.simulate and not demo.autoscaler.enabled
     pd = load_deployment(PROFILES / "local-pd.yaml")
     assert pd.replicas_by_role() == {"prefill": 1, "decode": 1}
+
+
+@pytest.mark.parametrize("path", sorted((PROFILES / "clusters").glob("*.yaml")), ids=lambda p: p.name)
+def test_cluster_profiles_offer_the_gateway_key(path: Path, tmp_path: Path) -> None:
+    """``cluster.gateway`` changes what render writes for GKE: each shipped cluster profile shows it, as a
+    commented line that loads as it reads once uncommented."""
+    lines = path.read_text().splitlines(keepends=True)
+    offered = [i for i, line in enumerate(lines) if line.startswith("# gateway: ")]
+    assert len(offered) == 1, "a commented `# gateway: ...` line"
+    lines[offered[0]] = lines[offered[0]].removeprefix("# ")
+    uncommented = tmp_path / path.name
+    uncommented.write_text("".join(lines))
+    shipped, chosen = load_profile(path), load_profile(uncommented)
+    assert isinstance(shipped, ClusterProfile) and isinstance(chosen, ClusterProfile)
+    assert (shipped.gateway, chosen.gateway) == ("standard", "gke")
