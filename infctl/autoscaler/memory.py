@@ -89,6 +89,7 @@ def _forecast(raw: dict[str, Any], shift: float) -> ForecastState:
     values = dict(raw)
     for name in FORECAST_TIMES:
         values[name] = _moved(values.get(name), shift)
+    values["at"], values["since"] = float(values["at"]), float(values["since"])  # required: no null
     for name in ("needs", "recent"):
         values[name] = _series(values.get(name, ()), shift, SERIES[name])
     for name in ("level", "trend", "slo_scale", "weight"):

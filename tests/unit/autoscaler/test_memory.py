@@ -102,6 +102,15 @@ def test_a_restored_forecast_is_warm_at_the_first_reading() -> None:
             {"version": 1, "saved_at": 1, "saved_wall": 999, "units": {"both": {"forecast": {"at": "soon"}}}},
             "unreadable",
         ),
+        (
+            {
+                "version": 1,
+                "saved_at": 1,
+                "saved_wall": 999,
+                "units": {"both": {"forecast": {"at": None, "since": 1, "level": 1.0}}},
+            },
+            "unreadable",
+        ),
     ],
 )
 def test_a_record_it_cannot_read_is_refused(data: object, says: str) -> None:
