@@ -135,6 +135,19 @@ PD_QUEUE_GAUGES = (
 )
 """The PD queues outside ``sglang:num_queue_reqs``, 0.5.15 and 0.5.23 (older releases: the bootstrap queue
 as :data:`NUM_PREFILL_PREALLOC_QUEUE_REQS`)."""
+WAITING_PD_QUEUES = (
+    NUM_PREFILL_BOOTSTRAP_QUEUE_REQS,
+    NUM_PREFILL_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_PREALLOC_QUEUE_REQS,
+    NUM_DECODE_TRANSFER_QUEUE_REQS,
+)
+"""Requests a PD engine holds but does not compute yet, waiting beside ``sglang:num_queue_reqs`` (which holds
+none of them): a prefill's bootstrap queue (until its decode has met it and has KV room; the inflight queue,
+whose KV is being sent, is computed already), a decode's prealloc queue (until it has KV room) and transfer
+queue (until the prefill's KV has arrived). SGLang's ``/v1/loads`` counts ``num_waiting_reqs`` so (0.5.15,
+0.5.23 ``srt/managers/scheduler_components/load_inquirer.py``; also the decode's retracted queue, which has
+no gauge). Each gauge is set only in its own disaggregation mode, so the sum fits every role; the older
+bootstrap name is read too (0.5.4 ``srt/managers/scheduler_metrics_mixin.py``)."""
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -191,6 +204,7 @@ transfer backend accepts such requests."""
 
 _SIGNALS = (
     NUM_QUEUE_REQS,
+    *WAITING_PD_QUEUES,
     NUM_RUNNING_REQS,
     TOKEN_USAGE,
     MAX_TOTAL_NUM_TOKENS,
@@ -262,14 +276,16 @@ class SGLangAdapter:
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         """Scheduler gauges are read once per DP rank (:func:`per_rank`), then added up (queue, running,
-        capacity) or averaged (usage) over the ranks; tokenizer counters are engine-wide."""
+        capacity) or averaged (usage) over the ranks; tokenizer counters are engine-wide. The queue is every
+        request the engine holds and does not compute yet: the waiting queue and, on a PD engine, its
+        :data:`WAITING_PD_QUEUES`."""
         capacity = per_rank(families, MAX_TOTAL_NUM_TOKENS)
         usage = per_rank(families, TOKEN_USAGE)
         names = label_values(families, _SIGNALS, MODEL_NAME_LABEL) or label_values(
             families, _SIGNALS, LEGACY_MODEL_NAME_LABEL
         )
         return EngineSignals(
-            queue=sum(per_rank(families, NUM_QUEUE_REQS)),
+            queue=sum(sum(per_rank(families, name)) for name in (NUM_QUEUE_REQS, *WAITING_PD_QUEUES)),
             running=sum(per_rank(families, NUM_RUNNING_REQS)),
             kv_usage=sum(usage) / len(usage) if usage else 0.0,
             prefix_queries=value(families, PROMPT_TOKENS),
