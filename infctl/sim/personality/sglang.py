@@ -18,6 +18,15 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
 Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
 and histograms do not (the DP engine adds them up over its ranks); a request is pinned by the body field
 ``data_parallel_rank``, the only pin 0.5.x reads.
+
+Metric names and labels are the pinned image's (:data:`infctl.engines.sglang_launch.IMAGE`, 0.5.15,
+``srt/observability/metrics_collector.py``, ``srt/managers/tokenizer_manager.py``): scheduler gauges labelled
+``model_name``, ``engine_type`` (``unified``, ``prefill``, ``decode`` by ``--disaggregation-mode``),
+``tp_rank``, ``pp_rank``, ``moe_ep_rank`` (and ``dp_rank``), the tokenizer's ``model_name`` and
+``engine_type``; the PD queues are the prefill bootstrap and inflight queues and the decode prealloc and
+transfer queues (0.5.4 named the bootstrap queue ``num_prefill_prealloc_queue_reqs``). A decode request
+waiting for its prefill's KV is in the transfer queue, and ``/v1/loads`` counts it waiting, as 0.5.15's
+``get_loads`` does.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from infctl.sim.personality.base import (
 from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = "0.5.4"
+ENGINE_TYPE_LABEL = "engine_type"
 
 # Counters infctl.engines.sglang does not name (nothing outside the simulator reads them).
 NUM_REQUESTS = "sglang:num_requests_total"
@@ -55,12 +65,14 @@ class SglangPersonality(Personality):
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)
-        self._labels = label_pairs({names.MODEL_NAME_LABEL: engine.model})
+        engine_type = {"both": "unified"}.get(engine.role, engine.role)  # DisaggregationMode.to_engine_type
+        tokenizer = {names.MODEL_NAME_LABEL: engine.model, ENGINE_TYPE_LABEL: engine_type}
+        self._labels = label_pairs(tokenizer)
         """The tokenizer's labels (counters, histograms)."""
-        # SGLang's scheduler labels (SchedulerMetricsMixin.init_metrics), in its order; the simulated
-        # engine is one attention-TP rank 0 per data-parallel rank (the scheduler that reports by default).
-        sched = {names.MODEL_NAME_LABEL: engine.model, "engine_type": "unified", names.TP_RANK_LABEL: "0",
-                 names.PP_RANK_LABEL: "0"}  # fmt: skip
+        # SGLang's scheduler labels, in its order; the simulated engine is one attention-TP rank 0 per
+        # data-parallel rank (the scheduler that reports by default).
+        ranks = (names.TP_RANK_LABEL, names.PP_RANK_LABEL, names.MOE_EP_RANK_LABEL)
+        sched = {**tokenizer, **dict.fromkeys(ranks, "0")}
         if dp_rank is not None:
             sched[names.DP_RANK_LABEL] = str(dp_rank)
         self._sched_labels = label_pairs(sched)
@@ -96,8 +108,10 @@ class SglangPersonality(Personality):
         w.gauge(names.TOKEN_USAGE, "The token usage.", sl, s.kv_usage)
         w.gauge(names.GEN_THROUGHPUT, "The generation throughput (token/s).", sl, e.gen_throughput())
         w.gauge(names.CACHE_HIT_RATE, "The prefix cache hit rate.", sl, hit_rate)
-        w.gauge(names.NUM_PREFILL_PREALLOC_QUEUE_REQS,
-                "The number of requests in the prefill prealloc queue.", sl, 0)
+        w.gauge(names.NUM_PREFILL_BOOTSTRAP_QUEUE_REQS,
+                "The number of requests in the prefill bootstrap queue.", sl, 0)
+        w.gauge(names.NUM_PREFILL_INFLIGHT_QUEUE_REQS,
+                "The number of requests in the prefill inflight queue.", sl, 0)
         w.gauge(names.NUM_DECODE_PREALLOC_QUEUE_REQS,
                 "The number of requests in the decode prealloc queue.", sl, 0)
         w.gauge(names.NUM_DECODE_TRANSFER_QUEUE_REQS,
@@ -212,9 +226,10 @@ class SglangPersonality(Personality):
         e = self.engine
         s = e.stats()
         cap = e.capacity
+        waiting = s.waiting + e.pd_waiting  # the decode transfer queue is waiting too
         return {
-            "dp_rank": self.dp_rank or 0, "num_running_reqs": s.running, "num_waiting_reqs": s.waiting,
-            "num_total_reqs": s.running + s.waiting, "num_used_tokens": s.used_blocks * s.block_size,
+            "dp_rank": self.dp_rank or 0, "num_running_reqs": s.running, "num_waiting_reqs": waiting,
+            "num_total_reqs": s.running + waiting, "num_used_tokens": s.used_blocks * s.block_size,
             "max_total_num_tokens": self._capacity_tokens, "token_usage": s.kv_usage,
             "gen_throughput": e.gen_throughput(),
             "cache_hit_rate": s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0,

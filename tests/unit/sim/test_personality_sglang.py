@@ -9,13 +9,17 @@ from typing import Any
 import httpx
 
 from infctl import tokens
+from infctl.engines import sglang
 from infctl.engines.sglang import DEFAULT_BOOTSTRAP_PORT, NO_BOOTSTRAP_ROOM
 from infctl.sim.profiles import get_profile
+from infctl.telemetry import parse_metrics
 
 MODEL = get_profile("llama3-8b-h100").model
-LABELS = f'model_name="{MODEL}"'
-SCHED = LABELS + ',engine_type="unified",tp_rank="0",pp_rank="0"'
-"""The scheduler gauges' labels: SGLang's, for the one scheduler (attention-TP rank 0) that reports."""
+LABELS = f'model_name="{MODEL}",engine_type="unified"'
+"""The tokenizer's labels (counters, histograms): 0.5.15's, engine_type by --disaggregation-mode."""
+RANKS = ',tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+SCHED = LABELS + RANKS
+"""The scheduler gauges' labels: 0.5.15's, for the one scheduler (attention-TP rank 0) that reports."""
 
 TTFT = "0.1 0.2 0.4 0.6 0.8 1.0 2.0 4.0 6.0 8.0 10.0 20.0 40.0 60.0 80.0 100.0 200.0 400.0"
 E2E = TTFT + " 600.0 1200.0 1800.0 2400.0"
@@ -50,8 +54,10 @@ async def test_metrics_carry_sglang_names_and_buckets(start_sim: Any, scrape: An
     assert s[f"sglang:cached_tokens_total{{{LABELS}}}"] == 96
     assert s[f"sglang:cache_hit_rate{{{SCHED}}}"] == 96 / 200
     assert s[f"sglang:gen_throughput{{{SCHED}}}"] >= 0
-    for queue in ("prefill_prealloc", "decode_prealloc", "decode_transfer"):
-        assert s[f"sglang:num_{queue}_queue_reqs{{{SCHED}}}"] == 0
+    # The pinned release's PD queues (0.5.15 srt/observability/metrics_collector.py), not 0.5.4's names.
+    for name in sglang.PD_QUEUE_GAUGES:
+        assert s[f"{name}{{{SCHED}}}"] == 0
+    assert not any(k.startswith(sglang.NUM_PREFILL_PREALLOC_QUEUE_REQS) for k in s)
     assert buckets(s, "sglang:time_to_first_token_seconds") == TTFT + " +Inf"
     assert buckets(s, "sglang:inter_token_latency_seconds") == ITL + " +Inf"
     assert buckets(s, "sglang:e2e_request_latency_seconds") == E2E + " +Inf"
@@ -118,14 +124,21 @@ async def test_pd_decode_waits_for_the_prefill_of_its_room(start_sim: Any, scrap
     decode_task = asyncio.create_task(post(decode, "/v1/completions", body))
     await asyncio.sleep(0.05)
     assert not decode_task.done()  # its KV is not there yet
-    waiting = (await scrape(decode))[f"sglang:num_decode_transfer_queue_reqs{{{SCHED}}}"]
-    assert waiting == 1
+    decode_sched = SCHED.replace('"unified"', '"decode"')
+    assert (await scrape(decode))[f"sglang:num_decode_transfer_queue_reqs{{{decode_sched}}}"] == 1
+    # The adapter reads it as waiting, as SGLang's /v1/loads counts it.
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"{decode}/metrics")).text
+        loads = (await client.get(f"{decode}/v1/loads")).json()
+    assert sglang.ADAPTER.signals(parse_metrics(text, sglang.ADAPTER.wanted_metrics)).queue == 1
+    assert loads["loads"][0]["num_waiting_reqs"] == 1
     leg1 = (await post(prefill, "/v1/completions", body)).json()
     leg2 = (await decode_task).json()
     assert leg1["usage"]["completion_tokens"] == 1  # a prefill answers with one token
     assert leg2["usage"]["completion_tokens"] == 20
     assert leg2["usage"]["prompt_tokens_details"]["cached_tokens"] == 300
-    assert (await scrape(prefill))[f"sglang:prompt_tokens_total{{{LABELS}}}"] == 300
+    prefill_labels = LABELS.replace('"unified"', '"prefill"')
+    assert (await scrape(prefill))[f"sglang:prompt_tokens_total{{{prefill_labels}}}"] == 300
 
 
 async def test_pd_decode_meets_its_rooms_prefill_at_the_bootstrap_port_it_names(start_sim: Any) -> None:
