@@ -172,10 +172,11 @@ class KVManager:
             r.hashes = SequenceHashes(r.prompt, r.seed, self.block_size, self._seed)
         return r.hashes.upto(n_blocks)
 
-    def cache_full_blocks(self, r: RequestState) -> None:
-        """Register ``r``'s newly computed full blocks; one BlockStored per run of newly cached blocks."""
+    def cache_full_blocks(self, r: RequestState, n_tokens: int) -> None:
+        """Register the full blocks of ``r``'s first ``n_tokens`` not yet cached; one BlockStored per run of
+        newly cached blocks."""
         pool = self.pool
-        full = r.n_computed // self.block_size
+        full = n_tokens // self.block_size
         hashes = self.hashes(r, full)
         if self.to_store is not None:
             self.to_store += hashes[r.n_cached : full]

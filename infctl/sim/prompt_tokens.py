@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from infctl.sim.personality.base import SimHTTPError
@@ -63,3 +65,41 @@ async def tokenized(tok: Tokenizer, chars: int, fn: Callable[..., list[int]], *a
         return fn(tok, *args)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, functools.partial(fn, tok, *args))
+
+
+def largest_token_id(tok: Tokenizer) -> int | None:
+    """The largest prompt token id the model accepts, when ``tok`` is the model's own tokenizer (``hf:PATH``):
+    the larger of the tokenizer's largest id (added tokens included) and the model's ``vocab_size`` - 1 (its
+    config.json beside tokenizer.json), as vLLM 0.32 bounds them (``validate_token_ids`` in
+    vllm/renderers/base.py: "Token id N is out of vocabulary" past it).
+
+    None for the other tokenizers (words, estimate, an engine's ``/tokenize``): no vocabulary is known, so
+    every id is served. The words convention's ids are CRC-32s of words (``infctl.tokens``), anywhere in
+    0..2**32-1, and no model stands behind them whose bound a request could be held to."""
+    if not tok.exact or not tok.name.startswith("hf:"):
+        return None
+    return _largest_id(tok.name.removeprefix("hf:"))
+
+
+@functools.cache
+def _largest_id(where: str) -> int | None:
+    from tokenizers import Tokenizer as RawTokenizer
+
+    path = Path(where)
+    file = path / "tokenizer.json" if path.is_dir() else path
+    try:
+        vocab = RawTokenizer.from_file(str(file)).get_vocab(with_added_tokens=True)
+    except Exception:  # loaded once already (HFTokenizer): only a file changed since can fail here
+        return None
+    largest = max(vocab.values(), default=-1)
+    try:
+        config = json.loads((file.parent / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    if not isinstance(config, dict):
+        config = {}
+    text = config.get("text_config") or config  # vLLM's hf_text_config: a multimodal model's language model
+    size = text.get("vocab_size") if isinstance(text, dict) else None
+    if isinstance(size, int):
+        largest = max(largest, size - 1)
+    return largest if largest >= 0 else None

@@ -118,12 +118,15 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     persona.check_generation(body, chat=chat)
     prompts = await prompt_batch(inst, body, chat)
     n = int_field(body, "n", 1) or 1
+    if len(prompts) * n > 1 and not persona.parallel_sampling:
+        raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
+    gens = [parse_generation(inst, body, ids, chat=chat, request_id=rid) for ids in prompts]
+    refusal = persona.prompt_ids_refusal(prompts)
+    if refusal is not None:
+        return await _refuse(inst, request, gens[0], refusal)
     if len(prompts) * n > 1:
-        if not persona.parallel_sampling:
-            raise SimHTTPError(400, "Only n=1 is supported by the simulated engine.", param="n")
-        gens = [parse_generation(inst, body, ids, chat=chat, request_id=rid) for ids in prompts]
         return await samples.generate(inst, request, gens, n)
-    gen = parse_generation(inst, body, prompts[0], chat=chat, request_id=rid)
+    gen = gens[0]
     plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)
     if plan.refusal is not None:
         return await _refuse(inst, request, gen, plan.refusal)

@@ -5,6 +5,13 @@ numbering); usage adds up the generated tokens and counts each prompt's tokens o
 ``n: 2`` on a 3-token prompt with ``prompt_tokens`` 3). A stream opens with a role chunk per choice (chat)
 and interleaves the choices' chunks as their tokens come. PD legs and the disconnect-after fault act on
 single-sequence requests only.
+
+The engine counts every sequence, as vLLM's engine core does its child requests (checked on vLLM 0.32's CPU
+build): ``vllm:prompt_tokens_total``, the prefix-cache queries, ``vllm:request_success_total`` and the
+per-request histograms grow by ``n`` per prompt, and the later sequences hit the blocks the first one
+caches in the same step (``infctl.sim.scheduler``). ``usage.prompt_tokens_details.cached_tokens`` is one
+sequence's, the one vLLM's serving layer reads: the last to finish of the last prompt in an answer
+(``final_res.num_cached_tokens``), the first sequence's in a stream (its first output's).
 """
 
 from __future__ import annotations
@@ -61,12 +68,16 @@ async def generate(
         inst.server_load -= 1
 
 
-def _usage(
-    seqs: Sequence[Generation], tracks: Sequence[RequestTrack], produced: int, n: int
-) -> dict[str, Any]:
-    firsts = range(0, len(seqs), n)  # each prompt's first sequence
-    prompt = sum(len(seqs[i].prompt_ids) for i in firsts)
-    return routes.usage(prompt, produced, sum(tracks[i].cached_tokens for i in firsts))
+def _usage(seqs: Sequence[Generation], produced: int, n: int, cached: RequestTrack) -> dict[str, Any]:
+    """Usage counting each prompt once and ``cached``'s prefix hit (see the module docstring)."""
+    prompt = sum(len(seqs[i].prompt_ids) for i in range(0, len(seqs), n))
+    return routes.usage(prompt, produced, cached.cached_tokens)
+
+
+def _last_finished(tracks: Sequence[RequestTrack], n: int) -> RequestTrack:
+    """The last prompt's sequence that finished last (in a step, the last scheduled: the highest index)."""
+    order = range(len(tracks) - n, len(tracks))
+    return tracks[max(order, key=lambda i: (tracks[i].last_token_at or 0.0, i))]
 
 
 async def _drain(track: RequestTrack) -> int:
@@ -89,8 +100,9 @@ async def _respond(
         for i, (g, t, c) in enumerate(zip(seqs, tracks, counts, strict=True))
     ]
     first = seqs[0]
+    usage = _usage(seqs, sum(counts), n, _last_finished(tracks, n))
     body: dict[str, Any] = {
-        **routes.answer_head(first), "choices": choices, "usage": _usage(seqs, tracks, sum(counts), n),
+        **routes.answer_head(first), "choices": choices, "usage": usage,
         **inst.personality.response_extras(PDPlan(), len(first.prompt_ids)),
     }  # fmt: skip
     return json_response(body, headers={"x-request-id": first.request_id})
@@ -134,7 +146,7 @@ async def _stream(
                 produced[i] += delta.tokens
             left -= delta.finished
         if seqs[0].include_usage:
-            await resp.write(encoders[0].usage(_usage(seqs, tracks, sum(produced), n)))
+            await resp.write(encoders[0].usage(_usage(seqs, sum(produced), n, tracks[0])))
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
     except ConnectionResetError:

@@ -12,10 +12,12 @@ the blocks, the prefix cache and the offload tier are ``infctl.sim.kv_manager.KV
 2. **Then the FCFS queue**, unless something was preempted in this step: remote-KV arrivals first, then the
    queue's head while budget, ``max_num_seqs`` and free blocks allow. Admission looks up the longest cached
    prefix, never the whole sequence: at least the last token is recomputed, as in vLLM.
+   A scheduled request's full blocks (those its tokens of this step complete) are cached as it is
+   scheduled, as vLLM's ``KVCacheManager.allocate_slots`` caches them when it allocates: a request admitted
+   later in the same step hits them (the sequences of an ``n`` > 1 request, identical prompts of a batch).
 3. **Execute**: duration from the profile's step-time model (given each prefill chunk's tokens and prefix
    when the profile prices them, ``SimProfile.uses_prefill_chunks``); a chunk that completes the known
-   tokens emits one token; full blocks become cached; finished requests free their blocks (their full
-   blocks stay cached).
+   tokens emits one token; finished requests free their blocks (their full blocks stay cached).
 
 Counting conventions (what the personalities turn into metrics):
 
@@ -199,8 +201,7 @@ class EngineCore:
                 if not self._make_room(r, need, preempted):
                     break
                 r.blocks += pool.allocate(need)
-            sched.append(r)
-            n_sched.append(n_new)
+            self._schedule(r, n_new, sched, n_sched)
             budget -= n_new
             i += 1
         if not preempted:
@@ -237,8 +238,7 @@ class EngineCore:
                         r.remote = False
                         r.decoding = True
                     running.append(r)
-                    sched.append(r)
-                    n_sched.append(n_new)
+                    self._schedule(r, n_new, sched, n_sched)
                     budget -= n_new
                 else:
                     pending.append(r)
@@ -260,9 +260,18 @@ class EngineCore:
                 self._start_load(r, len(plan[0]), plan[2], now)
                 continue
             running.append(r)
-            sched.append(r)
-            n_sched.append(plan[1] - hit_tokens)
+            self._schedule(r, plan[1] - hit_tokens, sched, n_sched)
             budget -= plan[1] - hit_tokens
+
+    def _schedule(self, r: RequestState, n_new: int, sched: list[RequestState], n_sched: list[int]) -> None:
+        """Run ``n_new`` tokens of ``r`` this step; the full blocks they complete are cached now. vLLM caches
+        a request's blocks up to ``num_computed_tokens + num_new_tokens`` as it allocates them
+        (v1/core/kv_cache_manager.py ``allocate_slots``, 0.32), before the step runs: seen on vLLM 0.32 (CPU),
+        the 2nd and 3rd sequences of an ``n: 3`` request on a 300-token prompt hit 256 tokens each."""
+        sched.append(r)
+        n_sched.append(n_new)
+        if self._kv.caching and (r.n_computed + n_new) // self._bs > r.n_cached:
+            self._kv.cache_full_blocks(r, r.n_computed + n_new)
 
     def _plan(self, r: RequestState, budget: int) -> Plan | None:
         """``KVManager.plan``, the tier's copies judged ready or not at the current step's start."""
@@ -302,8 +311,6 @@ class EngineCore:
         self, now: float, sched: list[RequestState], n_sched: list[int], preempted: list[str]
     ) -> StepOutput:
         kv = self._kv
-        bs = self._bs
-        caching = kv.caching
         events = self._early
         self._early = []
         prefill = decode = context = generated = 0
@@ -319,8 +326,6 @@ class EngineCore:
                 if chunks is not None:
                     chunks.append((n_new, r.n_computed))
             r.n_computed += n_new
-            if caching and r.n_computed // bs > r.n_cached:
-                kv.cache_full_blocks(r)
             if r.n_computed < n_tokens:
                 events.append(TokenEvent(r.rid, 0, False))
                 continue

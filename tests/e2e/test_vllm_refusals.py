@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -70,6 +71,11 @@ CASES: dict[str, tuple[str, str, Any, dict[str, str]]] = {
     "prompt a number": ("POST", CMPL, cmpl(prompt=5), {}),
     "prompt token ids": ("POST", CMPL, cmpl(prompt=[1, 2, 3, 4]), {}),
     "negative token id": ("POST", CMPL, cmpl(prompt=[1, -2]), {}),
+    "token id out of vocabulary": ("POST", CMPL, cmpl(prompt=[1, 2, 99_999_999]), {}),
+    "token id = vocab_size": ("POST", CMPL, cmpl(prompt=[1, 2, 4096]), {}),  # the tiny model's 4,096
+    "largest token id": ("POST", CMPL, cmpl(prompt=[1, 2, 4095]), {}),
+    "token id out of vocabulary, stream": ("POST", CMPL, cmpl(prompt=[4096], stream=True), {}),
+    "token id out of vocabulary in a batch": ("POST", CMPL, cmpl(prompt=[[1, 2], [3, 5000]], n=2), {}),
     "missing messages": ("POST", CHAT, {"model": MODEL_NAME, "max_tokens": 3}, {}),
     "empty messages": ("POST", CHAT, chat(messages=[]), {}),
     "messages a string": ("POST", CHAT, chat(messages="hi"), {}),
@@ -100,14 +106,11 @@ CASES: dict[str, tuple[str, str, Any, dict[str, str]]] = {
     "no such route": ("GET", "/v2/nothing", None, {}),
     "models": ("GET", "/v1/models", None, {}),
     "health": ("GET", "/health", None, {}),
+    "version": ("GET", "/version", None, {}),
     "metrics": ("GET", "/metrics", None, {}),
 }
 
-KNOWN = {
-    "token id out of vocabulary": (
-        ("POST", CMPL, cmpl(prompt=[1, 2, 99_999_999]), {}),
-        "infctl's Tokenizer does not tell the simulator its vocabulary's size",
-    ),
+KNOWN: dict[str, tuple[tuple[str, str, Any, dict[str, str]], str]] = {
     "HEAD /health": (
         ("HEAD", "/health", None, {}),
         "aiohttp answers HEAD on every GET route; nothing sends it",
@@ -132,6 +135,9 @@ def shape(resp: httpx.Response) -> dict[str, Any]:
     if media == "text/event-stream":
         events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
         chunks = [json.loads(e) for e in events if e != "[DONE]"]
+        errors = [c["error"] for c in chunks if isinstance(c.get("error"), dict)]
+        out["errors"] = [(sorted(e), e["type"], e["param"], e["code"]) for e in errors]
+        chunks = [c for c in chunks if "error" not in c]
         usage = [c["usage"] for c in chunks if c.get("usage")]
         out["done"] = events[-1] == "[DONE]"
         out["objects"] = sorted({c.get("object") for c in chunks})
@@ -202,6 +208,92 @@ async def test_simulator_accepts_and_refuses_what_vllm_does(
                 real, ours = shape(send(client, real_url, case)), shape(send(client, sim_url, case))
                 same = "agree now" if real == ours else f"differ ({why})"
                 print(f"\n{name}: {same}\n  vLLM {real}\n  sim  {ours}")
+
+    await asyncio.to_thread(run)
+    assert not wrong, "\n".join(wrong)
+
+
+COUNTED = (
+    "vllm:prompt_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+    "vllm:request_prompt_tokens_count",
+    "vllm:request_prompt_tokens_sum",
+)
+"""What one request adds to an engine's counters (summed over labels: one engine core, no data parallel)."""
+
+
+def counters(client: httpx.Client, base: str) -> dict[str, float]:
+    out = dict.fromkeys(COUNTED, 0.0)
+    for line in client.get(base + "/metrics").text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in out:
+            out[name] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def usage_of(resp: httpx.Response) -> tuple[int, int, int]:
+    """(prompt, completion, cached) tokens of an answer, or of a stream's usage chunk."""
+    if resp.headers.get("content-type", "").startswith("text/event-stream"):
+        events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
+        usage = [json.loads(e)["usage"] for e in events if e != "[DONE]" and json.loads(e).get("usage")][-1]
+    else:
+        usage = resp.json()["usage"]
+    return usage["prompt_tokens"], usage["completion_tokens"], usage["prompt_tokens_details"]["cached_tokens"]
+
+
+def sequences(seed: int) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Requests for several sequences, on prompts neither engine has seen (random ids and words)."""
+    rng = random.Random(seed)
+
+    def fresh(n: int) -> list[int]:
+        return [rng.randrange(10, 4000) for _ in range(n)]
+
+    def words(n: int) -> list[dict[str, str]]:
+        return [{"role": "user", "content": " ".join(f"w{rng.randrange(10**6)}" for _ in range(n))}]
+
+    shared, twice = fresh(300), fresh(300)
+    return {
+        "n 3, 10 ids": (CMPL, cmpl(prompt=fresh(10), n=3)),
+        "n 3, 300 ids": (CMPL, cmpl(prompt=shared, n=3)),
+        "n 3, the same 300 ids again": (CMPL, cmpl(prompt=shared, n=3)),
+        "n 3, 300 ids, stream": (CMPL, cmpl(prompt=fresh(300), n=3, stream=True, stream_options=USAGE)),
+        "chat n 3": (CHAT, chat(messages=words(150), n=3)),
+        "chat n 3, stream": (CHAT, chat(messages=words(150), n=3, stream=True, stream_options=USAGE)),
+        "batch of two 300-id prompts, n 2": (CMPL, cmpl(prompt=[fresh(300), fresh(300)], n=2)),
+        "batch of one prompt twice": (CMPL, cmpl(prompt=[twice, twice])),
+    }
+
+
+async def test_several_sequences_count_and_cache_as_vllm_does(
+    vllm_release: Release, tiny_model: Path, start_sim: StartSim
+) -> None:
+    """``n`` > 1 and batches, counted by the simulator as by vLLM: its prompt-token, prefix-cache and request
+    counters (vLLM's engine core counts every sequence, and the later ones hit the blocks the first
+    schedules in the same step) and the answer's usage (each prompt once; one sequence's cached tokens)."""
+    real_url = vllm_release.engine_urls[0]
+    wait_healthy(real_url)
+    # The CPU build's KV block is 128 tokens: the simulator's too, so hits agree to the token.
+    sim = await start_sim(model=MODEL_NAME, tokenizer=str(tiny_model), max_model_len=4096, block_size=128)
+    cases = sequences(time.time_ns())
+    wrong: list[str] = []
+
+    def measure(client: httpx.Client, base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        before = counters(client, base)
+        resp = client.post(base + path, json=body)
+        assert resp.status_code == 200, resp.text
+        after = counters(client, base)
+        return {"usage": usage_of(resp), **{k: after[k] - before[k] for k in COUNTED}}
+
+    def run() -> None:
+        with httpx.Client(timeout=300, trust_env=False) as client:
+            for name, (path, body) in cases.items():
+                real, ours = measure(client, real_url, path, body), measure(client, sim.urls[0], path, body)
+                print(f"\n{name}:\n  vLLM {real}\n  sim  {ours}")
+                if real != ours:
+                    wrong.append(f"{name}:\n  vLLM {real}\n  sim  {ours}")
 
     await asyncio.to_thread(run)
     assert not wrong, "\n".join(wrong)

@@ -323,6 +323,11 @@ class Personality(ABC):
     def check_generation(self, body: Mapping[str, Any], *, chat: bool) -> None:  # noqa: B027 - optional
         """The engine's refusals of a request whose model it serves, before the prompt is tokenized."""
 
+    def prompt_ids_refusal(self, prompts: Sequence[Sequence[int]]) -> SimHTTPError | None:
+        """The engine's refusal of a request's prompt token ids, made after it accepted the request (a
+        stream has had its 200); None: served."""
+        return None
+
     def max_tokens(self, body: Mapping[str, Any], prompt_tokens: int, *, chat: bool) -> int:
         """How many tokens the request may generate, or the engine's 400: here a request whose prompt and
         ``max_tokens`` do not fit in the context is refused (a chat without ``max_tokens`` gets the rest of

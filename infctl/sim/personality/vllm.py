@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from infctl import tokens
+from infctl.engines import versions
 from infctl.engines import vllm as names
 from infctl.sim import prompt_tokens
 from infctl.sim.personality import vllm_checks as checks
@@ -38,7 +39,10 @@ from infctl.sim.types import TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
 from infctl.tokenization import WordTokenizer
 
-VERSION = "0.11.0"
+_PINNED = versions.image_version(names.ADAPTER.default_image)
+VERSION = versions.show(_PINNED) if _PINNED else versions.image_tag(names.ADAPTER.default_image) or "unknown"
+"""What ``/version`` answers: the release infctl pins and its slow stage proves (``vllm_launch.IMAGE``;
+vLLM 0.32's CPU build answers ``{"version":"0.32.0"}``)."""
 
 # KV offloading (``--kv-offloading-size``): the connector's prefix cache and the offloading connector's
 # transfer counters, exposed only when the engine has a tier (vLLM 0.11.0 had neither).
@@ -86,6 +90,7 @@ class VllmPersonality(Personality):
         words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
         self._vocab: dict[int, str] = dict(zip(tokens.token_ids(" ".join(words)), words, strict=True))
         self._cache_info = self._cache_config_labels()
+        self._largest_id = prompt_tokens.largest_token_id(engine.tokenizer)
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
         bounds = names.bucket_bounds(self.engine.capacity.max_model_len)
@@ -173,6 +178,19 @@ class VllmPersonality(Personality):
     def check_generation(self, body: Mapping[str, Any], *, chat: bool) -> None:
         checks.check_budget(body, self.engine.capacity.max_model_len, chat=chat)
         checks.check_sampling(body, chat=chat)
+
+    def prompt_ids_refusal(self, prompts: Sequence[Sequence[int]]) -> SimHTTPError | None:
+        # vLLM 0.32 bounds ids in its engine's input processor (renderers/base.py validate_token_ids), after
+        # the serving layer's checks: a non-streamed request gets the 400, a stream a 200 whose only event is
+        # this error (both seen on the CPU build). Without the model's tokenizer no bound is known.
+        limit = self._largest_id
+        if limit is None:
+            return None
+        for ids in prompts:
+            top = max(ids)
+            if top > limit:
+                return SimHTTPError(400, f"Token id {top} is out of vocabulary")
+        return None
 
     def max_tokens(self, body: Mapping[str, Any], prompt_tokens: int, *, chat: bool) -> int:
         # A chat without max_tokens: the rest of the context in vLLM, capped by --max-default-tokens here.

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 
 from infctl import tokens
+from infctl.engines.versions import image_version, show
+from infctl.engines.vllm import ADAPTER
 from infctl.sim.profiles import get_profile
 
 MODEL = get_profile("llama3-8b-h100").model
@@ -122,7 +124,9 @@ async def test_tokenize_detokenize_load_and_version(sim_url: str) -> None:
     assert detok == {"prompt": "hello big world"}
     assert chat["count"] == 3
     assert load == {"server_load": 0}
-    assert "version" in version
+    # The release infctl pins (and the slow stage proves), as that vLLM answers it: {"version":"0.32.0"}.
+    assert version == {"version": show(image_version(ADAPTER.default_image) or (0, 0, 0))}
+    assert version["version"].count(".") == 2
 
 
 async def test_load_counts_requests_in_flight(start_sim: Any) -> None:

@@ -4,7 +4,9 @@ with that tokenizer would, in English and in Chinese (where whitespace words say
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +146,34 @@ async def test_kv_events_carry_the_tokenizers_ids(start_sim: Any, tiny_tokenizer
         sub.close(linger=0)
         ctx.term()
     assert published[:full] == ids[:full]
+
+
+async def test_token_ids_past_the_vocabulary_are_refused_as_vllm_refuses(
+    start_sim: Any, tiny_tokenizer: Path, tmp_path: Path
+) -> None:
+    """vLLM 0.32 (renderers/base.py ``validate_token_ids``) refuses an id past the larger of the tokenizer's
+    largest id and the model's ``vocab_size`` - 1: a 400, or in a stream a 200 whose only event is the error
+    (recorded from the CPU build: 'Token id 4096 is out of vocabulary', param null)."""
+    from tokenizers import Tokenizer as RawTokenizer
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_tokenizer, model)
+    largest = max(RawTokenizer.from_file(str(model / "tokenizer.json")).get_vocab(True).values())
+    (model / "config.json").write_text(json.dumps({"vocab_size": largest + 1 + 64}))  # padded embeddings
+    url = (await start_sim(tokenizer=str(model))).urls[0]
+    top = largest + 64
+    assert (await post(url, "/v1/completions", {"prompt": [1, top], "max_tokens": 2})).status_code == 200
+    error = {"message": f"Token id {top + 1} is out of vocabulary", "type": "BadRequestError", "param": None,
+             "code": 400}  # fmt: skip
+    for prompt in ([1, top + 1, 2], [[1, 2], [3, top + 1]]):
+        refused = await post(url, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "n": 2})
+        assert (refused.status_code, refused.json()) == (400, {"error": error})
+    stream = await post(url, "/v1/completions", {"prompt": [top + 1], "max_tokens": 2, "stream": True})
+    events = stream.text.strip().split("\n\n")
+    assert stream.status_code == 200 and [json.loads(events[0].removeprefix("data: "))] == [{"error": error}]
+    assert events[1:] == ["data: [DONE]"]
+    # The simulator's own words: no model, no vocabulary to hold ids to.
+    words = (await start_sim()).urls[0]
+    assert (
+        await post(words, "/v1/completions", {"prompt": [1, 99_999_999], "max_tokens": 2})
+    ).status_code == 200

@@ -214,6 +214,39 @@ async def test_n_and_batches_are_one_answer_with_a_choice_per_sequence(url: str)
     assert clamped["usage"]["completion_tokens"] == 1 + 3
 
 
+async def test_several_sequences_count_and_cache_as_vllm_counts_them(start_sim: Any, scrape: Any) -> None:
+    """Recorded from vLLM 0.32 (CPU, block 128): an ``n: 3`` request on a 300-token prompt adds 900 prompt
+    tokens, 900 prefix-cache queries, 512 hits (the 2nd and 3rd sequences hit the blocks the 1st schedules)
+    and 3 finished requests; usage counts the prompt once and reports the last sequence's 256 cached tokens,
+    a stream the first sequence's 0. Here with 16-token blocks: a 40-token prompt, 32 cached per sibling."""
+    url = (await start_sim(block_size=16, model="m")).urls[0]
+    labels = 'model_name="m",engine="0"'
+
+    async def counters() -> list[float]:
+        s = await scrape(url)
+        names = ("prompt_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total")
+        done = s[f'vllm:request_success_total{{{labels},finished_reason="length"}}']
+        return [s[f"vllm:{name}{{{labels}}}"] for name in names] + [done]
+
+    prompt = [100 + i for i in range(40)]
+    before = await counters()
+    usage = (await send(url, CMPL, {"prompt": prompt, "max_tokens": 2, "n": 3})).json()["usage"]
+    after = await counters()
+    assert [a - b for a, b in zip(after, before, strict=True)] == [120, 120, 64, 3]
+    assert (usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"]) == (40, 32)
+    fresh = [200 + i for i in range(40)]
+    body = {
+        "prompt": fresh,
+        "max_tokens": 2,
+        "n": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    events = (await send(url, CMPL, body)).text.strip().split("\n\n")
+    streamed = json.loads(events[-2].removeprefix("data: "))["usage"]
+    assert (streamed["prompt_tokens"], streamed["prompt_tokens_details"]["cached_tokens"]) == (40, 0)
+
+
 async def test_a_stream_of_several_sequences_interleaves_them(url: str) -> None:
     body = {
         "messages": HI,
