@@ -63,6 +63,9 @@ EPILOG = """
   [dim]# a close call judged over 12 seeds, not one: each figure's mean (range), who won in how many seeds[/]
   infctl simulate compare autoscaling-business --seeds 12
 
+  [dim]# the day as life has it: the fleet and autoscalers warm at midnight after 2 h of the evening before[/]
+  infctl simulate compare autoscaling --lead-in 2
+
   [dim]# figures for a script: raw values in the unit each measure names (latency in seconds)[/]
   infctl simulate compare bucketing -o json | jq '.scenarios[0].measures'
 
@@ -101,6 +104,18 @@ def compare_cmd(
             "close call can flip from one seed to the next. Each seed is a full run: N times the time.",
         ),
     ] = 1,
+    lead_in: Annotated[
+        int,
+        typer.Option(
+            "--lead-in",
+            min=0,
+            max=12,
+            metavar="HOURS",
+            help="Autoscaling days: start each with this many hours of the evening before, not measured, so "
+            "the fleet and the autoscalers meet midnight warm, as in life (default 0: a cold fleet at "
+            "midnight).",
+        ),
+    ] = 0,
     profile: Annotated[
         str | None, typer.Option(help="Engine profile for every scenario (default: each its own).")
     ] = None,
@@ -125,6 +140,7 @@ def compare_cmd(
             seed=seed,
             profile=get_profile(profile) if profile else None,
             trace=trace,
+            lead_in_h=lead_in,
         )
         at = list(range(seed, seed + seeds))
         # Every seed's scenarios are built (and so validated) before anything runs.

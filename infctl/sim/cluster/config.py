@@ -128,6 +128,11 @@ class SimConfig:
     """How prompts are rendered (chat adds role markers), as in ``infctl bench``."""
     seed: int = 0
     """Seeds the workload and the arrivals; the same seed gives the same result."""
+    lead_in_stages: int = 0
+    """The first this many load stages warm the fleet, its caches and the autoscaler up and are not
+    measured: their requests are left out of every figure, and GPU time, the fleet's replicas and scale
+    events count from the end of the last of them (each needs a ``duration_s``). A diurnal day started
+    with the evening before it is not the cold fleet at midnight a fresh run is, and life never is."""
     slo: SLO | None = None
     """Goodput objectives."""
     label: str = ""
@@ -141,6 +146,11 @@ class SimConfig:
     admission: AdmissionSettings | None = None
     """The router's admission queue (hold while saturated, short first, 429 when full or past the deadline).
     None: requests are routed on arrival (the live router with ``admission_queue: 0``)."""
+
+    @property
+    def measured_from_s(self) -> float:
+        """Virtual seconds after which the run is measured (the lead-in stages' end; 0 without one)."""
+        return sum(s.duration_s or 0.0 for s in self.load.stages[: self.lead_in_stages])
 
     def __post_init__(self) -> None:
         if self.engines < 1:
@@ -168,6 +178,14 @@ class SimConfig:
                     "the simulator does not autoscale PD fleets or give them length pools yet",
                     hint="drop --autoscale (and pools) with --pd",
                 )
+        lead = self.load.stages[: self.lead_in_stages]
+        if self.lead_in_stages < 0 or self.lead_in_stages >= len(self.load.stages):
+            raise ConfigError(
+                f"lead_in_stages {self.lead_in_stages}: expected 0..{len(self.load.stages) - 1}, so that "
+                "some stage is measured"
+            )
+        if any(s.duration_s is None for s in lead):
+            raise ConfigError("lead-in stages need a duration_s (the measured part starts where they end)")
         timed = self.workload.kind == "trace"
         for i, stage in enumerate(self.load.stages):
             if stage.mode == "replay" and not timed:

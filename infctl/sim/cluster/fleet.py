@@ -123,10 +123,10 @@ class Fleet:
         engine.state = "stopped"
         engine.stopped_at = now
 
-    def gpu_seconds(self, end: float) -> float:
-        """GPU-seconds from each engine's ask to its stop (or ``end``)."""
+    def gpu_seconds(self, end: float, start: float = 0.0) -> float:
+        """GPU-seconds from each engine's ask to its stop (or ``end``), from ``start`` on."""
         total = 0.0
         for e in self.engines:
             stop = e.stopped_at if e.stopped_at is not None else end
-            total += max(0.0, stop - e.asked_at)
+            total += max(0.0, stop - max(e.asked_at, start))
         return total * self.gpus_per_engine

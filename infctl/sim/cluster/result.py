@@ -109,7 +109,8 @@ class SimResult:
 
 
 def build_result(cfg: SimConfig, sim: Simulation, started: str, finished: str, wall_s: float) -> SimResult:
-    records = sorted(sim.records, key=lambda r: r.index)
+    # A lead-in's requests warm the fleet up and are not measured (``SimConfig.lead_in_stages``).
+    records = sorted((r for r in sim.records if r.stage >= cfg.lead_in_stages), key=lambda r: r.index)
     summary = summarize(records, cfg.slo)
     stages = [
         StageResult(i, s.label, s.mean_rate, achieved_rate([r for r in records if r.stage == i]),
@@ -147,12 +148,24 @@ def build_result(cfg: SimConfig, sim: Simulation, started: str, finished: str, w
     bench = BenchResult(bench_cfg, meta, summary, stages, client, server, records, warnings)
     end = max(sim.end_time, sim.q.now)
     t0 = min((r.sent_s for r in records), default=0.0)
+    start = cfg.measured_from_s
+    events = sim.scaler.events if sim.scaler else []
     return SimResult(
-        bench=bench, gpu_hours=sim.fleet.gpu_seconds(end) / 3600.0, replicas=sim.replicas,
-        scale_events=sim.scaler.events if sim.scaler else [], decisions=dict(sim.router.reasons),
+        bench=bench, gpu_hours=sim.fleet.gpu_seconds(end, start) / 3600.0,
+        replicas=_replicas_from(sim.replicas, start), scale_events=[e for e in events if e.t >= start],
+        decisions=dict(sim.router.reasons),
         sim_time_s=sim.end_time - t0, wall_s=wall_s, steps=sim.steps, events=sim.events, config=cfg,
         pd=_pd_summary(cfg, sim), admission=_admission_summary(sim),
     )  # fmt: skip
+
+
+def _replicas_from(points: list[ReplicaPoint], start: float) -> list[ReplicaPoint]:
+    """The fleet from ``start`` on: the point in force then (moved to ``start``), and every later one."""
+    if start <= 0:
+        return points
+    before = [p for p in points if p.t <= start]
+    head = [ReplicaPoint(start, p.desired, p.ready, p.draining) for p in before[-1:]]
+    return head + [p for p in points if p.t > start]
 
 
 def _pd_summary(cfg: SimConfig, sim: Simulation) -> dict[str, Any] | None:

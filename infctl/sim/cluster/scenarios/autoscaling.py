@@ -24,7 +24,9 @@ from dataclasses import dataclass, replace
 
 from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
 from infctl.autoscaler.threshold import ThresholdConfig
+from infctl.bench.config import LoadPlan, Stage
 from infctl.bench.slo import SLO
+from infctl.errors import ConfigError
 from infctl.sim.cluster.config import AutoscaleSettings, SimConfig
 from infctl.sim.cluster.scenarios import measures as m
 from infctl.sim.cluster.scenarios.catalog import (
@@ -85,8 +87,26 @@ def compressed_day(day: str, size: ScenarioSize) -> Day:
     forecast = ForecastConfig(
         replica_prompt_tps=prefill_rate(base.profile), lead_s=REAL_STARTUP_S + REAL_INTERVAL_S
     )
-    base = replace(base, workload=trace, load=diurnal_plan(day, peak, day_s), slo=SLO(ttft_s=TTFT_SLO_S))
+    plan = diurnal_plan(day, peak, day_s)
+    lead = lead_in(plan.stages, size.lead_in_h * day_s / 24)
+    base = replace(
+        base,
+        workload=trace,
+        load=LoadPlan(stages=[*lead, *plan.stages]),
+        lead_in_stages=len(lead),
+        slo=SLO(ttft_s=TTFT_SLO_S),
+    )
     return Day(engines, base, peak, day_s, max(day_s / 86_400, MIN_TIME_SCALE), forecast)
+
+
+def lead_in(stages: list[Stage], seconds: float) -> list[Stage]:
+    """The day's last stages that last ``seconds`` (the evening before it: the day repeats)."""
+    taken: list[Stage] = []
+    while sum(s.duration_s or 0.0 for s in taken) < seconds - 1e-9:
+        taken.insert(0, stages[-1 - len(taken)])
+    if abs(sum(s.duration_s or 0.0 for s in taken) - seconds) > 1e-6:
+        raise ConfigError(f"a lead-in of {seconds:g} s does not end on one of the day's ramps")
+    return taken
 
 
 def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
@@ -98,14 +118,15 @@ def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
     reactive = PolicyConfig(units=units, ttft_slo_s=TTFT_SLO_S, queue_up=QUEUE_UP, queue_down=QUEUE_DOWN)
     keda = ThresholdConfig(units=units, target=QUEUE_UP)
     infctl = replace(reactive, forecast=forecast)
-    start = max(1, math.ceil(engines * level_at(day, 0.0)))
+    start = max(1, math.ceil(engines * level_at(day, (24 - size.lead_in_h) % 24)))
 
     def auto(policy: PolicyConfig | ThresholdConfig) -> dict[str, object]:
         return {"autoscale": d.autoscale(policy), "engines": start}
 
     return SimScenario(
         name=f"autoscaling-{day}",
-        title=f"autoscaling vs static for the peak: {base.profile.name}, a {day} day in {day_s / 60:.0f} min",
+        title=f"autoscaling vs static for the peak: {base.profile.name}, a {day} day in {day_s / 60:.0f} min"
+        + (f", after {size.lead_in_h} h of the evening before (not measured)" if size.lead_in_h else ""),
         base=base,
         arms=[
             SimArm(f"static {engines}"),

@@ -70,8 +70,13 @@ class ScenarioSize:
     """None: the scenarios' own (DeepSeek-V3, an 8xH200 node per engine); e.g. Kimi K2 (16 GPUs each)."""
     trace: Path | None = None
     """Mooncake-format trace of the trace-driven scenarios; None: the public one shipped with infctl."""
+    lead_in_h: int = 0
+    """Autoscaling days: hours of the evening before that each day starts with, not measured, so the fleet
+    and the autoscalers meet midnight as they would in life (0: a cold fleet at midnight)."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.lead_in_h <= 12:
+            raise ConfigError(f"lead-in {self.lead_in_h} h: expected 0 to 12 hours", hint="e.g. --lead-in 2")
         if self.engines < 2:
             raise ConfigError("the comparisons need at least 2 engines", hint="e.g. --engines 8")
         if self.requests < 20:
