@@ -20,6 +20,7 @@ from infctl.tokenization.base import (
     chat_options,
     check_messages,
     content_text,
+    message_text,
 )
 from infctl.tokenization.engine import EngineTokenizer, EngineUnavailable
 from infctl.tokenization.estimate import EstimateTokenizer
@@ -53,4 +54,5 @@ __all__ = [
     "check_messages",
     "content_text",
     "load_tokenizer",
+    "message_text",
 ]

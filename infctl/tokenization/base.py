@@ -8,6 +8,7 @@ routing works on either, but only exact ids can be matched against an engine's K
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -98,3 +99,20 @@ def content_text(content: object) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
     return ""
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text a chat template writes of a message besides its role: the content's text and each tool
+    call's function name and arguments (JSON text as sent). What the length bound and the estimate read:
+    an agent's assistant turn is often all tool call, its ``content`` null."""
+    text = content_text(message.get("content"))
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return text
+    out = [text] if text else []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            out.append(f"{fn.get('name', '')} {args if isinstance(args, str) else json.dumps(args)}")
+    return "\n".join(out)

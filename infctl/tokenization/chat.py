@@ -5,8 +5,12 @@ tokenize the resulting text without adding special tokens again. This module rep
 the same sandboxed environment options (``trim_blocks``, ``lstrip_blocks``, loop controls), the same
 variables (``messages``, ``tools``, ``add_generation_prompt``, the special tokens, the request's
 ``chat_template_kwargs``), the helpers templates call (``raise_exception``, ``strftime_now``, ``tojson``),
-and vLLM's message preparation (text parts joined by newlines for templates that read ``content`` as a
-string; tool-call arguments parsed from JSON so templates can iterate them).
+and vLLM's message preparation (``_parse_chat_message_content`` and ``_postprocess_messages`` in
+``vllm/renderers/chat_utils.py``, 0.32): each message rebuilt from the fields vLLM passes on (so a template's
+``is defined`` tests see what vLLM's see), a missing or null ``content`` rendered as an empty string (an
+empty list of parts for templates that loop over parts), text parts joined by newlines for templates that
+read ``content`` as a string, and an assistant's tool-call arguments parsed from JSON so templates can
+iterate them.
 """
 
 from __future__ import annotations
@@ -100,29 +104,66 @@ class ChatTemplate:
         return text
 
     def _prepare(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        out = dict(message)
-        content = message.get("content")
-        if self.parts:
-            if isinstance(content, str):
-                out["content"] = [{"type": "text", "text": content}]
-        elif content is not None:
-            out["content"] = content_text(content)
-        calls = message.get("tool_calls")
-        if isinstance(calls, list):
-            out["tool_calls"] = [_parsed_call(c) for c in calls]
+        """The message as vLLM hands it to the template: role, content and the fields its role carries,
+        nothing else (an OpenAI client's ``refusal: null`` or ``tool_calls: null`` stays undefined)."""
+        role, content = message["role"], message.get("content")
+        out: dict[str, Any] = {"role": role}
+        if isinstance(content, str) and self.parts:
+            out["content"] = [{"type": "text", "text": content}]
+        elif self.parts:
+            out["content"] = content or []
+        else:
+            out["content"] = content_text(content)  # None: "" (vLLM joins no text parts)
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            if calls is not None:
+                out["tool_calls"] = calls
+            if message.get("reasoning") is not None:
+                out["reasoning"] = out["reasoning_content"] = message["reasoning"]
+        elif role == "tool":
+            if "tool_call_id" in message:
+                out["tool_call_id"] = message["tool_call_id"]
+            parts = out["content"]
+            if isinstance(parts, list) and all(
+                isinstance(p, dict) and p.get("type") == "text" for p in parts
+            ):
+                out["content"] = content_text(parts)  # templates take a tool result as a string
+        for key in ("name", "task"):
+            if isinstance(message.get(key), str):
+                out[key] = message[key]
+        if role == "developer":
+            out["tools"] = message.get("tools")
+        if isinstance(out.get("tool_calls"), list):
+            out["tool_calls"] = _parsed_calls(out["tool_calls"])
+            if not out["tool_calls"]:
+                del out["tool_calls"]  # no calls: the template's plain assistant path
         return out
 
 
-def _parsed_call(call: object) -> object:
-    """A tool call with its ``function.arguments`` JSON parsed, as vLLM hands it to templates."""
-    if not isinstance(call, dict):
-        return call
-    fn = call.get("function")
-    if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
-        with contextlib.suppress(ValueError):
-            fn = {**fn, "arguments": json.loads(fn["arguments"])}
-        return {**call, "function": fn}
-    return call
+def _is_text(part: object) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text"
+
+
+def _parsed_calls(calls: list[object]) -> list[dict[str, Any]]:
+    """Tool calls with ``function.arguments`` a mapping, as vLLM hands them to templates: JSON text parsed,
+    and empty, unparsable or non-object arguments ``{}`` (vLLM coerces them so a conversation with one bad
+    call in its history stays servable). A call that is not a function call is refused, as vLLM does."""
+    out = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict):
+            raise TokenizerError("assistant tool_calls entries must be objects")
+        if call.get("type", "function") != "function" or not isinstance(fn, dict):
+            raise TokenizerError("chat completions only support assistant tool_calls of type 'function'")
+        args = fn.get("arguments")
+        if args and not isinstance(args, dict):
+            parsed: object = None
+            if isinstance(args, str):
+                with contextlib.suppress(ValueError):
+                    parsed = json.loads(args)
+            args = parsed
+        out.append({**call, "function": {**fn, "arguments": args if isinstance(args, dict) else {}}})
+    return out
 
 
 def _cut_after_final(text: str, final: Mapping[str, Any]) -> str:

@@ -173,7 +173,9 @@ async def test_a_prompt_the_engine_refuses_is_a_tokenizer_error_not_retried(
 ) -> None:
     tok = EngineTokenizer([counting.url, sim.urls[0]])
     with pytest.raises(TokenizerError, match="refused") as caught:
-        await asyncio.to_thread(lambda: tok.chat_ids([{"role": "user"}]))  # the template needs content
+        # vLLM refuses a tool call that is not a function call (renderers/chat_utils.py, 0.32)
+        refused = [{"role": "assistant", "content": None, "tool_calls": [{"type": "retrieval"}]}]
+        await asyncio.to_thread(lambda: tok.chat_ids(refused))
     assert not isinstance(caught.value, EngineUnavailable)
     assert len(counting.bodies) == 1  # the other engine would say the same
 
