@@ -27,7 +27,7 @@ from infctl.tokenization import (
     TokenizerError,
     chat_options,
     check_messages,
-    content_text,
+    message_text,
 )
 from infctl.tokenization.band import RatioBand
 
@@ -59,23 +59,34 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 def prompt_chars(body: Mapping[str, Any], *, chat: bool) -> int:
-    """Characters of prompt text (token ids of a pre-tokenised prompt): what the length bound and the
-    choice to tokenize off the loop look at, known before any tokenizing. BadRequest for a body whose
-    prompt or messages have the wrong shape."""
+    """Characters of prompt text (token ids of a pre-tokenised prompt), over every prompt of a batch: what
+    the length bound and the choice to tokenize off the loop look at, known before any tokenizing.
+    BadRequest for a body whose prompt or messages have the wrong shape."""
     if chat:
         try:
             messages = check_messages(body.get("messages"))
         except TokenizerError as exc:
             raise BadRequest(exc.message) from None
-        return sum(len(content_text(m.get("content"))) + len(m["role"]) for m in messages)
-    prompt = body.get("prompt")
+        return sum(len(message_text(m)) + len(m["role"]) for m in messages)
+    return sum(map(len, prompts(body.get("prompt"))))
+
+
+def prompts(prompt: object) -> list[str] | list[list[int]]:
+    """A completion request's prompts, as vLLM's ``prompt_to_seq`` (``vllm/renderers/inputs/preprocess.py``,
+    0.32) splits them: a string or a list of token ids is one prompt; a list of strings, or of token-id
+    lists, is a batch, each served as its own sequence. BadRequest for any other shape."""
     if isinstance(prompt, str):
-        return len(prompt)
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        return sum(map(len, prompt)) + len(prompt) - 1
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return len(prompt)
-    raise BadRequest("'prompt' must be a string, a list of strings or a list of token ids")
+        return [prompt]
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(t, int) for t in prompt):
+            return [prompt]
+        if all(isinstance(p, str) for p in prompt):
+            return prompt
+        if all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompt):
+            return prompt
+    raise BadRequest(
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of token-id lists"
+    )
 
 
 def request_info(
@@ -110,14 +121,13 @@ def request_info(
         else None,
     }
     try:
-        ids = _prompt_ids(body, chat, tokenizer, count_only=not hashes)
+        ids, count = _prompt_ids(body, chat, tokenizer, count_only=not hashes)
     except TokenizerError as exc:  # the prompt's fault (400), or no engine to count it (503)
         raise BadRequest(exc.message, getattr(exc, "status", 400)) from None
-    if isinstance(ids, int):
-        return RequestInfo(request_id, prompt_tokens=ids, **common)
-    if not hashes:
-        return RequestInfo(request_id, prompt_tokens=len(ids), **common)
-    return RequestInfo.from_ids(request_id, ids, **common)
+    if ids is None:
+        return RequestInfo(request_id, prompt_tokens=count, **common)
+    info = RequestInfo.from_ids(request_id, ids, **common)
+    return info if info.prompt_tokens == count else dataclasses.replace(info, prompt_tokens=count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,27 +174,48 @@ def _templated_extras(body: Mapping[str, Any]) -> bool:
 
 def exact_count(body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer) -> int:
     """The prompt's count by ``tokenizer`` (a body ``request_info`` already accepted)."""
-    ids = _prompt_ids(body, chat, tokenizer, count_only=True)
-    return ids if isinstance(ids, int) else len(ids)
+    return _prompt_ids(body, chat, tokenizer, count_only=True)[1]
 
 
 def _prompt_ids(
     body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool
-) -> Sequence[int] | int:
-    """The prompt's ids (or only their number, when that is all that is needed and cheaper). The estimate's
-    come as an array: hashed as they are, without a Python int per id."""
+) -> tuple[Sequence[int] | None, int]:
+    """The ids whose blocks are hashed (None with ``count_only``) and the prompt tokens, as vLLM's
+    ``usage.prompt_tokens`` counts them. The estimate's ids come as an array: hashed as they are, without a
+    Python int per id.
+
+    A batch of completion prompts is counted as vLLM's ``serving_completion`` counts it: each prompt
+    encoded on its own (its special tokens each), the counts summed. It goes to one backend, which serves
+    every prompt: its blocks hashed are the ones every prompt starts with (their common prefix), the only
+    cached blocks that save prefill for the whole batch and that every prompt leaves behind. One prompt's
+    own blocks would pull the batch to a backend helping that prompt alone."""
     if chat:
         if isinstance(tok, EstimateTokenizer) and not count_only:
-            return tok.chat_array(body["messages"])
-        return tok.chat_ids(body["messages"], **chat_options(body))
-    prompt = body["prompt"]
+            ids: Sequence[int] = tok.chat_array(body["messages"])
+        else:
+            ids = tok.chat_ids(body["messages"], **chat_options(body))
+        return (None if count_only else ids), len(ids)
+    batch = prompts(body["prompt"])
     special = body.get("add_special_tokens", True) is not False
-    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
-        return [int(t) for t in prompt]
-    text = prompt if isinstance(prompt, str) else " ".join(prompt)
     if count_only:
-        return tok.count(text, special=special)
-    return tok.ids(text) if isinstance(tok, EstimateTokenizer) else tok.encode(text, special=special)
+        return None, sum(len(p) if isinstance(p, list) else tok.count(p, special=special) for p in batch)
+    each = [_completion_ids(p, tok, special) for p in batch]
+    return _common_prefix(each), sum(map(len, each))
+
+
+def _completion_ids(prompt: str | list[int], tok: Tokenizer, special: bool) -> Sequence[int]:
+    if isinstance(prompt, list):
+        return [int(t) for t in prompt]
+    return tok.ids(prompt) if isinstance(tok, EstimateTokenizer) else tok.encode(prompt, special=special)
+
+
+def _common_prefix(seqs: list[Sequence[int]]) -> Sequence[int]:
+    if len(seqs) == 1:
+        return seqs[0]
+    # The lexicographically least and greatest share exactly the prefix all of them share.
+    low, high = min(seqs), max(seqs)  # type: ignore[type-var]
+    n = next((i for i, (a, b) in enumerate(zip(low, high, strict=False)) if a != b), len(low))
+    return low[:n]
 
 
 def _check_length(n: int, limit: int | None) -> None:

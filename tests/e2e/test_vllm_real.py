@@ -384,7 +384,9 @@ def settled_counter(release: Release, name: str, quiet_s: float = 1.0, timeout_s
 
 
 def mixed_request(rng: random.Random, i: int) -> tuple[str, dict[str, Any]]:
-    """One of English, Chinese, mixed or code text, as a completion or a chat (system + user)."""
+    """One of English, Chinese, mixed or code text, as a completion (every third a batch: of strings, or
+    of token-id lists) or a chat (system + user; every third an agent's turns: an assistant's tool calls
+    with ``content`` null or missing, the tools' results)."""
     kind = ("english", "chinese", "mixed", "code")[i % 4]
     n = rng.randint(5, 400)
     text = {
@@ -395,13 +397,49 @@ def mixed_request(rng: random.Random, i: int) -> tuple[str, dict[str, Any]]:
     }[kind]()
     if i % 2:
         messages = [{"role": "system", "content": hanzi(30, i)}, {"role": "user", "content": text}]
+        if i % 3 == 0:
+            messages += agent_turns(rng, i)
         return "/v1/chat/completions", {"model": MODEL_NAME, "messages": messages, "max_tokens": 1}
-    return "/v1/completions", {"model": MODEL_NAME, "prompt": text, "max_tokens": 1}
+    prompt: str | list[str] | list[list[int]] = text
+    if i % 3 == 0 and i % 4 == 0:
+        prompt = [text, text[: len(text) // 2] + hanzi(5, i), words(rng.randint(1, 30), 30_000 + i)]
+    elif i % 3 == 0:  # the tiny model's vocabulary: 4,096 ids
+        prompt = [
+            [rng.randrange(3, 4096) for _ in range(rng.randint(1, 300))] for _ in range(rng.randint(2, 4))
+        ]
+    return "/v1/completions", {"model": MODEL_NAME, "prompt": prompt, "max_tokens": 1}
+
+
+def agent_turns(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    """An assistant's tool calls (OpenAI agents send ``content: null``; some clients leave it out) and the
+    tools' results (a string, or text parts), then a user's follow-up."""
+    calls = [
+        {
+            "id": f"call_{i}_{k}",
+            "type": "function",
+            "function": {
+                "name": f"lookup_{k}",
+                "arguments": json.dumps({"q": hanzi(rng.randint(1, 20), i + k)}, ensure_ascii=False),
+            },
+        }
+        for k in range(rng.randint(1, 3))
+    ]
+    assistant: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
+    if i % 4 == 1:
+        assistant["content"] = None
+    results: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": c["id"], "content": words(rng.randint(1, 40), i + k)}
+        if k % 2 == 0
+        else {"role": "tool", "tool_call_id": c["id"], "content": [{"type": "text", "text": hanzi(9, k)}]}
+        for k, c in enumerate(calls)
+    ]
+    return [assistant, *results, {"role": "user", "content": words(5, i)}]
 
 
 def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
-    """200 random prompts in English, Chinese, mixed text and code, chat and completion: the router's own
-    count of each (its prompt-tokens counter, one request at a time) is vLLM's ``usage.prompt_tokens``."""
+    """200 random prompts in English, Chinese, mixed text and code, chat (agent turns with tool calls among
+    them) and completion (batches among them): the router's own count of each (its prompt-tokens counter,
+    one request at a time) is vLLM's ``usage.prompt_tokens``, a batch's summed over its prompts."""
     rng = random.Random(17)
     wrong: list[str] = []
     settled_counter(vllm_release, "infctl_router_prompt_tokens_total")
@@ -424,8 +462,8 @@ def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
 
 def test_engine_tokenizer_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
     """``--tokenizer engine`` with no tokenizer files: vLLM's own ``/tokenize`` through ``EngineTokenizer``
-    counts 60 random prompts (English, Chinese, mixed, code; chat and completion) as vLLM's
-    ``usage.prompt_tokens`` does, past a dead engine listed first, and asks again for none of them."""
+    counts 60 random prompts (English, Chinese, mixed, code; chat, agent turns, completion and batches) as
+    vLLM's ``usage.prompt_tokens`` does, past a dead engine listed first, and asks again for none of them."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -434,7 +472,15 @@ def test_engine_tokenizer_counts_every_prompt_as_vllm_does(vllm_release: Release
     bodies = [mixed_request(rng, i) for i in range(60)]
 
     def count(body: dict[str, Any]) -> int:
-        return len(tok.chat_ids(body["messages"])) if "messages" in body else tok.count(body["prompt"])
+        if "messages" in body:
+            return len(tok.chat_ids(body["messages"]))
+        batch = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+        return sum(tok.count(p) if isinstance(p, str) else len(p) for p in batch)  # vLLM's usage: the sum
+
+    batches = [b["prompt"] for _, b in bodies if isinstance(b.get("prompt"), list)]
+    prompts = [*batches, *([b["prompt"]] for _, b in bodies if isinstance(b.get("prompt"), str))]
+    texts = {p for batch in prompts for p in batch if isinstance(p, str)}  # token ids need no /tokenize
+    asked = len(texts) + sum("messages" in b for _, b in bodies)
 
     wrong: list[str] = []
     with httpx.Client(timeout=120, trust_env=False) as client:
@@ -446,9 +492,9 @@ def test_engine_tokenizer_counts_every_prompt_as_vllm_does(vllm_release: Release
                     f"{i} {path}: /tokenize {count(body)}, usage {resp.json()['usage']['prompt_tokens']}"
                 )
     assert not wrong, wrong
-    assert tok.posts == len(bodies)  # one per prompt: the dead engine failed its /v1/models, then passed over
+    assert tok.posts == asked  # one per text or chat: the dead engine failed its /v1/models, passed over
     again = [count(b) for _, b in bodies]  # all remembered: nothing sent
-    assert tok.posts == len(bodies) and len(again) == len(bodies)
+    assert tok.posts == asked and len(again) == len(bodies)
     tok.close()
 
 

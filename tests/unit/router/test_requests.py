@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from tokenizerkit import tiny_tokenizer
 
 from infctl.router import build_policy
-from infctl.router.requests import BadRequest, request_info
+from infctl.router.requests import BadRequest, exact_count, prompt_chars, request_info
 from infctl.router.snapshot import RequestInfo
-from infctl.tokenization import Tokenizer, WordTokenizer
+from infctl.tokenization import EstimateTokenizer, Tokenizer, WordTokenizer, load_tokenizer
+
+__all__ = ["tiny_tokenizer"]
 
 
 class Forbidden(Tokenizer):
@@ -22,7 +26,9 @@ class Forbidden(Tokenizer):
         raise AssertionError("tokenised")
 
 
-def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> Any:
+def info(
+    body: dict[str, Any], *, chat: bool = False, hashes: bool = True, tok: Tokenizer | None = None
+) -> Any:
     return request_info(
         body,
         chat=chat,
@@ -30,7 +36,7 @@ def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> An
         headers={"x-session": "s1"},
         block_size=4,
         session_header="x-session",
-        tokenizer=WordTokenizer(),
+        tokenizer=tok or WordTokenizer(),
         hashes=hashes,
     )
 
@@ -39,7 +45,8 @@ def info(body: dict[str, Any], *, chat: bool = False, hashes: bool = True) -> An
     ("body", "chat"),
     [
         ({"model": "m", "prompt": "a b c d e f g h i", "max_tokens": 7, "stream": True}, False),
-        ({"model": "m", "prompt": ["a b c", "d e f g h"]}, False),
+        ({"model": "m", "prompt": ["a b c d e", "a b c d f g"]}, False),
+        ({"model": "m", "prompt": [[5, 6, 7, 8, 9], [5, 6, 7, 8]]}, False),
         ({"model": "m", "prompt": [5, 6, 7, 8, 9]}, False),
         ({"model": "m", "messages": [{"role": "user", "content": "one two three four five"}]}, True),
     ],
@@ -66,7 +73,8 @@ def test_a_bad_prompt_is_rejected_either_way() -> None:
     ("body", "chat"),
     [
         ({"model": "m", "prompt": "a b c d e f"}, False),  # 11 characters
-        ({"model": "m", "prompt": ["a b c", "d e f"]}, False),
+        ({"model": "m", "prompt": ["a b c", "d e f g"]}, False),  # 12 (a batch: no space between)
+        ({"model": "m", "prompt": [list(range(6)), list(range(5))]}, False),
         ({"model": "m", "prompt": list(range(11))}, False),
         (
             {"model": "m", "messages": [{"role": "user", "content": "abc def g"}]},
@@ -134,3 +142,84 @@ def test_without_a_prefix_index_nothing_is_tokenised_or_hashed(
         hashes=False,
     )
     assert (got.prompt_tokens, got.block_hashes) == (expected, ())
+
+
+class Bos(WordTokenizer):
+    """Words after a BOS id, which most models' tokenizers add to every prompt they encode."""
+
+    def encode(self, text: str, *, special: bool = True) -> list[int]:
+        return [1, *super().encode(text)] if special else super().encode(text)
+
+    def count(self, text: str, *, special: bool = True) -> int:
+        return super().count(text) + special
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tokens"),
+    [
+        (["a b", "c d e"], 2 + 1 + 3 + 1),  # each prompt its own sequence, its own BOS (vLLM's usage)
+        ([[5, 6, 7], [8, 9]], 5),
+        ([[5, 6, 7]], 3),
+        (["a b c"], 4),
+    ],
+)
+def test_a_batch_counts_every_prompt_as_vllm_does(prompt: list[Any], tokens: int) -> None:
+    """vLLM's serving_completion makes one engine request per prompt of a batch, and its
+    ``usage.prompt_tokens`` sums theirs: the router's count (routing, /tokenize, the count after routing)
+    is that sum, not a count of the prompts joined into one text."""
+    body = {"model": "m", "prompt": prompt}
+    for hashes in (True, False):
+        assert info(body, hashes=hashes, tok=Bos()).prompt_tokens == tokens
+    assert exact_count(body, chat=False, tokenizer=Bos()) == tokens
+
+
+def test_the_estimate_counts_a_batch_prompt_by_prompt() -> None:
+    body = {"model": "m", "prompt": ["abcd", "efgh"]}
+    assert info(body, tok=EstimateTokenizer()).prompt_tokens == 2  # joined, "abcd efgh" would be 3
+    assert prompt_chars(body, chat=False) == 8
+
+
+@pytest.mark.parametrize(
+    ("batch", "shared"),
+    [
+        (["s t u v w x y z q", "s t u v w x y z r r r r"], "s t u v w x y z"),
+        (["p q r s t u v w"] * 3, "p q r s t u v w"),
+        (["s t u v w", "a b c d e"], ""),
+    ],
+)
+def test_a_batch_is_routed_on_the_blocks_every_prompt_starts_with(batch: list[str], shared: str) -> None:
+    """One backend serves the whole batch: the blocks that pay off for every prompt on it are the ones
+    they all start with (their common prefix), hashed as that prefix alone would be."""
+    got = info({"model": "m", "prompt": batch}, tok=Bos())
+    alone = info({"model": "m", "prompt": shared}, tok=Bos())
+    assert list(got.block_hashes) == list(alone.block_hashes)
+    assert got.prompt_tokens == sum(Bos().count(p) for p in batch)
+    ids = [list(range(9)), [*range(8), 99, 100]]
+    by_ids = info({"model": "m", "prompt": ids})
+    assert list(by_ids.block_hashes) == list(info({"model": "m", "prompt": ids[0][:8]}).block_hashes)
+    assert by_ids.num_blocks == 2 and by_ids.prompt_tokens == 19
+
+
+@pytest.mark.parametrize("prompt", [[], ["a", [1]], [[1], "a"], [[1, "x"]], [1, [2]], [None]])
+def test_a_prompt_vllm_would_not_take_is_refused(prompt: list[Any]) -> None:
+    for hashes in (True, False):
+        with pytest.raises(BadRequest, match="token-id lists"):
+            info({"model": "m", "prompt": prompt}, hashes=hashes)
+
+
+def test_an_agent_conversation_is_counted_as_the_template_renders_it(tiny_tokenizer: Path) -> None:
+    """An assistant turn that is only tool calls carries ``content: null`` (OpenAI-style agents always
+    send it so); vLLM serves it, so the router counts it rather than answering 400."""
+    tok = load_tokenizer(str(tiny_tokenizer))
+    args = '{"city": "x"}'
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    body = {"model": "m", "messages": messages}
+    assert info(body, chat=True, tok=tok).prompt_tokens == len(tok.chat_ids(messages)) > 0
+    assert prompt_chars(body, chat=True) > len("weather?sunny") + len(
+        "get_weather" + call["function"]["arguments"]
+    )
