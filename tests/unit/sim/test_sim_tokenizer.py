@@ -73,7 +73,11 @@ async def test_tokenize_answers_as_vllm_does(start_sim: Any, tiny_tokenizer: Pat
     assert chat["tokens"] == tok.chat_ids(messages) and chat["count"] == len(chat["tokens"])
     bare = (await post(url, "/tokenize", {"messages": messages, "add_generation_prompt": False})).json()
     assert bare["tokens"] == tok.chat_ids(messages, add_generation_prompt=False) != chat["tokens"]
-    refused = await post(url, "/tokenize", {"messages": [{"role": "user"}]})  # the template needs content
+    # No content is an empty one (vLLM's parse_chat_messages); a tool call that is not a function is refused.
+    empty = (await post(url, "/tokenize", {"messages": [{"role": "user"}]})).json()
+    assert empty["tokens"] == tok.chat_ids([{"role": "user", "content": ""}])
+    odd = [{"role": "assistant", "content": None, "tool_calls": [{"type": "custom", "id": "c1"}]}]
+    refused = await post(url, "/tokenize", {"messages": odd})
     assert refused.status_code == 400 and refused.json()["error"]["type"] == "BadRequestError"
 
 
