@@ -23,7 +23,7 @@ from infctl.kube import AdminSecret, DeployOptions, deploy_release
 from infctl.local import LocalPlan, RunState, SupervisorSettings, build_plan, port_is_free
 from infctl.local.admin_token import token_path
 from infctl.local.deploy import check_not_running, prepare, read_plan, start_detached
-from infctl.local.paths import resolve_run_dir
+from infctl.local.paths import default_run_dir, resolve_run_dir
 from infctl.local.supervisor import run as run_supervisor
 from infctl.manifests import RenderOptions
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
@@ -265,7 +265,8 @@ def supervise(plan_file: Annotated[Path, typer.Argument(help="plan.json of the r
 def delete_command(plan: LocalPlan) -> str:
     """The command that stops ``plan``'s release from another shell."""
     command = f"infctl delete {plan.release}"
-    return command if plan.run_dir == resolve_run_dir() else f"{command} --run-dir {plan.run_dir}"
+    # the default unchecked: one that is a file must not fail a deploy given a good --run-dir
+    return command if plan.run_dir == default_run_dir().absolute() else f"{command} --run-dir {plan.run_dir}"
 
 
 def state_summary(plan: LocalPlan, state: RunState) -> dict[str, Any]:

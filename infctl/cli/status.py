@@ -45,23 +45,8 @@ def release_of(file: Path | None, release: str | None, run_dir: Path | None) -> 
         raise ConfigError("give -f PROFILE or NAME, not both", hint="drop one of them")
     if file is not None:
         profile = load_deployment(file)
-        return profile.name, readable_run_dir(run_dir, resolve_run_dir(run_dir, profile.local.run_dir))
-    return release, readable_run_dir(run_dir, resolve_run_dir(run_dir))
-
-
-def readable_run_dir(given: Path | None, resolved: Path) -> Path:
-    """``resolved``, unless it or a parent is a file: bad input (exit 2) naming ``--run-dir`` when ``given``,
-    where it read as "no local releases" (exit 0) or ended in a NotADirectoryError traceback. A directory
-    that does not exist yet is fine: it holds no releases."""
-    nearest = next(p for p in (resolved, *resolved.parents) if p.exists())
-    if nearest.is_dir():
-        return resolved
-    what = f"{nearest} is a file, not a directory" if nearest != resolved else "a file, not a directory"
-    if given is not None:
-        hint = "name a directory: --run-dir DIR, as deploy was given"
-        raise ConfigError(f"--run-dir {given}: {what}", hint=hint)
-    hint = "pass --run-dir DIR, or change local.run_dir or $INFCTL_RUN_DIR"
-    raise ConfigError(f"run directory {resolved}: {what}", hint=hint)
+        return profile.name, resolve_run_dir(run_dir, profile.local.run_dir)
+    return release, resolve_run_dir(run_dir)
 
 
 TargetOption = Annotated[

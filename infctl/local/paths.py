@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from infctl.errors import ConfigError
+
 RUN_DIR_ENV = "INFCTL_RUN_DIR"
 
 
@@ -36,6 +38,16 @@ def default_run_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def resolve_run_dir(override: Path | None = None, configured: Path | None = None) -> Path:
     """The run directory: ``override`` (``--run-dir``), else ``configured`` (``local.run_dir``), else the
-    default; absolute."""
+    default; absolute. ConfigError (exit 2) when it, or the nearest existing parent, is a file: every
+    command reading or writing releases (status, delete, deploy, demo, doctor, the autoscaler) ended in a
+    NotADirectoryError traceback or read it as "no local releases". One not created yet is fine."""
     chosen = override if override is not None else configured
-    return (chosen if chosen is not None else default_run_dir()).absolute()
+    resolved = (chosen if chosen is not None else default_run_dir()).absolute()
+    nearest = next(p for p in (resolved, *resolved.parents) if p.exists())
+    if nearest.is_dir():
+        return resolved
+    what = f"{nearest} is a file, not a directory" if nearest != resolved else "a file, not a directory"
+    if override is not None:
+        raise ConfigError(f"--run-dir {override}: {what}", hint="name a directory: --run-dir DIR")
+    hint = "pass --run-dir DIR, or change local.run_dir or $INFCTL_RUN_DIR"
+    raise ConfigError(f"run directory {resolved}: {what}", hint=hint)

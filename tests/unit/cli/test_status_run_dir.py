@@ -1,5 +1,6 @@
 """``--run-dir`` naming a file is bad input (exit 2) naming the option: status said "no local releases"
-and exited 0, status NAME and delete NAME ended in a NotADirectoryError traceback."""
+and exited 0, status NAME, delete NAME and doctor --local NAME ended in a NotADirectoryError traceback
+(doctor's exit 0). One rule for every command: infctl.local.paths.resolve_run_dir."""
 
 from __future__ import annotations
 
@@ -13,7 +14,17 @@ from infctl.cli.main import app
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args", [["status"], ["status", "demo"], ["delete", "demo"]])
+PROFILES = Path(__file__).resolve().parents[3] / "profiles"
+COMMANDS = [
+    ["status"],
+    ["status", "demo"],
+    ["delete", "demo"],
+    ["doctor", "--local", "demo"],
+    ["autoscaler", "-f", str(PROFILES / "local-demo.yaml")],
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
 @pytest.mark.parametrize("under", [False, True])
 def test_a_run_dir_that_is_a_file_is_bad_input(tmp_path: Path, args: list[str], under: bool) -> None:
     file = tmp_path / "state.json"
@@ -36,3 +47,17 @@ def test_the_default_run_dir_is_named_when_it_is_a_file(tmp_path: Path) -> None:
 def test_a_run_dir_not_created_yet_holds_no_releases(tmp_path: Path) -> None:
     result = runner.invoke(app, ["status", "--run-dir", str(tmp_path / "new")], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "no local releases" in result.output
+
+
+def test_deploy_names_its_run_dir_when_the_default_is_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop command compares with the default unchecked: a file there does not fail a good --run-dir."""
+    from infctl.cli.deploy import delete_command
+    from infctl.config import load_deployment
+    from infctl.local import build_plan
+
+    (tmp_path / "plain").write_text("")
+    monkeypatch.setenv("INFCTL_RUN_DIR", str(tmp_path / "plain"))
+    plan = build_plan(load_deployment(PROFILES / "local-demo.yaml"), is_free=lambda _: True, run_dir=tmp_path)
+    assert delete_command(plan) == f"infctl delete local-demo --run-dir {tmp_path}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from infctl.cli.main import app
 from infctl.config import DeploymentProfile, load_deployment
-from infctl.errors import LocalTargetError
+from infctl.errors import ConfigError, LocalTargetError
 from infctl.local import build_plan
 from infctl.local.demo import demo_plan
 from infctl.local.paths import default_run_dir, resolve_run_dir, state_home
@@ -48,6 +49,24 @@ def test_the_state_directory_follows_xdg() -> None:
     assert default_run_dir({"HOME": "/home/u", "INFCTL_RUN_DIR": "/runs"}) == Path("/runs")
     assert resolve_run_dir(Path("/a"), Path("/b")) == Path("/a")
     assert resolve_run_dir(None, Path("/b")) == Path("/b")
+
+
+@pytest.mark.parametrize("under", [False, True])
+def test_a_run_dir_that_is_a_file_is_refused_by_the_source_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, under: bool
+) -> None:
+    file = tmp_path / "plain"
+    file.write_text("")
+    given = file / "runs" if under else file
+    with pytest.raises(ConfigError, match=f"^--run-dir {re.escape(str(given))}: .*not a directory"):
+        resolve_run_dir(given, tmp_path)
+    with pytest.raises(ConfigError, match=f"^run directory {re.escape(str(given))}: ") as err:
+        resolve_run_dir(None, given)
+    assert "local.run_dir" in (err.value.hint or "")
+    monkeypatch.setenv("INFCTL_RUN_DIR", str(given))
+    with pytest.raises(ConfigError, match=r"^run directory "):
+        resolve_run_dir()
+    assert resolve_run_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"  # not made yet: fine
 
 
 def test_a_plan_without_run_dir_uses_the_per_user_directory(
