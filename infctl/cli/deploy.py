@@ -47,8 +47,8 @@ Examples:
 
   infctl deploy -f profiles/kimi-k2-pool.yaml --dry-run=server   # the server checks, nothing stays
 
-Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or flag, 3 a CRD is missing,
-4 a field-manager conflict (--force-conflicts), 5 not ready within --timeout.
+Kubernetes exit codes: 0 deployed and ready, 1 the API refused, 2 bad profile or flag, or no kubeconfig,
+3 a CRD is missing, 4 a field-manager conflict (--force-conflicts), 5 not ready within --timeout.
 """
 
 

@@ -34,7 +34,7 @@ Examples:
 The counts (create, update, delete, unchanged) go to stderr, the diff to stdout.
 
 Exit codes: 0 compared (with --exit-code: no difference), 1 differences with --exit-code, or the API
-refused, 2 the profile or a flag is wrong.
+refused, 2 the profile or a flag is wrong, or no kubeconfig.
 """
 
 

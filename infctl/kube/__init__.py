@@ -14,7 +14,7 @@ from infctl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from infctl.kube.apply import FIELD_MANAGER, Applied, DryRun, apply_object, ensure_namespace
-    from infctl.kube.client import APPLY_PATCH, ClientSettings, KubeClient, connect
+    from infctl.kube.client import APPLY_PATCH, ClientSettings, KubeClient, KubeconfigError, connect
     from infctl.kube.errors import ApplyConflictError, MissingCRDError, NotReadyError
     from infctl.kube.prune import list_release, stale
     from infctl.kube.release import (
@@ -40,6 +40,7 @@ _MODULES: dict[str, str] = {
     "APPLY_PATCH": "infctl.kube.client",
     "ClientSettings": "infctl.kube.client",
     "KubeClient": "infctl.kube.client",
+    "KubeconfigError": "infctl.kube.client",
     "connect": "infctl.kube.client",
     "ApplyConflictError": "infctl.kube.errors",
     "MissingCRDError": "infctl.kube.errors",
@@ -80,6 +81,7 @@ __all__ = [
     "DeployReport",
     "DryRun",
     "KubeClient",
+    "KubeconfigError",
     "MissingCRDError",
     "NotReadyError",
     "ObjectDiff",
