@@ -117,8 +117,9 @@ class ModelProfile(ProfileModel):
     data_parallel_size: Count = 1
     """Data-parallel ranks in one replica (may span nodes). Default 1."""
     dp_attention: bool = False
-    """SGLang only: the ranks share one TP group with data-parallel attention (``--enable-dp-attention``,
-    ``--tp-size`` = tensor_parallel_size * data_parallel_size). Default false."""
+    """SGLang only: the ranks share one TP group with data-parallel attention (``--tp-size`` =
+    tensor_parallel_size * data_parallel_size; ``--dp-size N --enable-dp-attention``, or ``--attn-dp-size N``
+    for images of sglang 0.5.22 and later). Default false."""
     expert_parallel: bool = False
     """Shard MoE experts across all ranks of the replica instead of tensor-slicing them. Default false."""
     enable_eplb: bool = False
