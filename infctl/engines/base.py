@@ -122,7 +122,7 @@ class SignalMetrics:
     """Which of the engine's metrics carries which signal, for alert rules and dashboards (PromQL)."""
 
     queue: str
-    """Gauge: requests waiting."""
+    """Gauge: requests waiting (the engine's own queue; see :attr:`more_queues`)."""
     running: str
     """Gauge: requests running."""
     kv_usage: str
@@ -141,6 +141,19 @@ class SignalMetrics:
     """Counter (sample name)."""
     model_label: str
     """The label carrying the served model name."""
+    more_queues: tuple[str, ...] = ()
+    """Gauges of requests the engine holds and does not compute yet, outside :attr:`queue`: the requests
+    waiting are the sum of :attr:`queues` (as the adapter's ``signals`` read them from a scrape)."""
+    copy_labels: tuple[str, ...] = ("tp_rank", "pp_rank")
+    """Labels telling apart copies of one rank's gauge (taken once, the largest). The default is a no-op
+    for an engine whose workers export no gauges of their own."""
+    share_label: str | None = None
+    """A label whose non-empty values mark a share of the total beside it (under the empty value)."""
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """Every gauge counted as waiting requests: :attr:`queue` and :attr:`more_queues`."""
+        return (self.queue, *self.more_queues)
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,7 +240,12 @@ SIGNAL_METRICS = SignalMetrics(
     prompt_tokens=PROMPT_TOKENS,
     generation_tokens=GENERATION_TOKENS,
     model_label=MODEL_NAME_LABEL,
+    more_queues=WAITING_PD_QUEUES,
+    copy_labels=(TP_RANK_LABEL, PP_RANK_LABEL, MOE_EP_RANK_LABEL),
+    share_label=PRIORITY_LABEL,
 )
+"""Queries count the queue as :meth:`SGLangAdapter.signals` does: the waiting queue and the PD queues, each
+rank's copies once, no per-priority share (:mod:`infctl.engines.promql`)."""
 PROFILE_RULES = ProfileRules(
     pd_fields=frozenset({"transfer_backend", "bootstrap_port", "ib_device"}),
     pd_hint="SGLang picks its transfer through pd.transfer_backend (mooncake or nixl)",
@@ -285,7 +290,7 @@ class SGLangAdapter:
             families, _SIGNALS, LEGACY_MODEL_NAME_LABEL
         )
         return EngineSignals(
-            queue=sum(sum(per_rank(families, name)) for name in (NUM_QUEUE_REQS, *WAITING_PD_QUEUES)),
+            queue=sum(sum(per_rank(families, name)) for name in SIGNAL_METRICS.queues),
             running=sum(per_rank(families, NUM_RUNNING_REQS)),
             kv_usage=sum(usage) / len(usage) if usage else 0.0,
             prefix_queries=value(families, PROMPT_TOKENS),

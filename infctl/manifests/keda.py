@@ -7,8 +7,9 @@ two against ``autoscaler.queue_per_replica.up`` requests per replica (the HPA's 
 - **held**: the requests the router holds for the workload's pool (``infctl_router_pool_queue_depth``, or
   ``infctl_router_queue_depth`` without length pools). At 0 replicas this is the only demand there is, and
   any held request (``activationThreshold`` 0) wakes the workload;
-- **waiting**: the requests its engines have waiting (the engine's queue metric, on the pod labels the
-  PodMonitor copies), what KEDA's vLLM examples scale on;
+- **waiting**: the requests its engines have waiting (the engine's waiting gauges counted as its adapter
+  counts them, :func:`infctl.engines.promql.waiting_series`, on the pod labels the PodMonitor copies), what
+  KEDA's vLLM examples scale on;
 - **running**: the requests its engines are serving, for activation only (its threshold, ``ACTIVE_ONLY``,
   sizes nothing). KEDA counts ``cooldownPeriod`` from the last moment a trigger was active: under light
   load nothing waits anywhere, so without it a workload serving requests would go to 0 under them, where
@@ -25,6 +26,7 @@ from typing import Any
 from infctl.config import DeploymentProfile
 from infctl.config.scale_to_zero import zero_window
 from infctl.engines import get_adapter
+from infctl.engines.promql import running_series, waiting_series
 from infctl.manifests import labels as L
 from infctl.manifests.observability import selectors
 from infctl.manifests.placement import PlacementPlan, WorkloadPlan, bounds_of
@@ -64,8 +66,9 @@ def scaled_objects(profile: DeploymentProfile, plan: PlacementPlan, namespace: s
             if w.length_pool is not None
             else f"sum({ROUTER_QUEUE}{{{router}}})"
         )
-        mine = f'{{{engines},infctl_io_workload="{w.workload}"}}'
-        queued, running = f"sum({metrics.queue}{mine})", f"sum({metrics.running}{mine})"
+        mine = f'{engines},infctl_io_workload="{w.workload}"'
+        queued = f"sum({waiting_series(metrics, mine)})"
+        running = f"sum({running_series(metrics, mine)})"
         kind = (
             {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}
             if w.multi_node

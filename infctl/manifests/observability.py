@@ -19,6 +19,7 @@ from infctl.autoscaler.metrics import PREFIX as AUTOSCALER
 from infctl.config import DeploymentProfile
 from infctl.config.scale_to_zero import may_scale_to_zero
 from infctl.engines import get_adapter
+from infctl.engines.promql import running_series, waiting_series
 from infctl.manifests.signals import prom_le, slo_bucket
 from infctl.router.metrics import PREFIX as ROUTER
 
@@ -96,8 +97,8 @@ def alert_rules(
         ),
         _alert(
             "InfctlQueueGrowing",
-            f"sum by (pod) ({_one_copy(f'{m.queue}{{{eng}}}')}) > {scaler.queue_per_replica.up:g}"
-            f" and sum by (pod) ({_one_copy(f'deriv({m.queue}{{{eng}}}[10m])')}) > 0",
+            f"sum by (pod) ({waiting_series(m, eng)}) > {scaler.queue_per_replica.up:g}"
+            f" and sum by (pod) ({waiting_series(m, eng, deriv='10m')}) > 0",
             "10m",
             "warning",
             labels,
@@ -159,13 +160,6 @@ def _down(selector: str) -> str:
     return f"up{{{selector}}} == 0 or absent(up{{{selector}}})"
 
 
-def _one_copy(expr: str) -> str:
-    """One series per engine rank: SGLang with TP>1 (``--enable-metrics-for-all-schedulers``) exports each
-    scheduler gauge once per tp_rank/pp_rank, and summing the copies would multiply the queue by TP. A no-op
-    for vLLM, whose workers export nothing of their own."""
-    return f"max without (tp_rank, pp_rank) ({expr})"
-
-
 def _alert(
     name: str, expr: str, for_: str, severity: str, labels: dict[str, str], summary: str
 ) -> dict[str, Any]:
@@ -211,8 +205,8 @@ def dashboards(profile: DeploymentProfile, namespace: str) -> dict[str, str]:
         _panel("ITL p95 by role (s)", _quantile(0.95, m.itl, eng, "infctl_io_role")),
         _panel(
             "Queue and running by pod",
-            f"sum by (pod) ({_one_copy(f'{m.queue}{{{eng}}}')})",
-            f"sum by (pod) ({_one_copy(f'{m.running}{{{eng}}}')})",
+            f"sum by (pod) ({waiting_series(m, eng)})",
+            f"sum by (pod) ({running_series(m, eng)})",
         ),
         _panel("KV cache usage by pod", f"max by (pod) ({m.kv_usage}{{{eng}}})"),
         _panel(
@@ -252,7 +246,7 @@ def pool_panels(profile: DeploymentProfile, eng: str) -> list[dict[str, Any]]:
         _panel("Serving engines by pool", f"count by ({by}) (up{{{eng}}} == 1)"),
         _panel(
             "Waiting requests per engine by pool",
-            f"avg by ({by}) (sum by ({by}, pod) ({_one_copy(f'{m.queue}{{{eng}}}')}))",
+            f"avg by ({by}) (sum by ({by}, pod) ({waiting_series(m, eng)}))",
         ),
         _panel("KV cache usage by pool (mean)", f"avg by ({by}) ({m.kv_usage}{{{eng}}})"),
         _panel(
