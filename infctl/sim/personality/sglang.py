@@ -16,8 +16,9 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
   event), whatever the prompt's length: a PD engine never serves a request alone.
 
 Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
-and histograms do not (the DP engine adds them up over its ranks); a request is pinned by the body field
-``data_parallel_rank``, the only pin 0.5.x reads.
+and histograms do not (the DP engine adds them up over its ranks); a request is pinned as 0.5.15's OpenAI
+routes pin it (:meth:`SglangPersonality.pinned_rank`): the ``X-Data-Parallel-Rank`` header, else the body's
+``routed_dp_rank``, else its deprecated alias ``data_parallel_rank``.
 
 Metric names and labels are the pinned image's (:data:`infctl.engines.sglang_launch.IMAGE`, 0.5.15,
 ``srt/observability/metrics_collector.py``, ``srt/managers/tokenizer_manager.py``): scheduler gauges labelled
@@ -38,6 +39,8 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from infctl.engines import sglang as names
+from infctl.engines import versions
+from infctl.engines.sglang_launch import IMAGE
 from infctl.sim import prompt_tokens
 from infctl.sim.personality.base import (
     DPBalance,
@@ -50,7 +53,10 @@ from infctl.sim.personality.base import (
 )
 from infctl.telemetry.exposition import Writer, label_pairs
 
-VERSION = "0.5.4"
+_PINNED = versions.image_version(IMAGE)
+VERSION = versions.show(_PINNED) if _PINNED else versions.image_tag(IMAGE) or "unknown"
+"""What ``/get_server_info`` and ``/v1/loads`` report as ``version``: the release infctl pins
+(``sglang_launch.IMAGE``, 0.5.15), whose metrics and protocol the personality imitates."""
 ENGINE_TYPE_LABEL = "engine_type"
 
 # Counters infctl.engines.sglang does not name (nothing outside the simulator reads them).
@@ -183,12 +189,25 @@ class SglangPersonality(Personality):
         return self.engine.settings.bootstrap_port + self.engine.index
 
     def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
-        rank = body.get(names.DP_RANK_FIELD)
-        if rank is None:
-            return None
-        if not isinstance(rank, int) or isinstance(rank, bool):
-            raise SimHTTPError(400, f"{names.DP_RANK_FIELD} must be an integer", param=names.DP_RANK_FIELD)
-        return rank
+        """As 0.5.15's chat and completion routes read it: the ``X-Data-Parallel-Rank`` header (``int()`` of
+        its value, else a 400) wins over the body's ``routed_dp_rank``, which wins over its deprecated alias
+        ``data_parallel_rank`` (``srt/entrypoints/openai/serving_base.py``
+        ``extract_routed_dp_rank_from_header``, ``protocol.py`` ``_migrate_deprecated_dp_rank``)."""
+        raw = headers.get(names.DP_RANK_HEADER)
+        if raw is not None:
+            try:
+                return int(raw)
+            except ValueError:
+                message = f"Invalid X-Data-Parallel-Rank header: must be an integer, got '{raw}'"
+                raise SimHTTPError(400, message, err_type="400") from None  # an HTTPException's shape
+        for field in (names.ROUTED_DP_RANK_FIELD, names.DP_RANK_FIELD):
+            rank = body.get(field)
+            if rank is None:
+                continue
+            if not isinstance(rank, int) or isinstance(rank, bool):
+                raise SimHTTPError(400, f"{field} must be an integer", param=field)
+            return rank
+        return None
 
     def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
         def loads() -> list[dict[str, Any]]:

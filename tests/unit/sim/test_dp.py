@@ -86,14 +86,25 @@ async def test_a_pinned_request_runs_on_its_rank_and_metrics_say_so(personality:
     assert signals[0].cache_capacity_tokens == signals[1].cache_capacity_tokens  # each rank its own pool
 
 
-async def test_sglang_reads_the_body_field_not_the_header_as_0_5_does() -> None:
+async def test_sglang_pins_by_the_header_then_the_body_as_the_pinned_release_does() -> None:
+    """0.5.15 (srt/entrypoints/openai/serving_base.py extract_routed_dp_rank_from_header, protocol.py
+    _migrate_deprecated_dp_rank): X-Data-Parallel-Rank wins over routed_dp_rank, which wins over
+    data_parallel_rank. The simulator read data_parallel_rank alone."""
     async with dp("sglang") as engine, httpx.AsyncClient(timeout=10) as client:
-        url, header = f"{engine.url}/v1/completions", {"x-data-parallel-rank": "1"}
+        url = f"{engine.url}/v1/completions"
         for i in range(2):
-            await client.post(url, json={"prompt": f"x {i}", "max_tokens": 1}, headers=header)
-        assert finished(engine) == [1, 1]  # round robin: the header did not pin
-        bad = await client.post(url, json={"prompt": "x", "data_parallel_rank": "1"})
-        assert bad.status_code == 400
+            body = {"prompt": f"x {i}", "max_tokens": 1, "data_parallel_rank": 0}
+            ok = await client.post(url, json=body, headers={"X-Data-Parallel-Rank": "1"})
+            assert ok.status_code == 200
+        assert finished(engine) == [0, 2]  # the header, not round robin nor the body
+        body = {"prompt": "x", "max_tokens": 1, "routed_dp_rank": 0, "data_parallel_rank": 1}
+        assert (await client.post(url, json=body)).status_code == 200
+        assert finished(engine) == [1, 2]
+        bad = await client.post(url, json={"prompt": "x"}, headers={"x-data-parallel-rank": "one"})
+        assert bad.status_code == 400 and finished(engine) == [1, 2]
+        error = bad.json()
+        assert error["message"] == "Invalid X-Data-Parallel-Rank header: must be an integer, got 'one'"
+        assert error["type"] == "400" and error["code"] == 400
 
 
 @pytest.mark.parametrize("personality", ["vllm", "sglang"])

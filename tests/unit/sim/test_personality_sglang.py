@@ -11,6 +11,8 @@ import httpx
 from infctl import tokens
 from infctl.engines import sglang
 from infctl.engines.sglang import DEFAULT_BOOTSTRAP_PORT, NO_BOOTSTRAP_ROOM
+from infctl.engines.sglang_launch import IMAGE
+from infctl.engines.versions import image_version, show
 from infctl.sim.profiles import get_profile
 from infctl.telemetry import parse_metrics
 
@@ -92,6 +94,9 @@ async def test_native_endpoints(start_sim: Any) -> None:
     assert info["served_model_name"] == MODEL and info["max_total_num_tokens"] == 28_700 * 16
     assert info["disaggregation_mode"] == "null" and info["page_size"] == 16
     assert info_new["context_length"] == 32_768
+    # The release the personality imitates (sglang_launch.IMAGE), not 0.5.4's number.
+    pinned = show(image_version(IMAGE) or (0, 0, 0))
+    assert info["version"] == loads["version"] == pinned and pinned.count(".") == 2
     assert model["model_path"] == MODEL and model["is_generation"] is True
     load = loads["loads"][0]
     assert loads["dp_rank_count"] == 1
