@@ -78,7 +78,7 @@ def prestop_command(profile: DeploymentProfile, port: int, *, leader: bool) -> l
         str(drain.settle_s),
         str(drain.timeout_s),
         metrics.running,
-        metrics.queue,
+        *metrics.queues,  # an SGLang PD engine's bootstrap, prealloc and transfer queues too
     ]
 
 
