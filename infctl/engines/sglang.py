@@ -1,5 +1,5 @@
-"""SGLang: metric names, signals, health and load endpoints, PD protocol; the command line (and the release
-that accepts each of its flags) is :mod:`infctl.engines.sglang_launch`.
+"""SGLang: metric names, signals, health and load endpoints; the command line (and the release that accepts
+each of its flags) is :mod:`infctl.engines.sglang_launch`, the PD protocol :mod:`infctl.engines.sglang_pd`.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name``,
 ``engine_type`` (``unified``, ``prefill``, ``decode``) and the scheduler's rank labels (``tp_rank``,
@@ -17,9 +17,8 @@ per rank, while the tokenizer's counters (prompt, cached, generated tokens) stay
 ``data_parallel_rank`` (0.5.x; ``DataParallelController`` sends it straight to that rank's scheduler), renamed
 ``routed_dp_rank`` in early 2026 with ``data_parallel_rank`` kept as a deprecated alias (sglang#19268);
 the OpenAI routes of releases after sglang#19832 (March 2026) also read the ``X-Data-Parallel-Rank``
-header, which wins over the body. A PD prefill engine's rank is the room's, though: it serves each request on
-rank ``bootstrap_room % dp_size`` and its decode engines fetch the KV there, so a prefill leg pinned to rank
-r needs a room with that remainder (``new_bootstrap_room(rank=r)``).
+header, which wins over the body. A PD prefill engine's rank is the room's, though
+(:mod:`infctl.engines.sglang_pd`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from infctl.engines import kv_pool, sglang_launch
+from infctl.engines import kv_pool, sglang_launch, sglang_pd
 from infctl.engines.base import (
     Body,
     Diagnostics,
@@ -154,38 +153,13 @@ TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40
                 200.0, 400.0)  # fmt: skip
 ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1,
                0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)  # fmt: skip
-E2E_BUCKETS = (
-    0.1,
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-    1.0,
-    2.0,
-    4.0,
-    6.0,
-    8.0,
-    10.0,
-    20.0,
-    40.0,
-    60.0,
-    80.0,
-    100.0,
-    200.0,
-    400.0,
-    600.0,
-    1200.0,
-    1800.0,
-    2400.0,
-)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+               200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)  # fmt: skip
 TIME_BUCKETS = {
     TIME_TO_FIRST_TOKEN: TTFT_BUCKETS,
     INTER_TOKEN_LATENCY: ITL_BUCKETS,
     E2E_REQUEST_LATENCY: E2E_BUCKETS,
 }
-
-DEFAULT_BOOTSTRAP_PORT = 8998
-"""``--disaggregation-bootstrap-port``'s default (0.5.15, 0.5.23)."""
 
 HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
 """True by default in 0.5.15 and 0.5.23 (``srt/environ.py``), which makes ``/health`` what
@@ -194,13 +168,6 @@ HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
 probe with a 1 s timeout (a startupProbe without ``timeoutSeconds``) never passes. Set false, ``/health``
 answers at once: 503 while starting (until the warm-up request has run) or shutting down, 200 otherwise;
 ``/health_generate`` still generates."""
-
-NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
-"""How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
-``Scheduler.handle_generate_request`` aborts it with this message, then `` req.rid='<id>'``, and status 400
-(``prepare_abort(..., status_code=HTTPStatus.BAD_REQUEST)``); the OpenAI routes answer it as a
-``BadRequestError`` (non-streaming: HTTP 400; streaming: an SSE ``error`` event). Only the ``fake``
-transfer backend accepts such requests."""
 
 _SIGNALS = (
     NUM_QUEUE_REQS,
@@ -269,7 +236,8 @@ class SGLangAdapter:
     pd_style: PDStyle = "parallel"
     decode_serves_alone = False
     """A ``--disaggregation-mode decode`` server never prefills on its own: its scheduler aborts a request
-    without ``bootstrap_room`` (:data:`NO_BOOTSTRAP_ROOM`, HTTP 400), whatever the prompt's length."""
+    without ``bootstrap_room`` (:data:`~infctl.engines.sglang_pd.NO_BOOTSTRAP_ROOM`, HTTP 400), whatever
+    the prompt's length."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
     default_image = sglang_launch.IMAGE
@@ -332,14 +300,7 @@ class SGLangAdapter:
         )
 
     def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
-        """The client's body plus the bootstrap rendezvous; the decode leg gets the very same body."""
-        if room is None:
-            raise ValueError("SGLang PD needs one bootstrap room for both legs: pass new_bootstrap_room()")
-        out = dict(body)
-        out["bootstrap_host"] = prefill.host
-        out["bootstrap_port"] = prefill.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
-        out["bootstrap_room"] = room
-        return out
+        return sglang_pd.prefill_body(body, prefill, room)
 
     def decode_body(
         self,
@@ -348,8 +309,7 @@ class SGLangAdapter:
         prefill: PDEndpoint,
         room: int | None = None,
     ) -> Body:
-        """Identical to the prefill leg: both are sent at once and meet at the bootstrap server."""
-        return self.prefill_body(body, prefill, room)
+        return sglang_pd.decode_body(body, prefill, room)
 
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"

@@ -12,7 +12,7 @@ PD follows SGLang's router protocol: the router adds ``bootstrap_host``, ``boots
   core charges the modelled transfer time.
 * ``--role both``: bootstrap fields are ignored, as SGLang does without ``--disaggregation-mode``.
 * ``--role prefill`` or ``decode`` without ``bootstrap_room``: refused as SGLang's scheduler refuses it
-  (:data:`infctl.engines.sglang.NO_BOOTSTRAP_ROOM`, status 400; a stream gets 200 and the error as an SSE
+  (:data:`infctl.engines.sglang_pd.NO_BOOTSTRAP_ROOM`, status 400; a stream gets 200 and the error as an SSE
   event), whatever the prompt's length: a PD engine never serves a request alone.
 
 Data parallel (one rank per personality): the scheduler gauges carry ``dp_rank``, the tokenizer's counters
@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from aiohttp import web
 
 from infctl.engines import sglang as names
-from infctl.engines import versions
+from infctl.engines import sglang_pd, versions
 from infctl.engines.sglang_launch import IMAGE
 from infctl.sim import prompt_tokens
 from infctl.sim.personality.base import (
@@ -168,12 +168,12 @@ class SglangPersonality(Personality):
         if role == "both":
             return PDPlan()
         if room is None:
-            return PDPlan(refusal=SimHTTPError(400, f"{names.NO_BOOTSTRAP_ROOM} req.rid={request_id!r}"))
+            return PDPlan(refusal=SimHTTPError(400, f"{sglang_pd.NO_BOOTSTRAP_ROOM} req.rid={request_id!r}"))
         if not isinstance(room, int) or isinstance(room, bool):
             raise SimHTTPError(400, "bootstrap_room must be an integer", param="bootstrap_room")
         if role == "prefill":
             return PDPlan(max_tokens=1, prefill_leg=True, room=room, bootstrap_port=self.bootstrap_port)
-        port = body.get("bootstrap_port") or names.DEFAULT_BOOTSTRAP_PORT
+        port = body.get("bootstrap_port") or sglang_pd.DEFAULT_BOOTSTRAP_PORT
         return PDPlan(
             remote_prefill=True, room=room, bootstrap_port=port,
             wait_local=port in self.engine.registry.local_ports,

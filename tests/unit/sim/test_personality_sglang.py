@@ -10,8 +10,8 @@ import httpx
 
 from infctl import tokens
 from infctl.engines import sglang
-from infctl.engines.sglang import DEFAULT_BOOTSTRAP_PORT, NO_BOOTSTRAP_ROOM
 from infctl.engines.sglang_launch import IMAGE
+from infctl.engines.sglang_pd import DEFAULT_BOOTSTRAP_PORT, NO_BOOTSTRAP_ROOM
 from infctl.engines.versions import image_version, show
 from infctl.sim.profiles import get_profile
 from infctl.telemetry import parse_metrics

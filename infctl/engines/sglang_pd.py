@@ -1,0 +1,45 @@
+"""SGLang's PD wire protocol: the bootstrap rendezvous of a disaggregated request (parallel style).
+
+The router sends the same body to a prefill and a decode engine at once, plus ``bootstrap_host`` and
+``bootstrap_port`` (the prefill's bootstrap server, :data:`DEFAULT_BOOTSTRAP_PORT` unless the profile says)
+and one ``bootstrap_room`` (:func:`~infctl.engines.base.new_bootstrap_room`), where the two meet and the KV
+moves. A PD engine refuses a request without a room (:data:`NO_BOOTSTRAP_ROOM`).
+:class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
+
+A PD prefill engine's data-parallel rank is the room's: it serves each request on rank
+``bootstrap_room % dp_size`` and its decode engines fetch the KV there, so a prefill leg pinned to rank r
+needs a room with that remainder (``new_bootstrap_room(rank=r)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infctl.engines.base import Body, PDEndpoint
+
+DEFAULT_BOOTSTRAP_PORT = 8998
+"""``--disaggregation-bootstrap-port``'s default (0.5.15, 0.5.23)."""
+
+NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
+"""How a PD engine (``--disaggregation-mode prefill|decode``) refuses a request without ``bootstrap_room``:
+``Scheduler.handle_generate_request`` aborts it with this message, then `` req.rid='<id>'``, and status 400
+(``prepare_abort(..., status_code=HTTPStatus.BAD_REQUEST)``); the OpenAI routes answer it as a
+``BadRequestError`` (non-streaming: HTTP 400; streaming: an SSE ``error`` event). Only the ``fake``
+transfer backend accepts such requests."""
+
+
+def prefill_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | None) -> Body:
+    """The client's body plus the bootstrap rendezvous; the decode leg gets the very same body."""
+    if room is None:
+        raise ValueError("SGLang PD needs one bootstrap room for both legs: pass new_bootstrap_room()")
+    out = dict(body)
+    out["bootstrap_host"] = prefill.host
+    out["bootstrap_port"] = prefill.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
+    out["bootstrap_room"] = room
+    return out
+
+
+def decode_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | None) -> Body:
+    """Identical to the prefill leg: both are sent at once and meet at the bootstrap server."""
+    return prefill_body(body, prefill, room)
