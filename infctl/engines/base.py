@@ -149,6 +149,10 @@ class SignalMetrics:
     for an engine whose workers export no gauges of their own."""
     share_label: str | None = None
     """A label whose non-empty values mark a share of the total beside it (under the empty value)."""
+    busy: tuple[str, ...] = ()
+    """Gauges of work in progress besides the running and waiting requests, which an engine must finish
+    before it stops (its preStop hook waits for them): an SGLang PD prefill's requests whose KV is being
+    sent, for instance."""
 
     @property
     def queues(self) -> tuple[str, ...]:

@@ -208,6 +208,8 @@ SIGNAL_METRICS = SignalMetrics(
     generation_tokens=GENERATION_TOKENS,
     model_label=MODEL_NAME_LABEL,
     more_queues=WAITING_PD_QUEUES,
+    # Prefilled requests whose KV is still being sent: a prefill stopped now fails its decode's transfer.
+    busy=(NUM_PREFILL_INFLIGHT_QUEUE_REQS,),
     copy_labels=(TP_RANK_LABEL, PP_RANK_LABEL, MOE_EP_RANK_LABEL),
     share_label=PRIORITY_LABEL,
 )

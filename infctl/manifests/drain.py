@@ -79,6 +79,7 @@ def prestop_command(profile: DeploymentProfile, port: int, *, leader: bool) -> l
         str(drain.timeout_s),
         metrics.running,
         *metrics.queues,  # an SGLang PD engine's bootstrap, prealloc and transfer queues too
+        *metrics.busy,  # and a prefill's KV still being sent
     ]
 
 

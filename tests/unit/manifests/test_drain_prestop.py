@@ -21,6 +21,8 @@ def test_an_sglang_pd_engine_is_idle_only_when_its_pd_queues_are_empty() -> None
     assert sglang.NUM_DECODE_TRANSFER_QUEUE_REQS in waited
     assert sglang.NUM_DECODE_PREALLOC_QUEUE_REQS in waited
     assert sglang.NUM_PREFILL_BOOTSTRAP_QUEUE_REQS in waited
+    # A prefill stopped while its KV is being sent fails the decode's transfer.
+    assert sglang.NUM_PREFILL_INFLIGHT_QUEUE_REQS in waited
     assert waited[:2] == [sglang.NUM_RUNNING_REQS, sglang.NUM_QUEUE_REQS]
 
 

@@ -43,7 +43,8 @@ def test_every_engine_container_waits_for_its_engine_within_the_grace_period() -
                 assert command[:2] == ["python3", "-c"]
                 compile(command[2], "<preStop>", "exec")  # the script the image's python runs
                 host = "127.0.0.1" if kind == "leader" else LEADER
-                assert command[3:] == [host, "8000", "7", "900", metrics.running, metrics.queue]
+                waited = [metrics.running, *metrics.queues, *metrics.busy]
+                assert command[3:] == [host, "8000", "7", "900", *waited]
 
 
 def test_the_autoscaler_may_read_its_workloads_and_mark_pods() -> None:
