@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import httpx
 
 from infctl.autoscaler.fleet import Actuator, Fleet
-from infctl.autoscaler.memory import BadMemory, record, restore
+from infctl.autoscaler.memory import BadMemory, record, restore, startups
 from infctl.autoscaler.memory_store import MemoryStore
 from infctl.autoscaler.metrics import AutoscalerMetrics, direction
 from infctl.autoscaler.policy import desired_replicas
@@ -119,6 +119,7 @@ class _Daemon:
         fc = self.cfg.policy.forecast
         try:
             self.state, gap = restore(data, now, wall, None if fc is None else fc.window_s)
+            self.ledgers = {unit: Ledger(recent=times) for unit, times in startups(data).items()}
         except BadMemory as err:
             self.metrics.errors["memory"] += 1
             said = f"memory in {store.where} not used ({err}); starting cold"
@@ -137,7 +138,8 @@ class _Daemon:
         if self.cfg.memory is None:
             return
         try:
-            await self.cfg.memory.save(record(self.state, now, wall))
+            times = {unit: ledger.recent for unit, ledger in self.ledgers.items() if ledger.recent}
+            await self.cfg.memory.save(record(self.state, now, wall, times))
         except InfctlError as err:
             # Counted every time, said once per cause: a missing ConfigMap would warn every interval.
             self.metrics.errors["memory"] += 1

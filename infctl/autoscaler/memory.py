@@ -7,6 +7,9 @@ forgets a morning's learning. Times are policy-clock seconds (monotonic, differe
 the record also carries the wall clock it was saved at, and :func:`restore` moves every time onto the new
 clock.
 
+The daemon's recent start-up times ride along (:func:`startups`): a start-up slower than the router's hold
+stays flagged after a restart, until newer ones replace it.
+
 Not restored: what must be watched without a gap. The high and low windows and a unit's idle time start
 again (no scale decision rests on a stretch the daemon did not see), and after a gap of the forecast's
 window or more the forecast starts cold (its level would be one reading).
@@ -14,6 +17,7 @@ window or more the forecast starts cold (its level would be one reading).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, fields, replace
 from typing import Any
 
@@ -35,14 +39,27 @@ class BadMemory(ValueError):
     """A saved record that cannot be read as this version's memory."""
 
 
-def record(state: ScalerState, now: float, wall: float) -> dict[str, Any]:
-    """``state`` as JSON-ready data, stamped with the policy clock ``now`` and the wall clock ``wall``."""
+def record(
+    state: ScalerState, now: float, wall: float, startups: Mapping[str, tuple[float, ...]] | None = None
+) -> dict[str, Any]:
+    """``state`` as JSON-ready data, stamped with the policy clock ``now`` and the wall clock ``wall``, with
+    each unit's recent start-ups (seconds) when given."""
     return {
         "version": VERSION,
         "saved_at": now,
         "saved_wall": wall,
         "units": {unit: asdict(s) for unit, s in state.units},
+        "startups": {unit: list(times) for unit, times in (startups or {}).items()},
     }
+
+
+def startups(data: Any) -> dict[str, tuple[float, ...]]:
+    """The recent start-ups (seconds) per unit a record carries; none from an older or unreadable one."""
+    raw = data.get("startups") if isinstance(data, dict) else None
+    try:
+        return {str(u): tuple(float(t) for t in times) for u, times in dict(raw or {}).items()}
+    except (TypeError, ValueError):
+        return {}
 
 
 def restore(data: Any, now: float, wall: float, forecast_window_s: float | None) -> tuple[ScalerState, float]:

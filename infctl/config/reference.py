@@ -49,7 +49,8 @@ PAGES: tuple[tuple[str, str, tuple[tuple[str, type[BaseModel]], ...]], ...] = (
         "and flagged (`infctl_autoscaler_startup_over_hold{unit}` 1): raise `hold_s` above the start-up, "
         "or keep `min: 1`. Workloads KEDA scales are not measured. A restarted autoscaler resumes from "
         "the memory it saved after its last decision (`memory_configmap`, or `--memory-file`): cooldowns, "
-        "the scale-down floor, panic mode and a warm forecast with its learned SLO headroom; its high and "
+        "the scale-down floor, panic mode, a warm forecast with its learned SLO headroom, and its recent "
+        "start-up times (a unit flagged over the hold stays flagged); its high and "
         "low windows start again, and after a gap of the forecast's `window_s` its forecast starts cold.",
         (("", AutoscalerFile), ("targets[]", ScaleTarget)),
     ),

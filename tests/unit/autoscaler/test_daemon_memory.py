@@ -13,9 +13,11 @@ from daemonkit import FakeActuator, drive
 from policykit import aggregated
 
 from infctl.autoscaler.daemon import AutoscalerConfig
+from infctl.autoscaler.memory import record
 from infctl.autoscaler.memory_store import ConfigMapStore, FileStore
 from infctl.autoscaler.profile import Layout
 from infctl.autoscaler.setup import Options, build
+from infctl.autoscaler.snapshot import ScalerState
 from infctl.config import load_deployment
 
 PROFILES = Path(__file__).parents[3] / "profiles"
@@ -101,3 +103,12 @@ async def test_a_failing_save_is_counted_every_time_and_said_once(
         await drive(config(store), FakeActuator(2), waiting=20, ticks=3)
     said = [r.getMessage() for r in caplog.records if "a restart will start cold" in r.getMessage()]
     assert len(said) == 1 and "cannot write" in said[0]  # 3 saves failed; reading it at start-up failed too
+
+
+async def test_a_slow_start_up_stays_known_across_a_restart(tmp_path: Path) -> None:
+    """So a unit that may scale to 0 stays flagged over the router's hold (doctor, the alert) after it."""
+    path = tmp_path / "memory.json"
+    saved = record(ScalerState(), now=0.0, wall=0.0, startups={"both": (240.0,)})
+    path.write_text(json.dumps(saved))
+    await drive(config(FileStore(path)), FakeActuator(2), waiting=0, ticks=1, wall0=10.0)
+    assert json.loads(path.read_text())["startups"] == {"both": [240.0]}

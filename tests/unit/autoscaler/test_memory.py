@@ -126,3 +126,11 @@ def test_every_field_of_the_memory_is_classified() -> None:
     forecast = set(m.FORECAST_TIMES) | {"needs", "recent"} | plain_forecast
     assert {f.name for f in fields(UnitState)} == unit
     assert {f.name for f in fields(ForecastState)} == forecast
+
+
+def test_recent_start_ups_ride_along_and_a_record_without_them_reads_as_none() -> None:
+    data = through_json(ScalerState(), now=1.0, wall=1.0)
+    assert m.startups(data) == {}
+    with_times = m.record(ScalerState(), 1.0, 1.0, {"both": (40.0, 95.0)})
+    assert m.startups(json.loads(json.dumps(with_times))) == {"both": (40.0, 95.0)}
+    assert m.startups({"startups": {"both": ["slow"]}}) == {} and m.startups(None) == {}
