@@ -126,7 +126,7 @@ class _Daemon:
             log.warning("%s", said)
             return said
         warm = [u for u, s in self.state.units if s.forecast is not None]
-        kept = ", ".join(warm) or "none" if fc is not None else "none (no forecast)"
+        kept = (", ".join(warm) or "none") if fc is not None else "none (no forecast)"
         said = (
             f"memory: restored {len(self.state.units)} unit(s) from {store.where}, saved {gap:.0f} s ago; "
             f"forecast kept for {kept}"

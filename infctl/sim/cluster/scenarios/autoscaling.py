@@ -102,9 +102,11 @@ def compressed_day(day: str, size: ScenarioSize) -> Day:
 def lead_in(stages: list[Stage], seconds: float) -> list[Stage]:
     """The day's last stages that last ``seconds`` (the evening before it: the day repeats)."""
     taken: list[Stage] = []
-    while sum(s.duration_s or 0.0 for s in taken) < seconds - 1e-9:
+    total = 0.0
+    while total < seconds - 1e-9:
         taken.insert(0, stages[-1 - len(taken)])
-    if abs(sum(s.duration_s or 0.0 for s in taken) - seconds) > 1e-6:
+        total += taken[0].duration_s or 0.0
+    if abs(total - seconds) > 1e-6:
         raise ConfigError(f"a lead-in of {seconds:g} s does not end on one of the day's ramps")
     return taken
 
