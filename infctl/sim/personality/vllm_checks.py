@@ -18,8 +18,8 @@ model name, a 404) the context budget; after tokenizing, the prompt's length and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from infctl.sim.personality.base import SimHTTPError
 
@@ -30,6 +30,8 @@ _INT_FIELDS = ("max_tokens", "max_completion_tokens", "n", "seed", "top_k", "top
 _FLOAT_FIELDS = ("temperature", "top_p")
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+_T = TypeVar("_T")
 
 Problem = tuple[str, str, str, Any]
 """A pydantic error: (loc, type, msg, input)."""
@@ -139,11 +141,9 @@ def _as_int(value: Any) -> int:
             return int(value)
         raise _Bad("int_from_float", "Input should be a valid integer, got a number with a fractional part")
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            msg = "Input should be a valid integer, unable to parse string as an integer"
-            raise _Bad("int_parsing", msg) from None
+        return _parsed(
+            value, int, "int_parsing", "Input should be a valid integer, unable to parse string as an integer"
+        )
     raise _Bad("int_type", "Input should be a valid integer")
 
 
@@ -151,12 +151,20 @@ def _as_float(value: Any) -> float:
     if isinstance(value, bool | int | float):
         return float(value)
     if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            msg = "Input should be a valid number, unable to parse string as a number"
-            raise _Bad("float_parsing", msg) from None
+        return _parsed(
+            value,
+            float,
+            "float_parsing",
+            "Input should be a valid number, unable to parse string as a number",
+        )
     raise _Bad("float_type", "Input should be a valid number")
+
+
+def _parsed(text: str, parse: Callable[[str], _T], kind: str, msg: str) -> _T:
+    try:
+        return parse(text.strip())
+    except ValueError:
+        raise _Bad(kind, msg) from None
 
 
 def _as_bool(value: Any) -> bool:
