@@ -5,23 +5,17 @@ scrapes and must answer, pod by pod, the queue the adapter reads from the same s
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from promtoolkit import PROMTOOL, promtool_test
 
 from infctl.engines import sglang, vllm
 from infctl.engines.promql import running_series, waiting_series
 from infctl.telemetry import parse_metrics
 
 SEL = 'namespace="ns",job="ns/r-engines"'
-PROMTOOL = pytest.mark.skipif(
-    shutil.which("promtool") is None,
-    reason="promtool not installed (Debian: apt-get install -y prometheus)",
-)
 
 Series = list[tuple[str, dict[str, str], float]]
 
@@ -107,13 +101,7 @@ def adapter_queue(series: Series) -> float:
 
 def promtool_eval(tmp_path: Path, inputs: list[dict[str, str]], tests: list[dict[str, Any]]) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": []}))
-    case = {"interval": "1m", "input_series": inputs, "promql_expr_test": tests}
-    spec = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [case]}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(spec))
-    done = subprocess.run(
-        ["promtool", "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_test(tmp_path, {"interval": "1m", "input_series": inputs, "promql_expr_test": tests})
 
 
 def series_name(name: str, labels: dict[str, str]) -> str:

@@ -6,13 +6,11 @@ that job). The engines' down alert covers no engine scraped too, unless they may
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from promtoolkit import PROMTOOL, promtool_test
 
 from infctl.autoscaler.kubefile import parse_kube_file
 from infctl.config import DeploymentProfile, load_deployment
@@ -95,12 +93,6 @@ def test_a_release_whose_units_keda_scales_renders_no_autoscaler_monitor_or_aler
     assert not [a for a in alerts(objs) if "Autoscaler" in a or "OverHold" in a]
 
 
-PROMTOOL = pytest.mark.skipif(
-    shutil.which("promtool") is None,
-    reason="promtool not installed (Debian: apt-get install -y prometheus)",
-)
-
-
 @PROMTOOL
 def test_promtool_fires_both_alerts_on_the_autoscaler_jobs_series(tmp_path: Path) -> None:
     names = ("InfctlAutoscalerDown", "InfctlStartupOverHold")
@@ -170,19 +162,6 @@ def fires(at: str, alert: str, labels: dict[str, str] | None = None, summary: st
     """``alert`` firing at ``at`` with ``labels`` and ``summary``; without labels, not firing."""
     alerts = [] if labels is None else [{"exp_labels": labels, "exp_annotations": {"summary": summary}}]
     return {"eval_time": at, "alertname": alert, "exp_alerts": alerts}
-
-
-def promtool_test(tmp_path: Path, *cases: Obj) -> None:
-    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": list(cases)}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    done = subprocess.run(
-        ["promtool", "test", "rules", "tests.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_docs_monitoring_lists_every_alert_render_writes() -> None:

@@ -5,13 +5,11 @@ trigger reads the same sum."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from promtoolkit import PROMTOOL, promtool_test
 
 from infctl.config import DeploymentProfile, load_deployment
 from infctl.engines import sglang
@@ -29,7 +27,7 @@ def series(name: str, pod: str, role: str, values: str) -> dict[str, str]:
     return {"series": name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+@PROMTOOL
 def test_promtool_fires_queue_growing_on_a_decode_waiting_for_kv(tmp_path: Path) -> None:
     (rule,) = [o for o in render(load_deployment(DEEPSEEK)) if o["kind"] == "PrometheusRule"]
     (growing,) = [r for r in rule["spec"]["groups"][0]["rules"] if r.get("alert") == "InfctlQueueGrowing"]
@@ -51,13 +49,7 @@ def test_promtool_fires_queue_growing_on_a_decode_waiting_for_kv(tmp_path: Path)
             "exp_alerts": [{"exp_labels": labels, "exp_annotations": {"summary": summary}}],
         },
     ]
-    case = {"interval": "1m", "input_series": inputs, "alert_rule_test": checks}
-    spec = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [case]}
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(spec))
-    done = subprocess.run(
-        ["promtool", "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_test(tmp_path, {"interval": "1m", "input_series": inputs, "alert_rule_test": checks})
 
 
 def sglang_qwen_at_zero() -> DeploymentProfile:
