@@ -135,9 +135,7 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     ok = False
     inst.server_load += 1
     try:
-        status = inst.faults.injected_error()
-        if status is not None:
-            raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
+        raise_injected_fault(inst)
         if plan.wait_local and plan.room is not None and plan.bootstrap_port is not None:
             await _wait_for_prefill(inst, plan.bootstrap_port, plan.room)
         req = SimRequest(
@@ -170,10 +168,22 @@ async def _refuse(
         raise err
     resp = sse_response(gen.request_id)
     await resp.prepare(request)
-    await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
+    await resp.write(error_event(inst, err))
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+def raise_injected_fault(inst: SimInstance) -> None:
+    """The error the fault plan injects into this request, if any."""
+    status = inst.faults.injected_error()
+    if status is not None:
+        raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
+
+
+def error_event(inst: SimInstance, err: SimHTTPError) -> bytes:
+    """``err`` as the engine's in-band stream error event."""
+    return f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode()
 
 
 def sse_response(request_id: str) -> web.StreamResponse:
@@ -318,8 +328,7 @@ async def _write_events(
         delta: Delta = await track.queue.get()
         reason = delta.finish_reason if delta.finished else None
         if reason == "error":
-            err = capacity_error()
-            await resp.write(f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode())
+            await resp.write(error_event(inst, capacity_error()))
             break
         if delta.tokens or delta.finished:
             await resp.write(enc.content(gen.text(produced, delta.tokens), reason))

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from infctl.sim import routes
 from infctl.sim.driver import Delta, RequestTrack
-from infctl.sim.personality.base import PDPlan, SimHTTPError, compact_json, json_response
+from infctl.sim.personality.base import PDPlan, json_response
 from infctl.sim.types import SimRequest
 
 if TYPE_CHECKING:
@@ -42,9 +42,7 @@ async def generate(
     ]
     inst.server_load += 1
     try:
-        status = inst.faults.injected_error()
-        if status is not None:
-            raise SimHTTPError(status, f"Injected fault: this request failed with status {status}.")
+        routes.raise_injected_fault(inst)
         reqs = [
             SimRequest(
                 request_id=inst.next_request_id(g.request_id),
@@ -138,8 +136,7 @@ async def _stream(
             i, delta = await merged.get()
             reason = delta.finish_reason if delta.finished else None
             if reason == "error":
-                body = inst.personality.stream_error_body(routes.capacity_error())
-                await resp.write(f"data: {compact_json(body)}\n\n".encode())
+                await resp.write(routes.error_event(inst, routes.capacity_error()))
                 break
             if delta.tokens or delta.finished:
                 await resp.write(encoders[i].content(seqs[i].text(produced[i], delta.tokens), reason))
