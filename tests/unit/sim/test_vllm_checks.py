@@ -13,6 +13,7 @@ CHAT = "/v1/chat/completions"
 CMPL = "/v1/completions"
 HI = [{"role": "user", "content": "hi"}]
 LIMIT = 64
+STREAMED = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 @pytest.fixture
@@ -30,6 +31,11 @@ async def send(url: str, path: str, body: Any = None, **kw: Any) -> httpx.Respon
 
 def ids(n: int) -> list[int]:
     return [7] * n
+
+
+def sse_data(resp: httpx.Response) -> list[str]:
+    """The ``data:`` payloads of a streamed answer."""
+    return [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
 
 
 # (path, body, status, error type, param): vLLM 0.32's answers.
@@ -169,12 +175,12 @@ async def test_json_with_a_charset_is_json(url: str) -> None:
 
 
 async def test_stream_with_usage_and_the_refusals_before_it(url: str) -> None:
-    body = {"prompt": "a", "max_tokens": 2, "stream": True, "stream_options": {"include_usage": True}}
+    body = {"prompt": "a", "max_tokens": 2, **STREAMED}
     async with httpx.AsyncClient(timeout=30) as client:
         resp = await client.post(url + CMPL, json=body)
         too_long = await client.post(url + CMPL, json={**body, "prompt": ids(LIMIT + 1)})
     assert resp.headers["content-type"].startswith("text/event-stream")
-    events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
+    events = sse_data(resp)
     assert events[-1] == "[DONE]"
     usage = json.loads(events[-2])
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 2
@@ -235,29 +241,14 @@ async def test_several_sequences_count_and_cache_as_vllm_counts_them(start_sim: 
     assert [a - b for a, b in zip(after, before, strict=True)] == [120, 120, 64, 3]
     assert (usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"]) == (40, 32)
     fresh = [200 + i for i in range(40)]
-    body = {
-        "prompt": fresh,
-        "max_tokens": 2,
-        "n": 3,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    events = (await send(url, CMPL, body)).text.strip().split("\n\n")
-    streamed = json.loads(events[-2].removeprefix("data: "))["usage"]
+    events = sse_data(await send(url, CMPL, {"prompt": fresh, "max_tokens": 2, "n": 3, **STREAMED}))
+    streamed = json.loads(events[-2])["usage"]
     assert (streamed["prompt_tokens"], streamed["prompt_tokens_details"]["cached_tokens"]) == (40, 0)
 
 
 async def test_a_stream_of_several_sequences_interleaves_them(url: str) -> None:
-    body = {
-        "messages": HI,
-        "max_tokens": 3,
-        "n": 2,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    async with httpx.AsyncClient(timeout=30) as client:
-        resp = await client.post(url + CHAT, json=body)
-    events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
+    resp = await send(url, CHAT, {"messages": HI, "max_tokens": 3, "n": 2, **STREAMED})
+    events = sse_data(resp)
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     roles = [c["choices"][0]["index"] for c in chunks if c["choices"] and "role" in c["choices"][0]["delta"]]
