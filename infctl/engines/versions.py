@@ -54,6 +54,13 @@ def show(version: Version) -> str:
     return ".".join(str(part) for part in version)
 
 
+def release(image: str) -> str:
+    """The release ``image`` runs as its engine reports it (``0.32.0`` for ``:v0.32.0``); the tag itself
+    when it names none, ``unknown`` without a tag."""
+    version = image_version(image)
+    return show(version) if version else image_tag(image) or "unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class FlagNeed:
     """A flag (or a flag with a value) the command line uses, and the first release that accepts it."""

@@ -53,8 +53,7 @@ from infctl.sim.personality.base import (
 )
 from infctl.telemetry.exposition import Writer, label_pairs
 
-_PINNED = versions.image_version(IMAGE)
-VERSION = versions.show(_PINNED) if _PINNED else versions.image_tag(IMAGE) or "unknown"
+VERSION = versions.release(IMAGE)
 """What ``/get_server_info`` and ``/v1/loads`` report as ``version``: the release infctl pins
 (``sglang_launch.IMAGE``, 0.5.15), whose metrics and protocol the personality imitates."""
 ENGINE_TYPE_LABEL = "engine_type"

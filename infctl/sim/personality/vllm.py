@@ -39,8 +39,7 @@ from infctl.sim.types import TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
 from infctl.tokenization import WordTokenizer
 
-_PINNED = versions.image_version(names.ADAPTER.default_image)
-VERSION = versions.show(_PINNED) if _PINNED else versions.image_tag(names.ADAPTER.default_image) or "unknown"
+VERSION = versions.release(names.ADAPTER.default_image)
 """What ``/version`` answers: the release infctl pins and its slow stage proves (``vllm_launch.IMAGE``;
 vLLM 0.32's CPU build answers ``{"version":"0.32.0"}``)."""
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from infctl.config import load_deployment
 from infctl.engines import ENGINES, get_adapter
-from infctl.engines.versions import FlagNeed, check_image, image_version, lacking, needs
+from infctl.engines.versions import FlagNeed, check_image, image_version, lacking, needs, release
 from infctl.errors import ConfigError
 from infctl.manifests import render
 
@@ -37,6 +37,11 @@ OFFLOAD = ["model.kv_offload.backend=native", "model.kv_offload.size_gib=40"]
 )
 def test_the_release_an_image_runs_comes_from_its_tag(image: str, version: tuple[int, ...] | None) -> None:
     assert image_version(image) == version
+
+
+def test_the_release_is_shown_as_the_engine_reports_it_else_the_tag() -> None:
+    images = ("lmsysorg/sglang:v0.5.15", "vllm/vllm-openai:nightly", "vllm/vllm-openai@sha256:0123abcd")
+    assert [release(i) for i in images] == ["0.5.15", "nightly", "unknown"]
 
 
 def test_a_flag_entry_may_ask_for_a_value() -> None:
