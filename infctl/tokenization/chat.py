@@ -124,9 +124,7 @@ class ChatTemplate:
             if "tool_call_id" in message:
                 out["tool_call_id"] = message["tool_call_id"]
             parts = out["content"]
-            if isinstance(parts, list) and all(
-                isinstance(p, dict) and p.get("type") == "text" for p in parts
-            ):
+            if isinstance(parts, list) and all(map(_is_text, parts)):
                 out["content"] = content_text(parts)  # templates take a tool result as a string
         for key in ("name", "task"):
             if isinstance(message.get(key), str):
