@@ -116,6 +116,8 @@ class ChatTemplate:
             out["content"] = content_text(content)  # None: "" (vLLM joins no text parts)
         if role == "assistant":
             calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                calls = _parsed_calls(calls) or None  # no calls: the template's plain assistant path
             if calls is not None:
                 out["tool_calls"] = calls
             if message.get("reasoning") is not None:
@@ -131,10 +133,6 @@ class ChatTemplate:
                 out[key] = message[key]
         if role == "developer":
             out["tools"] = message.get("tools")
-        if isinstance(out.get("tool_calls"), list):
-            out["tool_calls"] = _parsed_calls(out["tool_calls"])
-            if not out["tool_calls"]:
-                del out["tool_calls"]  # no calls: the template's plain assistant path
         return out
 
 
@@ -148,9 +146,9 @@ def _parsed_calls(calls: list[object]) -> list[dict[str, Any]]:
     call in its history stays servable). A call that is not a function call is refused, as vLLM does."""
     out = []
     for call in calls:
-        fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(call, dict):
             raise TokenizerError("assistant tool_calls entries must be objects")
+        fn = call.get("function")
         if call.get("type", "function") != "function" or not isinstance(fn, dict):
             raise TokenizerError("chat completions only support assistant tool_calls of type 'function'")
         args = fn.get("arguments")
