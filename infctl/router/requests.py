@@ -126,8 +126,7 @@ def request_info(
         raise BadRequest(exc.message, getattr(exc, "status", 400)) from None
     if ids is None:
         return RequestInfo(request_id, prompt_tokens=count, **common)
-    info = RequestInfo.from_ids(request_id, ids, **common)
-    return info if info.prompt_tokens == count else dataclasses.replace(info, prompt_tokens=count)
+    return RequestInfo.from_ids(request_id, ids, prompt_tokens=count, **common)
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,12 +140,15 @@ class RequestInfo:
         headers: Mapping[str, str] | None = None,
         is_stream: bool = False,
         max_tokens: int | None = None,
+        prompt_tokens: int | None = None,
     ) -> RequestInfo:
-        """Build from prompt token ids; the hash seed defaults to ``HASH_SEED`` (as the precise index's)."""
+        """Build from prompt token ids; the hash seed defaults to ``HASH_SEED`` (as the precise index's).
+        ``prompt_tokens``: the count when it is not ``len(ids)`` (a batch: every prompt's, only their common
+        prefix hashed)."""
         return cls(
             request_id=request_id,
             model=model,
-            prompt_tokens=len(ids),
+            prompt_tokens=len(ids) if prompt_tokens is None else prompt_tokens,
             block_hashes=LazyChain(ids, block_size, HASH_SEED if seed is None else seed),
             block_size=block_size,
             session_key=session_key,
