@@ -219,9 +219,7 @@ def router(
             raise ConfigError(f"--upstream-client {upstream_client}: expected {', '.join(_CLIENTS)}")
     policy_name = cfg.policy if isinstance(cfg.policy, str) else "custom"
 
-    def announce(
-        url: str,
-    ) -> None:  # once listening: the tokenizer loaded, the port bound (--port 0: its own)
+    def announce(url: str) -> None:  # once listening: tokenizer loaded, port bound (--port 0: its own)
         say(f"infctl router on {url} -> {len(cfg.backends)} backends, policy {policy_name}")
 
     try:
