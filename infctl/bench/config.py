@@ -14,20 +14,18 @@ Example (a library caller)::
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from infctl.bench.slo import SLO
 from infctl.bench.workloads.lengths import Strict
 from infctl.bench.workloads.scripts import TextKind
 from infctl.bench.workloads.specs import RandomSpec, WorkloadSpec
-from infctl.config.router import check_engine_url
+from infctl.config.router import BaseURL
 from infctl.errors import ConfigError
 
 ArrivalKind = Literal["poisson", "gamma", "constant"]
-BaseURL = Annotated[str, AfterValidator(check_engine_url)]
-"""``http(s)://host[:port]``, by the one rule every URL flag and the router's backends follow."""
 
 
 class Stage(Strict):

@@ -34,10 +34,14 @@ def check_engine_url(url: str) -> str:
     return url
 
 
+BaseURL = Annotated[str, AfterValidator(check_engine_url)]
+"""``http(s)://host[:port]``, by the one rule every URL flag and the router's backends follow."""
+
+
 class BackendEntry(ProfileModel):
     """One engine (or one data-parallel rank of an engine) the router sends requests to."""
 
-    url: Annotated[str, AfterValidator(check_engine_url)]
+    url: BaseURL
     """Base URL of the engine, e.g. ``http://10.0.0.7:8000``."""
     id: str | None = None
     """Stable id (keys the prefix index). Default: the URL, plus ``#dpN`` when ``dp_rank`` is set."""
