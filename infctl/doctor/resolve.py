@@ -162,18 +162,20 @@ def build_request(
             hint="give -f PROFILE, --engine-url URL, --router URL, --autoscaler URL, --local "
             "RELEASE or --cluster (see infctl doctor --help)",
         )
-    directory = resolve_run_dir(run_dir, profile.local.run_dir if profile is not None else None)
     targets = [engine_target(parse_engine_spec(s), profile) for s in engines]
     router_target = RouterTarget(router, admin_token) if router else None
     release = local or (profile.name if profile is not None and profile.target == "local" else None)
-    state = read_state(directory, release) if release else None
-    plan = read_local_plan(directory, release) if release and state and is_live(state, alive=alive) else None
-    if plan is not None:
-        local_engines, local_router = local_targets(plan, profile)
-        targets += [t for t in local_engines if t.url not in {e.url for e in targets}]
-        token = admin_token or local_admin_token(directory, plan)
-        router_target = router_target or (RouterTarget(local_router.url, token) if local_router else None)
-        autoscaler = autoscaler or next((s.url for s in plan.specs if s.kind == "autoscaler"), None)
+    directory = None  # resolved (a file there refused) for a local release only: no other check reads it
+    if release is not None:
+        directory = resolve_run_dir(run_dir, profile.local.run_dir if profile is not None else None)
+        state = read_state(directory, release)
+        plan = read_local_plan(directory, release) if state and is_live(state, alive=alive) else None
+        if plan is not None:
+            local_engines, local_router = local_targets(plan, profile)
+            targets += [t for t in local_engines if t.url not in {e.url for e in targets}]
+            token = admin_token or local_admin_token(directory, plan)
+            router_target = router_target or (RouterTarget(local_router.url, token) if local_router else None)
+            autoscaler = autoscaler or next((s.url for s in plan.specs if s.kind == "autoscaler"), None)
     return DoctorRequest(
         profile=profile,
         engines=tuple(targets),
@@ -182,5 +184,5 @@ def build_request(
         cluster=cluster,
         namespace=namespace,
         local_release=local,
-        run_dir=directory.absolute(),
+        run_dir=directory,
     )

@@ -37,6 +37,13 @@ Role = Literal["prefill", "decode", "both"]
 Body = dict[str, Any]
 """An OpenAI request or response body, as parsed JSON."""
 
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+"""Tokens a ``/v1/completions`` request without ``max_tokens`` (or with ``null``) generates, in vLLM and
+SGLang alike (OpenAI's default): vLLM 0.32 ``CompletionRequest.max_tokens: int | None = 16``
+(vllm/entrypoints/openai/completion/protocol.py, a null normalized to it), SGLang
+``CompletionRequest.max_tokens: int = 16`` (python/sglang/srt/entrypoints/openai/protocol.py). A chat has
+no such default: the rest of the context."""
+
 
 @dataclass(frozen=True, slots=True)
 class PDEndpoint:

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16
-"""``/v1/completions`` without ``max_tokens`` generates this many (OpenAI's default, vLLM's and SGLang's)."""
+from infctl.engines.base import COMPLETIONS_DEFAULT_MAX_TOKENS
+
 DONE = b"data: [DONE]\n\n"
 _STRUCTURED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from aiohttp import web
 
+from infctl.engines.base import COMPLETIONS_DEFAULT_MAX_TOKENS
 from infctl.sim.faults import FaultState
 from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats
@@ -86,10 +87,6 @@ def int_field(body: Mapping[str, Any], key: str, minimum: int) -> int | None:
     if value < minimum:
         raise SimHTTPError(400, f"{key} must be at least {minimum}, got {value}.", param=key)
     return value
-
-
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16
-"""vLLM's (and OpenAI's) default max_tokens for /v1/completions."""
 
 
 @dataclass(frozen=True, slots=True)

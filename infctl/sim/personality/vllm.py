@@ -23,10 +23,10 @@ from aiohttp import web
 from infctl import tokens
 from infctl.engines import versions
 from infctl.engines import vllm as names
+from infctl.engines.base import COMPLETIONS_DEFAULT_MAX_TOKENS
 from infctl.sim import prompt_tokens
 from infctl.sim.personality import vllm_checks as checks
 from infctl.sim.personality.base import (
-    COMPLETIONS_DEFAULT_MAX_TOKENS,
     DPBalance,
     EngineView,
     PDPlan,

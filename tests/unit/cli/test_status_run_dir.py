@@ -4,6 +4,8 @@ and exited 0, status NAME, delete NAME and doctor --local NAME ended in a NotADi
 
 from __future__ import annotations
 
+import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,25 @@ def test_the_default_run_dir_is_named_when_it_is_a_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["status"], env={"COLUMNS": "200", "INFCTL_RUN_DIR": str(file)})
     assert result.exit_code == 2 and f"run directory {file}: a file" in result.output
     assert "$INFCTL_RUN_DIR" in result.output
+
+
+@pytest.mark.parametrize("source", ["env", "flag"])
+def test_a_command_that_reads_no_release_ignores_a_file_there(tmp_path: Path, source: str) -> None:
+    """doctor --engine-url needs no run directory: it exited 2 on a file at $INFCTL_RUN_DIR before any check.
+    doctor of a local profile reads its release there, so still refuses it, naming where it came from."""
+    file = tmp_path / "releases"
+    file.write_text("")
+    env = {"COLUMNS": "200", **({"INFCTL_RUN_DIR": str(file)} if source == "env" else {})}
+    flag = ["--run-dir", str(file)] if source == "flag" else []
+    with socket.socket() as sock:  # a port nothing listens on: the engine check fails at once
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result = runner.invoke(app, ["-o", "json", "doctor", "--engine-url", url, *flag], env=env)
+    assert result.exit_code == 1, result.output
+    assert [r["status"] for r in json.loads(result.output)["results"] if r["name"] == "health"] == ["fail"]
+    local = runner.invoke(app, ["doctor", "-f", str(PROFILES / "local-demo.yaml"), *flag], env=env)
+    assert local.exit_code == 2 and "not a directory" in local.output, local.output
+    assert (f"--run-dir {file}: " if flag else f"run directory {file}: ") in local.output
 
 
 def test_a_run_dir_not_created_yet_holds_no_releases(tmp_path: Path) -> None:
