@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from infctl.cli.flags import duration_option, field_help, url_option
 from infctl.cli.output import errors_as_exit, fail, say
 from infctl.config import RouterFile
-from infctl.config.router import HealthPolicy, RouterOptions
+from infctl.config.router import HealthPolicy, RouterOptions, parse_url_spec
 from infctl.errors import ConfigError
 from infctl.router.admin_validate import admin_token_from_env, check_exposure
 from infctl.router.config import from_file
@@ -90,17 +90,7 @@ def _health_help(name: str) -> str:
 
 def parse_backend(spec: str) -> dict[str, Any]:
     """``URL[,key=value...]`` -> a backend entry mapping (validated later with the router file's model)."""
-    url, *pairs = [p.strip() for p in spec.split(",")]
-    entry: dict[str, Any] = {"url": url}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or key not in _BACKEND_KEYS:
-            raise ConfigError(
-                f"--backend {spec}: cannot read {pair!r}",
-                hint=f"use URL[,key=value...] with keys {', '.join(_BACKEND_KEYS)}",
-            )
-        entry[key] = value
-    return entry
+    return parse_url_spec(spec, flag="--backend", keys=_BACKEND_KEYS)
 
 
 def router(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -10,6 +11,7 @@ from pydantic import AfterValidator, Field, model_validator
 from infctl.config._base import Count, Port, Problem, ProfileModel, raise_problems
 from infctl.config._engine import EngineName
 from infctl.engines import DEFAULT_ENGINE
+from infctl.errors import ConfigError
 
 Seconds = Annotated[float, Field(gt=0)]
 ListenPort = Annotated[int, Field(ge=0, le=65535)]
@@ -36,6 +38,23 @@ def check_engine_url(url: str) -> str:
 
 BaseURL = Annotated[str, AfterValidator(check_engine_url)]
 """``http(s)://host[:port]``, by the one rule every URL flag and the router's backends follow."""
+
+
+def parse_url_spec(spec: str, *, flag: str, keys: Sequence[str]) -> dict[str, str]:
+    """An engine as a flag names it, ``URL[,key=value...]`` (``--backend``, doctor's ``--engine-url``) ->
+    ``{"url": URL, key: value}``; a ConfigError naming the flag and the part it cannot read (a pair without
+    ``=`` or a key not in ``keys``). The URL and the values are the caller's to check."""
+    url, *pairs = [p.strip() for p in spec.split(",")]
+    out = {"url": url}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in keys:
+            raise ConfigError(
+                f"{flag} {spec}: cannot read {pair!r}",
+                hint=f"use URL[,key=value...] with keys {', '.join(keys)}",
+            )
+        out[key] = value
+    return out
 
 
 class BackendEntry(ProfileModel):

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infctl.config import DeploymentProfile
-from infctl.config.router import check_engine_url
+from infctl.config.router import check_engine_url, parse_url_spec
 from infctl.doctor.targets import DoctorRequest, EngineTarget, RouterTarget
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
@@ -36,22 +36,14 @@ Alive = Callable[[int, int | None], bool]
 
 def parse_engine_spec(spec: str) -> dict[str, str]:
     """``URL[,key=value...]`` -> ``{"url": URL, key: value}``; ConfigError naming the bad part."""
-    url, *pairs = [p.strip() for p in spec.split(",")]
+    out = parse_url_spec(spec, flag="--engine-url", keys=SPEC_KEYS)
     try:
-        check_engine_url(url)  # the one rule; the CLI's flag has already applied it (cli.flags.check_url)
+        # The one rule; the CLI's flag has already applied it (cli.flags.check_url).
+        check_engine_url(out["url"])
     except ValueError as exc:
         raise ConfigError(
             f"--engine-url {spec}: {exc}", hint="e.g. --engine-url http://10.0.0.7:8000,engine=sglang"
         ) from None
-    out = {"url": url}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or key not in SPEC_KEYS:
-            raise ConfigError(
-                f"--engine-url {spec}: cannot read {pair!r}",
-                hint=f"use URL[,key=value...] with keys {', '.join(SPEC_KEYS)}",
-            )
-        out[key] = value
     if "engine" in out:
         get_adapter(out["engine"])  # ConfigError listing the known engines
     if "dp" in out and not (out["dp"].isdigit() and int(out["dp"]) >= 1):

@@ -140,3 +140,14 @@ def test_the_start_up_line_waits_until_the_router_listens(
     call["on_listening"]("http://127.0.0.1:40123")  # what the daemon says once its port is bound
     said = capsys.readouterr().err
     assert "infctl router on http://127.0.0.1:40123 -> 1 backends, policy" in said
+
+
+@pytest.mark.parametrize("pair", ["colour=red", "role"])
+def test_a_backend_pair_it_cannot_read_is_refused_naming_the_flag_and_the_keys(
+    runner: CliRunner, started: list[dict[str, Any]], pair: str
+) -> None:
+    spec = f"http://127.0.0.1:9,role=decode,{pair}"
+    result = runner.invoke(app, ["router", "--backend", spec])
+    assert result.exit_code == 2 and not started, result.output
+    assert f"--backend {spec}: cannot read {pair!r}" in result.output
+    assert "with keys role, group, pool, upstream, engine, dp_rank, weight, id, kv_events" in result.output
