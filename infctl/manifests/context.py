@@ -125,18 +125,37 @@ def traffic_context(profile: DeploymentProfile, namespace: str, opts: RenderOpti
             "traffic needs the router or an InferencePool in front of the engines",
             hint="enable router, pass --inference-pool-epp SERVICE, or --no-traffic",
         )
-    refs = [new]
-    if opts.old_backend is not None:
-        refs.append({**_old_ref(opts.old_backend), "weight": 100 - weight})
+    old = _old_ref(opts.old_backend) if opts.old_backend is not None else None
+    refs = [new] if old is None else [new, {**old, "weight": 100 - weight}]
     return {
         "name": profile.name,
         "labels": L.release_labels(profile.name, "traffic", "infctl-traffic"),
         "parent_refs": [parent],
         "backend_refs": refs,
         "timeouts": route_timeouts(profile, via_router=pool is None),
-        "gke_policy": gke_backend_timeout(profile, _target_ref(new), via_router=pool is None),
+        "gke_policies": _gke_policies(profile, namespace, new, old, via_router=pool is None),
         "pool": pool,
     }
+
+
+def _gke_policies(
+    profile: DeploymentProfile,
+    namespace: str,
+    new: dict[str, Any],
+    old: dict[str, Any] | None,
+    *,
+    via_router: bool,
+) -> list[dict[str, Any]]:
+    """On GKE, a backend timeout for every backend the rule sends to, as ``timeouts`` bound the whole rule
+    elsewhere: the new system's (policy ``<release>``) and, in a cutover, the old system's Service
+    (``<release>-old-backend``), whose 30 s default cut long answers on the old path. A GCPBackendPolicy
+    must live in its Service's namespace (GKE's "Configure Gateway resources using Policies"), so an old
+    Service in another namespace gets none here: its owner adds it (docs/gateway.md)."""
+    targets = [(profile.name, new)]
+    if old is not None and old.get("namespace", namespace) == namespace:
+        targets.append((f"{profile.name}-old-backend", old))
+    policies = [(name, gke_backend_timeout(profile, _target_ref(ref), via_router)) for name, ref in targets]
+    return [{"name": name, **policy} for name, policy in policies if policy is not None]
 
 
 def _target_ref(ref: dict[str, Any]) -> dict[str, str]:

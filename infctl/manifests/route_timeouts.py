@@ -13,7 +13,8 @@ when no ClientTrafficPolicy sets ``streamIdleTimeout`` (``internal/xds/translato
 GKE's gke-l7 classes refuse a route with ``timeouts`` (kserve/kserve#5311) and end a response after the
 backend service's timeout, 30 s unless a GCPBackendPolicy sets ``default.timeoutSec``
 (GoogleCloudPlatform/gke-gateway-api ``GCPBackendPolicyConfig``): for ``cluster.gateway: gke`` the same
-bound goes there instead, on the route's backend (the router's Service, or the InferencePool).
+bound goes there instead, on each of the route's backends (the router's Service, or the InferencePool, and
+during a cutover the old system's Service when it shares the release's namespace).
 
 The longest request is derived, not configured: an engine's requests may run ``drain.timeout_s`` (what a
 scale-in waits for them), and in front of the engines the router holds a request at most its admission
@@ -72,7 +73,7 @@ def route_timeouts(profile: DeploymentProfile, via_router: bool) -> dict[str, st
 def gke_backend_timeout(
     profile: DeploymentProfile, target: dict[str, str], via_router: bool
 ) -> dict[str, Any] | None:
-    """For ``cluster.gateway: gke``, the GCPBackendPolicy's ``targetRef`` (the route's new backend:
+    """For ``cluster.gateway: gke``, a GCPBackendPolicy's ``targetRef`` (one of the route's backends:
     ``group``, ``kind``, ``name``) and ``timeoutSec``, the longest request in whole seconds; else None."""
     if not _on_gke(profile):
         return None

@@ -90,6 +90,27 @@ def test_a_gke_gateway_gets_its_backend_timeout_raised_instead_of_route_timeouts
     assert gke_policies() == []  # only where the profile names GKE
 
 
+@pytest.mark.parametrize("old", ["llm-gateway:80", "inference/llm-gateway:80"])
+def test_on_gke_a_cutover_raises_the_old_services_timeout_too(old: str) -> None:
+    """The rule's timeouts bound both backends elsewhere; on GKE the old system's Service kept 30 s."""
+    new, legacy = gke_policies("cluster.gateway=gke", old_backend=old, weight=10)
+    assert new["metadata"]["name"] == "qwen3-8b" and new["spec"]["default"] == {"timeoutSec": 630}
+    assert legacy["metadata"] == {**new["metadata"], "name": "qwen3-8b-old-backend"}
+    assert legacy["spec"] == {
+        "targetRef": {"group": "", "kind": "Service", "name": "llm-gateway"},
+        "default": {"timeoutSec": 630},
+    }
+    pool = gke_policies("cluster.gateway=gke", old_backend=old, inference_pool_epp="qwen-epp")
+    assert [p["spec"]["default"]["timeoutSec"] for p in pool] == [600, 600]  # the rule's one bound
+    assert gke_policies(old_backend=old) == []
+
+
+def test_an_old_service_in_another_namespace_gets_no_policy_here() -> None:
+    """GKE wants a GCPBackendPolicy in its Service's namespace: the old system's owner adds it there."""
+    (only,) = gke_policies("cluster.gateway=gke", old_backend="legacy/llm-gateway:80")
+    assert only["spec"]["targetRef"]["name"] == "qwen3-8b-router"
+
+
 def test_the_vendored_gke_crd_refuses_a_timeout_gke_would() -> None:
     (policy,) = gke_policies("cluster.gateway=gke")
     policy["spec"]["default"]["timeoutSec"] = 0
