@@ -72,6 +72,7 @@ _BACKEND_KEYS = (
     "upstream",
     "engine",
     "dp_rank",
+    "dp_size",
     "weight",
     "id",
     "kv_events",

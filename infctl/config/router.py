@@ -77,6 +77,11 @@ class BackendEntry(ProfileModel):
     dp_rank: Annotated[int, Field(ge=0)] | None = None
     """Data-parallel rank this entry pins (sent in the engine's DP-rank header; for an SGLang PD prefill it
     also picks the bootstrap room, which SGLang maps to a rank)."""
+    dp_size: Count | None = None
+    """With ``dp_rank``: how many data-parallel ranks the engine serves (SGLang's ``/server_info``:
+    ``dp_size``, times ``attn_dp_size`` from 0.5.22). An SGLang PD prefill's bootstrap room must leave
+    ``dp_rank`` as its remainder by this count; unset, the router draws rooms right for counts up to 16 and
+    many more, and counts each such room (``infctl_router_pd_rooms_without_dp_size_total``)."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     """Relative capacity. Default 1."""
     models: list[str] = Field(default_factory=list)
@@ -86,6 +91,14 @@ class BackendEntry(ProfileModel):
     bootstrap_port: Port | None = None
     """SGLang PD prefill: its ``--disaggregation-bootstrap-port``, sent in each request's ``bootstrap_port``.
     Default: the engine's default (8998), what a profile's ``pd.bootstrap_port`` is unless changed."""
+
+    @model_validator(mode="after")
+    def _rank_within_size(self) -> BackendEntry:
+        if self.dp_size is not None and (self.dp_rank is None or self.dp_rank >= self.dp_size):
+            rank = "no dp_rank" if self.dp_rank is None else f"dp_rank {self.dp_rank}"
+            problem = f"dp_size {self.dp_size} with {rank}: expected a dp_rank below it"
+            raise_problems([Problem(("dp_size",), problem)])
+        return self
 
 
 class DiscoverySettings(ProfileModel):

@@ -17,6 +17,7 @@ from typing import Literal
 
 from infctl.engines import sglang, vllm
 from infctl.engines.base import (
+    ROOM_RANK_STRIDE,
     EngineAdapter,
     HealthSpec,
     MultiNodeArgs,
@@ -80,6 +81,7 @@ __all__ = [
     "DEFAULT_ENGINE",
     "DIST_PORT",
     "ENGINES",
+    "ROOM_RANK_STRIDE",
     "Engine",
     "EngineAdapter",
     "HealthSpec",

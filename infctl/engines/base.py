@@ -197,29 +197,44 @@ class MultiNodeArgs:
 
 
 ROOM_RANK_STRIDE = 2**8 * 3**2 * 5 * 7 * 11 * 13
-"""Rooms for data-parallel rank r are r + k * this, so that ``room % n == r`` for every rank count n that
-divides it: every n up to 16, and 24, 32, 48, 64, 96, 128, 256... (8e11 rooms per rank)."""
+"""The fallback when the engine's rank count is unknown: rooms for data-parallel rank r are r + k * this, so
+that ``room % n == r`` for every rank count n that divides it (every n up to 16, and 18, 20, 24, 32, 48, 64,
+96, 128, 256...; not 17, 19, 23, 25...)."""
 
 
-def new_bootstrap_room(rng: random.Random | None = None, *, rank: int | None = None) -> int:
+def new_bootstrap_room(
+    rng: random.Random | None = None, *, rank: int | None = None, ranks: int | None = None
+) -> int:
     """A random 63-bit rendezvous id for a parallel-style PD request (SGLang ``bootstrap_room``).
 
     With ``rank``, the data-parallel rank of the prefill engine the request is pinned to, one with
-    ``room % n == rank`` for the engine's n ranks (:data:`ROOM_RANK_STRIDE`). SGLang picks a PD prefill's
-    rank from the room: by default (``--load-balance-method auto``) a prefill engine dispatches each request
-    to rank ``bootstrap_room % dp_size`` (``follow_bootstrap_room``) and its decode engines look for the KV
-    on that rank; a request pinned (``routed_dp_rank``) to another rank fails its transfer ("follow_bootstrap_
-    room conflict", unless both sides set ``SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1``). Read in
-    0.5.15 and 0.5.23: ``srt/managers/data_parallel_controller.py``, ``srt/disaggregation/common/conn.py``
-    (``CommonKVSender``), ``srt/disaggregation/decode.py`` (``_resolve_prefill_dp_rank``). A request with
-    n > 1 samples takes rooms ``room .. room + n - 1``, one a sample (``srt/managers/io_struct.py``), so
-    only its first sample keeps the pinned rank's remainder."""
+    ``room % ranks == rank``: ``rank + k * ranks`` when the engine's rank count ``ranks`` is known, for any
+    count; without it, ``rank + k *`` :data:`ROOM_RANK_STRIDE`, right only for counts that divide the stride
+    (the caller warns). SGLang picks a PD prefill's rank from the room: by default (``--load-balance-method
+    auto``) a prefill engine dispatches each request to rank ``bootstrap_room % len(workers)``
+    (``follow_bootstrap_room``), its rank count (0.5.15: ``dp_size``; 0.5.23: ``dp_size * attn_dp_size``,
+    ``num_dp_ranks``), and its decode engines look for the KV on that rank; a request pinned
+    (``routed_dp_rank``) to another rank fails its transfer ("follow_bootstrap_room conflict", unless both
+    sides set ``SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1``). Read in 0.5.15 and 0.5.23:
+    ``srt/managers/data_parallel_controller.py``, ``srt/disaggregation/common/conn.py`` (``CommonKVSender``),
+    ``srt/disaggregation/decode.py`` (``_resolve_prefill_dp_rank``).
+
+    A request with n > 1 samples keeps the pinned rank: ``GenerateReqInput`` expands an integer room to
+    ``room + i`` over its n slots, but ``TokenizerManager._handle_batch_request`` sends the prefix warm-up and
+    every sample as a copy of the prompt's own sub-request (``objs[i]``, slot i < batch size), so all of them
+    carry ``room`` itself (0.5.15 and 0.5.23, ``srt/managers/io_struct.py``, ``tokenizer_manager.py``). A list
+    of rooms does no better (one per prompt, repeated over the samples). That shared room is also why n > 1
+    does not work through SGLang PD in these releases: the samples' KV transfers collide in one room
+    (sglang#24223, #26486, #30723), which no choice of room by the router can undo."""
     if rank is None:
         return rng.getrandbits(63) if rng is not None else random.getrandbits(63)
-    if not 0 <= rank < ROOM_RANK_STRIDE:
-        raise ValueError(f"data-parallel rank {rank} is out of range")
+    stride = ROOM_RANK_STRIDE if ranks is None else ranks
+    if stride < 1:
+        raise ValueError(f"data-parallel rank count {ranks} is out of range")
+    if not 0 <= rank < stride:
+        raise ValueError(f"data-parallel rank {rank} is out of range (0..{stride - 1})")
     randrange = rng.randrange if rng is not None else random.randrange
-    return rank + ROOM_RANK_STRIDE * randrange((2**63 - rank) // ROOM_RANK_STRIDE)
+    return rank + stride * randrange((2**63 - rank) // stride)
 
 
 class EngineAdapter(Protocol):
@@ -377,6 +392,7 @@ class EngineAdapter(Protocol):
 
 
 __all__ = [
+    "ROOM_RANK_STRIDE",
     "Body",
     "Diagnostics",
     "EngineAdapter",

@@ -7,8 +7,10 @@ moves. A PD engine refuses a request without a room (:data:`NO_BOOTSTRAP_ROOM`).
 :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
 
 A PD prefill engine's data-parallel rank is the room's: it serves each request on rank
-``bootstrap_room % dp_size`` and its decode engines fetch the KV there, so a prefill leg pinned to rank r
-needs a room with that remainder (``new_bootstrap_room(rank=r)``).
+``bootstrap_room % n`` for its n ranks and its decode engines fetch the KV there, so a prefill leg pinned to
+rank r needs a room with that remainder (``new_bootstrap_room(rank=r, ranks=n)``). ``/server_info`` (and
+the deprecated ``/get_server_info``) reports n: ``dp_size`` in 0.5.15, ``dp_size * attn_dp_size`` in 0.5.23
+(``num_dp_ranks_of``; ``--dp-size N --enable-dp-attention`` now resolves to ``attn_dp_size = N``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ def backend_of(entry: BackendEntry, backend_id: str, *, engine: str = "") -> Bac
         upstream=entry.upstream,
         engine=entry.engine or engine,
         dp_rank=entry.dp_rank,
+        dp_size=entry.dp_size,
         weight=entry.weight,
         models=tuple(entry.models),
         bootstrap_port=entry.bootstrap_port,

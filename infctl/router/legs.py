@@ -84,7 +84,9 @@ async def pd_payload(
         return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
     # The room decides which rank a parallel-style prefill engine serves on, and where its decode looks for
     # the KV: a room for another rank than the pin's fails the transfer (new_bootstrap_room: whose and why).
-    room = new_bootstrap_room(rank=prefill.dp_rank)
+    room = new_bootstrap_room(rank=prefill.dp_rank, ranks=prefill.dp_size)
+    if prefill.dp_rank is not None and prefill.dp_size is None:
+        state.metrics.room_without_dp_size(prefill_id)
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
     pool.start_prefill_leg(prefill_id, prompt_tokens)

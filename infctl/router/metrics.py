@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 
+from infctl.engines import ROOM_RANK_STRIDE
 from infctl.router.kv_events import KVStats
 from infctl.telemetry.exposition import Histogram, Writer, label_pairs
 from infctl.telemetry.signals import EngineSignals
@@ -13,6 +15,7 @@ _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
 PREFIX = "infctl_router_"
+log = logging.getLogger(__name__)
 
 
 class RouterMetrics:
@@ -51,7 +54,22 @@ class RouterMetrics:
         """Continuations of broken streams sent to another backend."""
         self.stream_error_events: Counter[str] = Counter()
         """reason -> broken streams ended with an in-band error event."""
+        self.rooms_without_dp_size: Counter[str] = Counter()
+        """prefill backend -> PD bootstrap rooms drawn for its rank without its engine's rank count, right
+        only if that count divides ``ROOM_RANK_STRIDE`` (``infctl.engines.new_bootstrap_room``)."""
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
+
+    def room_without_dp_size(self, backend: str) -> None:
+        """Count a room drawn for ``backend``'s rank by the fallback stride; warn on its first."""
+        if not self.rooms_without_dp_size[backend]:
+            log.warning(
+                "PD prefill %s pins a data-parallel rank but its rank count is unknown: bootstrap rooms are "
+                "right only if the engine's count divides %d (every count up to 16); give the backend a "
+                "dp_size (router file) or the pod infctl.io/data-parallel-size",
+                backend,
+                ROOM_RANK_STRIDE,
+            )
+        self.rooms_without_dp_size[backend] += 1
 
     def observe_upstream(self, upstream: str, status: str, ttft_s: float | None) -> None:
         self.upstream_requests[(upstream, status)] += 1
@@ -156,6 +174,11 @@ class RouterMetrics:
             ),
         )
         w.counter(f"{PREFIX}mirrored_total", "Requests copied to a shadow group.", "", self.mirrored)
+        w.counters(
+            f"{PREFIX}pd_rooms_without_dp_size_total",
+            "PD bootstrap rooms drawn for a prefill rank whose engine's rank count is unknown, by backend.",
+            ((label_pairs({"backend": b}), n) for b, n in sorted(self.rooms_without_dp_size.items())),
+        )
         w.counters(
             f"{PREFIX}broken_streams_total",
             "Streams a backend broke after the client had part of them, by how they ended.",

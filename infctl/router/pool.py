@@ -244,6 +244,7 @@ class BackendPool:
                     "pool": b.pool,
                     "upstream": b.upstream,
                     "dp_rank": b.dp_rank,
+                    "dp_size": b.dp_size,
                     "bootstrap_port": b.bootstrap_port,
                     "decode_can_prefill": b.decode_can_prefill if b.role == "decode" else None,
                     "weight": b.weight,

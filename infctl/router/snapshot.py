@@ -40,6 +40,10 @@ class Backend:
     """Engine kind as the adapters name it; opaque here."""
     dp_rank: int | None = None
     """Data-parallel rank this target addresses (sent as the engine's DP-rank header by the proxy)."""
+    dp_size: int | None = None
+    """How many data-parallel ranks the engine of ``dp_rank`` serves (discovery's ``data-parallel-size``, a
+    router file's ``dp_size``); None: unknown. An SGLang PD prefill's bootstrap room is drawn for it
+    (``infctl.engines.new_bootstrap_room``)."""
     weight: float = 1.0
     """Relative capacity: load is divided by it and weighted pickers favour it."""
     healthy: bool = True
@@ -111,6 +115,9 @@ class RequestInfo:
     estimated: bool = False
     """Count and hashes are the estimate's, not the model's ids (``infctl.tokenization.band``): the precise
     index, keyed on the engines' real ids, never takes them."""
+    prompt_chars: int = 0
+    """Characters of prompt text (``infctl.router.requests.prompt_chars``), read before any tokenizing; what
+    the exact count after routing is set against (``infctl.router.estimating``). 0: not read."""
     _key: int | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -141,6 +148,7 @@ class RequestInfo:
         is_stream: bool = False,
         max_tokens: int | None = None,
         prompt_tokens: int | None = None,
+        prompt_chars: int = 0,
     ) -> RequestInfo:
         """Build from prompt token ids; the hash seed defaults to ``HASH_SEED`` (as the precise index's).
         ``prompt_tokens``: the count when it is not ``len(ids)`` (a batch: every prompt's, only their common
@@ -155,6 +163,7 @@ class RequestInfo:
             headers=dict(headers or {}),
             is_stream=is_stream,
             max_tokens=max_tokens,
+            prompt_chars=prompt_chars,
         )
 
     @classmethod

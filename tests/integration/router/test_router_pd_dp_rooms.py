@@ -7,7 +7,7 @@ pinned to (``X-Data-Parallel-Rank``, ``routed_dp_rank``, ``data_parallel_rank``)
 ``bootstrap_room % dp_size``, and a pinned rank other than the room's fails the transfer
 ("follow_bootstrap_room conflict", ``srt/disaggregation/common/conn.py``); the decode engine looks for the KV
 on the room's rank and fails the request when the prefill did. The simulator does not give data-parallel
-ranks PD roles.
+ranks PD roles. A rank count that does not divide ``ROOM_RANK_STRIDE`` (17) needs the backends' ``dp_size``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics, value
 
 MODEL = "m"
-DP_SIZE = 4
 StartRouter = Callable[..., Awaitable[str]]
 
 
 @dataclass
 class FakePD:
-    """A prefill engine with ``DP_SIZE`` ranks and a decode engine meeting it by bootstrap room."""
+    """A prefill engine with ``dp_size`` ranks and a decode engine meeting it by bootstrap room."""
 
+    dp_size: int
     prefill_url: str = ""
     decode_url: str = ""
     served: list[int] = field(default_factory=list)
@@ -46,7 +46,7 @@ class FakePD:
 
     def metrics(self) -> str:
         lines = []
-        for rank in range(DP_SIZE):
+        for rank in range(self.dp_size):
             for name in ("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage"):
                 lines.append(f'{name}{{model_name="{MODEL}",dp_rank="{rank}"}} 0')
         return "\n".join(lines) + "\n"
@@ -77,20 +77,21 @@ async def _serve(app: web.Application, runners: list[web.AppRunner]) -> str:
     return f"http://{host}:{port}"
 
 
-@pytest.fixture
-async def pd() -> AsyncIterator[FakePD]:
-    fake = FakePD()
+@pytest.fixture(params=[4, 17])
+async def pd(request: pytest.FixtureRequest) -> AsyncIterator[FakePD]:
+    fake = FakePD(request.param)
+    dp_size = fake.dp_size
 
     async def prefill(request: web.Request) -> web.Response:
         body = await request.json()
         room = int(body["bootstrap_room"])
         rank = _pinned(request, body)
-        rank = room % DP_SIZE if rank is None else rank
+        rank = room % dp_size if rank is None else rank
         fake.served.append(rank)
-        ok = rank == room % DP_SIZE
+        ok = rank == room % dp_size
         if not ok:
             fake.conflicts.append(
-                f"dispatched to dp_rank {rank} but bootstrap_room {room} implies dp_rank {room % DP_SIZE}"
+                f"dispatched to dp_rank {rank} but bootstrap_room {room} implies dp_rank {room % dp_size}"
             )
         fake.room(room).set_result(ok)
         return _answer(ok, "follow_bootstrap_room conflict")
@@ -125,9 +126,20 @@ async def pd() -> AsyncIterator[FakePD]:
 async def test_each_prefill_leg_has_a_room_for_the_rank_it_is_pinned_to(
     pd: FakePD, start_router: StartRouter
 ) -> None:
+    # 4 ranks divide the fallback stride: the router need not know the count (and counts each such room);
+    # 17 do not, and the backends say how many ranks their engine has.
+    size = pd.dp_size if pd.dp_size == 17 else None
     backends = [
-        Backend(id=f"p{r}", url=pd.prefill_url, dp_rank=r, engine="sglang", role="prefill", group="g0")
-        for r in range(DP_SIZE)
+        Backend(
+            id=f"p{r}",
+            url=pd.prefill_url,
+            dp_rank=r,
+            dp_size=size,
+            engine="sglang",
+            role="prefill",
+            group="g0",
+        )
+        for r in range(pd.dp_size)
     ]
     backends.append(Backend(id="d", url=pd.decode_url, engine="sglang", role="decode", group="g0"))
     url = await start_router(backends, engine="sglang", pd_min_uncached_tokens=16)
@@ -141,8 +153,8 @@ async def test_each_prefill_leg_has_a_room_for_the_rank_it_is_pinned_to(
             assert asyncio.get_running_loop().time() < deadline, listed
             await asyncio.sleep(0.05)
         answers = []
-        for rank in range(DP_SIZE):  # each rank in turn, the others drained
-            for r in range(DP_SIZE):
+        for rank in range(pd.dp_size):  # each rank in turn, the others drained
+            for r in range(pd.dp_size):
                 drain = {"draining": r != rank}
                 assert (await c.post(f"{url}/admin/backends/p{r}/drain", json=drain)).status_code == 200
             for _ in range(2):
@@ -151,5 +163,7 @@ async def test_each_prefill_leg_has_a_room_for_the_rank_it_is_pinned_to(
         metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
     assert pd.conflicts == []
     assert [a.status_code for a in answers] == [200] * len(answers), [a.text for a in answers]
-    assert pd.served == [r for r in range(DP_SIZE) for _ in range(2)]
+    assert pd.served == [r for r in range(pd.dp_size) for _ in range(2)]
     assert value(metrics, "infctl_router_retries_total") == 0
+    fallback = value(metrics, "infctl_router_pd_rooms_without_dp_size_total")
+    assert fallback == (0 if size else 2 * pd.dp_size)

@@ -150,4 +150,17 @@ def test_a_backend_pair_it_cannot_read_is_refused_naming_the_flag_and_the_keys(
     result = runner.invoke(app, ["router", "--backend", spec])
     assert result.exit_code == 2 and not started, result.output
     assert f"--backend {spec}: cannot read {pair!r}" in result.output
-    assert "with keys role, group, pool, upstream, engine, dp_rank, weight, id, kv_events" in result.output
+    assert (
+        "with keys role, group, pool, upstream, engine, dp_rank, dp_size, weight, id, kv_events"
+        in result.output
+    )
+
+
+def test_a_backend_flag_may_name_its_engines_rank_count(
+    runner: CliRunner, started: list[dict[str, Any]]
+) -> None:
+    spec = "http://127.0.0.1:9,role=prefill,engine=sglang,dp_rank=16,dp_size=17"
+    result = runner.invoke(app, ["router", "--backend", spec])
+    assert result.exit_code == 0, result.output
+    (b,) = started[0]["cfg"].backends
+    assert (b.dp_rank, b.dp_size) == (16, 17)

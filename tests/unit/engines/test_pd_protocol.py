@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from infctl.engines import PDEndpoint, get_adapter, new_bootstrap_room
+from infctl.engines import ROOM_RANK_STRIDE, PDEndpoint, get_adapter, new_bootstrap_room
 from infctl.errors import EngineError
 
 PREFILL = PDEndpoint(host="10.0.0.7", port=8100, bootstrap_port=9000)
@@ -115,3 +115,18 @@ def test_a_room_for_a_pinned_prefill_rank_leads_sglang_to_that_rank(ranks: int) 
     assert new_bootstrap_room(rank=1) % 8 == 1
     with pytest.raises(ValueError, match="rank"):
         new_bootstrap_room(rank=-1)
+
+
+@pytest.mark.parametrize("ranks", [17, 19, 23, 25, 34, 1000])
+def test_a_room_for_any_rank_count_the_router_knows(ranks: int) -> None:
+    # The fallback stride serves only counts that divide it; knowing the engine's count serves any.
+    rng = random.Random(3)
+    assert ROOM_RANK_STRIDE % ranks != 0
+    for rank in (0, 1, ranks - 1):
+        rooms = [new_bootstrap_room(rng, rank=rank, ranks=ranks) for _ in range(50)]
+        assert all(0 <= room < 2**63 and room % ranks == rank for room in rooms)
+        assert len(set(rooms)) == 50
+    with pytest.raises(ValueError, match=f"rank {ranks} is out of range"):
+        new_bootstrap_room(rank=ranks, ranks=ranks)
+    with pytest.raises(ValueError, match="count 0"):
+        new_bootstrap_room(rank=0, ranks=0)

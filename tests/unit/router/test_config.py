@@ -86,6 +86,15 @@ def test_each_backend_carries_its_own_bootstrap_port() -> None:
         BackendEntry(url="http://a:1", bootstrap_port=0)
 
 
+def test_a_rank_entry_may_name_its_engines_rank_count() -> None:
+    rf = RouterFile(backends=[BackendEntry(url="http://a:1", role="prefill", dp_rank=16, dp_size=17),
+                              BackendEntry(url="http://a:1", role="prefill", dp_rank=1)])  # fmt: skip
+    assert [(b.dp_rank, b.dp_size) for b in from_file(rf).backends] == [(16, 17), (1, None)]
+    for wrong in ({"dp_rank": 17}, {}):
+        with pytest.raises(ValueError, match=r"dp_size 17 with .*expected a dp_rank below it"):
+            BackendEntry(url="http://a:1", dp_size=17, **wrong)
+
+
 def test_a_dp_rank_needs_a_kv_events_port() -> None:
     rf = RouterFile(backends=[BackendEntry(url="http://a:1", dp_rank=1, kv_events="tcp://a")])
     with pytest.raises(ConfigError, match="kv_events"):

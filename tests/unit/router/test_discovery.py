@@ -86,6 +86,9 @@ def test_a_data_parallel_pod_is_one_backend_per_rank_with_one_kv_subscription_ea
     assert [(b.id, b.url, b.dp_rank) for b in t.backends] == [
         (f"http://10.0.0.1:8100#dp{r}", "http://10.0.0.1:8100", r) for r in range(3)
     ]
+    # Each rank knows its engine's rank count: an SGLang PD prefill's bootstrap room is drawn for it.
+    assert [b.dp_size for b in t.backends] == [3, 3, 3]
+    assert targets(pod("p")).backends[0].dp_size is None
     # vLLM and SGLang bind rank r's publisher on the base port + r.
     assert [(s.endpoint, dict(s.backends)) for s in t.kv_sources] == [
         (
