@@ -17,7 +17,7 @@ from typing import Any
 from infctl.router.core import RouterCore
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings
-from infctl.router.requests import BadRequest, EstimatePlan, exact_count, prompt_chars
+from infctl.router.requests import BadRequest, EstimatePlan, exact_count
 from infctl.router.snapshot import RequestInfo
 from infctl.tokenization import Tokenizer, TokenizerError
 from infctl.tokenization.band import RatioBand
@@ -76,24 +76,24 @@ class Estimating:
         self._as_of = now
         if self.pending >= MAX_PENDING or self._credit <= 0:
             self.metrics.exact_counts["skipped"] += 1
-            self.metrics.prompt_tokens += self.band.scaled(_chars(body, chat), info.prompt_tokens)
+            self.metrics.prompt_tokens += self.band.scaled(info.prompt_chars, info.prompt_tokens)
             return
         self.pending += 1
-        loop.call_soon(self._start, loop, body, chat, info.prompt_tokens)
+        loop.call_soon(self._start, loop, body, chat, info)
 
     def _start(
-        self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, estimate: int
+        self, loop: asyncio.AbstractEventLoop, body: Mapping[str, Any], chat: bool, info: RequestInfo
     ) -> None:
         work = loop.run_in_executor(None, _count, body, chat, self.tokenizer)
-        work.add_done_callback(lambda done: self._observe(done, estimate))
+        work.add_done_callback(lambda done: self._observe(done, info.prompt_chars, info.prompt_tokens))
 
-    def _observe(self, done: asyncio.Future[tuple[int, int, float] | None], estimate: int) -> None:
+    def _observe(self, done: asyncio.Future[tuple[int, float] | None], chars: int, estimate: int) -> None:
         self.pending -= 1
         result = None if done.cancelled() or done.exception() else done.result()
         if result is None:  # the model's template refused what the estimate took: the engine will say so
             self.metrics.prompt_tokens += estimate
             return
-        chars, exact, cpu_s = result
+        exact, cpu_s = result
         self._credit -= cpu_s
         self.metrics.prompt_tokens += exact
         self.metrics.exact_counts["background"] += 1
@@ -101,18 +101,12 @@ class Estimating:
             self.metrics.estimate_misses += 1
 
 
-def _chars(body: Mapping[str, Any], chat: bool) -> int:
-    try:
-        return prompt_chars(body, chat=chat)
-    except BadRequest:
-        return 0
-
-
-def _count(body: Mapping[str, Any], chat: bool, tokenizer: Tokenizer) -> tuple[int, int, float] | None:
-    """(characters, exact count, CPU seconds it took) in a worker thread."""
+def _count(body: Mapping[str, Any], chat: bool, tokenizer: Tokenizer) -> tuple[int, float] | None:
+    """(exact count, CPU seconds it took) in a worker thread. The prompt's characters are the request's
+    (``RequestInfo.prompt_chars``), read as it arrived: its messages are not read again for them."""
     began = time.thread_time()
     try:
-        chars, exact = prompt_chars(body, chat=chat), exact_count(body, chat=chat, tokenizer=tokenizer)
+        exact = exact_count(body, chat=chat, tokenizer=tokenizer)
     except (BadRequest, TokenizerError):  # the engine's to report: the request was routed already
         return None
-    return chars, exact, time.thread_time() - began
+    return exact, time.thread_time() - began

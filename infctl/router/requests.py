@@ -108,7 +108,8 @@ def request_info(
     ``max_prompt_chars`` bounds the prompt's characters (a pre-tokenised prompt's ids) before any
     tokenizing or hashing: above it, a BadRequest with status 413. None: no bound. ``chars``: the
     prompt's ``prompt_chars`` when the caller has it already."""
-    _check_length(prompt_chars(body, chat=chat) if chars is None else chars, max_prompt_chars)
+    chars = prompt_chars(body, chat=chat) if chars is None else chars
+    _check_length(chars, max_prompt_chars)
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     model = body.get("model")
     common: dict[str, Any] = {
@@ -119,6 +120,7 @@ def request_info(
         "max_tokens": max_tokens
         if isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
         else None,
+        "prompt_chars": chars,
     }
     try:
         ids, count = _prompt_ids(body, chat, tokenizer, count_only=not hashes)

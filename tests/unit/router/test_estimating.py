@@ -17,7 +17,7 @@ from infctl.router.core import RouterCore
 from infctl.router.estimating import CPU_SHARE, Estimating
 from infctl.router.metrics import RouterMetrics
 from infctl.router.policies import PDSettings
-from infctl.router.requests import EstimatePlan, read_request_info
+from infctl.router.requests import EstimatePlan, prompt_chars, read_request_info
 from infctl.tokenization import EstimateTokenizer, Tokenizer, load_tokenizer
 from infctl.tokenization.band import RatioBand
 
@@ -100,6 +100,20 @@ async def test_the_count_after_feeds_the_band_and_the_metrics(model_tokenizer: T
         await asyncio.sleep(0.01)
     assert metrics.exact_counts["background"] == 1 and est.band.seen == 1
     assert 'infctl_router_exact_token_counts_total{when="background"} 1' in metrics.render([], "p")
+
+
+async def test_a_chats_characters_are_read_once_as_it_arrives(model_tokenizer: Tokenizer) -> None:
+    """The count after routing takes the characters read on arrival: the request's messages are not read
+    again for them (here the body is gone by then, and the English prompt is still scaled as English)."""
+    metrics = RouterMetrics()
+    est = Estimating(model_tokenizer, metrics)
+    body = {"model": "m", "messages": [{"role": "user", "content": english(random.Random(4), 300)}]}
+    info = await read(body, model_tokenizer, est.plan(RouterCore(build_policy("cache_aware")), None))
+    assert info.estimated and info.prompt_chars == prompt_chars(body, chat=True)
+    est.band.observe(800, 100, 200)  # English seen at twice the estimate
+    est.pending = 2  # no room for an exact count: the estimate is scaled by its class's ratio
+    est.count_later(asyncio.get_running_loop(), {"model": "m"}, True, info)
+    assert metrics.exact_counts["skipped"] == 1 and metrics.prompt_tokens == 2 * info.prompt_tokens
 
 
 class Slow(Tokenizer):
