@@ -69,37 +69,30 @@ async def tokenized(tok: Tokenizer, chars: int, fn: Callable[..., list[int]], *a
 
 def largest_token_id(tok: Tokenizer) -> int | None:
     """The largest prompt token id the model accepts, when ``tok`` is the model's own tokenizer (``hf:PATH``):
-    the larger of the tokenizer's largest id (added tokens included) and the model's ``vocab_size`` - 1 (its
-    config.json beside tokenizer.json), as vLLM 0.32 bounds them (``validate_token_ids`` in
-    vllm/renderers/base.py: "Token id N is out of vocabulary" past it).
+    the larger of the tokenizer's largest id (``Tokenizer.largest_id``, added tokens included) and the
+    model's ``vocab_size`` - 1 (its config.json beside tokenizer.json), as vLLM 0.32 bounds them
+    (``validate_token_ids`` in vllm/renderers/base.py: "Token id N is out of vocabulary" past it).
 
     None for the other tokenizers (words, estimate, an engine's ``/tokenize``): no vocabulary is known, so
     every id is served. The words convention's ids are CRC-32s of words (``infctl.tokens``), anywhere in
     0..2**32-1, and no model stands behind them whose bound a request could be held to."""
-    if not tok.exact or not tok.name.startswith("hf:"):
-        return None
-    return _largest_id(tok.name.removeprefix("hf:"))
+    largest = tok.largest_id
+    if largest is None or not tok.name.startswith("hf:"):
+        return largest
+    size = _vocab_size(tok.name.removeprefix("hf:"))
+    return largest if size is None else max(largest, size - 1)
 
 
 @functools.cache
-def _largest_id(where: str) -> int | None:
-    from tokenizers import Tokenizer as RawTokenizer
-
+def _vocab_size(where: str) -> int | None:
+    """The model's ``vocab_size`` in the config.json beside its tokenizer.json (None: no such file or key)."""
     path = Path(where)
     file = path / "tokenizer.json" if path.is_dir() else path
     try:
-        vocab = RawTokenizer.from_file(str(file)).get_vocab(with_added_tokens=True)
-    except Exception:  # loaded once already (HFTokenizer): only a file changed since can fail here
-        return None
-    largest = max(vocab.values(), default=-1)
-    try:
         config = json.loads((file.parent / "config.json").read_text())
     except (OSError, ValueError):
-        config = {}
-    if not isinstance(config, dict):
-        config = {}
-    text = config.get("text_config") or config  # vLLM's hf_text_config: a multimodal model's language model
+        return None
+    # vLLM's hf_text_config: a multimodal model's language model.
+    text = (config.get("text_config") or config) if isinstance(config, dict) else None
     size = text.get("vocab_size") if isinstance(text, dict) else None
-    if isinstance(size, int):
-        largest = max(largest, size - 1)
-    return largest if largest >= 0 else None
+    return size if isinstance(size, int) else None

@@ -54,6 +54,13 @@ class Tokenizer(ABC):
     """Prompts longer than this (characters) cost more than a fraction of a millisecond to tokenize: a
     server runs them in a worker thread rather than on its event loop."""
 
+    @property
+    def largest_id(self) -> int | None:
+        """The vocabulary's largest token id (added tokens included), for a tokenizer that has the model's
+        vocabulary (:class:`HFTokenizer`); None for the others (the estimate, the simulator's words, an
+        engine's ``/tokenize``), which know no vocabulary."""
+        return None
+
     @abstractmethod
     def encode(self, text: str, *, special: bool = True) -> list[int]:
         """Ids of a completion prompt. ``special`` adds what the engine adds by default (a BOS token),

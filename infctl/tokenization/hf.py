@@ -9,6 +9,7 @@ ids joined are the whole prompt's ids, and a conversation that grows turn by tur
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -103,6 +104,11 @@ class HFTokenizer(Tokenizer):
     def count(self, text: str, *, special: bool = True) -> int:
         n = len(self._pieces(text))
         return n + (len(self._prefix) + len(self._suffix) if special else 0)
+
+    @functools.cached_property
+    def largest_id(self) -> int | None:
+        # On first use: it builds the whole vocabulary as a dict, and only the simulator asks.
+        return max(self._tok.get_vocab(with_added_tokens=True).values(), default=None)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
         if self.template is None:

@@ -34,6 +34,13 @@ def test_completion_ids_are_the_librarys(tiny_tokenizer: Path) -> None:
         assert tok.count(text) == len(lib.encode(text).ids)
 
 
+def test_the_largest_id_is_the_vocabularys_with_its_added_tokens(tiny_tokenizer: Path) -> None:
+    tok = load_tokenizer(str(tiny_tokenizer))
+    assert tok.largest_id == max(raw(tiny_tokenizer).get_vocab(with_added_tokens=True).values())
+    # The others know no vocabulary.
+    assert load_tokenizer("estimate").largest_id is None and load_tokenizer("words").largest_id is None
+
+
 def test_chat_ids_are_the_rendered_templates_ids_and_a_growing_chat_gives_the_same_ids(
     tiny_tokenizer: Path,
 ) -> None:
