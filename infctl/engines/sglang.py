@@ -96,6 +96,12 @@ NUM_PREFILL_PREALLOC_QUEUE_REQS = "sglang:num_prefill_prealloc_queue_reqs"
 :data:`NUM_PREFILL_BOOTSTRAP_QUEUE_REQS` instead."""
 NUM_DECODE_PREALLOC_QUEUE_REQS = "sglang:num_decode_prealloc_queue_reqs"
 NUM_DECODE_TRANSFER_QUEUE_REQS = "sglang:num_decode_transfer_queue_reqs"
+NUM_RETRACTED_REQS = "sglang:num_retracted_reqs"
+"""Not a queue: how many requests the scheduler's latest retraction (KV cache full) took back, set when it
+retracts and reset to 0 at each stats log, in every mode (0.5.15, 0.5.23 ``scheduler.py``
+``update_running_batch``, ``scheduler_components/metrics_reporter.py``). A PD decode keeps the requests it
+retracts in its retracted queue (``DecodePreallocQueue.retracted_queue``), which no gauge reports: see
+:data:`WAITING_PD_QUEUES`."""
 
 # Counters (sample names).
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
@@ -105,6 +111,9 @@ CACHED_TOKENS = "sglang:cached_tokens_total"
 host memory or storage."""
 NUM_REQUESTS = "sglang:num_requests_total"
 NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
+NUM_RETRACTED_REQUESTS = "sglang:num_retracted_requests_total"
+"""Requests retracted to free KV cache (a scheduler counter, one series per rank), SGLang's preemptions
+(0.5.15, 0.5.23 ``increment_retracted_reqs``)."""
 
 # Histograms (family names).
 TIME_TO_FIRST_TOKEN = "sglang:time_to_first_token_seconds"
@@ -123,8 +132,16 @@ GAUGES = (
     NUM_PREFILL_INFLIGHT_QUEUE_REQS,
     NUM_DECODE_PREALLOC_QUEUE_REQS,
     NUM_DECODE_TRANSFER_QUEUE_REQS,
+    NUM_RETRACTED_REQS,
 )
-COUNTERS = (PROMPT_TOKENS, GENERATION_TOKENS, CACHED_TOKENS, NUM_REQUESTS, NUM_ABORTED_REQUESTS)
+COUNTERS = (
+    PROMPT_TOKENS,
+    GENERATION_TOKENS,
+    CACHED_TOKENS,
+    NUM_REQUESTS,
+    NUM_ABORTED_REQUESTS,
+    NUM_RETRACTED_REQUESTS,
+)
 HISTOGRAMS = (TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY, E2E_REQUEST_LATENCY)
 PD_QUEUE_GAUGES = (
     NUM_PREFILL_BOOTSTRAP_QUEUE_REQS,
@@ -144,9 +161,17 @@ WAITING_PD_QUEUES = (
 none of them): a prefill's bootstrap queue (until its decode has met it and has KV room; the inflight queue,
 whose KV is being sent, is computed already), a decode's prealloc queue (until it has KV room) and transfer
 queue (until the prefill's KV has arrived). SGLang's ``/v1/loads`` counts ``num_waiting_reqs`` so (0.5.15,
-0.5.23 ``srt/managers/scheduler_components/load_inquirer.py``; also the decode's retracted queue, which has
-no gauge). Each gauge is set only in its own disaggregation mode, so the sum fits every role; the older
-bootstrap name is read too (0.5.4 ``srt/managers/scheduler_metrics_mixin.py``)."""
+0.5.23 ``srt/managers/scheduler_components/load_inquirer.py``). Each gauge is set only in its own
+disaggregation mode, so the sum fits every role; the older bootstrap name is read too (0.5.4
+``srt/managers/scheduler_metrics_mixin.py``).
+
+``/v1/loads`` also counts a decode's retracted queue (requests it took back when its KV cache filled, to
+resume when there is room again; ``include=disagg`` reports it alone as ``decode_retracted_queue_reqs``), but
+no gauge reports that queue in 0.5.15 or 0.5.23, so the queue read from /metrics leaves it out, and the one
+read from ``/v1/loads`` (:meth:`SGLangAdapter.parse_load`) has it. :data:`NUM_RETRACTED_REQS` is no stand-in:
+it counts the latest retraction, not the requests still waiting (it drops to 0 at the next stats log while
+they wait), and outside PD the retracted requests are back in ``num_queue_reqs`` already. Retractions are
+read as :attr:`EngineSignals.preemptions` (:data:`NUM_RETRACTED_REQUESTS`)."""
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -178,6 +203,7 @@ _SIGNALS = (
     PROMPT_TOKENS,
     GENERATION_TOKENS,
     CACHED_TOKENS,
+    NUM_RETRACTED_REQUESTS,
 )
 
 DIAGNOSTICS = Diagnostics(
@@ -250,10 +276,10 @@ class SGLangAdapter:
     profile_rules = PROFILE_RULES
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
-        """Scheduler gauges are read once per DP rank (:func:`per_rank`), then added up (queue, running,
-        capacity) or averaged (usage) over the ranks; tokenizer counters are engine-wide. The queue is every
-        request the engine holds and does not compute yet: the waiting queue and, on a PD engine, its
-        :data:`WAITING_PD_QUEUES`."""
+        """Scheduler series are read once per DP rank (:func:`per_rank`), then added up (queue, running,
+        capacity, retractions) or averaged (usage) over the ranks; tokenizer counters are engine-wide. The
+        queue is every request the engine holds and does not compute yet that a gauge reports: the waiting
+        queue and, on a PD engine, its :data:`WAITING_PD_QUEUES`."""
         capacity = per_rank(families, MAX_TOTAL_NUM_TOKENS)
         usage = per_rank(families, TOKEN_USAGE)
         names = label_values(families, _SIGNALS, MODEL_NAME_LABEL) or label_values(
@@ -267,6 +293,7 @@ class SGLangAdapter:
             prefix_hits=value(families, CACHED_TOKENS),
             prompt_tokens=value(families, PROMPT_TOKENS),
             generation_tokens=value(families, GENERATION_TOKENS),
+            preemptions=sum(per_rank(families, NUM_RETRACTED_REQUESTS)),
             cache_capacity_tokens=int(sum(capacity)) if capacity else None,
             model_names=names,
         )

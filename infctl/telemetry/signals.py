@@ -28,7 +28,7 @@ class EngineSignals:
     generation_tokens: float = 0.0
     """Cumulative generated tokens (counter)."""
     preemptions: float = 0.0
-    """Cumulative preemptions (counter); SGLang does not report it (0)."""
+    """Cumulative preemptions (counter): vLLM's preemptions, SGLang's retractions."""
     cache_capacity_tokens: int | None = None
     """KV-cache capacity in tokens (vLLM num_gpu_blocks x block_size, SGLang max_total_num_tokens)."""
     block_size: int | None = None

@@ -25,7 +25,8 @@ Metric names and labels are the pinned image's (:data:`infctl.engines.sglang_lau
 ``model_name``, ``engine_type`` (``unified``, ``prefill``, ``decode`` by ``--disaggregation-mode``),
 ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` (and ``dp_rank``), the tokenizer's ``model_name`` and
 ``engine_type``; the PD queues are the prefill bootstrap and inflight queues and the decode prealloc and
-transfer queues (0.5.4 named the bootstrap queue ``num_prefill_prealloc_queue_reqs``). A decode request
+transfer queues (0.5.4 named the bootstrap queue ``num_prefill_prealloc_queue_reqs``); preemptions are
+SGLang's retractions (``num_retracted_requests_total``, a scheduler counter). A decode request
 waiting for its prefill's KV is in the transfer queue, and ``/v1/loads`` counts it waiting, as 0.5.15's
 ``get_loads`` does.
 """
@@ -121,6 +122,9 @@ class SglangPersonality(Personality):
                 "The number of requests in the decode prealloc queue.", sl, 0)
         w.gauge(names.NUM_DECODE_TRANSFER_QUEUE_REQS,
                 "The number of requests in the decode transfer queue.", sl, e.pd_waiting)
+        # The latest retraction's size until the next stats log: no log interval here, so always after it.
+        w.gauge(names.NUM_RETRACTED_REQS, "The number of retracted requests.", sl, 0)
+        w.counter(names.NUM_RETRACTED_REQUESTS, "Total number of retracted requests.", sl, s.preemptions)
         w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
         w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
         w.counter(names.CACHED_TOKENS, "Number of cached prompt tokens.", lb, s.prefix_hits)

@@ -97,3 +97,18 @@ def test_priority_shares_of_a_pd_queue_are_not_added_to_its_total() -> None:
         for p, n in (("", 5), ("0", 3), ("1", 2))
     )
     assert sglang.ADAPTER.signals(parse_metrics(text)).queue == 5
+
+
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.23"])
+def test_a_decodes_retractions_are_preemptions_and_not_its_queue(version: str) -> None:
+    # sglang:num_retracted_reqs is the latest retraction's size (reset at each stats log), not the decode's
+    # retracted queue, which no gauge reports (only /v1/loads counts it); the counter is SGLang's preemptions.
+    text = scrape(version, "decode", [{"num_queue_reqs": 2}, {"num_queue_reqs": 1}])
+    for dp, (retracted, total) in enumerate(((4, 10), (0, 5))):
+        labels = LABELS.format(role="decode", dp=dp)
+        copy = labels.replace('tp_rank="0"', 'tp_rank="1"')  # --enable-metrics-for-all-schedulers
+        text += f"sglang:num_retracted_reqs{{{labels}}} {retracted}\n"
+        text += f"sglang:num_retracted_requests_total{{{labels}}} {total}\n"
+        text += f"sglang:num_retracted_requests_total{{{copy}}} {total}\n"
+    signals = sglang.ADAPTER.signals(parse_metrics(text, sglang.ADAPTER.wanted_metrics))
+    assert (signals.queue, signals.preemptions) == (3, 15)

@@ -67,6 +67,25 @@ async def test_metrics_carry_sglang_names_and_buckets(start_sim: Any, scrape: An
     assert not any(k.startswith("vllm:") for k in s)
 
 
+async def test_retractions_are_counted_the_sglang_way_and_read_as_preemptions(
+    start_sim: Any, scrape: Any
+) -> None:
+    # 0.5.15/0.5.23: sglang:num_retracted_requests_total counts retracted requests (a scheduler counter);
+    # sglang:num_retracted_reqs is the latest retraction's size until the next stats log.
+    cluster = await start_sim(personality="sglang", num_gpu_blocks=40, block_size=16)
+    url = cluster.urls[0]
+    body = {"prompt": tokens.synth_words(200), "max_tokens": 150, "ignore_eos": True}
+    answers = await asyncio.gather(*(post(url, "/v1/completions", body) for _ in range(6)))
+    assert [a.status_code for a in answers] == [200] * 6
+    s = await scrape(url)
+    retracted = s[f"sglang:num_retracted_requests_total{{{SCHED}}}"]
+    assert retracted == cluster.instances[0].stats().preemptions > 0
+    assert s[f"sglang:num_retracted_reqs{{{SCHED}}}"] == 0
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{url}/metrics")).text
+    assert sglang.ADAPTER.signals(parse_metrics(text, sglang.ADAPTER.wanted_metrics)).preemptions == retracted
+
+
 async def test_errors_use_sglang_flat_shape_and_any_model_name_is_served(start_sim: Any) -> None:
     url = (await start_sim(personality="sglang")).urls[0]
     too_long = await post(url, "/v1/completions", {"prompt": "x " * 40_000, "max_tokens": 1})
