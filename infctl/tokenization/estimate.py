@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infctl.tokenization.base import Tokenizer, message_text
+from infctl.tokenization.base import Tokenizer
 from infctl.tokenization.words import WordTokenizer
 
 ASCII_BYTES_PER_TOKEN = 4
@@ -61,9 +61,8 @@ class EstimateTokenizer(Tokenizer):
     def chat_array(self, messages: Sequence[Mapping[str, Any]]) -> array[int]:
         """``chat_ids`` as ``ids`` gives them."""
         # Role markers and separators as a chat template writes them (a few tokens a message), and the
-        # tool calls' text (an agent's assistant turn may be nothing else).
-        texts = [{"role": m.get("role", "user"), "content": message_text(m)} for m in messages]
-        return self.ids(WordTokenizer.chat_text(texts))
+        # tool calls' text (``WordTokenizer.chat_text``).
+        return self.ids(WordTokenizer.chat_text(messages))
 
 
 def _ascii_ids(text: str) -> array[int]:

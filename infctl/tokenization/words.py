@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infctl import tokens
-from infctl.tokenization.base import Tokenizer, content_text
+from infctl.tokenization.base import Tokenizer, message_text
 
 
 class WordTokenizer(Tokenizer):
@@ -40,7 +40,9 @@ class WordTokenizer(Tokenizer):
 
     @staticmethod
     def chat_text(messages: Sequence[Mapping[str, Any]], *, generation_prompt: bool = True) -> str:
+        """Each message's role marker and text: its content and its tool calls' (``message_text``), as a
+        template writes both; an agent's assistant turn may be nothing but tool calls."""
         return tokens.chat_prompt_text(
-            ({"role": m.get("role", "user"), "content": content_text(m.get("content"))} for m in messages),
+            ({"role": m.get("role", "user"), "content": message_text(m)} for m in messages),
             generation_prompt=generation_prompt,
         )
