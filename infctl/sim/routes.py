@@ -124,12 +124,12 @@ async def _generate(inst: SimInstance, request: web.Request, *, chat: bool) -> w
     refusal = persona.prompt_ids_refusal(prompts)
     if refusal is not None:
         return await _refuse(inst, request, gens[0], refusal)
-    if len(prompts) * n > 1:
-        return await samples.generate(inst, request, gens, n)
     gen = gens[0]
     plan = inst.personality.pd_plan(body, len(gen.prompt_ids), rid)
     if plan.refusal is not None:
         return await _refuse(inst, request, gen, plan.refusal)
+    if len(prompts) * n > 1:
+        return await samples.generate(inst, request, gens, n, plan)
     if plan.max_tokens is not None:
         gen.max_tokens = plan.max_tokens
     ok = False

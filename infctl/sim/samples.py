@@ -3,7 +3,7 @@
 One core request per sequence, each with its own seed (its own text); choice ``prompt * n + sample`` (vLLM's
 numbering); usage adds up the generated tokens and counts each prompt's tokens once (vLLM 0.32 answers
 ``n: 2`` on a 3-token prompt with ``prompt_tokens`` 3). A stream opens with a role chunk per choice (chat)
-and interleaves the choices' chunks as their tokens come. PD legs and the disconnect-after fault act on
+and interleaves the choices' chunks as their tokens come. The disconnect-after fault acts on
 single-sequence requests only.
 
 The engine counts every sequence, as vLLM's engine core does its child requests (checked on vLLM 0.32's CPU
@@ -12,6 +12,12 @@ per-request histograms grow by ``n`` per prompt, and the later sequences hit the
 caches in the same step (``infctl.sim.scheduler``). ``usage.prompt_tokens_details.cached_tokens`` is one
 sequence's, the one vLLM's serving layer reads: the last to finish of the last prompt in an answer
 (``final_res.num_cached_tokens``), the first sequence's in a stream (its first output's).
+
+A PD leg's ``kv_transfer_params`` apply to every sequence, as vLLM passes the request's to each of its engine
+requests (``CompletionRequest.to_sampling_params``: ``extra_args``): a prefill leg's each generate one token
+and keep their KV; a decode leg's each take theirs as transferred. A prefill leg's answer carries one
+``kv_transfer_params``, the first prompt's (vLLM 0.32 ``request_output_to_completion_response``:
+``final_res_batch[0].kv_transfer_params``).
 """
 
 from __future__ import annotations
@@ -34,11 +40,15 @@ if TYPE_CHECKING:
 
 
 async def generate(
-    inst: SimInstance, request: web.Request, prompts: Sequence[Generation], n: int
+    inst: SimInstance, request: web.Request, prompts: Sequence[Generation], n: int, plan: PDPlan | None = None
 ) -> web.StreamResponse:
-    """Serve ``n`` sequences of each of ``prompts`` (one ``Generation`` per prompt) as one answer."""
+    """Serve ``n`` sequences of each of ``prompts`` (one ``Generation`` per prompt) as one answer; ``plan``:
+    the request's PD part, the same for every sequence (see the module docstring)."""
+    plan = plan or PDPlan()
     seqs = [
-        dataclasses.replace(gen, seed=gen.seed + p * n + k) for p, gen in enumerate(prompts) for k in range(n)
+        dataclasses.replace(gen, seed=gen.seed + p * n + k, max_tokens=plan.max_tokens or gen.max_tokens)
+        for p, gen in enumerate(prompts)
+        for k in range(n)
     ]
     inst.server_load += 1
     try:
@@ -49,6 +59,7 @@ async def generate(
                 prompt_ids=g.prompt_ids,
                 max_tokens=g.max_tokens,
                 arrival=inst.now(),
+                remote_prefill=plan.remote_prefill,
                 seed=g.seed,
             )
             for g in seqs
@@ -57,7 +68,7 @@ async def generate(
         try:
             if seqs[0].stream:
                 return await _stream(inst, request, seqs, tracks, n)
-            return await _respond(inst, seqs, tracks, n)
+            return await _respond(inst, seqs, tracks, n, plan)
         finally:
             for req, track in zip(reqs, tracks, strict=True):
                 if not track.done:
@@ -88,7 +99,7 @@ async def _drain(track: RequestTrack) -> int:
 
 
 async def _respond(
-    inst: SimInstance, seqs: Sequence[Generation], tracks: Sequence[RequestTrack], n: int
+    inst: SimInstance, seqs: Sequence[Generation], tracks: Sequence[RequestTrack], n: int, plan: PDPlan
 ) -> web.Response:
     counts = await asyncio.gather(*(_drain(t) for t in tracks))
     if any(t.finish_reason == "error" for t in tracks):
@@ -101,7 +112,7 @@ async def _respond(
     usage = _usage(seqs, sum(counts), n, _last_finished(tracks, n))
     body: dict[str, Any] = {
         **routes.answer_head(first), "choices": choices, "usage": usage,
-        **inst.personality.response_extras(PDPlan(), len(first.prompt_ids)),
+        **inst.personality.response_extras(plan, len(first.prompt_ids)),
     }  # fmt: skip
     return json_response(body, headers={"x-request-id": first.request_id})
 

@@ -212,3 +212,17 @@ async def test_a_decode_handshakes_with_the_prefill_its_remote_port_names(start_
     assert crossed.status_code == 500
     assert "engine ID mismatch" in crossed.text and p1.engine_id in crossed.text
     assert elsewhere.status_code == 200
+
+
+async def test_a_batch_prefill_leg_answers_with_the_first_prompts_kv_transfer_params(start_sim: Any) -> None:
+    # vLLM 0.32 (completion/serving.py, request_output_to_completion_response) keeps every prompt's KV for a
+    # remote decode but answers with one kv_transfer_params: final_res_batch[0]'s.
+    prefill = (await start_sim(roles=("prefill",))).instances[0]
+    prompts = [tokens.synth_words(40, salt=1), tokens.synth_words(200, salt=2)]
+    ask = {"do_remote_decode": True, "do_remote_prefill": False}
+    answer = await complete(prefill.url, {"prompt": prompts, "max_tokens": 50, "kv_transfer_params": ask})
+    params = answer["kv_transfer_params"]
+    assert params["remote_block_ids"] == list(range(3))  # ceil(40 / 16): the first prompt's blocks only
+    assert params["remote_engine_id"] == prefill.engine_id and params["do_remote_prefill"] is True
+    assert [c["index"] for c in answer["choices"]] == [0, 1]
+    assert answer["usage"]["completion_tokens"] == 2  # one token each, as every prompt is a prefill leg
