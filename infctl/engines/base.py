@@ -11,7 +11,7 @@ check themselves against ``profile_rules``; alert rules and dashboards read ``si
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -329,7 +329,9 @@ class EngineAdapter(Protocol):
         """Parse the JSON body of one of :attr:`load_paths`; raises ``EngineError`` on a foreign shape."""
         ...
 
-    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+    def prefill_body(
+        self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
+    ) -> Body:
         """The request body for the prefill leg (a new dict; ``body`` is not modified)."""
         ...
 
@@ -338,12 +340,13 @@ class EngineAdapter(Protocol):
         body: Mapping[str, Any],
         prefill_response: Mapping[str, Any] | None,
         prefill: PDEndpoint,
-        room: int | None = None,
+        room: int | Sequence[int] | None = None,
     ) -> Body:
         """The request body for the decode leg.
 
         Sequential style needs ``prefill_response`` (the prefill leg's parsed JSON); parallel style
-        needs ``room`` (the same one given to :meth:`prefill_body`) and ignores the response.
+        needs ``room`` (the same one given to :meth:`prefill_body`) and ignores the response: a list of
+        rooms, one per prompt, for a completion batch (``sglang_pd``).
         """
         ...
 

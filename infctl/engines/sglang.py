@@ -23,7 +23,7 @@ header, which wins over the body. A PD prefill engine's rank is the room's, thou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from infctl.engines import kv_pool, sglang_launch, sglang_pd
@@ -328,7 +328,9 @@ class SGLangAdapter:
             ranks=ranks,
         )
 
-    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+    def prefill_body(
+        self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
+    ) -> Body:
         return sglang_pd.prefill_body(body, prefill, room)
 
     def decode_body(
@@ -336,7 +338,7 @@ class SGLangAdapter:
         body: Mapping[str, Any],
         prefill_response: Mapping[str, Any] | None,
         prefill: PDEndpoint,
-        room: int | None = None,
+        room: int | Sequence[int] | None = None,
     ) -> Body:
         return sglang_pd.decode_body(body, prefill, room)
 

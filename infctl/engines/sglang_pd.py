@@ -15,7 +15,7 @@ the deprecated ``/get_server_info``) reports n: ``dp_size`` in 0.5.15, ``dp_size
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infctl.engines.base import Body, PDEndpoint
@@ -31,17 +31,28 @@ NO_BOOTSTRAP_ROOM = "Invalid request: Disaggregated request received without boo
 transfer backend accepts such requests."""
 
 
-def prefill_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | None) -> Body:
-    """The client's body plus the bootstrap rendezvous; the decode leg gets the very same body."""
+def prefill_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None) -> Body:
+    """The client's body plus the bootstrap rendezvous; the decode leg gets the very same body.
+
+    A completion batch takes a list of rooms, one per prompt, and the host and port as lists as long, as
+    SGLang's own router sends them (sgl-model-gateway ``routers/http/pd_router.rs``,
+    ``inject_bootstrap_into_value``; ``mini_lb.py`` on ``/generate``): ``GenerateReqInput`` gives prompt i
+    ``bootstrap_room[i]`` (``__getitem__``), on both legs alike. An integer room would serve a batch too
+    (``_normalize_bootstrap_params`` expands it to ``room + i``), but only its first prompt would keep the
+    remainder of a pinned data-parallel rank (``new_bootstrap_room``); drawn one by one, each keeps it."""
     if room is None:
         raise ValueError("SGLang PD needs one bootstrap room for both legs: pass new_bootstrap_room()")
     out = dict(body)
-    out["bootstrap_host"] = prefill.host
-    out["bootstrap_port"] = prefill.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
-    out["bootstrap_room"] = room
+    port = prefill.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
+    if isinstance(room, int):
+        out["bootstrap_host"], out["bootstrap_port"], out["bootstrap_room"] = prefill.host, port, room
+        return out
+    rooms = list(room)
+    out["bootstrap_host"], out["bootstrap_port"] = [prefill.host] * len(rooms), [port] * len(rooms)
+    out["bootstrap_room"] = rooms
     return out
 
 
-def decode_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | None) -> Body:
+def decode_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None) -> Body:
     """Identical to the prefill leg: both are sent at once and meet at the bootstrap server."""
     return prefill_body(body, prefill, room)

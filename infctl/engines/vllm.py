@@ -15,7 +15,7 @@ engine has no per-TP-rank copies of a series to collapse (SGLang's schedulers do
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from infctl.engines import vllm_launch, vllm_pd
@@ -314,7 +314,9 @@ class VLLMAdapter:
             )
         return LoadReport(in_flight=float(load))
 
-    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+    def prefill_body(
+        self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
+    ) -> Body:
         return vllm_pd.prefill_body(body)
 
     def decode_body(
@@ -322,7 +324,7 @@ class VLLMAdapter:
         body: Mapping[str, Any],
         prefill_response: Mapping[str, Any] | None,
         prefill: PDEndpoint,
-        room: int | None = None,
+        room: int | Sequence[int] | None = None,
     ) -> Body:
         return vllm_pd.decode_body(body, prefill_response, prefill)
 

@@ -15,6 +15,8 @@ from aiohttp import web
 
 from infctl.router.client import ClientRequest
 from infctl.router.legs import pd_payload
+from infctl.router.pd_batch import prefill_each, sample_count, split_batch
+from infctl.router.pd_batch_relay import BatchRelay
 from infctl.router.pd_legs import Leg, PrefillRejected, beside
 from infctl.router.ranks import rank_pin
 from infctl.router.relay import forward_lean, lean_capable
@@ -112,9 +114,14 @@ async def try_once(
 
     leg: Leg | None = None
     try:
+        parts = split_batch(state, prefill, body) if prefill is not None else None
         if prefill is None:
             # Forwarded byte for byte unless the pin is a body field (SGLang's data_parallel_rank).
             payload = json.dumps({**body, **pin.body}).encode() if pin.body else raw
+        elif parts is not None:
+            # A batch the sequential protocol cannot carry: one PD request per prompt, merged (pd_batch).
+            legs = await prefill_each(state, parts, headers, prefill, pin, info.prompt_tokens)
+            relay, payload = BatchRelay(legs, sample_count(body), stream=info.is_stream).relay, b""
         else:
             payload, leg = await pd_payload(state, body, headers, prefill, pin, info.prompt_tokens)
         url, rid = backend.url + request.path, info.request_id

@@ -14,6 +14,7 @@ from infctl.router.fetch import post_whole
 from infctl.router.pd_legs import Leg, decode_body_or_blame, pd_endpoint, prefill_answer
 from infctl.router.policies.weights import mirror_target, shadow_backend
 from infctl.router.ranks import rank_pin
+from infctl.router.requests import prompts
 from infctl.router.snapshot import RequestInfo, Snapshot
 from infctl.router.upstream import UpstreamFailed, post_json
 
@@ -84,7 +85,9 @@ async def pd_payload(
         return json.dumps({**decode_leg, **decode_pin.body}).encode(), None
     # The room decides which rank a parallel-style prefill engine serves on, and where its decode looks for
     # the KV: a room for another rank than the pin's fails the transfer (new_bootstrap_room: whose and why).
-    room = new_bootstrap_room(rank=prefill.dp_rank, ranks=prefill.dp_size)
+    # A completion batch: a room per prompt, each for the pinned rank (sglang_pd.prefill_body: why).
+    rooms = [new_bootstrap_room(rank=prefill.dp_rank, ranks=prefill.dp_size) for _ in range(batch_size(body))]
+    room: int | list[int] = rooms[0] if len(rooms) == 1 else rooms
     if prefill.dp_rank is not None and prefill.dp_size is None:
         state.metrics.room_without_dp_size(prefill_id)
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
@@ -100,6 +103,11 @@ async def pd_payload(
 
     task.add_done_callback(ended)
     return payload, task
+
+
+def batch_size(body: Mapping[str, Any]) -> int:
+    """How many prompts a request carries: a completion's batch (``requests.prompts``), else one."""
+    return 1 if "messages" in body else len(prompts(body.get("prompt")))
 
 
 async def post(state: RouterState, url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:

@@ -130,3 +130,16 @@ def test_a_room_for_any_rank_count_the_router_knows(ranks: int) -> None:
         new_bootstrap_room(rank=ranks, ranks=ranks)
     with pytest.raises(ValueError, match="count 0"):
         new_bootstrap_room(rank=0, ranks=0)
+
+
+def test_sglang_batch_takes_a_room_per_prompt_with_host_and_port_lists() -> None:
+    # As sgl-model-gateway's PD router sends a completion batch (routers/http/pd_router.rs,
+    # inject_bootstrap_into_value); GenerateReqInput.__getitem__ gives prompt i bootstrap_room[i].
+    sglang = get_adapter("sglang")
+    body = {"model": "m", "prompt": ["a", "b", "c"]}
+    rooms = [11, 22, 33]
+    prefill = sglang.prefill_body(body, PREFILL, rooms)
+    decode = sglang.decode_body(body, None, PREFILL, rooms)
+    assert prefill == decode == {
+        **body, "bootstrap_host": ["10.0.0.7"] * 3, "bootstrap_port": [9000] * 3, "bootstrap_room": rooms,
+    }  # fmt: skip

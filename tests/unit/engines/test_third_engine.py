@@ -9,7 +9,7 @@ What a third engine would still need outside ``infctl.engines`` (by design, not 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,9 @@ class ToyServe:
     def parse_load(self, body: object) -> LoadReport:
         raise EngineError("toyserve has no load endpoint")
 
-    def prefill_body(self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | None = None) -> Body:
+    def prefill_body(
+        self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
+    ) -> Body:
         return {**body, "max_tokens": 1, "toy_keep_kv": True}
 
     def decode_body(
@@ -103,7 +105,7 @@ class ToyServe:
         body: Mapping[str, Any],
         prefill_response: Mapping[str, Any] | None,
         prefill: PDEndpoint,
-        room: int | None = None,
+        room: int | Sequence[int] | None = None,
     ) -> Body:
         return {**body, "toy_kv_from": f"{prefill.host}:{prefill.port}"}
 
