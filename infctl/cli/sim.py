@@ -105,6 +105,14 @@ def sim(
         float, typer.Option(min=1e-6, help="Wall seconds per simulated second (0.1 = ten times faster).")
     ] = 1.0,
     stream_interval: Annotated[int, typer.Option(min=1, help="Tokens per SSE chunk (vLLM's flag).")] = 1,
+    enable_request_id_headers: Annotated[
+        bool,
+        typer.Option(
+            "--enable-request-id-headers",
+            help="vLLM's flag: put x-request-id on every answer (the client's, else a new one); without it a "
+            "vLLM answer has none.",
+        ),
+    ] = False,
     kv_events_port: Annotated[
         int | None,
         typer.Option(
@@ -213,6 +221,7 @@ def sim(
             ),
             time_scale=time_scale,
             stream_interval=stream_interval,
+            enable_request_id_headers=enable_request_id_headers,
             kv_events_port=kv_events_port,
             kv_events_topic=kv_events_topic,
             bootstrap_port=bootstrap_port,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
@@ -27,6 +28,7 @@ from infctl.sim.personality.base import (
     BootstrapRegistry,
     Capacity,
     EngineMetrics,
+    Personality,
     SimHTTPError,
     json_response,
 )
@@ -88,6 +90,55 @@ def kv_publishers(settings: SimSettings, index: int, host: str, ranks: int) -> l
         topic=settings.kv_events_topic,
         encoding=settings.kv_events_encoding,
     )
+
+
+def fastapi_routes(defs: Sequence[web.AbstractRouteDef]) -> list[web.AbstractRouteDef]:
+    """``defs`` as FastAPI serves them: a GET route does not answer HEAD (aiohttp's would; FastAPI's
+    ``APIRoute`` adds no HEAD, so vLLM 0.32 answers HEAD /health with 405, seen on the CPU build)."""
+    return [
+        web.RouteDef(d.method, d.path, d.handler, {**d.kwargs, "allow_head": False})
+        if isinstance(d, web.RouteDef) and d.method == "GET"
+        else d
+        for d in defs
+    ]
+
+
+def _first_method(app: web.Application, path: str) -> str | None:
+    """The method of the first route registered at ``path``."""
+    for resource in app.router.resources():
+        if resource.get_info().get("path") == path:
+            for route in resource:
+                return route.method
+    return None
+
+
+def fastapi_error(request: web.Request, exc: web.HTTPException) -> web.Response:
+    """aiohttp's 404/405 in FastAPI's shape, which both real engines answer with: ``{"detail": reason}``;
+    a 405 names in ``Allow`` the method of the first route at the path (Starlette's router stops at the
+    first route whose path matches; vLLM's routes have one method each: HEAD /ping is ``Allow: GET``)."""
+    resp = json_response({"detail": exc.reason}, status=exc.status)
+    if exc.status == 405:
+        resp.headers["Allow"] = _first_method(request.app, request.path) or exc.headers.get("Allow") or ""
+    return resp
+
+
+def engine_middleware(personality: Personality) -> Middleware:
+    """Errors as the engine shapes them, and ``x-request-id`` on every answer when the personality echoes it
+    (``Personality.echoes_request_id``): the client's, else a new one, as vLLM's ``XRequestIdMiddleware``."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            resp = await handler(request)
+        except SimHTTPError as err:
+            resp = json_response(personality.error_body(err), status=err.status)
+        except web.HTTPException as exc:
+            resp = fastapi_error(request, exc)
+        if not resp.prepared and "x-request-id" not in resp.headers and personality.echoes_request_id():
+            resp.headers["x-request-id"] = request.headers.get("x-request-id") or uuid.uuid4().hex
+        return resp
+
+    return middleware
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,37 +307,23 @@ class SimInstance:
 
     # -- HTTP ----------------------------------------------------------------------------------------------
     def _build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=64 * 1024**2)
+        app = web.Application(middlewares=[engine_middleware(self.personality)], client_max_size=64 * 1024**2)
 
         def bind(f: Callable[..., Awaitable[web.StreamResponse]]) -> Handler:
             return functools.partial(f, self)
 
-        app.add_routes([
+        app.add_routes(fastapi_routes([
             web.post("/v1/completions", bind(routes.completions)),
             web.post("/v1/chat/completions", bind(routes.chat_completions)),
             web.get("/v1/models", self._models),
             web.get("/health", self._health),
-            web.get("/metrics", self._metrics),
+            web.route("*", "/metrics", self._metrics),
             web.get("/admin/faults", self._faults_get),
             web.post("/admin/faults", self._faults_post),
             web.delete("/admin/faults", self._faults_delete),
             *self.personality.routes(),
-        ])  # fmt: skip
+        ]))  # fmt: skip
         return app
-
-    @web.middleware
-    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            resp = await handler(request)
-        except SimHTTPError as err:
-            resp = json_response(self.personality.error_body(err), status=err.status)
-        except web.HTTPException as exc:
-            # FastAPI's shape for unknown routes and methods, which both real engines answer with.
-            resp = json_response({"detail": exc.reason}, status=exc.status)
-        rid = request.headers.get("x-request-id")
-        if rid and not resp.prepared:
-            resp.headers["x-request-id"] = rid
-        return resp
 
     async def _models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [self.personality.model_card(int(time.time()))]})
@@ -297,7 +334,7 @@ class SimInstance:
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(
             body=self.personality.render_metrics().encode(),
-            headers={"Content-Type": self.personality.metrics_content_type},
+            headers={"Content-Type": self.personality.metrics_content_type_for(request.method)},
         )
 
     def _faults_view(self) -> dict[str, Any]:

@@ -28,7 +28,17 @@ from aiohttp import web
 
 from infctl.errors import ConfigError
 from infctl.sim import routes
-from infctl.sim.app import Handler, Shared, SimInstance, base_url, kv_publishers, listen, reset_connections
+from infctl.sim.app import (
+    Handler,
+    Shared,
+    SimInstance,
+    base_url,
+    engine_middleware,
+    fastapi_routes,
+    kv_publishers,
+    listen,
+    reset_connections,
+)
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.personality import get_personality
 from infctl.sim.personality.base import (
@@ -194,7 +204,9 @@ class DPEngine:
 
     # -- HTTP --------------------------------------------------------------------------------------------
     def _build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=64 * 1024**2)
+        app = web.Application(
+            middlewares=[engine_middleware(self.ranks[0].personality)], client_max_size=64 * 1024**2
+        )
         first = self.ranks[0]
         shared = first.personality.dp_routes([r.personality for r in self.ranks])
         taken = {(r.method, r.path) for r in shared if isinstance(r, web.RouteDef)}
@@ -202,18 +214,18 @@ class DPEngine:
             r for r in first.personality.routes()
             if not (isinstance(r, web.RouteDef) and (r.method, r.path) in taken)
         ]  # fmt: skip
-        app.add_routes([
+        app.add_routes(fastapi_routes([
             web.post("/v1/completions", self._generate(routes.completions, chat=False)),
             web.post("/v1/chat/completions", self._generate(routes.chat_completions, chat=True)),
             web.get("/v1/models", first._models),
             web.get("/health", first._health),
-            web.get("/metrics", self._metrics),
+            web.route("*", "/metrics", self._metrics),
             web.get("/admin/faults", self._faults),
             web.post("/admin/faults", self._faults),
             web.delete("/admin/faults", self._faults),
             *shared,
             *single,
-        ])  # fmt: skip
+        ]))  # fmt: skip
         return app
 
     def _generate(self, handler: RankHandler, *, chat: bool) -> Handler:
@@ -224,18 +236,9 @@ class DPEngine:
 
         return serve
 
-    @web.middleware
-    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except SimHTTPError as err:
-            return json_response(self.ranks[0].personality.error_body(err), status=err.status)
-        except web.HTTPException as exc:
-            return json_response({"detail": exc.reason}, status=exc.status)
-
     async def _metrics(self, request: web.Request) -> web.Response:
         text = merge_expositions([r.personality.render_metrics() for r in self.ranks])
-        kind = self.ranks[0].personality.metrics_content_type
+        kind = self.ranks[0].personality.metrics_content_type_for(request.method)
         return web.Response(body=text.encode(), headers={"Content-Type": kind})
 
     async def _faults(self, request: web.Request) -> web.Response:

@@ -77,6 +77,17 @@ class Delta:
 
 
 @dataclass(slots=True, eq=False)
+class SampleGroup:
+    """The sequences of one prompt of an ``n`` > 1 request, as vLLM's ``ParentRequest``: once the last has
+    finished, ``n`` and the most tokens one of them generated are observed (each other request: 1 and its
+    own count). vLLM observes neither for a request the client aborted, so neither is done here."""
+
+    n: int
+    left: int
+    most: int = 0
+
+
+@dataclass(slots=True, eq=False)
 class RequestTrack:
     """A request in flight: its queue of deltas and its timings (simulated seconds)."""
 
@@ -91,6 +102,8 @@ class RequestTrack:
     last_token_at: float | None = None
     finish_reason: str | None = None
     done: bool = False
+    preemptions: int = 0
+    group: SampleGroup | None = None
 
 
 class Driver:
@@ -144,8 +157,8 @@ class Driver:
         self.kill()
 
     # -- requests --------------------------------------------------------------------------------------
-    def submit(self, req: SimRequest, *, interval: int = 1) -> RequestTrack:
-        track = RequestTrack(req, max(1, interval))
+    def submit(self, req: SimRequest, *, interval: int = 1, group: SampleGroup | None = None) -> RequestTrack:
+        track = RequestTrack(req, max(1, interval), group=group)
         delay = self._overhead(req)
         if delay > 0:
             clock = self.clock
@@ -258,6 +271,10 @@ class Driver:
             self.kv_sink(out.kv_events)
         if out.prefill_tokens or out.decode_seqs:
             m.observe("iteration_tokens", out.prefill_tokens + out.decode_seqs)
+        for rid in out.preempted:
+            preempted = self._tracks.get(rid)
+            if preempted is not None:
+                preempted.preemptions += 1
         for ev in out.events:
             track = self._tracks.get(ev.request_id)
             if track is None:
@@ -296,6 +313,8 @@ class Driver:
     def _record(self, track: RequestTrack, reason: str, now: float) -> None:
         m = self.metrics
         m.finish("abort" if reason not in ("stop", "length") else reason)
+        if reason in ("stop", "length"):
+            self._record_sample(track)
         if track.first_token_at is None or track.scheduled_at is None:
             return
         req = track.request
@@ -309,8 +328,21 @@ class Driver:
         m.observe("prompt_tokens", len(req.prompt_ids))
         m.observe("generation_tokens", track.produced)
         m.observe("max_tokens", req.max_tokens)
+        m.observe("num_preemptions", track.preemptions)
+        m.observe("prefill_kv_computed", len(req.prompt_ids) - track.cached_tokens)
         if track.produced > 1:
             m.observe("tpot", (now - first) / (track.produced - 1))
+
+    def _record_sample(self, track: RequestTrack) -> None:
+        """``n`` and the most tokens generated, per request or per ``SampleGroup`` once it is complete."""
+        group = track.group
+        if group is None:
+            group = SampleGroup(1, 1)
+        group.most = max(group.most, track.produced)
+        group.left -= 1
+        if group.left == 0:
+            self.metrics.observe("n", group.n)
+            self.metrics.observe("max_generation_tokens", group.most)
 
 
 async def _until(loop: asyncio.AbstractEventLoop, deadline: float, *, precise: bool) -> None:

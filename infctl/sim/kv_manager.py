@@ -22,8 +22,10 @@ class RequestState:
         "cached_tokens",
         "decoding",
         "done",
+        "external",
         "hashes",
         "link_bps",
+        "local_hit",
         "max_tokens",
         "n_cached",
         "n_computed",
@@ -55,6 +57,10 @@ class RequestState:
         """Leading blocks already registered in the prefix cache (or found there)."""
         self.cached_tokens = -1
         """Prefix hit at first admission; -1 until then."""
+        self.local_hit = 0
+        """Of ``cached_tokens``, those found in HBM's prefix cache."""
+        self.external = 0
+        """Prompt tokens whose KV came from outside HBM: the offload tier's, a prefill engine's."""
         self.decoding = False
         self.done = False
         self.ready_at = 0.0

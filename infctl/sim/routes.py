@@ -166,7 +166,7 @@ async def _refuse(
     only event is the error (the engine answered 200 before its scheduler saw the request)."""
     if not gen.stream:
         raise err
-    resp = sse_response(gen.request_id)
+    resp = sse_response(echoed_id(inst, gen))
     await resp.prepare(request)
     await resp.write(error_event(inst, err))
     await resp.write(b"data: [DONE]\n\n")
@@ -186,12 +186,18 @@ def error_event(inst: SimInstance, err: SimHTTPError) -> bytes:
     return f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode()
 
 
-def sse_response(request_id: str) -> web.StreamResponse:
-    """The (unprepared) response an event stream is written to."""
-    return web.StreamResponse(
-        headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
-                 "x-request-id": request_id}
-    )  # fmt: skip
+def echoed_id(inst: SimInstance, gen: Generation) -> str | None:
+    """The ``x-request-id`` a stream's head carries, if the engine echoes it (``app.engine_middleware`` adds
+    it to every other answer; a stream's head is sent before the middleware sees it)."""
+    return gen.request_id if inst.personality.echoes_request_id() else None
+
+
+def sse_response(request_id: str | None) -> web.StreamResponse:
+    """The (unprepared) response an event stream is written to, with ``x-request-id`` unless None."""
+    headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+    if request_id is not None:
+        headers["x-request-id"] = request_id
+    return web.StreamResponse(headers=headers)
 
 
 async def _wait_for_prefill(inst: SimInstance, port: int, room: int) -> None:
@@ -249,7 +255,7 @@ async def _respond(
         "usage": _usage(gen, track, produced),
         **inst.personality.response_extras(plan, len(gen.prompt_ids)),
     }  # fmt: skip
-    return json_response(body, headers={"x-request-id": gen.request_id})
+    return json_response(body)
 
 
 def answer_head(gen: Generation) -> dict[str, Any]:
@@ -305,7 +311,7 @@ class ChunkEncoder:
 async def _stream(
     inst: SimInstance, request: web.Request, gen: Generation, track: RequestTrack
 ) -> web.StreamResponse:
-    resp = sse_response(gen.request_id)
+    resp = sse_response(echoed_id(inst, gen))
     try:
         await resp.prepare(request)
         await _write_events(inst, request, resp, gen, track)

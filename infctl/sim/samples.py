@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from infctl.sim import routes
-from infctl.sim.driver import Delta, RequestTrack
+from infctl.sim.driver import Delta, RequestTrack, SampleGroup
 from infctl.sim.personality.base import PDPlan, json_response
 from infctl.sim.types import SimRequest
 
@@ -64,7 +64,11 @@ async def generate(
             )
             for g in seqs
         ]
-        tracks = [inst.driver.submit(r, interval=inst.settings.stream_interval) for r in reqs]
+        groups = [SampleGroup(n, n) for _ in prompts]
+        tracks = [
+            inst.driver.submit(r, interval=inst.settings.stream_interval, group=groups[i // n])
+            for i, r in enumerate(reqs)
+        ]
         try:
             if seqs[0].stream:
                 return await _stream(inst, request, seqs, tracks, n)
@@ -114,7 +118,7 @@ async def _respond(
         **routes.answer_head(first), "choices": choices, "usage": usage,
         **inst.personality.response_extras(plan, len(first.prompt_ids)),
     }  # fmt: skip
-    return json_response(body, headers={"x-request-id": first.request_id})
+    return json_response(body)
 
 
 async def _stream(
@@ -124,7 +128,7 @@ async def _stream(
     tracks: Sequence[RequestTrack],
     n: int,
 ) -> web.StreamResponse:
-    resp = routes.sse_response(seqs[0].request_id)
+    resp = routes.sse_response(routes.echoed_id(inst, seqs[0]))
     merged: asyncio.Queue[tuple[int, Delta]] = asyncio.Queue()
 
     async def pump(i: int, track: RequestTrack) -> None:

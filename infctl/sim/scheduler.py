@@ -87,6 +87,8 @@ class EngineCore:
         self._early: list[TokenEvent] = []
         """Aborts and errors, reported by the next step."""
         self._queries = self._hits = self._prompt_tokens = self._generated = self._preemptions = 0
+        self._prompt_local = self._prompt_external = 0
+        """Prompt tokens counted with ``_prompt_tokens`` that HBM's cache / an external source supplied."""
         self._now = 0.0
         """Start of the current (last) step: when the tier's copies are judged ready."""
 
@@ -168,6 +170,8 @@ class EngineCore:
             prefix_queries=self._queries,
             prefix_hits=self._hits,
             prompt_tokens=self._prompt_tokens,
+            prompt_local_hits=self._prompt_local,
+            prompt_external=self._prompt_external,
             generation_tokens=self._generated,
             preemptions=self._preemptions,
             tier=None if self._tier is None else self._tier.stats(),
@@ -282,6 +286,7 @@ class EngineCore:
         hit_tokens = self._kv.take(r, hits, covered)
         if r.cached_tokens < 0:
             r.cached_tokens = hit_tokens + n_tier * self._bs
+            r.local_hit, r.external = hit_tokens, n_tier * self._bs
             self._queries += r.prompt_len
             self._hits += hit_tokens
             if self._tier is not None and not r.remote:
@@ -300,6 +305,7 @@ class EngineCore:
             return False
         hit_tokens = self._take(r, *plan)
         r.cached_tokens = r.prompt_len
+        r.external = r.prompt_len - 1 - hit_tokens  # all but the recomputed last token (below)
         transfer_bytes = (r.prompt_len - hit_tokens) * self.profile.kv_bytes_per_token
         r.ready_at = now + transfer_bytes / (r.link_bps or self._transfer_bytes_per_s)
         # vLLM recomputes the last prompt token after a remote load; it is the first decode step's input.
@@ -336,6 +342,8 @@ class EngineCore:
                 r.decoding = True
                 cached = r.cached_tokens
                 self._prompt_tokens += r.prompt_len
+                self._prompt_local += r.local_hit
+                self._prompt_external += r.external
             if r.n_out >= r.max_tokens:
                 events.append(TokenEvent(r.rid, 1, True, "length", cached))
                 kv.free(r)

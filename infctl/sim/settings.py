@@ -54,6 +54,9 @@ class SimSettings:
     """Wall seconds per simulated second: 1.0 runs in real time, 0.1 ten times faster."""
     stream_interval: int = 1
     """Tokens coalesced into one SSE chunk (vLLM ``--stream-interval``); the first token is never held."""
+    enable_request_id_headers: bool = False
+    """vLLM ``--enable-request-id-headers``: every answer carries ``x-request-id`` (the client's, else a new
+    one); without it a vLLM answer carries none (0.32's ``XRequestIdMiddleware``). SGLang always does."""
     kv_events_port: int | None = None
     """Publish vLLM-format KV events on ZMQ PUB ``tcp://*:port+i`` (with N data-parallel ranks, rank r of
     instance i on ``port + i*N + r``); None: off; 0: free ports (tests)."""

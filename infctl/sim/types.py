@@ -107,5 +107,10 @@ class CoreStats:
     prompt_tokens: int
     generation_tokens: int
     preemptions: int
+    prompt_local_hits: int = 0
+    """Of ``prompt_tokens``, those HBM's prefix cache supplied (counted with them, at the first token)."""
+    prompt_external: int = 0
+    """Of ``prompt_tokens``, those whose KV came from the offload tier or a prefill engine; the rest were
+    computed (vLLM's ``prompt_tokens_by_source``)."""
     tier: TierStats | None = None
     """The offload tier's figures; None when the engine has none."""

@@ -108,14 +108,24 @@ CASES: dict[str, tuple[str, str, Any, dict[str, str]]] = {
     "health": ("GET", "/health", None, {}),
     "version": ("GET", "/version", None, {}),
     "metrics": ("GET", "/metrics", None, {}),
+    # FastAPI's GET routes do not answer HEAD (405, Allow: GET); /metrics is prometheus_client's app, mounted:
+    # it answers every method (0.0.4 text format but on GET, which the instrumentator's route answers).
+    "HEAD /health": ("HEAD", "/health", None, {}),
+    "HEAD /v1/models": ("HEAD", "/v1/models", None, {}),
+    "HEAD /load": ("HEAD", "/load", None, {}),
+    "HEAD /ping": ("HEAD", "/ping", None, {}),
+    "PUT /ping": ("PUT", "/ping", None, {}),
+    "HEAD /metrics": ("HEAD", "/metrics", None, {}),
+    "POST /metrics": ("POST", "/metrics", None, {}),
+    "HEAD /nothing": ("HEAD", "/nothing", None, {}),
+    # Started without --enable-request-id-headers: no answer carries x-request-id, the client's included.
+    "completion with x-request-id": ("POST", CMPL, cmpl(), {"x-request-id": "r-1"}),
+    "stream with x-request-id": ("POST", CMPL, cmpl(stream=True), {"x-request-id": "r-2"}),
+    "refusal with x-request-id": ("POST", CMPL, cmpl(max_tokens=0), {"x-request-id": "r-3"}),
+    "health with x-request-id": ("GET", "/health", None, {"x-request-id": "r-4"}),
 }
 
-KNOWN: dict[str, tuple[tuple[str, str, Any, dict[str, str]], str]] = {
-    "HEAD /health": (
-        ("HEAD", "/health", None, {}),
-        "aiohttp answers HEAD on every GET route; nothing sends it",
-    ),
-}
+KNOWN: dict[str, tuple[tuple[str, str, Any, dict[str, str]], str]] = {}
 """Disagreements left, with why: recorded (printed), not asserted."""
 
 
@@ -131,7 +141,8 @@ def send(client: httpx.Client, base: str, case: tuple[str, str, Any, dict[str, s
 def shape(resp: httpx.Response) -> dict[str, Any]:
     """What must agree: status, media type, and the answer's shape (never its generated text or ids)."""
     media = resp.headers.get("content-type", "").split(";")[0]
-    out: dict[str, Any] = {"status": resp.status_code, "media": media}
+    out: dict[str, Any] = {"status": resp.status_code, "media": media, "allow": resp.headers.get("allow")}
+    out["x-request-id"] = resp.headers.get_list("x-request-id")
     if media == "text/event-stream":
         events = [e.removeprefix("data: ") for e in resp.text.strip().split("\n\n")]
         chunks = [json.loads(e) for e in events if e != "[DONE]"]

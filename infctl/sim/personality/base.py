@@ -27,6 +27,7 @@ from infctl.tokenization import Tokenizer
 HISTOGRAMS = (
     "ttft", "itl", "tpot", "e2e", "queue", "inference", "prefill", "decode",
     "prompt_tokens", "generation_tokens", "iteration_tokens", "max_tokens",
+    "n", "max_generation_tokens", "num_preemptions", "prefill_kv_computed",
 )  # fmt: skip
 """Neutral names of the histograms the driver observes; a personality renders those it has buckets for."""
 
@@ -293,6 +294,16 @@ class Personality(ABC):
     def stream_error_body(self, err: SimHTTPError) -> dict[str, Any]:
         """The JSON of the SSE event that carries an error inside a stream already answered with 200."""
         return self.error_body(err)
+
+    def echoes_request_id(self) -> bool:
+        """Whether every answer carries ``x-request-id`` (the client's, else a new one). True here: the
+        simulator always has for SGLang (not checked against SGLang's source); vLLM only with its flag."""
+        return True
+
+    def metrics_content_type_for(self, method: str) -> str:
+        """The Content-Type of ``/metrics`` asked with ``method``: both engines mount prometheus_client's app
+        there, which answers every method (HEAD and POST included)."""
+        return self.metrics_content_type
 
     @abstractmethod
     def routes(self) -> list[web.RouteDef]:

@@ -26,6 +26,7 @@ from infctl.engines import vllm as names
 from infctl.engines.base import COMPLETIONS_DEFAULT_MAX_TOKENS
 from infctl.sim import prompt_tokens
 from infctl.sim.personality import vllm_checks as checks
+from infctl.sim.personality import vllm_metrics as unread
 from infctl.sim.personality.base import (
     DPBalance,
     EngineView,
@@ -36,17 +37,15 @@ from infctl.sim.personality.base import (
     read_json_object,
 )
 from infctl.sim.types import TierStats
-from infctl.telemetry.exposition import Writer, label_pairs
+from infctl.telemetry.exposition import CONTENT_TYPE, Writer, label_pairs
 from infctl.tokenization import WordTokenizer
 
 VERSION = versions.release(names.ADAPTER.default_image)
 """What ``/version`` answers: the release infctl pins and its slow stage proves (``vllm_launch.IMAGE``;
 vLLM 0.32's CPU build answers ``{"version":"0.32.0"}``)."""
 
-# KV offloading (``--kv-offloading-size``): the connector's prefix cache and the offloading connector's
-# transfer counters, exposed only when the engine has a tier (vLLM 0.11.0 had neither).
-EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
-EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
+# KV offloading (``--kv-offloading-size``): the offloading connector's transfer counters, exposed only when
+# the engine has a tier (vLLM 0.11.0 had none); its prefix-cache counters are in ``vllm_metrics``.
 KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
 KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
 KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
@@ -54,6 +53,9 @@ KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
 KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
 
 # (family, neutral histogram, help)
+_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+"""vLLM 0.32's ``FinishReason``s: ``request_success_total`` has a series for each from the start."""
+
 _HISTOGRAMS = (
     (names.TIME_TO_FIRST_TOKEN, "ttft", "Histogram of time to first token in seconds."),
     (names.INTER_TOKEN_LATENCY, "itl", "Histogram of inter-token latency in seconds."),
@@ -67,6 +69,7 @@ _HISTOGRAMS = (
     (names.REQUEST_GENERATION_TOKENS, "generation_tokens", "Number of generation tokens processed."),
     (names.ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
     (names.REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
+    *unread.HISTOGRAMS,
 )
 
 
@@ -92,8 +95,19 @@ class VllmPersonality(Personality):
         self._largest_id = prompt_tokens.largest_token_id(engine.tokenizer)
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
-        bounds = names.bucket_bounds(self.engine.capacity.max_model_len)
+        max_model_len = self.engine.capacity.max_model_len
+        bounds = {**names.bucket_bounds(max_model_len), **unread.extra_bounds(max_model_len)}
         return {neutral: bounds[family] for family, neutral, _ in _HISTOGRAMS}
+
+    def echoes_request_id(self) -> bool:
+        # vLLM 0.32 adds XRequestIdMiddleware only with --enable-request-id-headers
+        # (entrypoints/serve/middleware/register.py); without it no answer carries x-request-id.
+        return self.engine.settings.enable_request_id_headers
+
+    def metrics_content_type_for(self, method: str) -> str:
+        # vLLM 0.32 serves GET /metrics from the instrumentator's route (text format 1.0.0) and every other
+        # method from the prometheus_client ASGI app mounted behind it (0.0.4): seen on the CPU build.
+        return self.metrics_content_type if method == "GET" else CONTENT_TYPE
 
     def _cache_config_labels(self) -> str:
         cap = self.engine.capacity
@@ -129,9 +143,10 @@ class VllmPersonality(Personality):
         w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
         w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
         w.counters(names.REQUEST_SUCCESS, "Count of successfully processed requests.",
-                   ((f'{lb},finished_reason="{r}"', n) for r, n in m.finished.items()))
+                   ((f'{lb},finished_reason="{r}"', m.finished.get(r, 0)) for r in _FINISH_REASONS))
         for family, key, help_ in _HISTOGRAMS:
             w.histogram(family, help_, lb, m.hist[key])
+        unread.render_unread(w, lb, self.engine.model, s)
         if s.tier is not None:
             self._render_tier(w, s.tier)
         if self.engine.settings.legacy_metrics:
@@ -151,12 +166,6 @@ class VllmPersonality(Personality):
     def _render_tier(self, w: Writer, t: TierStats) -> None:
         lb = self._labels
         # fmt: off
-        w.counter(EXTERNAL_PREFIX_CACHE_QUERIES,
-                  "External prefix cache queries from KV connector, in terms of number of queried tokens.",
-                  lb, t.query_tokens)
-        w.counter(EXTERNAL_PREFIX_CACHE_HITS,
-                  "External prefix cache hits from KV connector, in terms of number of cached tokens.",
-                  lb, t.hit_tokens)
         w.counter(KV_OFFLOAD_LOAD_BYTES, "Bytes loaded from the KV offload tier.", lb, t.load_bytes)
         w.counter(KV_OFFLOAD_STORE_BYTES, "Bytes stored to the KV offload tier.", lb, t.store_bytes)
         w.counter(KV_OFFLOAD_LOAD_TIME, "Seconds spent loading from the KV offload tier.", lb, t.load_seconds)

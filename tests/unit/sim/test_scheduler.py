@@ -291,6 +291,19 @@ def test_remote_prefill_waits_for_the_transfer_then_decodes() -> None:
     assert ev.new_tokens == 1 and ev.cached_tokens == n
 
 
+def test_remote_prefill_counts_its_prompt_as_transferred_but_the_last_token() -> None:
+    """vLLM's prompt_tokens_by_source: a NIXL decode gets all but the last prompt token's KV from the prefill
+    engine (external_kv_transfer) and computes that one; a local prefix hit is the local cache's."""
+    core = EngineCore(TINY, role="decode")
+    ids = prompt(500)
+    run_until_idle(core, [req("a", ids, remote_prefill=True)])
+    run_until_idle(core, [req("b", ids, remote_prefill=True, arrival=1.0)])
+    stats = core.stats()
+    hit = 499 // TINY.block_size * TINY.block_size
+    assert stats.prompt_tokens == 1000 and stats.prompt_local_hits == hit
+    assert stats.prompt_external == 499 + (499 - hit)
+
+
 def test_remote_prefill_does_not_block_other_work() -> None:
     core = EngineCore(TINY, role="decode")
     reqs = [

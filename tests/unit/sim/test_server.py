@@ -130,12 +130,18 @@ async def test_stream_interval_coalesces_tokens_but_not_the_first(start_sim: Any
     assert sizes == [1, 4, 4, 1]
 
 
-async def test_request_id_is_kept_and_echoed(sim_url: str) -> None:
+async def test_request_id_is_kept_but_not_echoed_by_default(sim_url: str) -> None:
+    """vLLM 0.32 without --enable-request-id-headers: the id names the answer, no answer carries it."""
     resp = await post(
         sim_url, "/v1/completions", {"prompt": "a", "max_tokens": 1}, headers={"x-request-id": "r-42"}
     )
-    assert resp.headers["x-request-id"] == "r-42"
     assert resp.json()["id"] == "cmpl-r-42"
+    assert "x-request-id" not in resp.headers
+    stream, _ = await sse_events(sim_url, "/v1/completions", {"prompt": "a", "max_tokens": 2, "stream": True})
+    assert "x-request-id" not in stream.headers
+    async with httpx.AsyncClient(timeout=30, headers={"x-request-id": "r-43"}) as client:
+        for answer in (await client.get(f"{sim_url}/health"), await client.get(f"{sim_url}/nothing")):
+            assert "x-request-id" not in answer.headers
     # The same id twice at once is still two requests.
     both = await asyncio.gather(
         *(
@@ -146,6 +152,76 @@ async def test_request_id_is_kept_and_echoed(sim_url: str) -> None:
         )
     )
     assert [r.status_code for r in both] == [200, 200]
+
+
+async def test_request_id_headers_flag_echoes_it_on_every_answer(start_sim: Any) -> None:
+    """--enable-request-id-headers (vLLM's XRequestIdMiddleware): the client's id, else a new one, on every
+    answer: generation (plain and streamed), errors, other routes."""
+    url = (await start_sim(enable_request_id_headers=True)).urls[0]
+    mine = {"x-request-id": "r-42"}
+    plain = await post(url, "/v1/completions", {"prompt": "a", "max_tokens": 1}, headers=mine)
+    refused = await post(url, "/v1/completions", {"prompt": "a", "max_tokens": 0}, headers=mine)
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream(
+            "POST", f"{url}/v1/chat/completions", headers=mine,
+            json={"messages": [{"role": "user", "content": "a"}], "max_tokens": 2, "stream": True},
+        ) as stream,
+    ):  # fmt: skip
+        await stream.aread()
+        others = [await client.get(f"{url}{path}", headers=mine) for path in ("/health", "/nothing", "/load")]
+        fresh = [await client.get(f"{url}/health"), await client.post(f"{url}/v1/models")]
+    assert refused.status_code == 400
+    for resp in (plain, refused, stream, *others):
+        assert resp.headers.get_list("x-request-id") == ["r-42"], resp.request.url
+    ids = [r.headers["x-request-id"] for r in fresh]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids) and ids[0] != ids[1]
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang"])
+async def test_head_on_a_get_route_is_405_as_fastapi_answers(start_sim: Any, personality: str) -> None:
+    """FastAPI's GET routes do not answer HEAD (aiohttp's would): 405, ``Allow`` naming the first route's
+    method, FastAPI's body; /metrics (prometheus_client's app, mounted) answers every method."""
+    url = (await start_sim(personality=personality)).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        head = await client.head(f"{url}/health")
+        models = await client.head(f"{url}/v1/models")
+        post_models = await client.post(f"{url}/v1/models")
+        get_cmpl = await client.get(f"{url}/v1/completions")
+        metrics = {m: await client.request(m, f"{url}/metrics") for m in ("HEAD", "POST")}
+        missing = await client.head(f"{url}/nothing")
+    for resp in (head, models, post_models):
+        assert (resp.status_code, resp.headers["allow"]) == (405, "GET")
+        assert resp.headers["content-type"] == "application/json"
+    assert head.content == b"" and post_models.json() == {"detail": "Method Not Allowed"}
+    assert (get_cmpl.status_code, get_cmpl.headers["allow"]) == (405, "POST")
+    assert missing.status_code == 404 and "allow" not in missing.headers
+    assert metrics["HEAD"].status_code == 200 and metrics["HEAD"].content == b""
+    assert metrics["POST"].status_code == 200 and "# TYPE" in metrics["POST"].text
+
+
+async def test_vllm_ping_405_names_its_first_route(start_sim: Any) -> None:
+    """vLLM registers GET /ping before POST /ping; Starlette's 405 names the first: ``Allow: GET``. Its
+    /metrics answers other methods from the mounted prometheus_client app, text format 0.0.4."""
+    url = (await start_sim()).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        ping = [await client.request(m, f"{url}/ping") for m in ("HEAD", "PUT")]
+        get, post_ = await client.get(f"{url}/metrics"), await client.post(f"{url}/metrics")
+    assert [(r.status_code, r.headers["allow"]) for r in ping] == [(405, "GET"), (405, "GET")]
+    assert get.headers["content-type"] == "text/plain; version=1.0.0; charset=utf-8"
+    assert post_.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+
+
+@pytest.mark.parametrize("personality", ["vllm", "sglang"])
+async def test_data_parallel_engine_answers_head_and_ids_alike(start_sim: Any, personality: str) -> None:
+    url = (await start_sim(personality=personality, data_parallel_size=2)).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        head = await client.head(f"{url}/health")
+        metrics = await client.head(f"{url}/metrics")
+        echoed = await client.get(f"{url}/health", headers={"x-request-id": "r-1"})
+    assert (head.status_code, head.headers["allow"]) == (405, "GET")
+    assert metrics.status_code == 200
+    assert ("x-request-id" in echoed.headers) is (personality == "sglang")
 
 
 @pytest.mark.parametrize(

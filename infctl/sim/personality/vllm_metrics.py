@@ -1,0 +1,96 @@
+"""The vLLM 0.32 metric families infctl reads none of, rendered so the simulated vLLM's ``/metrics`` lists the
+families the real one does (tests/e2e/test_vllm_real.py compares the two lists on the CPU build).
+
+Names, types, labels and help are vLLM 0.32's (``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger``;
+buckets ``vllm/v1/metrics/buckets.py``). Left out, as ``LEFT_OUT`` says: what needs a GPU's figures.
+"""
+
+from __future__ import annotations
+
+from infctl.engines import vllm as names
+from infctl.sim.types import CoreStats
+from infctl.telemetry.exposition import Writer, label_pairs
+
+REQUEST_MAX_NUM_GENERATION_TOKENS = "vllm:request_max_num_generation_tokens"
+REQUEST_NUM_PREEMPTIONS = "vllm:request_num_preemptions"
+REQUEST_PREFILL_KV_COMPUTED_TOKENS = "vllm:request_prefill_kv_computed_tokens"
+NUM_PREEMPTIONS_BUCKETS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)
+"""vLLM's ``REQUEST_NUM_PREEMPTIONS_BUCKETS``."""
+
+EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
+EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
+
+HISTOGRAMS = (
+    (names.REQUEST_PARAMS_N, "n", "Histogram of the n request parameter."),
+    (REQUEST_MAX_NUM_GENERATION_TOKENS, "max_generation_tokens",
+     "Histogram of maximum number of requested generation tokens."),
+    (REQUEST_NUM_PREEMPTIONS, "num_preemptions", "Histogram of the number of times a request was preempted."),
+    (REQUEST_PREFILL_KV_COMPUTED_TOKENS, "prefill_kv_computed",
+     "Histogram of new KV tokens computed during prefill (excluding cached tokens)."),
+)  # fmt: skip
+"""(family, neutral histogram the driver observes, help) of the histograms beyond the adapter's."""
+
+LEFT_OUT = (
+    "vllm:estimated_flops_per_gpu_total",
+    "vllm:estimated_read_bytes_per_gpu_total",
+    "vllm:estimated_write_bytes_per_gpu_total",
+)
+"""Families vLLM 0.32 (CPU build) emits that the simulator does not: per-GPU FLOPs and memory traffic
+estimates (``vllm/v1/metrics/perf.py``), from the model's architecture, which the simulator's profiles do not
+describe."""
+
+
+def extra_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
+    """Bucket bounds of ``HISTOGRAMS``, for an engine with this context length."""
+    tokens = names.token_buckets(max_model_len)
+    return {
+        names.REQUEST_PARAMS_N: names.REQUEST_PARAMS_N_BUCKETS,
+        REQUEST_MAX_NUM_GENERATION_TOKENS: tokens,
+        REQUEST_NUM_PREEMPTIONS: NUM_PREEMPTIONS_BUCKETS,
+        REQUEST_PREFILL_KV_COMPUTED_TOKENS: tokens,
+    }
+
+
+def render_unread(w: Writer, lb: str, model: str, s: CoreStats) -> None:
+    """The counters and gauges of this module's families, for one engine core (``lb``: its labels)."""
+    tier = s.tier
+    local, external = s.prompt_local_hits, s.prompt_external
+    # fmt: off
+    w.header("vllm:engine_sleep_state", "gauge",
+             "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+             "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
+    for state, on in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
+        w.sample("vllm:engine_sleep_state", f'{lb},sleep_state="{state}"', on)
+    w.counter(EXTERNAL_PREFIX_CACHE_QUERIES,
+              "External prefix cache queries from KV connector cross-instance cache sharing, in terms of "
+              "number of queried tokens.", lb, tier.query_tokens if tier else 0)
+    w.counter(EXTERNAL_PREFIX_CACHE_HITS,
+              "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number "
+              "of cached tokens.", lb, tier.hit_tokens if tier else 0)
+    # A text-only engine: no multi-modal item is ever looked up.
+    w.counter("vllm:mm_cache_queries_total",
+              "Multi-modal cache queries, in terms of number of queried items.", lb, 0)
+    w.counter("vllm:mm_cache_hits_total",
+              "Multi-modal cache hits, in terms of number of cached items.", lb, 0)
+    by_source = (("local_compute", s.prompt_tokens - local - external), ("local_cache_hit", local),
+                 ("external_kv_transfer", external))
+    w.counters("vllm:prompt_tokens_by_source_total", "Number of prompt tokens by source.",
+               ((f'{lb},source="{k}"', n) for k, n in by_source))
+    w.counter("vllm:prompt_tokens_cached_total", "Number of cached prompt tokens (local + external).",
+              lb, local + external)
+    # device: HBM's prefix-cache hits (vLLM adds prefix_cache_hits); host: the offload tier's (vLLM's CPU
+    # tier reports CacheHitSource.HOST). The simulator has no disk tier and no P2P cache sharing.
+    tiers = (("device", s.prefix_hits), ("host", tier.hit_tokens if tier else 0), ("p2p", 0), ("disk", 0),
+             ("external_unspecified", 0))
+    w.counters("vllm:prompt_tokens_cached_by_source_total",
+               "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host "
+               "(offloaded to DRAM), disk, p2p (transferred from another vLLM instance) or "
+               "external_unspecified. Counted at admission; sums to vllm:prefix_cache_hits + "
+               "vllm:external_prefix_cache_hits.",
+               ((f'{lb},source="{k}"', n) for k, n in tiers))
+    # The simulator has no admission queue limits (--max-num-queued-reqs/-tokens): nothing is rejected.
+    rejections = label_pairs({names.MODEL_NAME_LABEL: model})
+    w.counters("vllm:admission_rejections_total",
+               "Number of admission attempts rejected by a queue limit, by reason.",
+               ((f'{rejections},reason="{r}"', 0) for r in ("max_num_queued_reqs", "max_num_queued_tokens")))
+    # fmt: on
