@@ -163,6 +163,14 @@ def sim(
         bool,
         typer.Option("--legacy-metrics", help="Also expose deprecated vLLM metric names (doctor tests)."),
     ] = False,
+    trust_request_chat_template: Annotated[
+        bool,
+        typer.Option(
+            "--trust-request-chat-template",
+            help="vLLM's flag: render a chat request's own chat_template (without it, such a request gets "
+            "vLLM's 400).",
+        ),
+    ] = False,
     num_gpu_blocks: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: KV blocks.")] = None,
     block_size: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: tokens per KV block.")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: sequences per batch.")] = None,
@@ -231,6 +239,7 @@ def sim(
             ),
             faults=parse_faults(fault or []),
             legacy_metrics=legacy_metrics,
+            trust_request_chat_template=trust_request_chat_template,
             num_gpu_blocks=num_gpu_blocks,
             block_size=block_size,
             max_num_seqs=max_num_seqs,

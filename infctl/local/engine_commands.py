@@ -11,6 +11,10 @@ from infctl.engines import get_adapter
 from infctl.local.engine_ports import host_port_args, placeholders
 from infctl.local.spec import LOCALHOST
 
+TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"
+"""vLLM's flag (0.32) that lets chat requests bring their own template: in a profile's ``extra_args`` it
+is passed on to the simulator standing in for the engine (which takes it under the same name)."""
+
 
 def sim_command(
     model: ModelProfile,
@@ -61,6 +65,8 @@ def sim_command(
             argv += [flag, str(value)]
     if not model.enable_prefix_caching:
         argv.append("--no-prefix-caching")
+    if TRUST_REQUEST_CHAT_TEMPLATE in model.extra_args:
+        argv.append(TRUST_REQUEST_CHAT_TEMPLATE)  # the simulator refuses request templates as vLLM without it
     if sim.tokenizer != "words":
         argv += ["--tokenizer", sim.tokenizer]
     return argv

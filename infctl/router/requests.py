@@ -161,16 +161,19 @@ async def read_request_info(
 async def _info(
     body: Mapping[str, Any], chat: bool, chars: int, loop: asyncio.AbstractEventLoop, kwargs: dict[str, Any]
 ) -> RequestInfo:
-    if chars <= kwargs["tokenizer"].off_loop_chars:
+    # A request's own chat template is code of unknown cost: rendered in a worker thread, whatever its
+    # messages' length, so a slow one holds a thread, not the event loop.
+    if chars <= kwargs["tokenizer"].off_loop_chars and not (chat and body.get("chat_template")):
         return request_info(body, chat=chat, chars=chars, **kwargs)
     call = functools.partial(request_info, body, chat=chat, chars=chars, **kwargs)
     return await loop.run_in_executor(None, call)
 
 
 def _templated_extras(body: Mapping[str, Any]) -> bool:
-    # Tools and template switches add text only the real template writes (a tool schema can be thousands
-    # of tokens): the estimate, which renders messages alone, cannot bound them.
-    return bool(body.get("tools") or body.get("chat_template_kwargs"))
+    # Tools, template switches and the request's own template add text only the real template writes (a
+    # tool schema can be thousands of tokens): the estimate, which renders messages alone, cannot bound
+    # them.
+    return bool(body.get("tools") or body.get("chat_template_kwargs") or body.get("chat_template"))
 
 
 def exact_count(body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer) -> int:
@@ -194,6 +197,11 @@ def _prompt_ids(
         if isinstance(tok, EstimateTokenizer) and not count_only:
             ids: Sequence[int] = tok.chat_array(body["messages"])
         else:
+            # The request's own ``chat_template`` included: vLLM renders it only with
+            # --trust-request-chat-template, else answers 400 before rendering anything
+            # (OnlineRenderer.validate_chat_template, 0.32). The router cannot know which its engines do,
+            # so it renders what a trusting engine would: for one that refuses, the count is moot (the
+            # request fails there), and a template reaches only Jinja's sandbox, as in vLLM.
             ids = tok.chat_ids(body["messages"], **chat_options(body))
         return (None if count_only else ids), len(ids)
     batch = prompts(body["prompt"])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from infctl.sim.personality.base import SimHTTPError
-from infctl.tokenization import Tokenizer, TokenizerError, chat_options, content_text
+from infctl.tokenization import Tokenizer, TokenizerError, chat_options, message_text
 
 
 def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -36,11 +36,15 @@ def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return messages
 
 
-def chat_ids(tok: Tokenizer, body: Mapping[str, Any]) -> list[int]:
-    """Token ids of a chat request's prompt (its ``messages`` and template options)."""
+def chat_ids(tok: Tokenizer, body: Mapping[str, Any], own_template: bool = False) -> list[int]:
+    """Token ids of a chat request's prompt (its ``messages`` and template options; its own
+    ``chat_template`` only with ``own_template``, an engine that renders it)."""
     messages = messages_of(body)
+    options = chat_options(body)
+    if not own_template:
+        options.pop("chat_template", None)
     try:
-        return tok.chat_ids(messages, **chat_options(body))
+        return tok.chat_ids(messages, **options)
     except TokenizerError as exc:
         raise SimHTTPError(400, exc.message, param="messages") from None
 
@@ -51,11 +55,12 @@ def text_ids(tok: Tokenizer, text: str, body: Mapping[str, Any]) -> list[int]:
 
 
 def chat_chars(body: Mapping[str, Any]) -> int:
-    """Characters of a chat body's message contents (0 when they are malformed: checked later)."""
+    """Characters of a chat body's message contents and tool calls (0 when they are malformed: checked
+    later)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return 0
-    return sum(len(content_text(m.get("content"))) for m in messages if isinstance(m, dict))
+    return sum(len(message_text(m)) for m in messages if isinstance(m, dict))
 
 
 async def tokenized(tok: Tokenizer, chars: int, fn: Callable[..., list[int]], *args: Any) -> list[int]:

@@ -68,7 +68,13 @@ async def prompt_batch(inst: SimInstance, body: Mapping[str, Any], chat: bool) -
     tok = inst.tokenizer
     if chat:
         return [
-            await prompt_tokens.tokenized(tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body)
+            await prompt_tokens.tokenized(
+                tok,
+                prompt_tokens.chat_chars(body),
+                prompt_tokens.chat_ids,
+                body,
+                inst.personality.request_chat_template,
+            )
         ]
     prompt = body.get("prompt")
     batch = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list) else [prompt]

@@ -69,6 +69,9 @@ class SimSettings:
     """Faults active from start (``--fault``); change them at runtime through ``/admin/faults``."""
     legacy_metrics: bool = False
     """Also expose deprecated vLLM metric names (gpu_cache_usage_perc, gpu_prefix_cache_*, ...)."""
+    trust_request_chat_template: bool = False
+    """vLLM ``--trust-request-chat-template``: render a chat request's own ``chat_template``; without it such
+    a request is refused (400), as vLLM 0.32 refuses it. The simulator's words ignore any template."""
     max_default_tokens: int = 1024
     """Cap on the tokens a chat request generates when it gives no max_tokens (vLLM would use all of
     the remaining context)."""

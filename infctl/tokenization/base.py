@@ -21,8 +21,10 @@ CHAT_OPTIONS = (
     "continue_final_message",
     "add_special_tokens",
     "chat_template_kwargs",
+    "chat_template",
 )
-"""Request fields that change what a chat prompt renders to (vLLM's names)."""
+"""Request fields that change what a chat prompt renders to (vLLM's names). ``chat_template``, the
+request's own template, is served by vLLM only with ``--trust-request-chat-template`` (else a 400)."""
 
 
 def chat_options(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +76,8 @@ class Tokenizer(ABC):
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
         """Ids of a chat request's prompt: the messages rendered as the engine renders them. ``options`` are
         the request's template options (``tools``, ``add_generation_prompt``, ``continue_final_message``,
-        ``add_special_tokens``, ``chat_template_kwargs``); unknown ones are ignored."""
+        ``add_special_tokens``, ``chat_template_kwargs``, ``chat_template``); unknown ones are ignored, and
+        a tokenizer that renders no template (words, the estimate) ignores ``chat_template`` too."""
 
 
 def check_messages(messages: object) -> list[Mapping[str, Any]]:

@@ -49,8 +49,19 @@ def _raise(message: str) -> None:
     raise jinja2.TemplateError(message)
 
 
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, **kw)
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # transformers' signature exactly (chat_template_utils._cached_compile_jinja_template, 5.x): a template
+    # may come with the request, and json.dumps' other arguments (``default``, ``cls``) would call what
+    # the template hands them outside the sandbox's checks.
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(fmt: str) -> str:
@@ -58,7 +69,13 @@ def _strftime_now(fmt: str) -> str:
 
 
 class ChatTemplate:
-    """One compiled chat template and the special tokens it is rendered with."""
+    """One compiled chat template and the special tokens it is rendered with.
+
+    Compiled in the environment transformers compiles every template in (vLLM renders with it, the
+    request's own ``chat_template`` included): Jinja's ``ImmutableSandboxedEnvironment``, so a template
+    can neither reach Python internals (underscore attributes, ``str.format`` tricks) nor change the
+    messages, and the same three helpers. A template is code from whoever wrote it: the sandbox bounds what
+    it can reach, not how long it runs (``range`` is capped at 100,000 items, loops can still nest)."""
 
     def __init__(self, source: str, special_tokens: Mapping[str, str]) -> None:
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(

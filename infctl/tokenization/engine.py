@@ -3,11 +3,13 @@
 Exact by construction (the engine's ids are the ones it computes prompts with), at the price of a round trip
 per prompt. The requests are vLLM's (``vllm/entrypoints/serve/tokenize/protocol.py``, 0.32): a completion
 prompt as ``{"model", "prompt", "add_special_tokens"}``, a chat as ``{"model", "messages",
-"add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs", "tools"}``
-(only the options the request set: the engine's defaults are its chat endpoint's), answered with
-``{"tokens", "count", "max_model_len", ...}``. SGLang's ``/tokenize`` takes ``messages`` too (0.5.15, 0.5.23)
-and renders them with its chat route's code, which departs from vLLM's for a conversation ending with an
-assistant message, with ``continue_final_message``, and for DeepSeek V4 (docs/tokens.md).
+"add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs", "tools",
+"chat_template"}`` (only the options the request set: the engine's defaults are its chat endpoint's), answered
+with ``{"tokens", "count", "max_model_len", ...}``. A request's own ``chat_template`` goes along: an engine
+without ``--trust-request-chat-template`` refuses it here (400) as on its chat route. SGLang's ``/tokenize``
+takes ``messages`` too (0.5.15, 0.5.23) and renders them with its chat route's code, which departs from
+vLLM's for a conversation ending with an assistant message, with ``continue_final_message``, and for
+DeepSeek V4 (docs/tokens.md).
 
 Every answer is remembered (an LRU bounded in bytes), keyed by the exact request, so a repeated prompt or
 conversation, or the router asking twice about one request, costs one POST. Prompts are not split into

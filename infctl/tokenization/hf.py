@@ -2,6 +2,8 @@
 
 Loaded from a model directory (``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja`` or
 ``chat_template.json``: the files vLLM and SGLang read) or from a ``tokenizer.json`` alone (completions only).
+A request's own ``chat_template`` (vLLM serves it only with ``--trust-request-chat-template``) is rendered
+instead of the model's: a name among the model's named templates, or a template itself.
 Chat prompts are split at the special tokens the template writes (``<|im_start|>``...) and each piece between
 them is tokenized once and remembered: the tokenizer treats those tokens as hard boundaries, so the pieces'
 ids joined are the whole prompt's ids, and a conversation that grows turn by turn costs only its new turn.
@@ -25,6 +27,9 @@ PIECE_MEMO_BYTES = 32 << 20
 """Memory bound of the remembered chat pieces (bytes, approximate: text + 8 per id)."""
 MIN_MEMO_CHARS = 256
 """Pieces shorter than this are tokenized every time (cheaper than remembering them)."""
+REQUEST_TEMPLATE_BYTES = 4 << 20
+"""Memory bound of the compiled templates requests brought (bytes, approximate: 4 per source character):
+a client sends the same template with every request, and compiling one costs milliseconds."""
 
 
 class HFTokenizer(Tokenizer):
@@ -32,11 +37,26 @@ class HFTokenizer(Tokenizer):
     off_loop_chars = 2048
     """~0.3-0.5 ms of a byte-level BPE on one core here (~1.5 ms per 2,000 tokens)."""
 
-    def __init__(self, raw: Any, *, name: str, template: ChatTemplate | None) -> None:
+    def __init__(
+        self,
+        raw: Any,
+        *,
+        name: str,
+        template: ChatTemplate | None,
+        named: Mapping[str, str] | None = None,
+        special_tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        """``template``: the model's default chat template; ``named``: its named templates (name -> source),
+        which a request's ``chat_template`` may name; ``special_tokens``: the variables every template is
+        rendered with (``bos_token``...; default: ``template``'s)."""
         self._tok = raw
         self._fast = hasattr(raw, "encode_batch_fast")
         self.name = name
         self.template = template
+        self.named = dict(named or {})
+        given = special_tokens if special_tokens is not None else template and template.special_tokens
+        self.special_tokens = dict(given or {})
+        self._requested: Memo[str, ChatTemplate] = Memo(REQUEST_TEMPLATE_BYTES)
         added = raw.get_added_tokens_decoder()
         plain = all(
             not (t.lstrip or t.rstrip or t.single_word or (t.normalized and not t.special))
@@ -90,12 +110,12 @@ class HFTokenizer(Tokenizer):
         except Exception as exc:  # the Rust side raises plain Exception on a bad file
             raise TokenizerError(f"{file} is not a tokenizer.json that loads: {exc}", hint=FALLBACK) from None
         config = _read_json(file.parent / "tokenizer_config.json")
-        source = _template_source(file.parent, config)
+        source, named = _templates(file.parent, config)
         specials = {k: _token_text(v) for k, v in config.items() if k.endswith("_token")}
         tokens = {k: v for k, v in specials.items() if v is not None}
         template = ChatTemplate(source, tokens) if source else None
         where = file.parent if file.name == "tokenizer.json" else file
-        return cls(raw, name=f"hf:{where}", template=template)
+        return cls(raw, name=f"hf:{where}", template=template, named=named, special_tokens=tokens)
 
     def encode(self, text: str, *, special: bool = True) -> list[int]:
         ids = self._pieces(text)
@@ -111,12 +131,7 @@ class HFTokenizer(Tokenizer):
         return max(self._tok.get_vocab(with_added_tokens=True).values(), default=None)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
-        if self.template is None:
-            raise TokenizerError(
-                f"{self.name} has no chat template, so chat requests cannot be tokenized",
-                hint="name the model directory (tokenizer_config.json or chat_template.jinja beside it)",
-            )
-        text = self.template.render(
+        text = self.chat_template(options.get("chat_template")).render(
             messages,
             tools=options.get("tools"),
             add_generation_prompt=bool(options.get("add_generation_prompt", True)),
@@ -124,6 +139,29 @@ class HFTokenizer(Tokenizer):
             chat_template_kwargs=options.get("chat_template_kwargs") or None,
         )
         return self.encode(text, special=bool(options.get("add_special_tokens", False)))
+
+    def chat_template(self, requested: object = None) -> ChatTemplate:
+        """The template a chat request renders with, picked as vLLM 0.32 picks it: the request's
+        ``chat_template or`` the model's (``build_chat_params``, so an empty one is the model's), a name
+        among the model's named templates standing for that template (transformers'
+        ``get_chat_template``), any other string being the template itself."""
+        if requested is not None and not isinstance(requested, str):
+            raise TokenizerError("'chat_template' must be a string")
+        if not requested:
+            if self.template is None:
+                raise TokenizerError(
+                    f"{self.name} has no chat template, so chat requests cannot be tokenized",
+                    hint="name the model directory (tokenizer_config.json or chat_template.jinja beside it)",
+                )
+            return self.template
+        source = self.named.get(requested, requested)
+        if self.template is not None and source == self.template.source:
+            return self.template
+        compiled = self._requested.get(source)
+        if compiled is None:
+            compiled = ChatTemplate(source, self.special_tokens)
+            self._requested.put(source, compiled, 4 * len(source) + 1000)
+        return compiled
 
     def _pieces(self, text: str) -> list[int]:
         split = self._split
@@ -168,18 +206,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _template_source(directory: Path, config: Mapping[str, Any]) -> str | None:
-    """The default chat template, from where transformers saves it: ``chat_template.jinja`` (recent),
-    ``chat_template.json``, or ``tokenizer_config.json``'s ``chat_template`` (a string, or named templates
-    of which ``default`` is used)."""
+def _templates(directory: Path, config: Mapping[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """The model's default chat template and its named ones, from where transformers saves them:
+    ``chat_template.jinja`` (recent), ``chat_template.json``, or ``tokenizer_config.json``'s
+    ``chat_template`` (a string, or a list of named templates of which ``default`` is the default)."""
     jinja = directory / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        return jinja.read_text(encoding="utf-8"), {}
     value = _read_json(directory / "chat_template.json").get("chat_template", config.get("chat_template"))
     if isinstance(value, list):
-        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
-        value = named.get("default")
-    return value if isinstance(value, str) else None
+        pairs = ((t.get("name"), t.get("template")) for t in value if isinstance(t, dict))
+        named = {k: v for k, v in pairs if isinstance(k, str) and isinstance(v, str)}
+        return named.get("default"), named
+    return (value if isinstance(value, str) else None), {}
 
 
 def _token_text(value: object) -> str | None:

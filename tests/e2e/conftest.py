@@ -49,8 +49,10 @@ def tiny_model(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="session")
 def vllm_release(vllm_python: str, tiny_model: Path) -> Iterator[Release]:
-    """Two real vLLM engines and the router (round robin to start with), deployed detached."""
-    model = tiny_vllm_model(tiny_model)
+    """Two real vLLM engines and the router (round robin to start with), deployed detached. The engines
+    render a chat request's own ``chat_template`` (``--trust-request-chat-template``; a flag, no start-up
+    cost), so the router's count of such requests can be checked against theirs."""
+    model = tiny_vllm_model(tiny_model, extra_args=["--trust-request-chat-template"])
     profile = {
         "name": "e2e-vllm",
         "target": "local",

@@ -449,16 +449,29 @@ def agent_turns(rng: random.Random, i: int) -> list[dict[str, Any]]:
     return [assistant, *results, {"role": "user", "content": words(5, i)}]
 
 
+OWN_TEMPLATE = (
+    "{%- for m in messages -%}<<{{ m.role }}>>{{ m.content }}"
+    "{%- if m.tool_calls is defined %}{% for c in m.tool_calls %}"
+    "[{{ c.function.name }} {{ c.function.arguments | tojson }}]{% endfor %}{% endif %}\n"
+    "{% endfor %}{%- if add_generation_prompt %}<<assistant>>{% endif -%}"
+)
+"""A chat request's own template (vLLM renders it with --trust-request-chat-template): roles, contents and
+tool calls written differently from the model's ChatML."""
+
+
 def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
     """200 random prompts in English, Chinese, mixed text and code, chat (agent turns with tool calls among
-    them) and completion (batches among them): the router's own count of each (its prompt-tokens counter,
-    one request at a time) is vLLM's ``usage.prompt_tokens``, a batch's summed over its prompts."""
+    them; some carrying their own ``chat_template``, or an empty one, which is the model's) and completion
+    (batches among them): the router's own count of each (its prompt-tokens counter, one request at a time)
+    is vLLM's ``usage.prompt_tokens``, a batch's summed over its prompts."""
     rng = random.Random(17)
     wrong: list[str] = []
     settled_counter(vllm_release, "infctl_router_prompt_tokens_total")
     with httpx.Client(timeout=120, trust_env=False) as client:
         for i in range(200):
             path, body = mixed_request(rng, i)
+            if "messages" in body and i % 5 in (1, 3):
+                body["chat_template"] = OWN_TEMPLATE if i % 5 == 1 else ""
             before = router_counter(vllm_release, "infctl_router_prompt_tokens_total")
             resp = client.post(vllm_release.router_url + path, json=body)
             assert resp.status_code == 200, resp.text

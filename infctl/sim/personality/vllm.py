@@ -80,6 +80,7 @@ class VllmPersonality(Personality):
     # vLLM 0.32's prometheus_client writes text format 1.0.0 (seen on the CPU build).
     metrics_content_type: ClassVar[str] = "text/plain; version=1.0.0; charset=utf-8"
     parallel_sampling: ClassVar[bool] = True
+    request_chat_template: ClassVar[bool] = True
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)
@@ -184,6 +185,10 @@ class VllmPersonality(Personality):
         return checks.validate(checks.decode(await request.read()), chat=chat)
 
     def check_generation(self, body: Mapping[str, Any], *, chat: bool) -> None:
+        # vLLM 0.32: the request's own template is refused (render_chat) before the budget is read
+        # (preprocess_chat's build_tok_params).
+        if chat:
+            checks.check_chat_template(body, trusted=self.engine.settings.trust_request_chat_template)
         checks.check_budget(body, self.engine.capacity.max_model_len, chat=chat)
         checks.check_sampling(body, chat=chat)
 
@@ -304,8 +309,9 @@ class VllmPersonality(Personality):
             raise SimHTTPError(404, f"The model `{body['model']}` does not exist.", param="model")
         tok = self.engine.tokenizer
         if chat:
+            checks.check_chat_template(body, trusted=self.engine.settings.trust_request_chat_template)
             ids = await prompt_tokens.tokenized(
-                tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body
+                tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body, True
             )
         else:
             prompt = body["prompt"]

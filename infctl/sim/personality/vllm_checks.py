@@ -223,6 +223,25 @@ def _prompt_problems(prompt: Any) -> list[Problem]:
     return []
 
 
+UNTRUSTED_TEMPLATE = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+    "Refused request with untrusted chat template."
+)
+"""vLLM 0.32's words (``OnlineRenderer.validate_chat_template``, vllm/renderers/online_renderer.py)."""
+
+
+def check_chat_template(body: Mapping[str, Any], *, trusted: bool) -> None:
+    """``validate_chat_template``: without ``--trust-request-chat-template`` a chat (or ``/tokenize``) request
+    carrying its own template, as ``chat_template`` or ``chat_template_kwargs.chat_template`` (any value
+    but null, an empty string too), is refused with a 400 before anything is rendered."""
+    kwargs = body.get("chat_template_kwargs")
+    own = body.get("chat_template") is not None or (
+        isinstance(kwargs, dict) and kwargs.get("chat_template") is not None
+    )
+    if own and not trusted:
+        raise SimHTTPError(400, UNTRUSTED_TEMPLATE)
+
+
 def check_budget(body: Mapping[str, Any], max_model_len: int, *, chat: bool) -> None:
     """``TokenizeParams``: ``max_tokens`` (``max_completion_tokens`` for a chat) may not exceed the
     context, whatever the prompt."""

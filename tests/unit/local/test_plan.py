@@ -224,3 +224,11 @@ def test_simulated_engines_and_their_router_share_the_sims_tokenizer(tmp_path: P
     assert flag(words.specs[-1], "--tokenizer") == "words"
     real = plan_of(profile(**{"router.enabled": True, "model.sim.tokenizer": str(tmp_path)}))
     assert [flag(s, "--tokenizer") for s in real.specs] == [str(tmp_path)] * 3
+
+
+def test_a_simulated_engine_trusts_request_templates_as_the_profiles_engine_would() -> None:
+    """vLLM refuses a chat request's own chat_template unless started with --trust-request-chat-template:
+    a profile naming it in extra_args gets a simulator started with it too."""
+    assert all("--trust-request-chat-template" not in s.argv for s in plan_of(profile()).specs)
+    trusting = plan_of(profile(**{"model.extra_args": ["--trust-request-chat-template"]}))
+    assert all("--trust-request-chat-template" in s.argv for s in trusting.specs if s.kind == "engine")

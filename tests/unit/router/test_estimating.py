@@ -158,3 +158,10 @@ async def test_the_counts_after_keep_to_their_cpu_share() -> None:
     while est.pending:
         await asyncio.sleep(0.01)
     assert metrics.exact_counts["background"] == 2
+
+
+async def test_a_requests_own_template_is_written_only_by_itself(model_tokenizer: Tokenizer) -> None:
+    own = "{% for m in messages %}{% for i in range(40) %}{{ m['content'] }}{% endfor %}{% endfor %}"
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi " * 3000}], "chat_template": own}
+    info = await read(body, model_tokenizer, EstimatePlan(RatioBand(), ()))
+    assert not info.estimated and info.prompt_tokens > 40 * 3000

@@ -223,3 +223,20 @@ def test_an_agent_conversation_is_counted_as_the_template_renders_it(tiny_tokeni
     assert prompt_chars(body, chat=True) > len("weather?sunny") + len(
         "get_weather" + call["function"]["arguments"]
     )
+
+
+def test_a_chat_carrying_its_own_template_is_counted_and_hashed_with_it(tiny_tokenizer: Path) -> None:
+    """vLLM renders a request's ``chat_template`` when started with --trust-request-chat-template (and
+    refuses the request otherwise, when the count no longer matters): the router renders it too."""
+    tok = load_tokenizer(str(tiny_tokenizer))
+    messages = [{"role": "user", "content": "hello there"}]
+    own = "{% for m in messages %}{% for _ in range(9) %} {{ m['content'] }}{% endfor %}{% endfor %}"
+    body = {"model": "m", "messages": messages, "chat_template": own}
+    counted = info(body, chat=True, tok=tok)
+    assert counted.prompt_tokens == tok.count(" hello there" * 9, special=False)
+    assert (
+        counted.prompt_tokens != info({"model": "m", "messages": messages}, chat=True, tok=tok).prompt_tokens
+    )
+    assert exact_count(body, chat=True, tokenizer=tok) == counted.prompt_tokens
+    with pytest.raises(BadRequest, match="does not compile"):
+        info({**body, "chat_template": "{% if %}"}, chat=True, tok=tok)

@@ -181,3 +181,53 @@ async def test_token_ids_past_the_vocabulary_are_refused_as_vllm_refuses(
     assert (
         await post(words, "/v1/completions", {"prompt": [1, 99_999_999], "max_tokens": 2})
     ).status_code == 200
+
+
+OWN_TEMPLATE = "{% for m in messages %}{% for _ in range(3) %}{{ m['content'] }}{% endfor %}{% endfor %}"
+UNTRUSTED = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. "
+    "Refused request with untrusted chat template."
+)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"chat_template": OWN_TEMPLATE},
+        {"chat_template": ""},
+        {"chat_template_kwargs": {"chat_template": "x"}},
+    ],
+)
+async def test_a_requests_own_template_is_refused_unless_trusted_as_vllm_does(
+    start_sim: Any, tiny_tokenizer: Path, extra: dict[str, Any]
+) -> None:
+    """vLLM 0.32 (``OnlineRenderer.validate_chat_template``): any template but null, on the chat route and
+    ``/tokenize`` alike, is refused with a plain 400 before anything is rendered."""
+    url = (await start_sim(tokenizer=str(tiny_tokenizer))).urls[0]
+    body = {"messages": [{"role": "user", "content": ENGLISH}], "max_tokens": 2, **extra}
+    for path in ("/v1/chat/completions", "/tokenize"):
+        resp = await post(url, path, body)
+        assert resp.status_code == 400, resp.text
+        want = {"message": UNTRUSTED, "type": "BadRequestError", "param": None, "code": 400}
+        assert resp.json() == {"error": want}
+    plain = await post(
+        url, "/v1/chat/completions", {**body, "chat_template": None, "chat_template_kwargs": {}}
+    )
+    assert plain.status_code == 200, plain.text
+
+
+async def test_a_trusting_engine_renders_the_requests_template(
+    start_sim: Any, tiny_tokenizer: Path, tok: HFTokenizer
+) -> None:
+    url = (await start_sim(tokenizer=str(tiny_tokenizer), trust_request_chat_template=True)).urls[0]
+    messages = [{"role": "user", "content": CHINESE}]
+    body = {"messages": messages, "max_tokens": 2, "chat_template": OWN_TEMPLATE}
+    chat = await post(url, "/v1/chat/completions", body)
+    assert chat.status_code == 200, chat.text
+    want = tok.encode(CHINESE * 3, special=False)
+    assert chat.json()["usage"]["prompt_tokens"] == len(want) != len(tok.chat_ids(messages))
+    assert (await post(url, "/tokenize", body)).json()["tokens"] == want
+    # SGLang 0.5.23's ChatCompletionRequest has no chat_template field (the model's template renders it).
+    sglang = (await start_sim(personality="sglang", tokenizer=str(tiny_tokenizer))).urls[0]
+    usage = (await post(sglang, "/v1/chat/completions", body)).json()["usage"]
+    assert usage["prompt_tokens"] == len(tok.chat_ids(messages))

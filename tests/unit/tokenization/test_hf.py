@@ -112,3 +112,76 @@ def test_a_model_id_is_found_in_the_hugging_face_cache(
     assert load_tokenizer("acme/tiny").encode("hello world") == raw(tiny_tokenizer).encode("hello world").ids
     with pytest.raises(TokenizerError, match="acme/absent"):
         load_tokenizer("acme/absent")
+
+
+OWN = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}{{ bos_token or '' }}"
+"""A request's own template (vLLM serves it with --trust-request-chat-template)."""
+
+
+def test_a_requests_own_template_is_rendered_instead_of_the_models(tiny_tokenizer: Path) -> None:
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    assert isinstance(tok, HFTokenizer)
+    messages = [{"role": "user", "content": "hello 你好"}]
+    want = lib.encode("[user] hello 你好\n", add_special_tokens=False).ids
+    assert tok.chat_ids(messages, chat_template=OWN) == want
+    assert tok.chat_ids(messages, chat_template=OWN) == want  # compiled once, remembered
+    # vLLM's ``request.chat_template or default_template``: an empty one is the model's.
+    assert (
+        tok.chat_ids(messages, chat_template="") == tok.chat_ids(messages) == lib.encode(chatml(messages)).ids
+    )
+    with pytest.raises(TokenizerError, match="must be a string"):
+        tok.chat_ids(messages, chat_template=["x"])
+    with pytest.raises(TokenizerError, match="does not compile"):
+        tok.chat_ids(messages, chat_template="{% for %}")
+
+
+def test_a_request_may_name_one_of_the_models_named_templates(tmp_path: Path, tiny_tokenizer: Path) -> None:
+    """transformers' ``get_chat_template``: a name among the model's templates stands for that template;
+    with a single template, any string is a template itself."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_tokenizer / name).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok, lib = load_tokenizer(str(tmp_path)), raw(tmp_path)
+    messages = [{"role": "user", "content": "x"}]
+    assert tok.chat_ids(messages) == tok.chat_ids(messages, chat_template="default") == lib.encode("D").ids
+    assert tok.chat_ids(messages, chat_template="tool_use") == lib.encode("T").ids
+    assert tok.chat_ids(messages, chat_template="other") == lib.encode("other").ids
+    single = load_tokenizer(str(tiny_tokenizer))
+    assert single.chat_ids(messages, chat_template="tool_use") == lib.encode("tool_use").ids
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ messages.append(1) }}",  # immutable: a template cannot change what it renders
+        # json.dumps' ``default`` and ``cls`` would call what they are given outside the sandbox's checks:
+        # transformers' tojson takes only ensure_ascii, indent, separators and sort_keys.
+        "{{ raise_exception | tojson(default=strftime_now) }}",
+        "{{ messages | tojson(cls=namespace) }}",
+        "{{ messages | tojson(allow_nan=false) }}",  # refused by transformers' tojson, so by vLLM
+    ],
+)
+def test_a_requests_template_is_sandboxed(tiny_tokenizer: Path, template: str) -> None:
+    tok = load_tokenizer(str(tiny_tokenizer))
+    with pytest.raises(TokenizerError):
+        tok.chat_ids([{"role": "user", "content": "x"}], chat_template=template)
+
+
+def test_a_requests_template_sees_no_python_internals(tiny_tokenizer: Path) -> None:
+    tok = load_tokenizer(str(tiny_tokenizer))
+    assert isinstance(tok, HFTokenizer)
+    messages = [{"role": "user", "content": "x"}]
+    for attr in ("messages.__class__", "raise_exception.__globals__", "strftime_now.__code__"):
+        assert tok.chat_template(f"{{{{ {attr} }}}}").render(messages) == ""  # undefined, not the object
+
+
+def test_tojson_takes_transformers_options(tiny_tokenizer: Path) -> None:
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    template = "{{ {'b': 1, 'a': [2]} | tojson(sort_keys=true, separators=(',', ':'), indent=none) }}"
+    assert (
+        tok.chat_ids([{"role": "user", "content": "x"}], chat_template=template)
+        == lib.encode('{"a":[2],"b":1}').ids
+    )
