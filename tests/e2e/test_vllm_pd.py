@@ -12,6 +12,9 @@ prefill and one decode engine, each with its own NIXL side-channel port) and pai
 - vLLM's counters show the hand-off: the decode engine took every prompt token as external KV
   (``vllm:external_prefix_cache_hits_total``), computed none and found none in its own cache, and received
   exactly the prompt's blocks (``vllm:nixl_bytes_transferred``); the prefill engine computed the prompt.
+- A batch of three prompts: one choice per prompt, usage their sum, every prompt's KV at the decode engine
+  and the output the aggregated engine's (vLLM's prefill answer carries the first prompt's
+  ``kv_transfer_params`` only: the router splits the batch, ``infctl.router.pd_batch``).
 - Killing the prefill engine mid-run: every request ends (none hangs) and succeeds, the decode engine
   prefilling for itself once the prefill is gone.
 
@@ -389,3 +392,37 @@ def test_killing_the_prefill_engine_mid_run_fails_over_and_nothing_hangs(
     assert all(code == 200 and got == str(OUTPUT_TOKENS) for _, code, got in results), results
     # Some went to the decode engine alone once the prefill was gone.
     assert sum(v for k, v in routed.items() if k != "disaggregated") >= 1, routed
+
+
+def test_a_batch_is_split_into_a_pd_request_per_prompt_and_answered_as_one(
+    pd_release: Release, engines: Engines, eager_router: str
+) -> None:
+    """vLLM answers a batch's prefill leg with the first prompt's ``kv_transfer_params`` only, so the router
+    gives each prompt its own legs (``infctl.router.pd_batch``): one choice per prompt, usage their sum, and
+    every prompt's KV arrives at the decode engine; the output equals the aggregated engine's batch."""
+    seed = random.randrange(1 << 30)
+    lengths = (BLOCK, 200, 3 * BLOCK)
+    prompts = [words(n, seed + i) for i, n in enumerate(lengths)]
+    body = {"model": MODEL_NAME, "prompt": prompts, "max_tokens": OUTPUT_TOKENS, "temperature": 0,
+            "ignore_eos": True, "return_token_ids": True}  # fmt: skip
+    wait_routable(eager_router, {})
+    decode0, routed0 = counters(engines.decode), decisions(eager_router)
+    with httpx.Client(timeout=300, trust_env=False) as client:
+        resp = client.post(eager_router + "/v1/completions", json=body)
+        alone = client.post(engines.prefill + "/v1/completions", json={**body, "cache_salt": f"ref-{seed}"})
+    assert resp.status_code == 200 and alone.status_code == 200, (resp.text[:500], alone.text[:500])
+    split, ref = resp.json(), alone.json()
+    assert [c["index"] for c in split["choices"]] == [0, 1, 2]
+    assert [len(c["token_ids"]) for c in split["choices"]] == [OUTPUT_TOKENS] * 3
+    assert split["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"] == sum(lengths)
+    assert split["usage"]["completion_tokens"] == ref["usage"]["completion_tokens"] == 3 * OUTPUT_TOKENS
+    assert split["usage"]["total_tokens"] == sum(lengths) + 3 * OUTPUT_TOKENS
+    assert [c["token_ids"] for c in split["choices"]] == [c["token_ids"] for c in ref["choices"]]
+    assert decisions(eager_router).get("disaggregated", 0) == routed0.get("disaggregated", 0) + 1
+
+    def arrived(now: dict[str, float]) -> bool:
+        return now[EXTERNAL_HITS] - decode0[EXTERNAL_HITS] >= sum(lengths)
+
+    decode1 = poll(lambda: counters(engines.decode), arrived, "every prompt's KV at the decode engine")
+    delta = {k: decode1[k] - decode0[k] for k in COUNTERS}
+    assert delta[EXTERNAL_HITS] == sum(lengths) and delta[LOCAL_HITS] == 0 and delta[NIXL_FAILED] == 0, delta
