@@ -38,11 +38,15 @@ def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def chat_ids(tok: Tokenizer, body: Mapping[str, Any], own_template: bool = False) -> list[int]:
     """Token ids of a chat request's prompt (its ``messages`` and template options; its own
-    ``chat_template`` only with ``own_template``, an engine that renders it)."""
+    ``chat_template``, or ``chat_template_kwargs``' one, only with ``own_template``, an engine that
+    renders it)."""
     messages = messages_of(body)
     options = chat_options(body)
     if not own_template:
         options.pop("chat_template", None)
+        kwargs = options.get("chat_template_kwargs")
+        if isinstance(kwargs, dict):
+            options["chat_template_kwargs"] = {k: v for k, v in kwargs.items() if k != "chat_template"}
     try:
         return tok.chat_ids(messages, **options)
     except TokenizerError as exc:

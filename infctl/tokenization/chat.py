@@ -10,7 +10,9 @@ and vLLM's message preparation (``_parse_chat_message_content`` and ``_postproce
 ``is defined`` tests see what vLLM's see), a missing or null ``content`` rendered as an empty string (an
 empty list of parts for templates that loop over parts), text parts joined by newlines for templates that
 read ``content`` as a string, and an assistant's tool-call arguments parsed from JSON so templates can
-iterate them.
+iterate them; ``developer`` messages turned ``system`` for a template that does not name that role
+(``safe_apply_chat_template``, ``vllm/renderers/hf.py``); the request's ``tools`` as vLLM's models dump
+them and its ``chat_template_kwargs`` as vLLM merges them (:func:`request_tools`, :func:`template_kwargs`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ from infctl.tokenization.base import TokenizerError, content_text
 _PARTS_LOOP = re.compile(r"for\s+\w+\s+in\s+\w+(?:\[\s*['\"]content['\"]\s*\]|\.content)")
 """A template that loops over a message's content expects OpenAI content parts, not a string (vLLM decides
 the same way, by reading the template)."""
+_DEVELOPER_NAMED = ('"developer"', "'developer'")
+"""A template that names the ``developer`` role, quoted (vLLM 0.32 ``_detect_developer_role_support``), gets
+developer messages as they are; any other gets them as ``system`` messages."""
+_UNSET = (None, "auto")
+"""``chat_template_kwargs`` values vLLM drops (``merge_kwargs``' ``unset_values``): the template sees them
+undefined."""
 
 
 class _Generation(jinja2.ext.Extension):
@@ -90,6 +98,7 @@ class ChatTemplate:
             raise TokenizerError(f"the chat template does not compile: {exc} (line {exc.lineno})") from None
         self.source = source
         self.parts = bool(_PARTS_LOOP.search(source))
+        self.developer = any(quoted in source for quoted in _DEVELOPER_NAMED)
         self.special_tokens = dict(special_tokens)
 
     def render(
@@ -100,13 +109,18 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         continue_final_message: bool = False,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        parts: bool | None = None,
     ) -> str:
         """The prompt text the engine tokenizes. A template error (``raise_exception``, a bad variable)
-        is a TokenizerError: the engine answers such a request with a 400 too."""
-        prepared = [self._prepare(m) for m in messages]
+        is a TokenizerError: the engine answers such a request with a 400 too. ``tools`` and
+        ``chat_template_kwargs`` as the template sees them (:func:`request_tools`, :func:`template_kwargs`);
+        ``parts``: whether contents are handed on as parts (default: as this template reads them)."""
+        prepared = [self._prepare(m, self.parts if parts is None else parts) for m in messages]
+        if not self.developer and any(m["role"] == "developer" for m in prepared):
+            prepared = _developer_as_system(prepared)
         if continue_final_message and add_generation_prompt:
             raise TokenizerError("continue_final_message and add_generation_prompt are mutually exclusive")
-        variables: dict[str, Any] = dict(self.special_tokens)
+        variables: dict[str, Any] = dict(self.special_tokens, documents=None)  # transformers' variables
         if chat_template_kwargs:
             variables.update(chat_template_kwargs)
         variables.update(messages=prepared, tools=tools, add_generation_prompt=add_generation_prompt)
@@ -120,14 +134,14 @@ class ChatTemplate:
             text = _cut_after_final(text, prepared[-1])
         return text
 
-    def _prepare(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def _prepare(self, message: Mapping[str, Any], as_parts: bool) -> dict[str, Any]:
         """The message as vLLM hands it to the template: role, content and the fields its role carries,
         nothing else (an OpenAI client's ``refusal: null`` or ``tool_calls: null`` stays undefined)."""
         role, content = message["role"], message.get("content")
         out: dict[str, Any] = {"role": role}
-        if isinstance(content, str) and self.parts:
+        if isinstance(content, str) and as_parts:
             out["content"] = [{"type": "text", "text": content}]
-        elif self.parts:
+        elif as_parts:
             out["content"] = content or []
         else:
             out["content"] = content_text(content)  # None: "" (vLLM joins no text parts)
@@ -151,6 +165,61 @@ class ChatTemplate:
         if role == "developer":
             out["tools"] = message.get("tools")
         return out
+
+
+def _developer_as_system(prepared: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM 0.32's ``_convert_developer_to_system`` then ``_consolidate_system_messages``: each developer
+    message becomes a system message without its ``tools``; then, if a system message is not first or
+    there are several, all of them become one first system message holding only their non-empty contents
+    (text parts joined by newlines), joined by blank lines: a string even for a template that reads parts."""
+    converted = [
+        {**{k: v for k, v in m.items() if k != "tools"}, "role": "system"} if m["role"] == "developer" else m
+        for m in prepared
+    ]
+    systems = [i for i, m in enumerate(converted) if m["role"] == "system"]
+    if not systems or systems == [0]:
+        return converted
+    texts = (content_text(converted[i]["content"]) for i in systems)
+    merged = {"role": "system", "content": "\n\n".join(t for t in texts if t)}
+    return [merged, *(m for m in converted if m["role"] != "system")]
+
+
+def template_kwargs(kwargs: object) -> dict[str, Any]:
+    """A request's ``chat_template_kwargs`` as vLLM 0.32 hands them on (``ChatParams.with_defaults``): a None
+    or ``"auto"`` value dropped. TokenizerError unless an object (vLLM's 400: a valid dictionary)."""
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise TokenizerError("'chat_template_kwargs' must be an object")
+    return {k: v for k, v in kwargs.items() if v not in _UNSET}
+
+
+def request_tools(tools: object) -> object:
+    """A request's ``tools`` as vLLM 0.32 hands them to the template: each parsed into
+    ``ChatCompletionToolsParam`` and dumped (``tool.model_dump()`` in ``OnlineRenderer.render_chat``), so
+    a function has exactly ``name``, ``description`` and ``parameters`` (null when not sent), then
+    ``strict`` and ``defer_loading`` when set, and no other key (``FunctionDefinition._serialize``). A
+    template's ``tools | tojson`` writes them so. Anything else is handed on as sent (vLLM refuses it)."""
+    if not isinstance(tools, list):
+        return tools
+    return [_tool(t) for t in tools]
+
+
+def _tool(tool: object) -> object:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(tool, dict) or not isinstance(fn, dict):
+        return tool
+    defer = tool.get("defer_loading")
+    out_fn = {k: fn.get(k) for k in ("name", "description", "parameters")}
+    if fn.get("strict") is not None:
+        out_fn["strict"] = fn["strict"]
+    fn_defer = defer if fn.get("defer_loading") is None else fn["defer_loading"]  # the tool's, passed on
+    if fn_defer is not None:
+        out_fn["defer_loading"] = fn_defer
+    out: dict[str, Any] = {"type": tool.get("type", "function"), "function": out_fn}
+    if defer is not None:
+        out["defer_loading"] = defer
+    return out
 
 
 def _is_text(part: object) -> bool:

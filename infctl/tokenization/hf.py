@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infctl.tokenization.base import FALLBACK, Tokenizer, TokenizerError
-from infctl.tokenization.chat import ChatTemplate
+from infctl.tokenization.chat import ChatTemplate, request_tools, template_kwargs
 from infctl.tokens import Memo
 
 PIECE_MEMO_BYTES = 32 << 20
@@ -131,29 +131,54 @@ class HFTokenizer(Tokenizer):
         return max(self._tok.get_vocab(with_added_tokens=True).values(), default=None)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
-        text = self.chat_template(options.get("chat_template")).render(
+        # vLLM 0.32 (ChatParams, renderers/params.py): the request's chat_template_kwargs override what
+        # its fields set (``tools`` too); ``chat_template`` and ``tokenize`` among them are
+        # apply_chat_template's own arguments, not template variables. The request's ``chat_template or``
+        # the kwargs' one is the template (build_chat_params, get_apply_chat_template_kwargs).
+        kwargs = template_kwargs(options.get("chat_template_kwargs"))
+        own = kwargs.pop("chat_template", None)
+        tools = kwargs.pop("tools") if "tools" in kwargs else request_tools(options.get("tools"))
+        # tokenize: transformers tokenizes the text (no special tokens) and vLLM takes those ids as they are.
+        tokenized = bool(kwargs.pop("tokenize", False))
+        field = options.get("chat_template") or None
+        text = self.chat_template(field or own, tools=tools).render(
             messages,
-            tools=options.get("tools"),
+            tools=tools,
             add_generation_prompt=bool(options.get("add_generation_prompt", True)),
             continue_final_message=bool(options.get("continue_final_message", False)),
-            chat_template_kwargs=options.get("chat_template_kwargs") or None,
+            chat_template_kwargs=kwargs,
+            parts=self._reads_parts(tools) if field is None and own is not None else None,
         )
-        return self.encode(text, special=bool(options.get("add_special_tokens", False)))
+        return self.encode(text, special=bool(options.get("add_special_tokens", False)) and not tokenized)
 
-    def chat_template(self, requested: object = None) -> ChatTemplate:
-        """The template a chat request renders with, picked as vLLM 0.32 picks it: the request's
-        ``chat_template or`` the model's (``build_chat_params``, so an empty one is the model's), a name
-        among the model's named templates standing for that template (transformers'
-        ``get_chat_template``), any other string being the template itself."""
+    def _reads_parts(self, tools: object) -> bool:
+        """Whether the model's template (its ``tool_use`` one with ``tools``) reads contents as parts: vLLM
+        0.32 decides the content format by the template the request's field picks
+        (``_resolve_chat_template_content_format`` reads ``ChatParams.chat_template``), so a template
+        coming in ``chat_template_kwargs`` gets contents as the model's would ("string" with none)."""
+        try:
+            return self.chat_template(None, tools=tools).parts
+        except TokenizerError:
+            return False
+
+    def chat_template(self, requested: object = None, *, tools: object = None) -> ChatTemplate:
+        """The template a chat request renders with, picked as vLLM 0.32 has transformers'
+        ``get_chat_template`` pick it: none requested, the model's named ``tool_use`` template when the
+        request has ``tools`` (any list, an empty one too) and the model has one, else its default; a
+        name among the model's named templates standing for that template; any other string being the
+        template itself (an empty one too: ``chat_ids`` has made an empty request field None)."""
         if requested is not None and not isinstance(requested, str):
             raise TokenizerError("'chat_template' must be a string")
-        if not requested:
-            if self.template is None:
+        if requested is None:
+            if tools is not None and "tool_use" in self.named:
+                requested = "tool_use"
+            elif self.template is None:
                 raise TokenizerError(
                     f"{self.name} has no chat template, so chat requests cannot be tokenized",
                     hint="name the model directory (tokenizer_config.json or chat_template.jinja beside it)",
                 )
-            return self.template
+            else:
+                return self.template
         source = self.named.get(requested, requested)
         if self.template is not None and source == self.template.source:
             return self.template

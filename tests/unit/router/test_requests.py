@@ -240,3 +240,24 @@ def test_a_chat_carrying_its_own_template_is_counted_and_hashed_with_it(tiny_tok
     assert exact_count(body, chat=True, tokenizer=tok) == counted.prompt_tokens
     with pytest.raises(BadRequest, match="does not compile"):
         info({**body, "chat_template": "{% if %}"}, chat=True, tok=tok)
+
+
+def test_template_kwargs_and_developer_turns_are_counted_as_vllm_renders_them(tiny_tokenizer: Path) -> None:
+    """vLLM 0.32 serves ``chat_template_kwargs`` carrying ``chat_template`` (trusted: it is the template) or
+    ``tokenize`` (not a template variable) without a 400, and turns a ``developer`` message into a system one
+    for a template that does not name the role: the router counts each so, and a non-object
+    ``chat_template_kwargs`` is a 400 (vLLM's too), not a failure of the router."""
+    tok = load_tokenizer(str(tiny_tokenizer))
+    messages = [{"role": "user", "content": "hello there"}]
+    body: dict[str, Any] = {"model": "m", "messages": messages}
+    own = "{% for m in messages %}{% for _ in range(5) %} {{ m['content'] }}{% endfor %}{% endfor %}"
+    kw = {**body, "chat_template_kwargs": {"chat_template": own, "tokenize": False}}
+    assert info(kw, chat=True, tok=tok).prompt_tokens == tok.count(" hello there" * 5, special=False)
+    assert exact_count(kw, chat=True, tokenizer=tok) == tok.count(" hello there" * 5, special=False)
+    developer = {**body, "messages": [{"role": "developer", "content": "be brief"}, *messages]}
+    system = {**body, "messages": [{"role": "system", "content": "be brief"}, *messages]}
+    assert info(developer, chat=True, tok=tok).block_hashes == info(system, chat=True, tok=tok).block_hashes
+    for wrong in ("tokenize", ["chat_template"]):
+        with pytest.raises(BadRequest, match="chat_template_kwargs") as caught:
+            info({**body, "chat_template_kwargs": wrong}, chat=True, tok=tok)
+        assert caught.value.status == 400

@@ -231,3 +231,24 @@ async def test_a_trusting_engine_renders_the_requests_template(
     sglang = (await start_sim(personality="sglang", tokenizer=str(tiny_tokenizer))).urls[0]
     usage = (await post(sglang, "/v1/chat/completions", body)).json()["usage"]
     assert usage["prompt_tokens"] == len(tok.chat_ids(messages))
+
+
+async def test_template_kwargs_are_served_as_vllm_serves_them(
+    start_sim: Any, tiny_tokenizer: Path, tok: HFTokenizer
+) -> None:
+    """vLLM 0.32, trusted: ``chat_template_kwargs``' ``chat_template`` is the template and ``tokenize`` is
+    served, no 400 (checked on its chat route and /tokenize); untrusted, the kwargs' template is refused
+    (the test above). SGLang's sim keeps the model's template."""
+    url = (await start_sim(tokenizer=str(tiny_tokenizer), trust_request_chat_template=True)).urls[0]
+    messages = [{"role": "user", "content": CHINESE}]
+    kwargs = {"chat_template": OWN_TEMPLATE, "tokenize": True}
+    body = {"messages": messages, "max_tokens": 2, "chat_template_kwargs": kwargs}
+    chat = await post(url, "/v1/chat/completions", body)
+    assert chat.status_code == 200, chat.text
+    want = tok.encode(CHINESE * 3, special=False)
+    assert chat.json()["usage"]["prompt_tokens"] == len(want) != len(tok.chat_ids(messages))
+    assert (await post(url, "/tokenize", body)).json()["tokens"] == want
+    sglang = (await start_sim(personality="sglang", tokenizer=str(tiny_tokenizer))).urls[0]
+    own = {**body, "chat_template_kwargs": {"chat_template": OWN_TEMPLATE}}
+    usage = (await post(sglang, "/v1/chat/completions", own)).json()["usage"]
+    assert usage["prompt_tokens"] == len(tok.chat_ids(messages))

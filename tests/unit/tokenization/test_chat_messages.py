@@ -12,7 +12,7 @@ import pytest
 from tokenizerkit import CHAT_TEMPLATE, IM_END, IM_START, tiny_tokenizer
 
 from infctl.tokenization import EstimateTokenizer, TokenizerError, load_tokenizer
-from infctl.tokenization.chat import ChatTemplate
+from infctl.tokenization.chat import ChatTemplate, request_tools, template_kwargs
 
 __all__ = ["tiny_tokenizer"]
 
@@ -121,3 +121,104 @@ def test_the_estimate_counts_a_tool_calls_text() -> None:
     calling = [bare[0], {**bare[1], "tool_calls": [CALL]}]
     est = EstimateTokenizer()
     assert len(est.chat_ids(calling)) > len(est.chat_ids(bare)) + len(est.encode("get"))
+
+
+ROLES = "{% for m in messages %}[{{ m.role }}|{{ m.name }}|{{ m.tools }}]{{ m.content }}{% endfor %}"
+DEV_TOOLS = [{"type": "function", "function": {"name": "g"}}]
+
+
+@pytest.mark.parametrize(
+    ("messages", "rendered"),
+    [
+        # Read off vLLM 0.32's /tokenize with ROLES as the request's template (--trust-request-chat-template):
+        # alone and first, a developer message is a system one without its tools ...
+        ([{"role": "developer", "content": "D", "name": "n", "tools": DEV_TOOLS}], "[system|n|]D"),
+        # ... anywhere else, every system message (developers' included) becomes one first system message
+        # of their non-empty contents, parts' text joined by newlines, the contents by blank lines.
+        (
+            [
+                {"role": "system", "content": "S1"},
+                {"role": "user", "content": "hi"},
+                {"role": "developer", "content": "DEV", "name": "n"},
+                {
+                    "role": "developer",
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                },
+                {"role": "system", "content": ""},
+            ],
+            "[system||]S1\n\nDEV\n\na\nb[user||]hi",
+        ),
+    ],
+)
+def test_developer_messages_are_system_ones_for_a_template_that_does_not_name_the_role(
+    messages: list[dict[str, Any]], rendered: str
+) -> None:
+    """vLLM 0.32 ``safe_apply_chat_template`` (renderers/hf.py): ``_convert_developer_to_system`` and
+    ``_consolidate_system_messages`` unless ``_detect_developer_role_support`` finds ``"developer"`` or
+    ``'developer'`` in the template."""
+    assert ChatTemplate(ROLES, {}).render(messages, add_generation_prompt=False) == rendered
+    for quoted in ("{# 'developer' #}", '{# "developer" #}'):
+        kept = ChatTemplate(quoted + ROLES, {}).render(messages, add_generation_prompt=False)
+        assert "[developer|n|" in kept
+    assert (
+        ChatTemplate("{# developer #}" + ROLES, {}).render(messages, add_generation_prompt=False) == rendered
+    )
+
+
+def test_merged_system_content_is_a_string_even_for_a_template_reading_parts() -> None:
+    source = "{% for m in messages %}[{{ m.role }}]{% if m.content is string %}{{ m.content }}" + (
+        "{% else %}{% for p in m.content %}<{{ p.text }}>{% endfor %}{% endif %}{% endfor %}"
+    )
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "user", "content": "u"},
+    ]
+    # vLLM 0.32's rendering of the same request (/tokenize, the template as the request's own).
+    assert (
+        ChatTemplate(source, {}).render(messages, add_generation_prompt=False) == "[system]S\n\na\nb[user]<u>"
+    )
+
+
+def test_tools_reach_the_template_as_vllm_dumps_them() -> None:
+    """vLLM 0.32 hands the template ``[tool.model_dump() for tool in request.tools]``: a function's name,
+    description and parameters (null when not sent), strict and defer_loading when set, no other key
+    (``FunctionDefinition._serialize``); seen on /tokenize with ``{{ tools | tojson }}``."""
+    tools = [
+        {"type": "function", "function": {"name": "f", "x": 1}},
+        {"defer_loading": True, "function": {"strict": True, "description": "d", "name": "g"}},
+        "not a tool",
+    ]
+    assert request_tools(tools) == [
+        {"type": "function", "function": {"name": "f", "description": None, "parameters": None}},
+        {
+            "type": "function",
+            "function": {
+                "name": "g",
+                "description": "d",
+                "parameters": None,
+                "strict": True,
+                "defer_loading": True,
+            },
+            "defer_loading": True,
+        },
+        "not a tool",
+    ]
+    text = ChatTemplate("{{ tools | tojson }}", {}).render([], tools=request_tools(tools[:1]))
+    assert (
+        text == '[{"type": "function", "function": {"name": "f", "description": null, "parameters": null}}]'
+    )
+    assert request_tools(None) is None
+
+
+def test_template_kwargs_are_handed_on_as_vllm_merges_them() -> None:
+    """``merge_kwargs`` drops a None or "auto" value (the template sees it undefined; False and 0 stay)."""
+    assert template_kwargs({"a": None, "b": "auto", "c": False, "d": 0, "e": "x"}) == {
+        "c": False,
+        "d": 0,
+        "e": "x",
+    }
+    assert template_kwargs(None) == {}
+    for wrong in ("ab", [1]):
+        with pytest.raises(TokenizerError, match="chat_template_kwargs"):
+            template_kwargs(wrong)

@@ -185,3 +185,106 @@ def test_tojson_takes_transformers_options(tiny_tokenizer: Path) -> None:
         tok.chat_ids([{"role": "user", "content": "x"}], chat_template=template)
         == lib.encode('{"a":[2],"b":1}').ids
     )
+
+
+def named_templates(tmp_path: Path, tiny_tokenizer: Path, templates: dict[str, str]) -> HFTokenizer:
+    """The tiny tokenizer with ``templates`` as its named chat templates (tokenizer_config.json's list)."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_tokenizer / name).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = [{"name": k, "template": v} for k, v in templates.items()]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = load_tokenizer(str(tmp_path))
+    assert isinstance(tok, HFTokenizer)
+    return tok
+
+
+TOOL_USE = "{% for t in tools %}{{ t.function.name }};{% endfor %}{{ messages[0]['content'] }}"
+
+
+def test_a_request_with_tools_renders_the_models_tool_use_template(
+    tmp_path: Path, tiny_tokenizer: Path
+) -> None:
+    """transformers' ``get_chat_template``, as vLLM 0.32 calls it (``resolve_chat_template``): with no
+    template requested, a request whose ``tools`` is not null renders the model's ``tool_use`` template
+    when it has one (an empty list too); checked on vLLM's /tokenize with such a model."""
+    tok = named_templates(
+        tmp_path, tiny_tokenizer, {"default": "D{{ messages[0]['content'] }}", "tool_use": TOOL_USE}
+    )
+    lib = raw(tmp_path)
+    messages = [{"role": "user", "content": "x"}]
+    tools = [{"type": "function", "function": {"name": "get_w"}}]
+    assert tok.chat_ids(messages) == tok.chat_ids(messages, tools=None) == lib.encode("Dx").ids
+    assert tok.chat_ids(messages, tools=tools) == lib.encode("get_w;x").ids
+    assert tok.chat_ids(messages, tools=tools, chat_template="") == lib.encode("get_w;x").ids
+    assert tok.chat_ids(messages, tools=[]) == lib.encode("x").ids
+    assert tok.chat_ids(messages, tools=tools, chat_template="default") == lib.encode("Dx").ids
+    # The request's chat_template_kwargs' tools are the ones the template gets (and picks it by).
+    assert tok.chat_ids(messages, chat_template_kwargs={"tools": tools}) == lib.encode("get_w;x").ids
+    assert (
+        tok.chat_ids(messages, tools=tools, chat_template_kwargs={"tools": None}) == lib.encode("get_w;x").ids
+    )
+    # Without a tool_use template (or any named ones), the default, tools or not.
+    (tmp_path / "plain").mkdir()
+    plain = named_templates(tmp_path / "plain", tiny_tokenizer, {"default": "D"})
+    assert plain.chat_ids(messages, tools=tools) == lib.encode("D").ids
+    single = load_tokenizer(str(tiny_tokenizer))
+    assert single.chat_ids(messages, tools=tools) == single.chat_ids(messages)
+
+
+def test_chat_template_kwargs_act_as_in_vllm(tiny_tokenizer: Path) -> None:
+    """vLLM 0.32 (renderers/params.py ``ChatParams``; checked on its /tokenize and chat route, trusted): the
+    kwargs' ``chat_template`` is the template unless the request's own field is set, with contents in the
+    format the model's template reads; neither it nor ``tokenize`` is a template variable (no 400 either:
+    ``resolve_chat_template_kwargs``' "unexpected" check never sees them, ``safe_apply_chat_template``
+    takes both as its own arguments)."""
+    tok, lib = load_tokenizer(str(tiny_tokenizer)), raw(tiny_tokenizer)
+    assert isinstance(tok, HFTokenizer)
+    messages = [{"role": "user", "content": "hi"}]
+    parts = "{% for m in messages %}{% if m.content is string %}S{% else %}P{% endif %}{% endfor %}"
+    assert tok.chat_ids(messages, chat_template_kwargs={"chat_template": "KW"}) == lib.encode("KW").ids
+    # The model's ChatML reads strings: a parts-looping template from the kwargs still gets strings.
+    looping = "{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}" + parts
+    assert tok.chat_ids(messages, chat_template_kwargs={"chat_template": looping}) == lib.encode("S").ids
+    assert tok.chat_ids(messages, chat_template=looping) == lib.encode("P").ids
+    assert (
+        tok.chat_ids(messages, chat_template="REQ", chat_template_kwargs={"chat_template": "KW"})
+        == lib.encode("REQ").ids
+    )
+    assert (
+        tok.chat_ids(messages, chat_template="", chat_template_kwargs={"chat_template": "KW"})
+        == lib.encode("KW").ids
+    )
+    for unset in (None, "auto"):
+        assert tok.chat_ids(messages, chat_template_kwargs={"chat_template": unset}) == tok.chat_ids(messages)
+    seen = (
+        "{% for v in [chat_template, tokenize, x, documents] %}{{ 'D' if v is defined else 'U' }}{% endfor %}"
+    )
+    for kwargs, want in (
+        ({"tokenize": False, "x": None}, "UUUD"),
+        ({"tokenize": True, "x": "auto"}, "UUUD"),
+        ({"x": False}, "UUDD"),
+    ):
+        assert tok.chat_ids(messages, chat_template=seen, chat_template_kwargs=kwargs) == lib.encode(want).ids
+    with pytest.raises(TokenizerError, match="chat_template_kwargs"):
+        tok.chat_ids(messages, chat_template_kwargs="tokenize")
+
+
+def test_tokenize_in_the_kwargs_leaves_out_special_tokens(tiny_tokenizer: Path) -> None:
+    """``tokenize: true`` has transformers tokenize the text (``add_special_tokens=False``) and vLLM takes
+    those ids as they are: the request's ``add_special_tokens`` adds nothing then."""
+    from tokenizers.processors import TemplateProcessing
+
+    from infctl.tokenization.chat import ChatTemplate
+
+    lib = raw(tiny_tokenizer)
+    lib.post_processor = TemplateProcessing(single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", 0)])
+    tok = HFTokenizer(lib, name="bos", template=ChatTemplate("{{ messages[0]['content'] }}", {}))
+    messages = [{"role": "user", "content": "hello"}]
+    bare = lib.encode("hello", add_special_tokens=False).ids
+    assert tok.chat_ids(messages, add_special_tokens=True) == [0, *bare]
+    assert tok.chat_ids(messages, add_special_tokens=True, chat_template_kwargs={"tokenize": True}) == bare
+    assert tok.chat_ids(messages, add_special_tokens=True, chat_template_kwargs={"tokenize": False}) == [
+        0,
+        *bare,
+    ]
