@@ -450,18 +450,50 @@ def agent_turns(rng: random.Random, i: int) -> list[dict[str, Any]]:
 
 
 OWN_TEMPLATE = (
+    "{%- if tools %}<<tools>>{{ tools | tojson }}\n{% endif -%}"
     "{%- for m in messages -%}<<{{ m.role }}>>{{ m.content }}"
     "{%- if m.tool_calls is defined %}{% for c in m.tool_calls %}"
     "[{{ c.function.name }} {{ c.function.arguments | tojson }}]{% endfor %}{% endif %}\n"
     "{% endfor %}{%- if add_generation_prompt %}<<assistant>>{% endif -%}"
 )
-"""A chat request's own template (vLLM renders it with --trust-request-chat-template): roles, contents and
-tool calls written differently from the model's ChatML."""
+"""A chat request's own template (vLLM renders it with --trust-request-chat-template): tools, roles, contents
+and tool calls written differently from the model's ChatML."""
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "查 a word",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        },
+    },
+    {"type": "function", "function": {"name": "now"}},
+]
+"""Tools as clients send them; vLLM hands the template its own dump of them (a missing description null)."""
+
+
+def template_extras(body: dict[str, Any], i: int) -> None:
+    """Chat features vLLM renders its own way, on some of the chats: the request's own template (or an empty
+    one, the model's), or one in ``chat_template_kwargs`` (with ``tokenize``, which is no template
+    variable); ``developer`` messages (system ones for these templates: merged into the first system
+    message, or alone first); ``tools`` (with ``tool_choice`` none: these engines parse no tool calls)."""
+    if i % 5 in (1, 3):
+        body["chat_template"] = OWN_TEMPLATE if i % 5 == 1 else ""
+    elif i % 7 == 0:
+        body["chat_template_kwargs"] = {"chat_template": OWN_TEMPLATE, "tokenize": i % 3 == 0}
+    messages = body["messages"]
+    if i % 3 == 1:
+        messages.insert(1 + i % 4 // 2, {"role": "developer", "content": words(7, 40_000 + i)})
+    elif i % 9 == 5:
+        messages[0] = {"role": "developer", "content": [{"type": "text", "text": hanzi(12, i)}]}
+    if i % 4 == 3:
+        body["tools"], body["tool_choice"] = TOOLS, "none"
 
 
 def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
     """200 random prompts in English, Chinese, mixed text and code, chat (agent turns with tool calls among
-    them; some carrying their own ``chat_template``, or an empty one, which is the model's) and completion
+    them; some carrying their own ``chat_template``, or an empty one, which is the model's, developer
+    messages or tools: ``template_extras``) and completion
     (batches among them): the router's own count of each (its prompt-tokens counter, one request at a time)
     is vLLM's ``usage.prompt_tokens``, a batch's summed over its prompts."""
     rng = random.Random(17)
@@ -470,8 +502,8 @@ def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
     with httpx.Client(timeout=120, trust_env=False) as client:
         for i in range(200):
             path, body = mixed_request(rng, i)
-            if "messages" in body and i % 5 in (1, 3):
-                body["chat_template"] = OWN_TEMPLATE if i % 5 == 1 else ""
+            if "messages" in body:
+                template_extras(body, i)
             before = router_counter(vllm_release, "infctl_router_prompt_tokens_total")
             resp = client.post(vllm_release.router_url + path, json=body)
             assert resp.status_code == 200, resp.text
