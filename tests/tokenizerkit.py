@@ -23,6 +23,7 @@ import functools
 import itertools
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,22 @@ def build_tokenizer(directory: Path) -> Path:
 def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The directory of a tokenizer built by :func:`build_tokenizer`, once per session."""
     return build_tokenizer(tmp_path_factory.mktemp("tiny-tokenizer"))
+
+
+THINKING_TEMPLATE = CHAT_TEMPLATE.replace(
+    "'<|im_start|>assistant\\n' }}",
+    "'<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}"
+    "{%- if reasoning_effort is defined %}{{- 'effort: ' + reasoning_effort + '\\n' }}{%- endif %}",
+)
+"""ChatML as a thinking model's (Qwen3's ``enable_thinking``, gpt-oss-like ``reasoning_effort``): a
+generation prompt with thinking off writes an empty think block; with ``reasoning_effort`` defined, a line
+naming it."""
+
+
+def thinking_model(directory: Path, tokenizer: Path) -> Path:
+    """A copy of ``tokenizer``'s directory whose chat template is :data:`THINKING_TEMPLATE`."""
+    shutil.copytree(tokenizer, directory)
+    (directory / "chat_template.jinja").write_text(THINKING_TEMPLATE)
+    return directory

@@ -36,12 +36,17 @@ def messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return messages
 
 
-def chat_ids(tok: Tokenizer, body: Mapping[str, Any], own_template: bool = False) -> list[int]:
+def chat_ids(
+    tok: Tokenizer, body: Mapping[str, Any], own_template: bool = False, effort: bool = False
+) -> list[int]:
     """Token ids of a chat request's prompt (its ``messages`` and template options; its own
     ``chat_template``, or ``chat_template_kwargs``' one, only with ``own_template``, an engine that
-    renders it)."""
+    renders it; its ``reasoning_effort`` only with ``effort``, a route that reads it: vLLM's chat route,
+    not its ``/tokenize``)."""
     messages = messages_of(body)
     options = chat_options(body)
+    if not effort:
+        options.pop("reasoning_effort", None)
     if not own_template:
         options.pop("chat_template", None)
         kwargs = options.get("chat_template_kwargs")

@@ -74,6 +74,7 @@ async def prompt_batch(inst: SimInstance, body: Mapping[str, Any], chat: bool) -
                 prompt_tokens.chat_ids,
                 body,
                 inst.personality.request_chat_template,
+                inst.personality.reasoning_effort_template,
             )
         ]
     prompt = body.get("prompt")

@@ -22,9 +22,12 @@ CHAT_OPTIONS = (
     "add_special_tokens",
     "chat_template_kwargs",
     "chat_template",
+    "reasoning_effort",
 )
 """Request fields that change what a chat prompt renders to (vLLM's names). ``chat_template``, the
-request's own template, is served by vLLM only with ``--trust-request-chat-template`` (else a 400)."""
+request's own template, is served by vLLM only with ``--trust-request-chat-template`` (else a 400).
+``reasoning_effort`` is read by vLLM's chat route only (a template variable, and ``enable_thinking``:
+``chat.template_kwargs``), not by its ``/tokenize``."""
 
 
 def chat_options(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,8 +79,9 @@ class Tokenizer(ABC):
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
         """Ids of a chat request's prompt: the messages rendered as the engine renders them. ``options`` are
         the request's template options (``tools``, ``add_generation_prompt``, ``continue_final_message``,
-        ``add_special_tokens``, ``chat_template_kwargs``, ``chat_template``); unknown ones are ignored, and
-        a tokenizer that renders no template (words, the estimate) ignores ``chat_template`` too."""
+        ``add_special_tokens``, ``chat_template_kwargs``, ``chat_template``, ``reasoning_effort``); unknown
+        ones are ignored, and a tokenizer that renders no template (words, the estimate) ignores
+        ``chat_template`` and ``reasoning_effort`` too."""
 
 
 def check_messages(messages: object) -> list[Mapping[str, Any]]:

@@ -12,7 +12,8 @@ empty list of parts for templates that loop over parts), text parts joined by ne
 read ``content`` as a string, and an assistant's tool-call arguments parsed from JSON so templates can
 iterate them; ``developer`` messages turned ``system`` for a template that does not name that role
 (``safe_apply_chat_template``, ``vllm/renderers/hf.py``); the request's ``tools`` as vLLM's models dump
-them and its ``chat_template_kwargs`` as vLLM merges them (:func:`request_tools`, :func:`template_kwargs`).
+them and its ``chat_template_kwargs`` as vLLM merges them, with its ``reasoning_effort``
+(:func:`request_tools`, :func:`template_kwargs`).
 """
 
 from __future__ import annotations
@@ -184,14 +185,25 @@ def _developer_as_system(prepared: list[dict[str, Any]]) -> list[dict[str, Any]]
     return [merged, *(m for m in converted if m["role"] != "system")]
 
 
-def template_kwargs(kwargs: object) -> dict[str, Any]:
+def template_kwargs(kwargs: object, reasoning_effort: object = None) -> dict[str, Any]:
     """A request's ``chat_template_kwargs`` as vLLM 0.32 hands them on (``ChatParams.with_defaults``): a None
-    or ``"auto"`` value dropped. TokenizerError unless an object (vLLM's 400: a valid dictionary)."""
+    or ``"auto"`` value dropped. TokenizerError unless an object (vLLM's 400: a valid dictionary).
+
+    ``reasoning_effort``, the chat request's field (not None), is a template variable too, over the
+    kwargs' own, and sets ``enable_thinking`` to whether it is not ``"none"`` unless the kwargs carry that
+    key, whatever its value (vLLM 0.32 ``ChatCompletionRequest.build_chat_params``,
+    entrypoints/openai/chat_completion/protocol.py: ``"enable_thinking" not in user_kwargs``). Only the
+    chat route reads the field: vLLM's ``/tokenize`` request has none."""
     if kwargs is None:
-        return {}
+        kwargs = {}
     if not isinstance(kwargs, dict):
         raise TokenizerError("'chat_template_kwargs' must be an object")
-    return {k: v for k, v in kwargs.items() if v not in _UNSET}
+    out = {k: v for k, v in kwargs.items() if v not in _UNSET}
+    if reasoning_effort is not None:
+        out["reasoning_effort"] = reasoning_effort
+        if "enable_thinking" not in kwargs:
+            out["enable_thinking"] = reasoning_effort != "none"
+    return out
 
 
 def request_tools(tools: object) -> object:

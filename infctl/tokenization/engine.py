@@ -6,7 +6,9 @@ prompt as ``{"model", "prompt", "add_special_tokens"}``, a chat as ``{"model", "
 "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template_kwargs", "tools",
 "chat_template"}`` (only the options the request set: the engine's defaults are its chat endpoint's), answered
 with ``{"tokens", "count", "max_model_len", ...}``. A request's own ``chat_template`` goes along: an engine
-without ``--trust-request-chat-template`` refuses it here (400) as on its chat route. SGLang's ``/tokenize``
+without ``--trust-request-chat-template`` refuses it here (400) as on its chat route. vLLM's ``/tokenize``
+has no ``reasoning_effort``: a chat's goes as the ``chat_template_kwargs`` its chat route derives from it
+(``chat.template_kwargs``). SGLang's ``/tokenize``
 takes ``messages`` too (0.5.15, 0.5.23) and renders them with its chat route's code, which departs from
 vLLM's for a conversation ending with an assistant message, with ``continue_final_message``, and for
 DeepSeek V4 (docs/tokens.md).
@@ -32,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from infctl.tokenization.base import CHAT_OPTIONS, Tokenizer, TokenizerError
+from infctl.tokenization.chat import template_kwargs
 from infctl.tokens import Memo
 
 if TYPE_CHECKING:
@@ -98,6 +101,9 @@ class EngineTokenizer(Tokenizer):
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> list[int]:
         body: dict[str, Any] = {"messages": list(messages)}
         body.update((k, options[k]) for k in CHAT_OPTIONS if options.get(k) is not None)
+        effort = body.pop("reasoning_effort", None)
+        if effort is not None:
+            body["chat_template_kwargs"] = template_kwargs(body.get("chat_template_kwargs"), effort)
         try:
             key = "c" + json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:

@@ -135,7 +135,7 @@ class HFTokenizer(Tokenizer):
         # its fields set (``tools`` too); ``chat_template`` and ``tokenize`` among them are
         # apply_chat_template's own arguments, not template variables. The request's ``chat_template or``
         # the kwargs' one is the template (build_chat_params, get_apply_chat_template_kwargs).
-        kwargs = template_kwargs(options.get("chat_template_kwargs"))
+        kwargs = template_kwargs(options.get("chat_template_kwargs"), options.get("reasoning_effort"))
         own = kwargs.pop("chat_template", None)
         tools = kwargs.pop("tools") if "tools" in kwargs else request_tools(options.get("tools"))
         # tokenize: transformers tokenizes the text (no special tokens) and vLLM takes those ids as they are.

@@ -269,11 +269,14 @@ class Personality(ABC):
     metrics_content_type: ClassVar[str] = CONTENT_TYPE
     """The ``/metrics`` answer's Content-Type (the engine's prometheus_client's)."""
     parallel_sampling: ClassVar[bool] = False
+    """Serves ``n`` > 1 and batches of prompts (``infctl.sim.samples``); False: refused with a 400."""
     request_chat_template: ClassVar[bool] = False
     """Whether a chat request's own ``chat_template`` is rendered (vLLM, which refuses it unless started
     with ``--trust-request-chat-template``: ``check_generation``); False: the model's template is, as
     SGLang's (0.5.23's ChatCompletionRequest has no such field)."""
-    """Serves ``n`` > 1 and batches of prompts (``infctl.sim.samples``); False: refused with a 400."""
+    reasoning_effort_template: ClassVar[bool] = False
+    """Whether a chat request's ``reasoning_effort`` reaches the chat template (vLLM's chat route, with the
+    ``enable_thinking`` it implies: ``tokenization.chat.template_kwargs``)."""
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         self.engine = engine

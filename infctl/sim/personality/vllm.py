@@ -81,6 +81,7 @@ class VllmPersonality(Personality):
     metrics_content_type: ClassVar[str] = "text/plain; version=1.0.0; charset=utf-8"
     parallel_sampling: ClassVar[bool] = True
     request_chat_template: ClassVar[bool] = True
+    reasoning_effort_template: ClassVar[bool] = True
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tokenizerkit import tiny_tokenizer
+from tokenizerkit import thinking_model, tiny_tokenizer
 
 from infctl.router import build_policy
 from infctl.router.requests import BadRequest, exact_count, prompt_chars, request_info
@@ -261,3 +261,16 @@ def test_template_kwargs_and_developer_turns_are_counted_as_vllm_renders_them(ti
         with pytest.raises(BadRequest, match="chat_template_kwargs") as caught:
             info({**body, "chat_template_kwargs": wrong}, chat=True, tok=tok)
         assert caught.value.status == 400
+
+
+def test_reasoning_effort_is_counted_as_vllm_renders_it(tmp_path: Path, tiny_tokenizer: Path) -> None:
+    """vLLM 0.32's chat route renders a thinking model's template with the request's ``reasoning_effort``
+    and the ``enable_thinking`` it implies (Qwen3's empty think block when "none"): so does the router."""
+    tok = load_tokenizer(str(thinking_model(tmp_path / "thinking", tiny_tokenizer)))
+    messages = [{"role": "user", "content": "hello there"}]
+    body: dict[str, Any] = {"model": "m", "messages": messages}
+    off = {**body, "reasoning_effort": "none"}
+    counted = info(off, chat=True, tok=tok)
+    assert counted.prompt_tokens == len(tok.chat_ids(messages, reasoning_effort="none"))
+    assert counted.prompt_tokens > info(body, chat=True, tok=tok).prompt_tokens
+    assert exact_count(off, chat=True, tokenizer=tok) == counted.prompt_tokens

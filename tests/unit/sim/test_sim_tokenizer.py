@@ -14,7 +14,7 @@ import httpx
 import pytest
 import zmq
 import zmq.asyncio
-from tokenizerkit import chinese, english, tiny_tokenizer
+from tokenizerkit import chinese, english, thinking_model, tiny_tokenizer
 
 from infctl import tokens
 from infctl.sim.types import BlockStored
@@ -252,3 +252,27 @@ async def test_template_kwargs_are_served_as_vllm_serves_them(
     own = {**body, "chat_template_kwargs": {"chat_template": OWN_TEMPLATE}}
     usage = (await post(sglang, "/v1/chat/completions", own)).json()["usage"]
     assert usage["prompt_tokens"] == len(tok.chat_ids(messages))
+
+
+async def test_reasoning_effort_reaches_the_template_on_vllms_chat_route_only(
+    start_sim: Any, tmp_path: Path, tiny_tokenizer: Path
+) -> None:
+    """vLLM 0.32: the chat route hands ``reasoning_effort`` to the template and derives ``enable_thinking``
+    from it (``ChatCompletionRequest.build_chat_params``); its ``/tokenize`` request has no such field.
+    SGLang's sim renders as before."""
+    model = thinking_model(tmp_path / "thinking", tiny_tokenizer)
+    thinking = load_tokenizer(str(model))
+    url = (await start_sim(tokenizer=str(model))).urls[0]
+    messages = [{"role": "user", "content": ENGLISH}]
+    body = {"messages": messages, "max_tokens": 2, "reasoning_effort": "none"}
+    usage = (await post(url, "/v1/chat/completions", body)).json()["usage"]
+    want = thinking.chat_ids(messages, reasoning_effort="none")
+    assert usage["prompt_tokens"] == len(want) > len(thinking.chat_ids(messages))
+    assert (await post(url, "/tokenize", body)).json()["tokens"] == thinking.chat_ids(messages)
+    kwargs = {**body, "chat_template_kwargs": {"enable_thinking": True}}
+    usage = (await post(url, "/v1/chat/completions", kwargs)).json()["usage"]
+    on = thinking.chat_ids(messages, reasoning_effort="none", chat_template_kwargs={"enable_thinking": True})
+    assert usage["prompt_tokens"] == len(on) < len(want)
+    sglang = (await start_sim(personality="sglang", tokenizer=str(model))).urls[0]
+    usage = (await post(sglang, "/v1/chat/completions", body)).json()["usage"]
+    assert usage["prompt_tokens"] == len(thinking.chat_ids(messages))

@@ -189,3 +189,21 @@ def test_settings_name_urls_and_a_model() -> None:
     for bad in ("engine", "engine:model=x", "engine:a:8000", "engine:http://a:1,model=x,model=y"):
         with pytest.raises(TokenizerError):
             load_tokenizer(bad)
+
+
+async def test_reasoning_effort_goes_as_the_kwargs_vllms_chat_route_derives(counting: Counting) -> None:
+    """vLLM 0.32's ``/tokenize`` has no ``reasoning_effort`` (its chat route's ``build_chat_params`` turns it
+    into template kwargs): it is sent as those kwargs, the request's own kwargs kept."""
+    tok = EngineTokenizer([counting.url])
+    messages = [{"role": "user", "content": "hi"}]
+    for options, kwargs in (
+        ({"reasoning_effort": "none"}, {"reasoning_effort": "none", "enable_thinking": False}),
+        (
+            {"reasoning_effort": "low", "chat_template_kwargs": {"enable_thinking": False, "x": None}},
+            {"enable_thinking": False, "reasoning_effort": "low"},
+        ),
+    ):
+        await asyncio.to_thread(lambda o=options: tok.chat_ids(messages, **o))
+        sent = counting.bodies[-1]
+        assert "reasoning_effort" not in sent and sent["chat_template_kwargs"] == kwargs
+    tok.close()

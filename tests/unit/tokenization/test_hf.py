@@ -6,9 +6,19 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tokenizerkit import IM_END, IM_START, chinese, code, english, tiny_tokenizer
+from tokenizerkit import (
+    IM_END,
+    IM_START,
+    THINKING_TEMPLATE,
+    chinese,
+    code,
+    english,
+    thinking_model,
+    tiny_tokenizer,
+)
 from tokenizers import Tokenizer as RawTokenizer
 
 from infctl.tokenization import HFTokenizer, TokenizerError, load_tokenizer
@@ -288,3 +298,32 @@ def test_tokenize_in_the_kwargs_leaves_out_special_tokens(tiny_tokenizer: Path) 
         0,
         *bare,
     ]
+
+
+@pytest.mark.parametrize(
+    ("effort", "kwargs", "after"),
+    [
+        (None, None, ""),
+        ("high", None, "effort: high\n"),
+        ("none", None, "<think>\n\n</think>\n\neffort: none\n"),
+        # The request's field over the kwargs' reasoning_effort; enable_thinking in the kwargs is theirs.
+        ("none", {"reasoning_effort": "low", "enable_thinking": True}, "effort: none\n"),
+        ("high", {"enable_thinking": False}, "<think>\n\n</think>\n\neffort: high\n"),
+        # A null enable_thinking is dropped, yet present: nothing derived (the template sees it undefined).
+        ("none", {"enable_thinking": None}, "effort: none\n"),
+        (None, {"reasoning_effort": "low", "enable_thinking": False}, "<think>\n\n</think>\n\neffort: low\n"),
+    ],
+)
+def test_reasoning_effort_reaches_the_template_as_vllm_passes_it(
+    tmp_path: Path, tiny_tokenizer: Path, effort: str | None, kwargs: dict[str, Any] | None, after: str
+) -> None:
+    """vLLM 0.32 ``ChatCompletionRequest.build_chat_params`` (entrypoints/openai/chat_completion/protocol.py):
+    the field ``reasoning_effort`` is a template variable over the kwargs' (``merge_kwargs``, None dropped),
+    and unless ``"enable_thinking" in chat_template_kwargs``, ``enable_thinking = effort != "none"``."""
+    tok = load_tokenizer(str(thinking_model(tmp_path / "thinking", tiny_tokenizer)))
+    assert isinstance(tok, HFTokenizer) and tok.template is not None
+    assert tok.template.source == THINKING_TEMPLATE
+    messages = [{"role": "user", "content": "hi"}]
+    want = raw(tiny_tokenizer).encode(chatml(messages) + after).ids
+    options: dict[str, Any] = {"reasoning_effort": effort, "chat_template_kwargs": kwargs}
+    assert tok.chat_ids(messages, **options) == want
