@@ -52,6 +52,8 @@ class _Collect:
         self.parts: list[bytes] = []
         self.error: Exception | None = None
         self.answered = False
+        self.finished = False
+        """The exchange ended (its connection back in the pool or closed), whatever became of ``done``."""
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def head(self, head: ResponseHead) -> bool:
@@ -62,6 +64,7 @@ class _Collect:
         self.parts.append(raw)
 
     def end(self) -> None:
+        self.finished = True
         if not self.done.done():
             self.done.set_result(None)
 
@@ -102,7 +105,9 @@ async def fetch(
         try:
             await sink.done
         except BaseException:
-            if not sink.done.done():  # else the connection is back in the pool, maybe in use already
+            # A cancelled caller cancels ``done`` too: whether the exchange ended is ``finished``'s to say
+            # (ended, the connection is back in the pool, maybe in use already).
+            if not sink.finished:
                 conn.abort()
             raise
         head = sink.got

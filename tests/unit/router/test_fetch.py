@@ -23,13 +23,16 @@ from infctl.telemetry.scrape import HttpxGet, NoAnswer
 from infctl.telemetry.signals import EngineSignals
 
 METRICS = 'vllm:num_requests_waiting{engine="0"} 3.0\n'
+CLIENT_GONE = web.RequestKey("client_gone", bool)
+"""Set on the engine fixture's ``/stall`` request when its client went away."""
 VLLM_DP2 = (Path(__file__).parents[1] / "engines" / "fixtures" / "vllm_v0_11.prom").read_bytes()
 """A real vLLM /metrics page of an engine with two data-parallel ranks (labelled ``engine``)."""
 
 
 @pytest.fixture
 async def engine() -> AsyncIterator[tuple[str, list[web.Request]]]:
-    """``(base_url, requests seen)``: chunked and length-delimited answers, a 503, a stall."""
+    """``(base_url, requests seen)``: chunked and length-delimited answers, a 503, a stall (its request
+    marked ``CLIENT_GONE`` when the client went away)."""
     seen: list[web.Request] = []
 
     async def answer(request: web.Request, body: bytes, kind: str, chunked: bool) -> web.StreamResponse:
@@ -58,8 +61,13 @@ async def engine() -> AsyncIterator[tuple[str, list[web.Request]]]:
     async def boom(_: web.Request) -> web.Response:
         return web.Response(status=503, text="overloaded")
 
-    async def stall(_: web.Request) -> web.Response:
-        await asyncio.sleep(5)
+    async def stall(request: web.Request) -> web.Response:
+        seen.append(request)
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            request[CLIENT_GONE] = True
+            raise
         return web.Response()
 
     app = web.Application()
@@ -121,6 +129,28 @@ async def test_fetch_times_out_on_silence(engine: tuple[str, list[web.Request]])
     with pytest.raises(FetchError) as err:
         await fetch(pool, "GET", url + "/stall", read_timeout_s=0.05)
     assert err.value.stage == "timeout"
+    pool.close()
+
+
+async def test_a_cancelled_fetch_drops_its_connection_so_the_engine_stops(
+    engine: tuple[str, list[web.Request]],
+) -> None:
+    """Cancelling the caller (a PD leg whose batch failed, a client gone) must close the exchange's
+    connection: an engine works on a request until its connection closes."""
+    url, seen = engine
+    pool = Http1Pool()
+    task = asyncio.ensure_future(fetch(pool, "GET", url + "/stall"))
+    while not seen:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if seen[0].get(CLIENT_GONE):
+            break
+        await asyncio.sleep(0.02)
+    assert seen[0].get(CLIENT_GONE)
+    assert pool.idle_count("127.0.0.1", int(url.rsplit(":", 1)[1])) == 0
     pool.close()
 
 
