@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from infctl.engines import RankPin, get_adapter
 from infctl.router.legs import pd_payload
@@ -31,6 +31,8 @@ from infctl.router.requests import BadRequest, prompts
 
 if TYPE_CHECKING:
     from infctl.router.state import RouterState
+
+T = TypeVar("T")
 
 
 def split_batch(state: RouterState, prefill_id: str, body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -76,14 +78,20 @@ async def prefill_each(
         asyncio.ensure_future(pd_payload(state, part, headers, prefill_id, decode_pin, tokens))
         for part, tokens in zip(parts, shares(prompt_tokens, parts), strict=True)
     ]
+    return [payload for payload, _ in await every(legs)]
+
+
+async def every(legs: Sequence[asyncio.Future[T]]) -> list[T]:
+    """The results of ``legs`` (one per prompt), in order. The first failure, or the caller's cancellation,
+    cancels the legs still running: an engine works on a request until its connection closes, and a batch
+    that failed is retried whole or refused (``asyncio.gather`` alone leaves them running, unread)."""
     try:
-        done = await asyncio.gather(*legs)
+        return list(await asyncio.gather(*legs))
     finally:
         for leg in legs:
             if not leg.done():
                 leg.cancel()
             leg.add_done_callback(_read)
-    return [payload for payload, _ in done]
 
 
 def _read(task: asyncio.Future[Any]) -> None:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from infctl.router.client import ClientRequest
 from infctl.router.legs import post
-from infctl.router.pd_batch import merge_answers, renumber, summed_usage
+from infctl.router.pd_batch import every, merge_answers, renumber, summed_usage
 from infctl.router.pd_legs import openai_error
 from infctl.router.relay import RelayedResponse
 from infctl.router.resume_relay import ClientStream
@@ -57,7 +57,9 @@ class BatchRelay:
         loop = asyncio.get_running_loop()
         sent_at = loop.time()
         if not self.stream:
-            answers = await asyncio.gather(*(post(state, url, p, headers) for p in self.payloads))
+            answers = await every(
+                [asyncio.ensure_future(post(state, url, p, headers)) for p in self.payloads]
+            )
             refused = next(((s, b) for s, b in answers if s >= 400), None)
             if refused is not None:
                 return _refusal(*refused, rid), RelayResult(refused[0], None, 0, completed=True)
@@ -98,10 +100,9 @@ class _Merge:
     ) -> tuple[web.StreamResponse, RelayResult]:
         loop = asyncio.get_running_loop()
         opened = [asyncio.ensure_future(send(state.session, url, p, headers)) for p in payloads]
-        resps: list[aiohttp.ClientResponse] = []
         pumps: list[asyncio.Task[None]] = []
         try:
-            resps = list(await asyncio.gather(*opened))
+            resps = await every(opened)
             for resp in resps:
                 if resp.status >= 500:
                     raise UpstreamFailed(f"HTTP {resp.status}", status=resp.status)
@@ -150,10 +151,12 @@ class _Merge:
                 return out, RelayResult(200, first, wrote, completed=False, client_gone=True)
             return await client.end(), RelayResult(200, first, wrote + len(closing), completed=True)
         finally:
-            for task in (*opened, *pumps):
+            for task in pumps:
                 task.cancel()
-            for resp in resps:
-                resp.close()
+            for leg in opened:
+                # Every leg that opened, closed: also those opened when another failed to (``every``).
+                if leg.done() and not leg.cancelled() and leg.exception() is None:
+                    leg.result().close()
 
     def events(self, prompt: int, raw: bytes) -> tuple[bytes, bool]:
         """Prompt ``prompt``'s whole events rewritten for the batch's stream, and whether one was an

@@ -213,3 +213,86 @@ async def test_an_sglang_batch_gets_a_room_per_prompt_on_the_pinned_rank(
     assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
     assert all(len(a.json()["choices"]) == len(LENGTHS) for a in answers)
     assert reasons == {"disaggregated": 4}
+
+
+@pytest.fixture
+async def vllm_pd_fakes() -> AsyncIterator[tuple[str, str, dict[str, int]]]:
+    """(prefill URL, decode URL, legs): a vLLM PD pair whose decode legs misbehave by prompt. A prompt
+    starting ``fail`` fails its decode leg after a moment: a 500 for a whole answer, a connection closed
+    without an answer for a stream. One starting ``slow`` holds its decode leg open (a stream: after one
+    event) until the router closes it; ``legs`` counts such legs ``held`` and ``closed``."""
+    legs = {"held": 0, "closed": 0}
+
+    async def prefill(request: web.Request) -> web.Response:
+        await request.read()
+        params = {"do_remote_prefill": True, "remote_block_ids": [0], "remote_engine_id": "e"}
+        choice = {"index": 0, "text": " x", "finish_reason": "length"}
+        return web.json_response({"choices": [choice], "kv_transfer_params": params})
+
+    async def decode(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if body["prompt"].startswith("fail"):
+            await asyncio.sleep(0.3)
+            if not body.get("stream"):
+                return web.json_response({"object": "error", "message": "boom", "code": 500}, status=500)
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        legs["held"] += 1
+        try:
+            if body.get("stream"):
+                out = web.StreamResponse(headers={"content-type": "text/event-stream"})
+                await out.prepare(request)
+                chunk = {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": " a"}]}
+                await out.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            for _ in range(250):
+                if request.transport is None or request.transport.is_closing():
+                    legs["closed"] += 1
+                    break
+                await asyncio.sleep(0.02)
+        except (asyncio.CancelledError, ConnectionResetError):
+            legs["closed"] += 1
+            raise
+        return web.Response()
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response()
+
+    runners, urls = [], []
+    for handler in (prefill, decode):
+        app = web.Application()
+        app.router.add_post("/v1/completions", handler)
+        app.router.add_get("/health", health)
+        runner = web.AppRunner(app, handler_cancellation=True)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        urls.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
+    try:
+        yield urls[0], urls[1], legs
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_failed_decode_leg_ends_the_batchs_other_legs(
+    vllm_pd_fakes: tuple[str, str, dict[str, int]], start_router: Any, stream: bool
+) -> None:
+    """The batch is retried whole or refused: its other decode legs must not run on, unread, to their end
+    (a vLLM engine stops a generation only when its client goes away)."""
+    prefill, decode, legs = vllm_pd_fakes
+    fleet = [
+        Backend(id="p", url=prefill, role="prefill", group="g0"),
+        Backend(id="d", url=decode, role="decode", group="g0"),
+    ]
+    url = await start_router(fleet, engine="vllm", pd_min_uncached_tokens=16, max_attempts=1)
+    body = {"model": MODEL, "prompt": ["slow " * 40, "fail " * 40], "max_tokens": 4, "stream": stream}
+    async with httpx.AsyncClient(timeout=30) as c:
+        answer = await c.post(f"{url}/v1/completions", json=body)
+    assert answer.status_code >= 500, answer.text
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 2.0
+    while legs["closed"] < legs["held"] and loop.time() < end:
+        await asyncio.sleep(0.02)
+    assert legs["held"] >= 1 and legs["closed"] == legs["held"], legs
