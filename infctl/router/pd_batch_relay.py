@@ -88,6 +88,10 @@ class _Merge:
         self.details: Any = None
         """The first output's ``prompt_tokens_details``: vLLM's stream reports its ``num_cached_tokens``."""
         self.first_prompt: int | None = None
+        self.client: ClientStream | None = None
+        """The client's stream, once open."""
+        self.first: float | None = None
+        """Seconds from the legs' sending to the client's first event."""
 
     async def run(
         self,
@@ -98,7 +102,6 @@ class _Merge:
         headers: Mapping[str, str],
         rid: str,
     ) -> tuple[web.StreamResponse, RelayResult]:
-        loop = asyncio.get_running_loop()
         opened = [asyncio.ensure_future(send(state.session, url, p, headers)) for p in payloads]
         pumps: list[asyncio.Task[None]] = []
         try:
@@ -112,44 +115,35 @@ class _Merge:
                 return _refusal(status, body, rid), RelayResult(status, None, 0, completed=True)
             queue: asyncio.Queue[tuple[int, bytes | BaseException | None]] = asyncio.Queue()
             pumps = [asyncio.create_task(_pump(p, r, queue)) for p, r in enumerate(resps)]
-            client: ClientStream | None = None
             wrote, left, failed = 0, len(resps), False
-            first: float | None = None
             while left:
                 prompt, item = await queue.get()
                 if item is None:
                     left -= 1
                     continue
                 if isinstance(item, BaseException):
-                    if client is None:
+                    if self.client is None:
                         raise UpstreamFailed(f"a decode leg broke before its first event: {item}")
-                    return client.out, RelayResult(200, first, wrote, completed=False, appendable=True)
+                    return self.client.out, RelayResult(
+                        200, self.first, wrote, completed=False, appendable=True
+                    )
                 data, failed = self.events(prompt, item)
                 if not data:
                     continue
                 try:
-                    if client is None:
-                        client = await _open(request, rid)
-                        first = loop.time() - self.sent_at
-                        self.on_first()
-                    await client.write(data)
+                    await self.write(request, rid, data)
                 except ConnectionResetError:
-                    out = client.out if client is not None else RelayedResponse(200, keep_alive=False)
-                    return out, RelayResult(200, first, wrote, completed=False, client_gone=True)
+                    return self.gone(wrote)
                 wrote += len(data)
                 if failed:
                     break
             closing = b"data: [DONE]\n\n" if failed else self.closing()
             try:
-                if client is None:
-                    client = await _open(request, rid)
-                    first = loop.time() - self.sent_at
-                    self.on_first()
-                await client.write(closing)
+                await self.write(request, rid, closing)
             except ConnectionResetError:
-                out = client.out if client is not None else RelayedResponse(200, keep_alive=False)
-                return out, RelayResult(200, first, wrote, completed=False, client_gone=True)
-            return await client.end(), RelayResult(200, first, wrote + len(closing), completed=True)
+                return self.gone(wrote)
+            assert self.client is not None
+            return await self.client.end(), RelayResult(200, self.first, wrote + len(closing), completed=True)
         finally:
             for task in pumps:
                 task.cancel()
@@ -157,6 +151,19 @@ class _Merge:
                 # Every leg that opened, closed: also those opened when another failed to (``every``).
                 if leg.done() and not leg.cancelled() and leg.exception() is None:
                     leg.result().close()
+
+    async def write(self, request: ClientRequest, rid: str, data: bytes) -> None:
+        """``data`` to the client, whose stream opens with the first write (the batch's first token)."""
+        if self.client is None:
+            self.client = await _open(request, rid)
+            self.first = asyncio.get_running_loop().time() - self.sent_at
+            self.on_first()
+        await self.client.write(data)
+
+    def gone(self, wrote: int) -> tuple[web.StreamResponse, RelayResult]:
+        """The answer when the client went away after ``wrote`` bytes."""
+        out = self.client.out if self.client is not None else RelayedResponse(200, keep_alive=False)
+        return out, RelayResult(200, self.first, wrote, completed=False, client_gone=True)
 
     def events(self, prompt: int, raw: bytes) -> tuple[bytes, bool]:
         """Prompt ``prompt``'s whole events rewritten for the batch's stream, and whether one was an

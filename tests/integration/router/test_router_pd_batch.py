@@ -7,9 +7,10 @@ carried."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -23,6 +24,7 @@ from infctl.engines import get_adapter
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import parse_metrics
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 BLOCK = 16
 """The simulated engines' KV block, in tokens."""
 LENGTHS = (40, 100, 200)
@@ -171,22 +173,34 @@ async def sglang_dp_pd() -> AsyncIterator[tuple[str, str, list[str]]]:
         lines = [f'{n}{{model_name="{MODEL}",dp_rank="{r}"}} 0' for r in range(DP_SIZE) for n in names]
         return web.Response(text="\n".join(lines) + "\n")
 
+    async with engine_pair(prefill, decode, metrics) as (prefill_url, decode_url):
+        yield prefill_url, decode_url, conflicts
+
+
+@contextlib.asynccontextmanager
+async def engine_pair(
+    prefill: Handler, decode: Handler, metrics: Handler | None = None
+) -> AsyncIterator[list[str]]:
+    """The URLs of two small engines, a prefill's and a decode's, serving ``/v1/completions`` with
+    ``prefill`` and ``decode`` (a client gone cancels the handler), ``/health``, and ``/metrics`` if given."""
+
     async def health(_: web.Request) -> web.Response:
         return web.Response()
 
     runners, urls = [], []
-    for handler in (prefill, decode):
-        app = web.Application()
-        app.router.add_post("/v1/completions", handler)
-        app.router.add_get("/metrics", metrics)
-        app.router.add_get("/health", health)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        urls.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
     try:
-        yield urls[0], urls[1], conflicts
+        for handler in (prefill, decode):
+            app = web.Application()
+            app.router.add_post("/v1/completions", handler)
+            app.router.add_get("/health", health)
+            if metrics is not None:
+                app.router.add_get("/metrics", metrics)
+            runner = web.AppRunner(app, handler_cancellation=True)
+            runners.append(runner)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            urls.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
+        yield urls
     finally:
         for runner in runners:
             await runner.cleanup()
@@ -218,8 +232,9 @@ async def test_an_sglang_batch_gets_a_room_per_prompt_on_the_pinned_rank(
 @pytest.fixture
 async def vllm_pd_fakes() -> AsyncIterator[tuple[str, str, dict[str, int]]]:
     """(prefill URL, decode URL, legs): a vLLM PD pair whose decode legs misbehave by prompt. A prompt
-    starting ``fail`` fails its decode leg after a moment: a 500 for a whole answer, a connection closed
-    without an answer for a stream. One starting ``slow`` holds its decode leg open (a stream: after one
+    starting ``cut`` streams one event, then its connection breaks; one starting ``fail`` fails its decode
+    leg after a moment: a 500 for a whole answer, a connection closed without an answer for a stream. One
+    starting ``slow`` holds its decode leg open (a stream: after one
     event) until the router closes it; ``legs`` counts such legs ``held`` and ``closed``."""
     legs = {"held": 0, "closed": 0}
 
@@ -231,6 +246,15 @@ async def vllm_pd_fakes() -> AsyncIterator[tuple[str, str, dict[str, int]]]:
 
     async def decode(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if body["prompt"].startswith("cut"):
+            out = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await out.prepare(request)
+            chunk = {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": " b"}]}
+            await out.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            await asyncio.sleep(0.3)
+            assert request.transport is not None
+            request.transport.abort()
+            return out
         if body["prompt"].startswith("fail"):
             await asyncio.sleep(0.3)
             if not body.get("stream"):
@@ -255,24 +279,8 @@ async def vllm_pd_fakes() -> AsyncIterator[tuple[str, str, dict[str, int]]]:
             raise
         return web.Response()
 
-    async def health(_: web.Request) -> web.Response:
-        return web.Response()
-
-    runners, urls = [], []
-    for handler in (prefill, decode):
-        app = web.Application()
-        app.router.add_post("/v1/completions", handler)
-        app.router.add_get("/health", health)
-        runner = web.AppRunner(app, handler_cancellation=True)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        urls.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
-    try:
-        yield urls[0], urls[1], legs
-    finally:
-        for runner in runners:
-            await runner.cleanup()
+    async with engine_pair(prefill, decode) as (prefill_url, decode_url):
+        yield prefill_url, decode_url, legs
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -291,8 +299,39 @@ async def test_a_failed_decode_leg_ends_the_batchs_other_legs(
     async with httpx.AsyncClient(timeout=30) as c:
         answer = await c.post(f"{url}/v1/completions", json=body)
     assert answer.status_code >= 500, answer.text
+    await every_held_leg_closed(legs)
+    assert legs["held"] >= 1, legs
+
+
+async def every_held_leg_closed(legs: dict[str, int]) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + 2.0
     while legs["closed"] < legs["held"] and loop.time() < end:
         await asyncio.sleep(0.02)
-    assert legs["held"] >= 1 and legs["closed"] == legs["held"], legs
+    assert legs["closed"] == legs["held"], legs
+
+
+async def test_a_decode_leg_broken_mid_stream_ends_the_batchs_stream_with_an_error_event(
+    vllm_pd_fakes: tuple[str, str, dict[str, int]], start_router: Any
+) -> None:
+    """The client has events already: the stream ends with an in-band error (a batch is never continued),
+    and the other legs are closed."""
+    prefill, decode, legs = vllm_pd_fakes
+    fleet = [
+        Backend(id="p", url=prefill, role="prefill", group="g0"),
+        Backend(id="d", url=decode, role="decode", group="g0"),
+    ]
+    url = await start_router(fleet, engine="vllm", pd_min_uncached_tokens=16)
+    body = {"model": MODEL, "prompt": ["slow " * 40, "cut " * 40], "max_tokens": 4, "stream": True}
+    async with (
+        httpx.AsyncClient(timeout=30) as c,
+        c.stream("POST", f"{url}/v1/completions", json=body) as resp,
+    ):
+        raw = (await resp.aread()).decode()
+    events = [e[6:] for e in raw.split("\n\n") if e.startswith("data: ")]
+    assert resp.status_code == 200 and events[-1] == "[DONE]", raw
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert sorted(c["choices"][0]["index"] for c in chunks if c.get("choices")) == [0, 1], raw
+    assert "error" in chunks[-1] and "a batch" in chunks[-1]["error"]["message"], raw
+    await every_held_leg_closed(legs)
+    assert legs["held"] == 1, legs
