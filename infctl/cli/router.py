@@ -167,6 +167,12 @@ def router(
         typer.Option("--insecure-admin", help=_help("insecure_admin"), show_default=False),
     ] = None,
     server: Annotated[str | None, typer.Option("--server", help=_help("server"))] = None,
+    trust_request_chat_template: Annotated[
+        bool | None,
+        typer.Option(
+            "--trust-request-chat-template", help=_help("trust_request_chat_template"), show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Route OpenAI requests across engines by prefix cache, load and length; eject and re-admit failures.
 
@@ -191,6 +197,7 @@ def router(
             "max_body_bytes": max_body_bytes,
             "server": server,
             "insecure_admin": insecure_admin,
+            "trust_request_chat_template": trust_request_chat_template,
         }
         health = {"failures_to_eject": failures_to_eject, "max_backoff_s": max_backoff}
         if any(v is not None for v in health.values()):

@@ -231,6 +231,13 @@ class RouterOptions(ProfileModel):
     short_prompt_tokens: Annotated[int, Field(ge=0)] = 2048
     """Without length buckets: prompts up to this many tokens leave the admission queue first (with
     buckets, the first bucket's ``max_tokens`` decides). Default 2048."""
+    trust_request_chat_template: bool = False
+    """The engines render a chat request's own template (vLLM's ``--trust-request-chat-template``), so the
+    router counts and hashes the prompt with it (a request's ``chat_template``, or its
+    ``chat_template_kwargs``' one), in a worker thread. False: the router ignores such a template and
+    renders the model's (the engines refuse the request with a 400 anyway, as vLLM 0.32 does without the
+    flag), so no client makes it run templates. ``--trust-request-chat-template``; the local target and the
+    manifests set it from the model's ``extra_args``. Default false (vLLM's)."""
 
 
 class RouterFile(RouterOptions):

@@ -24,6 +24,18 @@ LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 leader) into every container; Kubernetes expands ``$(VAR)`` in command and args."""
 
 
+TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"
+"""vLLM's flag (0.32, ``vllm serve --help``) that lets chat requests bring their own template; without it
+vLLM refuses them (400, ``OnlineRenderer.validate_chat_template``)."""
+
+
+def trusts_request_chat_template(model: ModelProfile) -> bool:
+    """Whether the model's engines render a chat request's own template: its ``extra_args`` pass
+    :data:`TRUST_REQUEST_CHAT_TEMPLATE` (the simulator standing in for vLLM takes it too; the router's
+    ``trust_request_chat_template`` follows it)."""
+    return TRUST_REQUEST_CHAT_TEMPLATE in model.extra_args
+
+
 def number_arg(x: float) -> str:
     """A number as a command-line value: ``8`` rather than ``8.0``, ``0.5`` as is."""
     return str(int(x)) if float(x).is_integer() else str(x)

@@ -8,12 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from infctl.config import ModelProfile, Role
 from infctl.engines import get_adapter
+from infctl.engines.cmdline import TRUST_REQUEST_CHAT_TEMPLATE, trusts_request_chat_template
 from infctl.local.engine_ports import host_port_args, placeholders
 from infctl.local.spec import LOCALHOST
-
-TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"
-"""vLLM's flag (0.32) that lets chat requests bring their own template: in a profile's ``extra_args`` it
-is passed on to the simulator standing in for the engine (which takes it under the same name)."""
 
 
 def sim_command(
@@ -65,8 +62,10 @@ def sim_command(
             argv += [flag, str(value)]
     if not model.enable_prefix_caching:
         argv.append("--no-prefix-caching")
-    if TRUST_REQUEST_CHAT_TEMPLATE in model.extra_args:
-        argv.append(TRUST_REQUEST_CHAT_TEMPLATE)  # the simulator refuses request templates as vLLM without it
+    if trusts_request_chat_template(model):
+        # In a profile's extra_args, passed on to the simulator standing in for the engine (same name):
+        # it refuses request templates as vLLM does without it.
+        argv.append(TRUST_REQUEST_CHAT_TEMPLATE)
     if sim.tokenizer != "words":
         argv += ["--tokenizer", sim.tokenizer]
     return argv

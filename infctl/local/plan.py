@@ -22,6 +22,7 @@ from infctl.config import DeploymentProfile, ReplicaSpec
 from infctl.config.length_pools import router_buckets
 from infctl.config.scale_to_zero import hold_when_empty_s
 from infctl.engines import get_adapter
+from infctl.engines.cmdline import trusts_request_chat_template
 from infctl.errors import LocalTargetError, PortTakenError
 from infctl.local.engine_commands import real_command, sim_command
 from infctl.local.engine_ports import host_port_env, take_host_ports
@@ -88,6 +89,8 @@ def router_specs(ctx: PlanContext) -> list[ProcessSpec]:
     if profile.local.simulate and sim is not None and sim.block_size is not None:
         argv += ["--block-size", str(sim.block_size)]
     argv += ["--tokenizer", router_tokenizer(profile)]
+    if trusts_request_chat_template(profile.model):  # the router renders what its engines will
+        argv.append("--trust-request-chat-template")
     hold = hold_when_empty_s(profile)
     if hold is not None:  # scale-to-zero: the request that wakes an engine waits for it
         argv += ["--hold-when-empty", f"{hold:g}s"]

@@ -12,6 +12,7 @@ from typing import Any
 from infctl.config import DeploymentProfile, RouterFile
 from infctl.config.autoscaler import METRICS_PORT, AutoscalerFile
 from infctl.config.scale_to_zero import hold_when_empty_s, zero_window
+from infctl.engines.cmdline import trusts_request_chat_template
 from infctl.manifests import labels as L
 from infctl.manifests.admin_secret import ADMIN_TOKEN_ENV
 from infctl.manifests.engine import ENGINE_PORT
@@ -44,6 +45,8 @@ def router_file(profile: DeploymentProfile, plan: PlacementPlan, namespace: str)
     hold = hold_when_empty_s(profile)
     if hold is not None:  # scale-to-zero: hold the request that wakes replicas at 0 while one starts
         data["hold_when_empty_s"] = hold
+    if trusts_request_chat_template(profile.model):  # the router renders what its engines will
+        data["trust_request_chat_template"] = True
     RouterFile.model_validate(data)
     return data
 

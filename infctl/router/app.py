@@ -122,6 +122,7 @@ async def _tokenize(request: web.Request) -> web.Response:
             tokenizer=state.tokenizer,
             hashes=False,
             max_prompt_chars=state.cfg.max_prompt_chars,
+            own_template=state.cfg.trust_request_chat_template,
         )
     except BadRequest as exc:
         return error_response(exc.status, str(exc))

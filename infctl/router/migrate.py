@@ -152,6 +152,7 @@ async def continue_once(
             session_header=state.cfg.session_header,
             tokenizer=state.tokenizer,
             hashes=state.core.policy.index != "none",
+            own_template=state.cfg.trust_request_chat_template,
         )
     except BadRequest as exc:
         return f"the continuation is not a valid request: {exc}"

@@ -69,6 +69,7 @@ async def _generate(
             tokenizer=state.tokenizer,
             hashes=state.core.policy.index != "none",
             max_prompt_chars=state.cfg.max_prompt_chars,
+            own_template=state.cfg.trust_request_chat_template,
         )
     except BadRequest as exc:
         state.metrics.rejected["bad_request"] += 1

@@ -101,9 +101,11 @@ def request_info(
     hashes: bool = True,
     max_prompt_chars: int | None = None,
     chars: int | None = None,
+    own_template: bool = False,
 ) -> RequestInfo:
     """What the policies read from one request. ``hashes=False`` (a policy that uses no prefix index) only
-    counts the prompt's tokens: no block hashes.
+    counts the prompt's tokens: no block hashes. ``own_template``: a chat's own template is rendered
+    (``trust_request_chat_template``); else the model's is.
 
     ``max_prompt_chars`` bounds the prompt's characters (a pre-tokenised prompt's ids) before any
     tokenizing or hashing: above it, a BadRequest with status 413. None: no bound. ``chars``: the
@@ -123,7 +125,7 @@ def request_info(
         "prompt_chars": chars,
     }
     try:
-        ids, count = _prompt_ids(body, chat, tokenizer, count_only=not hashes)
+        ids, count = _prompt_ids(body, chat, tokenizer, count_only=not hashes, own_template=own_template)
     except TokenizerError as exc:  # the prompt's fault (400), or no engine to count it (503)
         raise BadRequest(exc.message, getattr(exc, "status", 400)) from None
     if ids is None:
@@ -161,12 +163,18 @@ async def read_request_info(
 async def _info(
     body: Mapping[str, Any], chat: bool, chars: int, loop: asyncio.AbstractEventLoop, kwargs: dict[str, Any]
 ) -> RequestInfo:
-    # A request's own chat template is code of unknown cost: rendered in a worker thread, whatever its
-    # messages' length, so a slow one holds a thread, not the event loop.
-    if chars <= kwargs["tokenizer"].off_loop_chars and not (chat and body.get("chat_template")):
+    # A request's own chat template (rendered when trusted) is code of unknown cost: rendered in a worker
+    # thread, whatever its messages' length, so a slow one holds a thread, not the event loop.
+    own = chat and kwargs.get("own_template", False) and _brings_template(body)
+    if chars <= kwargs["tokenizer"].off_loop_chars and not own:
         return request_info(body, chat=chat, chars=chars, **kwargs)
     call = functools.partial(request_info, body, chat=chat, chars=chars, **kwargs)
     return await loop.run_in_executor(None, call)
+
+
+def _brings_template(body: Mapping[str, Any]) -> bool:
+    kwargs = body.get("chat_template_kwargs")
+    return bool(body.get("chat_template") or (isinstance(kwargs, dict) and kwargs.get("chat_template")))
 
 
 def _templated_extras(body: Mapping[str, Any]) -> bool:
@@ -176,13 +184,15 @@ def _templated_extras(body: Mapping[str, Any]) -> bool:
     return bool(body.get("tools") or body.get("chat_template_kwargs") or body.get("chat_template"))
 
 
-def exact_count(body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer) -> int:
+def exact_count(
+    body: Mapping[str, Any], *, chat: bool, tokenizer: Tokenizer, own_template: bool = False
+) -> int:
     """The prompt's count by ``tokenizer`` (a body ``request_info`` already accepted)."""
-    return _prompt_ids(body, chat, tokenizer, count_only=True)[1]
+    return _prompt_ids(body, chat, tokenizer, count_only=True, own_template=own_template)[1]
 
 
 def _prompt_ids(
-    body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool
+    body: Mapping[str, Any], chat: bool, tok: Tokenizer, *, count_only: bool, own_template: bool
 ) -> tuple[Sequence[int] | None, int]:
     """The ids whose blocks are hashed (None with ``count_only``) and the prompt tokens, as vLLM's
     ``usage.prompt_tokens`` counts them. The estimate's ids come as an array: hashed as they are, without a
@@ -197,12 +207,11 @@ def _prompt_ids(
         if isinstance(tok, EstimateTokenizer) and not count_only:
             ids: Sequence[int] = tok.chat_array(body["messages"])
         else:
-            # The request's own ``chat_template`` included: vLLM renders it only with
-            # --trust-request-chat-template, else answers 400 before rendering anything
-            # (OnlineRenderer.validate_chat_template, 0.32). The router cannot know which its engines do,
-            # so it renders what a trusting engine would: for one that refuses, the count is moot (the
-            # request fails there), and a template reaches only Jinja's sandbox, as in vLLM.
-            ids = tok.chat_ids(body["messages"], **chat_options(body))
+            # The request's own template only when the engines render it (trust_request_chat_template:
+            # vLLM's --trust-request-chat-template); without that flag vLLM answers 400 before rendering
+            # anything (OnlineRenderer.validate_chat_template, 0.32), so the count is moot and the model's
+            # template, cheap and known, renders: no client has the router run a template of its own.
+            ids = tok.chat_ids(body["messages"], **chat_options(body, own_template=own_template))
         return (None if count_only else ids), len(ids)
     batch = prompts(body["prompt"])
     special = body.get("add_special_tokens", True) is not False

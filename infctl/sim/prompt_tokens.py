@@ -44,14 +44,9 @@ def chat_ids(
     renders it; its ``reasoning_effort`` only with ``effort``, a route that reads it: vLLM's chat route,
     not its ``/tokenize``)."""
     messages = messages_of(body)
-    options = chat_options(body)
+    options = chat_options(body, own_template=own_template)
     if not effort:
         options.pop("reasoning_effort", None)
-    if not own_template:
-        options.pop("chat_template", None)
-        kwargs = options.get("chat_template_kwargs")
-        if isinstance(kwargs, dict):
-            options["chat_template_kwargs"] = {k: v for k, v in kwargs.items() if k != "chat_template"}
     try:
         return tok.chat_ids(messages, **options)
     except TokenizerError as exc:

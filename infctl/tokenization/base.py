@@ -30,9 +30,17 @@ request's own template, is served by vLLM only with ``--trust-request-chat-templ
 ``chat.template_kwargs``), not by its ``/tokenize``."""
 
 
-def chat_options(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The request's chat-template options (``CHAT_OPTIONS``), for ``Tokenizer.chat_ids``."""
-    return {k: body[k] for k in CHAT_OPTIONS if k in body}
+def chat_options(body: Mapping[str, Any], *, own_template: bool = True) -> dict[str, Any]:
+    """The request's chat-template options (``CHAT_OPTIONS``), for ``Tokenizer.chat_ids``. ``own_template``
+    False leaves out the request's own template (``chat_template``, and ``chat_template_kwargs``' one): the
+    model's renders, as where request templates are not trusted."""
+    options = {k: body[k] for k in CHAT_OPTIONS if k in body}
+    if not own_template:
+        options.pop("chat_template", None)
+        kwargs = options.get("chat_template_kwargs")
+        if isinstance(kwargs, dict) and "chat_template" in kwargs:
+            options["chat_template_kwargs"] = {k: v for k, v in kwargs.items() if k != "chat_template"}
+    return options
 
 
 FALLBACK = (

@@ -106,6 +106,7 @@ def test_each_settings_flag_is_helped_by_its_fields_doc() -> None:
         ("--admission-queue", "admission_queue"),
         ("--max-body-bytes", "max_body_bytes"),
         ("--server", "server"),
+        ("--trust-request-chat-template", "trust_request_chat_template"),
     ]:
         assert helps[flag] == field_help(RouterOptions, name), flag
     assert helps["--failures-to-eject"] == field_help(
@@ -164,3 +165,27 @@ def test_a_backend_flag_may_name_its_engines_rank_count(
     assert result.exit_code == 0, result.output
     (b,) = started[0]["cfg"].backends
     assert (b.dp_rank, b.dp_size) == (16, 17)
+
+
+@pytest.mark.parametrize(
+    ("file_line", "flags", "trusted"),
+    [
+        ("", [], False),
+        ("trust_request_chat_template: true\n", [], True),
+        ("", ["--trust-request-chat-template"], True),
+    ],
+)
+def test_trusting_request_templates_comes_from_the_file_or_the_flag(
+    runner: CliRunner,
+    started: list[dict[str, Any]],
+    tmp_path: Path,
+    file_line: str,
+    flags: list[str],
+    trusted: bool,
+) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text('backends: [{url: "http://127.0.0.1:9"}]\n' + file_line)
+    result = runner.invoke(app, ["router", "-f", str(path), *flags])
+    assert result.exit_code == 0, result.output
+    (call,) = started
+    assert call["cfg"].trust_request_chat_template is trusted

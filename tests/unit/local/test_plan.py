@@ -232,3 +232,12 @@ def test_a_simulated_engine_trusts_request_templates_as_the_profiles_engine_woul
     assert all("--trust-request-chat-template" not in s.argv for s in plan_of(profile()).specs)
     trusting = plan_of(profile(**{"model.extra_args": ["--trust-request-chat-template"]}))
     assert all("--trust-request-chat-template" in s.argv for s in trusting.specs if s.kind == "engine")
+
+
+def test_the_router_trusts_request_templates_when_its_engines_do() -> None:
+    """The router renders a chat's own template only when the engines will (the same extra_args check)."""
+    (router,) = [s for s in plan_of(profile(**{"router.enabled": True})).specs if s.kind == "router"]
+    assert "--trust-request-chat-template" not in router.argv
+    trusting = profile(**{"router.enabled": True, "model.extra_args": ["--trust-request-chat-template"]})
+    (router,) = [s for s in plan_of(trusting).specs if s.kind == "router"]
+    assert "--trust-request-chat-template" in router.argv

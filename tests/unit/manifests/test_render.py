@@ -186,3 +186,16 @@ def test_render_command_validate_reports_bad_version() -> None:
     result = runner.invoke(app, ["render", "-f", str(QWEN), "--validate", "--k8s-version", "0.1"])
     assert result.exit_code == 2
     assert "--k8s-version 0.1" in result.output
+
+
+def test_the_router_file_trusts_request_templates_when_the_engines_do() -> None:
+    """vLLM's --trust-request-chat-template in the model's extra_args reaches the engines' args and the
+    router's file (``trust_request_chat_template``); without it the key is left to its default (false)."""
+
+    def router_yaml(*overrides: str) -> dict[str, Any]:
+        objs = objects(QWEN, *overrides)
+        cm = next(o for o in objs if o["kind"] == "ConfigMap" and "router.yaml" in o.get("data", {}))
+        return dict(yaml.safe_load(cm["data"]["router.yaml"]))
+
+    assert "trust_request_chat_template" not in router_yaml()
+    assert router_yaml("model.extra_args=[--trust-request-chat-template]")["trust_request_chat_template"]

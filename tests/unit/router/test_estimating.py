@@ -31,11 +31,19 @@ def model_tokenizer(tiny_tokenizer: Path) -> Tokenizer:
     return load_tokenizer(str(tiny_tokenizer))
 
 
-async def read(body: dict[str, Any], tok: Tokenizer, plan: EstimatePlan | None) -> Any:
+async def read(
+    body: dict[str, Any],
+    tok: Tokenizer,
+    plan: EstimatePlan | None,
+    *,
+    own_template: bool = False,
+    loop: Any = None,
+) -> Any:
     return await read_request_info(
         body,
         chat="messages" in body,
-        loop=asyncio.get_running_loop(),
+        loop=loop or asyncio.get_running_loop(),
+        own_template=own_template,
         estimate=plan,
         request_id="r",
         headers={},
@@ -163,5 +171,29 @@ async def test_the_counts_after_keep_to_their_cpu_share() -> None:
 async def test_a_requests_own_template_is_written_only_by_itself(model_tokenizer: Tokenizer) -> None:
     own = "{% for m in messages %}{% for i in range(40) %}{{ m['content'] }}{% endfor %}{% endfor %}"
     body = {"model": "m", "messages": [{"role": "user", "content": "hi " * 3000}], "chat_template": own}
-    info = await read(body, model_tokenizer, EstimatePlan(RatioBand(), ()))
+    info = await read(body, model_tokenizer, EstimatePlan(RatioBand(), ()), own_template=True)
     assert not info.estimated and info.prompt_tokens > 40 * 3000
+
+
+class NoThreads:
+    """An event loop that fails the test if anything is sent to a worker thread."""
+
+    def run_in_executor(self, *args: Any) -> Any:
+        raise AssertionError("rendered in a worker thread")
+
+
+async def test_a_request_template_takes_a_thread_only_when_trusted(model_tokenizer: Tokenizer) -> None:
+    """A short chat bringing its own template renders in a worker thread when the router trusts request
+    templates (code of unknown cost); untrusted, the template is ignored and the model's renders on the
+    event loop, as for any short chat."""
+    own = "{% for m in messages %}{% for i in range(40) %}{{ m['content'] }}{% endfor %}{% endfor %}"
+    messages = [{"role": "user", "content": "hi there"}]
+    plain = await read({"model": "m", "messages": messages}, model_tokenizer, None, loop=NoThreads())
+    for body in (
+        {"model": "m", "messages": messages, "chat_template": own},
+        {"model": "m", "messages": messages, "chat_template_kwargs": {"chat_template": own}},
+    ):
+        info = await read(body, model_tokenizer, None, loop=NoThreads())
+        assert info.prompt_tokens == plain.prompt_tokens
+        with pytest.raises(AssertionError, match="worker thread"):
+            await read(body, model_tokenizer, None, own_template=True, loop=NoThreads())

@@ -27,7 +27,12 @@ class Forbidden(Tokenizer):
 
 
 def info(
-    body: dict[str, Any], *, chat: bool = False, hashes: bool = True, tok: Tokenizer | None = None
+    body: dict[str, Any],
+    *,
+    chat: bool = False,
+    hashes: bool = True,
+    tok: Tokenizer | None = None,
+    own_template: bool = False,
 ) -> Any:
     return request_info(
         body,
@@ -38,6 +43,7 @@ def info(
         session_header="x-session",
         tokenizer=tok or WordTokenizer(),
         hashes=hashes,
+        own_template=own_template,
     )
 
 
@@ -226,20 +232,28 @@ def test_an_agent_conversation_is_counted_as_the_template_renders_it(tiny_tokeni
 
 
 def test_a_chat_carrying_its_own_template_is_counted_and_hashed_with_it(tiny_tokenizer: Path) -> None:
-    """vLLM renders a request's ``chat_template`` when started with --trust-request-chat-template (and
-    refuses the request otherwise, when the count no longer matters): the router renders it too."""
+    """vLLM renders a request's ``chat_template`` when started with --trust-request-chat-template: a router
+    told so (``trust_request_chat_template``) renders it too. Untrusted (vLLM refuses the request, the
+    count no longer matters), the router ignores it and renders the model's: no client runs its template."""
     tok = load_tokenizer(str(tiny_tokenizer))
     messages = [{"role": "user", "content": "hello there"}]
     own = "{% for m in messages %}{% for _ in range(9) %} {{ m['content'] }}{% endfor %}{% endfor %}"
     body = {"model": "m", "messages": messages, "chat_template": own}
-    counted = info(body, chat=True, tok=tok)
+    counted = info(body, chat=True, tok=tok, own_template=True)
     assert counted.prompt_tokens == tok.count(" hello there" * 9, special=False)
-    assert (
-        counted.prompt_tokens != info({"model": "m", "messages": messages}, chat=True, tok=tok).prompt_tokens
-    )
-    assert exact_count(body, chat=True, tokenizer=tok) == counted.prompt_tokens
+    plain = info({"model": "m", "messages": messages}, chat=True, tok=tok)
+    assert counted.prompt_tokens != plain.prompt_tokens
+    assert exact_count(body, chat=True, tokenizer=tok, own_template=True) == counted.prompt_tokens
     with pytest.raises(BadRequest, match="does not compile"):
-        info({**body, "chat_template": "{% if %}"}, chat=True, tok=tok)
+        info({**body, "chat_template": "{% if %}"}, chat=True, tok=tok, own_template=True)
+    for untrusted in (
+        body,
+        {**body, "chat_template": "{% if %}"},
+        {**body, "chat_template_kwargs": {"chat_template": own}},
+    ):
+        got = info(untrusted, chat=True, tok=tok)
+        assert (got.prompt_tokens, got.block_hashes) == (plain.prompt_tokens, plain.block_hashes)
+        assert exact_count(untrusted, chat=True, tokenizer=tok) == plain.prompt_tokens
 
 
 def test_template_kwargs_and_developer_turns_are_counted_as_vllm_renders_them(tiny_tokenizer: Path) -> None:
@@ -252,8 +266,9 @@ def test_template_kwargs_and_developer_turns_are_counted_as_vllm_renders_them(ti
     body: dict[str, Any] = {"model": "m", "messages": messages}
     own = "{% for m in messages %}{% for _ in range(5) %} {{ m['content'] }}{% endfor %}{% endfor %}"
     kw = {**body, "chat_template_kwargs": {"chat_template": own, "tokenize": False}}
-    assert info(kw, chat=True, tok=tok).prompt_tokens == tok.count(" hello there" * 5, special=False)
-    assert exact_count(kw, chat=True, tokenizer=tok) == tok.count(" hello there" * 5, special=False)
+    five = tok.count(" hello there" * 5, special=False)
+    assert info(kw, chat=True, tok=tok, own_template=True).prompt_tokens == five
+    assert exact_count(kw, chat=True, tokenizer=tok, own_template=True) == five
     developer = {**body, "messages": [{"role": "developer", "content": "be brief"}, *messages]}
     system = {**body, "messages": [{"role": "system", "content": "be brief"}, *messages]}
     assert info(developer, chat=True, tok=tok).block_hashes == info(system, chat=True, tok=tok).block_hashes
