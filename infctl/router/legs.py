@@ -89,7 +89,7 @@ async def pd_payload(
     rooms = [new_bootstrap_room(rank=prefill.dp_rank, ranks=prefill.dp_size) for _ in range(batch_size(body))]
     room: int | list[int] = rooms[0] if len(rooms) == 1 else rooms
     if prefill.dp_rank is not None and prefill.dp_size is None:
-        state.metrics.room_without_dp_size(prefill_id)
+        state.metrics.room_without_dp_size(prefill_id, len(rooms))
     leg = {**adapter.prefill_body(body, endpoint, room), **pin.body}
     payload = json.dumps({**adapter.decode_body(body, None, endpoint, room), **decode_pin.body}).encode()
     pool.start_prefill_leg(prefill_id, prompt_tokens)

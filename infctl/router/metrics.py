@@ -59,8 +59,9 @@ class RouterMetrics:
         only if that count divides ``ROOM_RANK_STRIDE`` (``infctl.engines.new_bootstrap_room``)."""
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
-    def room_without_dp_size(self, backend: str) -> None:
-        """Count a room drawn for ``backend``'s rank by the fallback stride; warn on its first."""
+    def room_without_dp_size(self, backend: str, rooms: int = 1) -> None:
+        """Count ``rooms`` drawn for ``backend``'s rank by the fallback stride (a completion batch's: one a
+        prompt); warn on its first."""
         if not self.rooms_without_dp_size[backend]:
             log.warning(
                 "PD prefill %s pins a data-parallel rank but its rank count is unknown: bootstrap rooms are "
@@ -69,7 +70,7 @@ class RouterMetrics:
                 backend,
                 ROOM_RANK_STRIDE,
             )
-        self.rooms_without_dp_size[backend] += 1
+        self.rooms_without_dp_size[backend] += rooms
 
     def observe_upstream(self, upstream: str, status: str, ttft_s: float | None) -> None:
         self.upstream_requests[(upstream, status)] += 1

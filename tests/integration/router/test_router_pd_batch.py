@@ -206,13 +206,16 @@ async def engine_pair(
             await runner.cleanup()
 
 
+@pytest.mark.parametrize("dp_size", [DP_SIZE, None])
 async def test_an_sglang_batch_gets_a_room_per_prompt_on_the_pinned_rank(
-    sglang_dp_pd: tuple[str, str, list[str]], start_router: Any
+    sglang_dp_pd: tuple[str, str, list[str]], start_router: Any, dp_size: int | None
 ) -> None:
+    """Right with the engine's rank count or without it (``DP_SIZE`` divides the fallback stride); without
+    it, every room drawn is counted."""
     prefill, decode, conflicts = sglang_dp_pd
     backends = [
         Backend(
-            id=f"p{r}", url=prefill, dp_rank=r, dp_size=DP_SIZE, engine="sglang", role="prefill", group="g0"
+            id=f"p{r}", url=prefill, dp_rank=r, dp_size=dp_size, engine="sglang", role="prefill", group="g0"
         )
         for r in range(DP_SIZE)
     ]
@@ -223,6 +226,9 @@ async def test_an_sglang_batch_gets_a_room_per_prompt_on_the_pinned_rank(
         await scraped(c, url)
         answers = [await c.post(f"{url}/v1/completions", json=body) for _ in range(4)]
         reasons = await decisions(c, url)
+        metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    fallback = sum(s.value for s in metrics.get("infctl_router_pd_rooms_without_dp_size_total", ()))
+    assert fallback == (0 if dp_size else 4 * len(LENGTHS))
     assert conflicts == []
     assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
     assert all(len(a.json()["choices"]) == len(LENGTHS) for a in answers)
@@ -234,8 +240,8 @@ async def vllm_pd_fakes() -> AsyncIterator[tuple[str, str, dict[str, int]]]:
     """(prefill URL, decode URL, legs): a vLLM PD pair whose decode legs misbehave by prompt. A prompt
     starting ``cut`` streams one event, then its connection breaks; one starting ``fail`` fails its decode
     leg after a moment: a 500 for a whole answer, a connection closed without an answer for a stream. One
-    starting ``slow`` holds its decode leg open (a stream: after one
-    event) until the router closes it; ``legs`` counts such legs ``held`` and ``closed``."""
+    starting ``slow`` holds its decode leg open (a stream: after one event) until the router closes it;
+    ``legs`` counts such legs ``held`` and ``closed``."""
     legs = {"held": 0, "closed": 0}
 
     async def prefill(request: web.Request) -> web.Response:
