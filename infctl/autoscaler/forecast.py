@@ -27,7 +27,14 @@ those it expected cached (``ScalingSnapshot.demand``). From it the forecast keep
 - a **scale-down floor**: the most units needed over the policy's ``down_window_s`` (as the HPA's
   stabilisation window), counted with a 20% tolerance (the units for 25% more demand), so neither a lull
   shorter than the window nor the demand's noise costs a replica that must start again: one removed takes
-  its prefix cache with it, and one started serves cold after a start-up.
+  its prefix cache with it, and one started serves cold after a start-up. The floor's demand is the
+  **arrival rate** (smoothed as the level) **times the mean prompt** (over ``size_window_s``), not the token
+  level: prompts are heavy-tailed (one of 129k tokens is 1.8 s of a DeepSeek-V3 engine), so the token rate
+  swings with single prompts. On the simulator's days (24 seeds) the token level's maximum kept a replica
+  through quiet evenings after one long prompt and, at a lull of long prompts under a steady arrival rate,
+  released one at the peak. Over 24 seeds of ``simulate compare autoscaling`` the arrival rate took the
+  business day from -46.0% GPU-hours and 59 SLO misses to -46.7% and 34, the consumer day from -38.9% and
+  75 to -38.4% and 62; the spiky day's figures stayed within 0.1 points;
 - with a warm forecast and a TTFT SLO, the policy judges the entry role's queue by its **drain time**
   (:func:`drain_queue_up`): a replica may hold as many waiting requests as it prefills in half the SLO.
 """
@@ -35,7 +42,7 @@ those it expected cached (``ScalingSnapshot.demand``). From it the forecast keep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infctl.autoscaler.settings import ForecastConfig, PolicyConfig, UnitConfig
 from infctl.autoscaler.snapshot import Demand, ForecastState, ScalingSnapshot
@@ -106,7 +113,7 @@ def outlook(
     if fc is None or demand is None or config.entry_role not in unit.roles:
         return None
     now, x = snap.now, max(0.0, demand.prompt_tps)
-    state = _smooth(fc, memory, now, x)
+    state = _smooth(fc, memory, now, x, max(0.0, demand.requests_per_s))
     full = fc.replica_prompt_tps * unit.per_unit(config.entry_role)
     near_plan = state.level / full >= GATE * carried(max(ready, 1), fc.headroom * state.slo_scale)
     scale = _slo_scale(fc, state.slo_scale, config.ttft_slo_s, snap.ttft_p99_s, near_plan)
@@ -129,7 +136,8 @@ def outlook(
     else:
         panic_until = None
     kept = [(t, n) for t, n in state.needs if t > now - config.down_window_s - _EPS]
-    needs = (*kept, (now, staffed(ahead / DOWN_TOLERANCE / full, headroom)))
+    size = state.size_tokens / state.size_requests if state.size_requests > 0 else 0.0
+    needs = (*kept, (now, staffed(state.requests * size / DOWN_TOLERANCE / full, headroom)))
     hold = max(n for _, n in needs)
     if panic is not None:
         hold = max(hold, panic)
@@ -143,17 +151,28 @@ def outlook(
         needs=needs,
         recent=recent,
         weight=state.weight,
+        requests=state.requests,
+        size_tokens=state.size_tokens,
+        size_requests=state.size_requests,
     )
     warm = now - state.since >= fc.window_s - _EPS
     return Outlook(needed, hold, panic, ahead, headroom, warm), state
 
 
-def _smooth(fc: ForecastConfig, memory: ForecastState | None, now: float, x: float) -> ForecastState:
+def _smooth(
+    fc: ForecastConfig, memory: ForecastState | None, now: float, x: float, rps: float
+) -> ForecastState:
     if memory is None:
-        return ForecastState(at=now, since=now, level=x, recent=((now, x),))
+        return ForecastState(
+            at=now, since=now, level=x, recent=((now, x),), requests=rps, size_tokens=x, size_requests=rps
+        )
+    if memory.size_requests <= 0:
+        # No request seen yet, or a record from before the arrival rate was kept: start from this reading.
+        memory = replace(memory, requests=rps, size_tokens=x, size_requests=rps)
     dt = max(0.0, now - memory.at)
     a = 1 - math.exp(-dt / fc.window_s)
     b = 1 - math.exp(-dt / fc.trend_window_s)
+    c = 1 - math.exp(-dt / fc.size_window_s)
     predicted = max(0.0, memory.level + memory.trend * dt)
     # A weighted mean of the readings so far: the first weighs as much as the next, not as a whole window.
     prior = (1 - a) * (memory.weight or a)
@@ -171,6 +190,9 @@ def _smooth(fc: ForecastConfig, memory: ForecastState | None, now: float, x: flo
         needs=memory.needs,
         recent=(*memory.recent, (now, x)),
         weight=weight,
+        requests=memory.requests + a * (rps - memory.requests),
+        size_tokens=memory.size_tokens + c * (x - memory.size_tokens),
+        size_requests=memory.size_requests + c * (rps - memory.size_requests),
     )
 
 

@@ -109,7 +109,7 @@ def _forecast(raw: dict[str, Any], shift: float) -> ForecastState:
     values["at"], values["since"] = float(values["at"]), float(values["since"])  # required: no null
     for name in ("needs", "recent"):
         values[name] = _series(values.get(name, ()), shift, SERIES[name])
-    for name in ("level", "trend", "slo_scale", "weight"):
+    for name in ("level", "trend", "slo_scale", "weight", "requests", "size_tokens", "size_requests"):
         if name in values:
             values[name] = float(values[name])
     return ForecastState(**values)

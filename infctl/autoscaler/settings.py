@@ -67,6 +67,9 @@ class ForecastConfig:
     """Smoothing of the demand's level (an exponential window)."""
     trend_window_s: float = 180.0
     """Smoothing of its trend."""
+    size_window_s: float = 480.0
+    """Smoothing of the mean prompt (uncached tokens per request) for the scale-down floor, which takes the
+    arrival rate times it: several level windows, so one long prompt moves it little."""
     panic_window_s: float = 30.0
     """Panic mode (AIBrix/Knative): when the demand over this window is ``panic_factor`` times what the ready
     units are planned to carry (and over the smoothed level), scale to it at once, without step limits, and
@@ -86,6 +89,7 @@ class ForecastConfig:
             lead_s=self.lead_s * factor,
             window_s=self.window_s * factor,
             trend_window_s=self.trend_window_s * factor,
+            size_window_s=self.size_window_s * factor,
             panic_window_s=self.panic_window_s * factor,
         )
 
@@ -100,8 +104,15 @@ class ForecastConfig:
         durations = (self.lead_s, self.window_s, self.trend_window_s, self.panic_window_s)
         if any(not math.isfinite(x) or x < 0 for x in durations) or self.window_s <= 0:
             out.append("forecast durations must be >= 0 seconds (the window > 0)")
-        if self.trend_window_s <= 0 or self.panic_factor <= 1 or not 0 <= self.slo_gain < 1:
-            out.append("forecast needs trend_window_s > 0, panic_factor > 1 and 0 <= slo_gain < 1")
+        if (
+            self.trend_window_s <= 0
+            or self.size_window_s <= 0
+            or self.panic_factor <= 1
+            or not 0 <= self.slo_gain < 1
+        ):
+            out.append(
+                "forecast needs trend_window_s > 0, size_window_s > 0, panic_factor > 1 and 0 <= slo_gain < 1"
+            )
         return out
 
 

@@ -117,6 +117,12 @@ class ForecastState:
     """(time, prompt tokens per second) read over the panic window."""
     weight: float = 0.0
     """The level's smoothing weight so far (0 after the first reading, towards 1 after a window)."""
+    requests: float = 0.0
+    """Smoothed requests per second (the level's window)."""
+    size_tokens: float = 0.0
+    """Prompt tokens per second smoothed over ``size_window_s``: over ``size_requests``, the mean prompt."""
+    size_requests: float = 0.0
+    """Requests per second smoothed over ``size_window_s``."""
 
 
 @dataclass(frozen=True, slots=True)

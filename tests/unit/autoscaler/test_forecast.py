@@ -50,13 +50,16 @@ class World:
         ttft: float | None = 0.1,
         queue: float = 0.0,
         prompt: float = 15_000.0,
+        requests: float | None = None,
     ) -> int:
         ready = sum(1 for t in self.asked if t + self.startup <= self.now)
         snap = ScalingSnapshot(
             now=self.now,
             replicas=tuple(ReplicaSignals(f"r{i}", "both", queue=queue) for i in range(ready)),
             ttft_p99_s=ttft,
-            demand=None if prompt_tps is None else Demand(prompt_tps / prompt, prompt_tps),
+            demand=None
+            if prompt_tps is None
+            else Demand(prompt_tps / prompt if requests is None else requests, prompt_tps),
         )
         self.last = desired_replicas(
             snap, {"both": UnitStatus(len(self.asked), ready)}, self.config, self.state
@@ -159,6 +162,28 @@ def test_scale_down_waits_for_the_signals_and_the_window_and_holds_the_demand() 
     for _ in range(12):
         busy.tick(CAP * 0.5, queue=5.0)  # the queue says busy: the forecast alone never scales down
     assert len(busy.asked) >= 6
+
+
+def test_one_long_prompt_does_not_hold_a_replica_through_a_quiet_evening() -> None:
+    w = World(policy(down_window_s=60.0, down_cooldown_s=0.0), replicas=2)
+    rate = CAP * 0.3 / 15_000.0  # requests per second: 0.3 replicas' worth of 15k-token prompts
+    counts = [w.tick(CAP * 0.3, requests=rate) for _ in range(3)]
+    # One prompt four times the mean arrives among the same few requests: 1.2 replicas' worth that second.
+    counts.append(w.tick(CAP * 1.2, requests=rate))
+    counts += [w.tick(CAP * 0.3, requests=rate) for _ in range(3)]
+    # The floor follows the arrival rate times the mean prompt: the evening is let go once the signals have
+    # been low for the window (the token level's maximum held two replicas 90 s longer).
+    assert counts[:4] == [2, 2, 2, 2] and counts[4] == 1
+
+
+def test_a_lull_of_long_prompts_at_a_steady_arrival_rate_keeps_the_replicas() -> None:
+    w = World(policy(down_window_s=60.0, down_cooldown_s=0.0), replicas=3)
+    rate = CAP * 2.0 / 15_000.0
+    for _ in range(4):
+        w.tick(CAP * 2.0, requests=rate)
+    # The same arrivals bring shorter prompts for 90 s (longer than the window): the peak is not over.
+    lull = [w.tick(CAP * 0.8, requests=rate) for _ in range(6)]
+    assert lull == [3] * 6
 
 
 def test_the_slo_term_adds_headroom_on_misses_and_returns_it_near_the_plan() -> None:

@@ -23,6 +23,9 @@ FORECAST = ForecastState(
     needs=((80.0, 2), (95.0, 3)),
     recent=((90.0, 48_000.0), (95.0, 52_000.0)),
     weight=0.9,
+    requests=3.5,
+    size_tokens=49_000.0,
+    size_requests=3.2,
 )
 UNIT = UnitState(
     high_since=70.0,
@@ -57,6 +60,7 @@ def test_times_move_onto_the_new_clock_and_values_are_kept() -> None:
     assert fc.needs == ((80.0 + shift, 2), (95.0 + shift, 3))
     assert fc.recent == ((90.0 + shift, 48_000.0), (95.0 + shift, 52_000.0))
     assert (fc.level, fc.trend, fc.slo_scale, fc.weight) == (50_000.0, 12.5, 0.7, 0.9)
+    assert (fc.requests, fc.size_tokens, fc.size_requests) == (3.5, 49_000.0, 3.2)
 
 
 def test_windows_that_must_be_watched_without_a_gap_start_again() -> None:
@@ -121,7 +125,7 @@ def test_a_record_it_cannot_read_is_refused(data: object, says: str) -> None:
 def test_every_field_of_the_memory_is_classified() -> None:
     """A new memory field must be placed: a time (moved), watched (dropped), a series, or a plain value."""
     plain_unit = {"pending", "forecast"}
-    plain_forecast = {"level", "trend", "slo_scale", "weight"}
+    plain_forecast = {"level", "trend", "slo_scale", "weight", "requests", "size_tokens", "size_requests"}
     unit = set(m.UNIT_TIMES) | set(m.UNIT_WATCHED) | {"recommendations"} | plain_unit
     forecast = set(m.FORECAST_TIMES) | {"needs", "recent"} | plain_forecast
     assert {f.name for f in fields(UnitState)} == unit
