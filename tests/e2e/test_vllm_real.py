@@ -472,12 +472,27 @@ TOOLS = [
 """Tools as clients send them; vLLM hands the template its own dump of them (a missing description null)."""
 
 
+THINKING_TEMPLATE = OWN_TEMPLATE + (
+    "{%- if enable_thinking is defined and not enable_thinking %}<think></think>{% endif -%}"
+    "{%- if reasoning_effort is defined %}effort {{ reasoning_effort }}{% endif -%}"
+)
+"""A thinking model's template (Qwen3's ``enable_thinking``, a ``reasoning_effort`` line): the tiny model's
+reads neither."""
+
+
 def template_extras(body: dict[str, Any], i: int) -> None:
     """Chat features vLLM renders its own way, on some of the chats: the request's own template (or an empty
     one, the model's), or one in ``chat_template_kwargs`` (with ``tokenize``, which is no template
-    variable); ``developer`` messages (system ones for these templates: merged into the first system
-    message, or alone first); ``tools`` (with ``tool_choice`` none: these engines parse no tool calls)."""
-    if i % 5 in (1, 3):
+    variable); a thinking template with ``reasoning_effort`` (and the ``enable_thinking`` vLLM derives from
+    it, or the kwargs set); ``developer`` messages (system ones for these templates: merged into the first
+    system message, or alone first); ``tools`` (with ``tool_choice`` none: these engines parse no tool
+    calls)."""
+    if i % 10 == 1:
+        body["chat_template"] = THINKING_TEMPLATE
+        body["reasoning_effort"] = ("none", "high", "low", None)[i // 10 % 4]
+        if i % 30 == 21:
+            body["chat_template_kwargs"] = {"enable_thinking": i % 60 == 21, "reasoning_effort": "medium"}
+    elif i % 5 in (1, 3):
         body["chat_template"] = OWN_TEMPLATE if i % 5 == 1 else ""
     elif i % 7 == 0:
         body["chat_template_kwargs"] = {"chat_template": OWN_TEMPLATE, "tokenize": i % 3 == 0}
@@ -492,8 +507,8 @@ def template_extras(body: dict[str, Any], i: int) -> None:
 
 def test_router_counts_every_prompt_as_vllm_does(vllm_release: Release) -> None:
     """200 random prompts in English, Chinese, mixed text and code, chat (agent turns with tool calls among
-    them; some carrying their own ``chat_template``, or an empty one, which is the model's, developer
-    messages or tools: ``template_extras``) and completion
+    them; some carrying their own ``chat_template``, or an empty one, which is the model's, a thinking
+    template with ``reasoning_effort``, developer messages or tools: ``template_extras``) and completion
     (batches among them): the router's own count of each (its prompt-tokens counter, one request at a time)
     is vLLM's ``usage.prompt_tokens``, a batch's summed over its prompts."""
     rng = random.Random(17)
