@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from infctl.tokenization.base import CHAT_OPTIONS, Tokenizer, TokenizerError
-from infctl.tokenization.chat import template_kwargs
 from infctl.tokens import Memo
 
 if TYPE_CHECKING:
@@ -103,6 +102,8 @@ class EngineTokenizer(Tokenizer):
         body.update((k, options[k]) for k in CHAT_OPTIONS if options.get(k) is not None)
         effort = body.pop("reasoning_effort", None)
         if effort is not None:
+            from infctl.tokenization.chat import template_kwargs  # jinja2 only when a chat names an effort
+
             body["chat_template_kwargs"] = template_kwargs(body.get("chat_template_kwargs"), effort)
         try:
             key = "c" + json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
