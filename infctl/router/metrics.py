@@ -57,6 +57,9 @@ class RouterMetrics:
         self.rooms_without_dp_size: Counter[str] = Counter()
         """prefill backend -> PD bootstrap rooms drawn for its rank without its engine's rank count, right
         only if that count divides ``ROOM_RANK_STRIDE`` (``infctl.engines.new_bootstrap_room``)."""
+        self.pd_transfer_failures: Counter[tuple[str, str]] = Counter()
+        """(prefill, decode) -> PD tries whose decode leg failed after its prefill leg succeeded (retried
+        without that prefill: ``proxy._transfer_failed``)."""
         self._prefixes: dict[tuple[str, str, tuple[float, ...]], list[str]] = {}
 
     def room_without_dp_size(self, backend: str, rooms: int = 1) -> None:
@@ -179,6 +182,14 @@ class RouterMetrics:
             f"{PREFIX}pd_rooms_without_dp_size_total",
             "PD bootstrap rooms drawn for a prefill rank whose engine's rank count is unknown, by backend.",
             ((label_pairs({"backend": b}), n) for b, n in sorted(self.rooms_without_dp_size.items())),
+        )
+        w.counters(
+            f"{PREFIX}pd_transfer_failures_total",
+            "PD tries whose decode leg failed after its prefill leg answered (retried without that prefill).",
+            (
+                (label_pairs({"prefill": p, "decode": d}), n)
+                for (p, d), n in sorted(self.pd_transfer_failures.items())
+            ),
         )
         w.counters(
             f"{PREFIX}broken_streams_total",

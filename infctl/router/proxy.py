@@ -125,6 +125,7 @@ async def _route(
     headers = upstream_headers(request.headers, info.request_id)
     expected = info.max_tokens or DEFAULT_EXPECTED_OUTPUT
     tried: set[str] = set()
+    suspect: str | None = None  # a prefill whose KV its decode could not load (``_transfer_failed``)
     last_error = "no attempt"
     for attempt in range(state.cfg.max_attempts):
         current = first if attempt == 0 and first is not None else state.pool.snapshot(loop.time())
@@ -159,17 +160,38 @@ async def _route(
             raise
         except UpstreamFailed as exc:
             failed = exc.backend or decode
-            tried.add(failed)
             last_error = f"{failed}: {exc.reason}"
-            if state.pool.record_failure(failed, loop.time(), fatal=exc.fatal, error=exc.reason):
-                state.metrics.ejections[failed] += 1
-                log.warning("ejected %s after %s", failed, exc.reason)
+            if suspect is None and prefill is not None and _transfer_failed(exc, failed, decode):
+                # Retried without that prefill (another, or the decode prefilling itself); the decode is
+                # blamed only if it fails again, the prefill once the request succeeds without it.
+                suspect = prefill
+                tried.add(prefill)
+                state.metrics.pd_transfer_failures[(prefill, decode)] += 1
+                continue
+            tried.add(failed)
+            _blame(state, failed, exc.reason, fatal=exc.fatal, now=loop.time())
             continue
+        if suspect is not None and result is not None and result.completed and result.status < 500:
+            why = f"a decode could not load its KV ({last_error})"
+            _blame(state, suspect, why, fatal=False, now=loop.time())
         state.metrics.e2e.observe(loop.time() - started)
         return out
     state.metrics.rejected["upstream_failed"] += 1
     resp = error_response(502, f"all attempts failed; last: {last_error}", kind="BadGatewayError")
     return _own(resp, info.request_id)
+
+
+def _transfer_failed(exc: UpstreamFailed, failed: str, decode: str) -> bool:
+    """Whether a PD try's failure may be its KV transfer's: the decode leg answered 5xx (not a connect
+    error) after the prefill leg succeeded. vLLM's decode answers 500 when it cannot load the KV
+    (``kv_load_failure_policy`` ``fail``, its default), as when the prefill engine died after answering."""
+    return failed == decode and not exc.fatal and exc.status is not None and exc.status >= 500
+
+
+def _blame(state: RouterState, backend: str, error: str, *, fatal: bool, now: float) -> None:
+    if state.pool.record_failure(backend, now, fatal=fatal, error=error):
+        state.metrics.ejections[backend] += 1
+        log.warning("ejected %s after %s", backend, error)
 
 
 def _refusal(state: RouterState, exc: QueueFull | Deadline, hold: float | None) -> web.Response:

@@ -294,6 +294,7 @@ class SimInstance:
             return
         self.crashed.set()
         self.driver.kill()
+        self.personality.on_crash()
         reset_connections(self._runner)
         self._teardown = asyncio.create_task(self._crash_teardown())
 

@@ -151,8 +151,9 @@ class BootstrapRegistry:
 
     def __init__(self) -> None:
         self.local_ports: set[int] = set()
-        self.side_channels: dict[int, str] = {}
-        """vLLM NIXL: side-channel port -> engine id of the instance of this process listening there."""
+        self.side_channels: dict[int, str | None] = {}
+        """vLLM NIXL: side-channel port -> engine id of the instance of this process listening there (None:
+        it crashed)."""
         self._rooms: dict[tuple[int, int], asyncio.Future[bool]] = {}
         self.waiting = 0
 
@@ -384,6 +385,9 @@ class Personality(ABC):
 
     def on_start(self) -> None:  # noqa: B027 - optional hook
         """Called when the instance starts serving: join the process's PD rendezvous (``engine.registry``)."""
+
+    def on_crash(self) -> None:  # noqa: B027 - optional hook
+        """Called when the instance crashes (the ``crash-after`` fault)."""
 
     def pd_finished(self, plan: PDPlan, ok: bool) -> None:  # noqa: B027 - optional hook
         """Called when a request's prefill completed (ok) or failed."""

@@ -230,30 +230,40 @@ class VllmPersonality(Personality):
         if params.get("do_remote_decode"):
             return PDPlan(max_tokens=1, prefill_leg=True)
         if params.get("do_remote_prefill"):
-            self._handshake(params)
-            return PDPlan(remote_prefill=True)
+            return PDPlan(remote_prefill=True, refusal=self._handshake(params))
         return PDPlan()
 
-    def _handshake(self, params: Mapping[str, Any]) -> None:
+    def _handshake(self, params: Mapping[str, Any]) -> SimHTTPError | None:
         """vLLM's decode handshakes with the NIXL listener at ``remote_host:remote_port`` and requires the
-        engine there to be ``remote_engine_id``; the simulator knows the listeners of this process only."""
+        engine there to be ``remote_engine_id``; the simulator knows the listeners of this process only.
+        A failed load ends the accepted request with an error (``kv_load_failure_policy`` ``fail``): 500,
+        or a stream's error event."""
         e = self.engine
         host, port = params.get("remote_host"), params.get("remote_port")
         wanted = params.get("remote_engine_id")
-        if host != e.host or not isinstance(port, int):
-            return
-        found = e.registry.side_channels.get(port)
-        if found is not None and found != wanted:
-            raise SimHTTPError(
+        if host != e.host or not isinstance(port, int) or port not in e.registry.side_channels:
+            return None
+        found = e.registry.side_channels[port]
+        if found is None:
+            # vLLM's GenerationError for a KV load that failed (the prefill engine died after answering).
+            return SimHTTPError(500, "Internal server error")
+        if found != wanted:
+            return SimHTTPError(
                 500,
                 f"KV transfer failed: remote NIXL agent engine ID mismatch at {host}:{port}: expected "
                 f"{wanted}, received {found}.",
             )
+        return None
 
     def on_start(self) -> None:
         # A decode binds its own listener too, but only a prefill's is ever named in a remote_port.
         if self.engine.role == "prefill":
             self.engine.registry.side_channels[self.side_channel_port] = self.engine.engine_id
+
+    def on_crash(self) -> None:
+        # The KV it held for decodes dies with it: a decode that names its side channel cannot load it.
+        if self.engine.role == "prefill":
+            self.engine.registry.side_channels[self.side_channel_port] = None
 
     @property
     def side_channel_port(self) -> int:

@@ -138,6 +138,79 @@ async def test_a_vllm_prefill_answer_without_kv_transfer_params_is_a_prefill_fai
     assert "kv_transfer_params" in str(listed["p"]["last_error"])
 
 
+async def dead_prefill_params(start_sim: Any) -> tuple[dict[str, Any], str]:
+    """kv_transfer_params from a sim prefill that then crashed, and a decode of the same process (whose
+    handshake finds nothing behind them)."""
+    sim = await start_sim(personality="vllm", instances=2, roles=("prefill", "decode"))
+    prefill, decode = sim.urls
+    ask = {"do_remote_decode": True, "do_remote_prefill": False}
+    async with httpx.AsyncClient(timeout=20) as c:
+        leg = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 1, "kv_transfer_params": ask}
+        params = (await c.post(f"{prefill}/v1/completions", json=leg)).json()["kv_transfer_params"]
+        await c.post(f"{prefill}/admin/faults", json={"specs": ["crash-after=0"]})
+    return params, decode
+
+
+async def answering_prefill(params: dict[str, Any]) -> tuple[web.AppRunner, str]:
+    """A prefill engine that answers every leg with ``params`` (a live engine's, or a dead one's)."""
+
+    async def completions(_: web.Request) -> web.Response:
+        return web.json_response({"id": "x", "choices": [{"text": "a"}], "kv_transfer_params": params})
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/{tail:.*}", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+async def test_a_decode_that_cannot_load_the_kv_prefills_for_itself_and_the_prefill_is_blamed(
+    start_sim, start_router
+) -> None:
+    # The window the e2e test hit on real vLLM: the prefill answered, then died before its decode pulled the
+    # KV; vLLM's decode answers 500. Blaming the decode and moving on left a one-decode fleet with nothing.
+    params, decode = await dead_prefill_params(start_sim)
+    runner, prefill = await answering_prefill(params)
+    try:
+        url = await start_router(pair(prefill, decode), engine="vllm", pd_min_uncached_tokens=16)
+        async with httpx.AsyncClient(timeout=20) as c:
+            body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 4}
+            answer = await c.post(f"{url}/v1/completions", json=body)
+            listed = await backends(c, url)
+            metrics = parse_metrics((await c.get(f"{url}/metrics")).text)
+    finally:
+        await runner.cleanup()
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 4
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (1, 0)
+    assert "could not load its KV" in str(listed["p"]["last_error"])
+    decisions = {s.labels["reason"]: s.value for s in metrics["infctl_router_decisions_total"]}
+    assert decisions == {"disaggregated": 1, "no_prefill_backend": 1}
+    failures = {(s.labels["prefill"], s.labels["decode"]): s.value
+                for s in metrics["infctl_router_pd_transfer_failures_total"]}  # fmt: skip
+    assert failures == {("p", "d"): 1}
+
+
+async def test_a_decode_failing_on_its_own_is_blamed_and_its_prefill_is_not(start_sim, start_router) -> None:
+    sim = await start_sim(personality="vllm", instances=2, roles=("prefill", "decode"))
+    prefill, decode = sim.urls
+    url = await start_router(pair(prefill, decode), engine="vllm", pd_min_uncached_tokens=16)
+    async with httpx.AsyncClient(timeout=20) as c:
+        await c.post(f"{decode}/admin/faults", json={"specs": ["error-rate=1.0:500"]})
+        body = {"model": MODEL, "prompt": LONG_PROMPT, "max_tokens": 4}
+        answer = await c.post(f"{url}/v1/completions", json=body)
+        listed = await backends(c, url)
+    assert answer.status_code == 502
+    assert "last: d: HTTP 500" in answer.json()["error"]["message"]
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (0, 1)
+    assert listed["p"]["served"] == 1
+
+
 async def test_a_failed_prefill_counts_against_the_prefill_upstream_group(start_sim, start_router) -> None:
     """Cutover gates compare groups: a prefill of group "new" failing must not count against "old"."""
     sim = await start_sim(personality="vllm", instances=2, roles=("prefill", "decode"))

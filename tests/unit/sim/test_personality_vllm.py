@@ -214,6 +214,33 @@ async def test_a_decode_handshakes_with_the_prefill_its_remote_port_names(start_
     assert elsewhere.status_code == 200
 
 
+async def test_a_decode_cannot_load_the_kv_of_a_prefill_that_died_after_answering(start_sim: Any) -> None:
+    # vLLM 0.32's default kv_load_failure_policy "fail": the accepted request ends with a GenerationError,
+    # a 500 "Internal server error" (a stream: 200, that error as its event, then [DONE]).
+    sim = await start_sim(instances=2, roles=("prefill", "decode"), nixl_side_channel_port=18050)
+    prefill, decode = sim.instances
+    prompt = tokens.synth_words(64, salt=5)
+    ask = {"do_remote_decode": True, "do_remote_prefill": False}
+    answer = await complete(prefill.url, {"prompt": prompt, "max_tokens": 8, "kv_transfer_params": ask})
+    body = {"prompt": prompt, "max_tokens": 4, "kv_transfer_params": answer["kv_transfer_params"]}
+    async with httpx.AsyncClient(timeout=30) as client:
+        before = await client.post(f"{decode.url}/v1/completions", json=body)
+        await client.post(f"{prefill.url}/admin/faults", json={"specs": ["crash-after=0"]})
+        await asyncio.sleep(0.05)
+        after = await client.post(f"{decode.url}/v1/completions", json=body)
+        streamed = await client.post(f"{decode.url}/v1/completions", json={**body, "stream": True})
+        alone = await client.post(f"{decode.url}/v1/completions", json={"prompt": prompt, "max_tokens": 4})
+    assert before.status_code == 200, before.text
+    assert after.status_code == 500
+    assert after.json()["error"] == {
+        "message": "Internal server error", "type": "InternalServerError", "param": None, "code": 500
+    }  # fmt: skip
+    assert streamed.status_code == 200
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert [json.loads(events[0])["error"]["code"], events[1:]] == [500, ["[DONE]"]]
+    assert alone.status_code == 200  # without kv_transfer_params the decode prefills for itself
+
+
 async def test_a_batch_prefill_leg_answers_with_the_first_prompts_kv_transfer_params(start_sim: Any) -> None:
     # vLLM 0.32 (completion/serving.py, request_output_to_completion_response) keeps every prompt's KV for a
     # remote decode but answers with one kv_transfer_params: final_res_batch[0]'s.
