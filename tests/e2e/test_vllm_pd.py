@@ -53,6 +53,8 @@ from e2e_support import (
     tiny_vllm_model,
 )
 
+from infctl.engines import vllm_pd
+from infctl.router.pd_legs import pd_endpoint
 from infctl.telemetry.prometheus import parse_metrics
 from infctl.tokens import _WORDS
 
@@ -355,6 +357,12 @@ def test_killing_the_prefill_engine_mid_run_fails_over_and_nothing_hangs(
     routed0 = decisions(router)
     pending_at_kill: list[int] = []
     results: list[tuple[str, int, str]] = []
+    # A prefill leg answered before the kill, its decode leg sent after (the router's window, sent by hand).
+    orphan = {"model": MODEL_NAME, "prompt": words(600, 8999), "max_tokens": OUTPUT_TOKENS, "temperature": 0}
+    with httpx.Client(timeout=300, trust_env=False) as client:
+        leg = client.post(engines.prefill + "/v1/completions", json=vllm_pd.prefill_body(orphan))
+    assert leg.status_code == 200, leg.text[:300]
+    orphan_leg = vllm_pd.decode_body(orphan, leg.json(), pd_endpoint(engines.prefill))
 
     async def one(client: httpx.AsyncClient, i: int, when: str, stream: bool) -> None:
         body = {"model": MODEL_NAME, "prompt": words(1500, 9000 + i), "max_tokens": OUTPUT_TOKENS,
@@ -390,6 +398,17 @@ def test_killing_the_prefill_engine_mid_run_fails_over_and_nothing_hangs(
           f"{routed}; results: {results}")  # fmt: skip
     assert len(results) == 12
     assert all(code == 200 and got == str(OUTPUT_TOKENS) for _, code, got in results), results
+    # What the router retried: vLLM's decode cannot load the dead prefill's KV (kv_load_failure_policy
+    # "fail"): 500 "Internal server error"; a stream, 200 and that error as its event (the simulator's model:
+    # test_a_decode_cannot_load_the_kv_of_a_prefill_that_died_after_answering).
+    with httpx.Client(timeout=300, trust_env=False) as client:
+        lost = client.post(engines.decode + "/v1/completions", json=orphan_leg)
+        lost_stream = client.post(engines.decode + "/v1/completions", json={**orphan_leg, "stream": True})
+    print(f"decode leg after the kill: {lost.status_code} {lost.text[:200]}; stream {lost_stream.text[:300]}")
+    assert lost.status_code == 500 and lost.json()["error"]["message"] == "Internal server error", lost.text
+    events = [line[6:] for line in lost_stream.text.splitlines() if line.startswith("data: ")]
+    assert lost_stream.status_code == 200 and events[-1] == "[DONE]", lost_stream.text[:500]
+    assert json.loads(events[-2])["error"]["code"] == 500, lost_stream.text[:500]
     # Some went to the decode engine alone once the prefill was gone.
     assert sum(v for k, v in routed.items() if k != "disaggregated") >= 1, routed
 
