@@ -5,7 +5,9 @@ reached the client; once the client has a byte, a failure leaves its response op
 only: ``http1``) for the caller to end with an error event or a continuation, or to cut. What
 differs is the path of a token: the upstream connection's ``data_received`` writes the chunk, framing and
 all, to the client's socket, so the handler task is not woken per chunk and nothing is de- or re-chunked.
-The client's head goes out in the same ``write`` as the first content bytes.
+The client's head goes out in the same ``write`` as the first content bytes; an event stream's opening
+is judged first (``opening``: role-only chat chunks wait for the next event, an engine's 5xx error event
+there is ``UpstreamFailed``).
 
 It needs an HTTP/1.1 client on the lean front's own connection (chunked framing passes through as is);
 ``attempt.relay_answer`` sends anything else through ``upstream.forward``.
@@ -22,6 +24,7 @@ from aiohttp import web
 
 from infctl.router.client import ClientRequest
 from infctl.router.http1 import Http1Connection, Http1Pool, ResponseHead
+from infctl.router.opening import ErrorEvent, judge_opening
 from infctl.router.upstream import MAX_KEPT_BYTES, RelayResult, UpstreamFailed
 
 _KEEP_RESPONSE_HEADERS = ("content-type", "retry-after")
@@ -78,6 +81,8 @@ class _Relay:
         self.error: Exception | None = None
         self.answered = False
         self._head: bytes | None = None
+        self._opening: bytes | None = None
+        """An event stream's body held while its opening is judged (``opening``); None: not judging."""
         self._over = self._paused = False
         self._waiter: asyncio.Future[None] = self.loop.create_future()
 
@@ -86,6 +91,8 @@ class _Relay:
         if head.status >= 500:
             self._done(UpstreamFailed(f"HTTP {head.status}", status=head.status))
             return False
+        if head.status == 200 and "event-stream" in head.headers.get("content-type", ""):
+            self._opening = b""
         if head.chunked:
             framing = "transfer-encoding: chunked\r\n"
             self.chunked = True
@@ -112,6 +119,11 @@ class _Relay:
             self.conn.abort()
             self._done(None)
             return
+        if self._opening is not None:
+            held = self._judged(raw)
+            if held is None:
+                return
+            raw = held
         if self.keep is not None:
             self.keep.append(raw)
             if self.relayed > MAX_KEPT_BYTES:
@@ -130,10 +142,33 @@ class _Relay:
             if not self._waiter.done():
                 self._waiter.set_result(None)
 
+    def _judged(self, raw: bytes) -> bytes | None:
+        """The bytes to write now (held ones included) once the stream's opening is judged; None: held
+        (the opening is role-only chunks so far) or failed (an engine's 5xx error event, nothing sent)."""
+        data = self._opening + raw if self._opening else raw
+        verdict = judge_opening(data, chunked=self.chunked)
+        if verdict == "hold":
+            self._opening = data
+            return None
+        self._opening = None
+        if isinstance(verdict, ErrorEvent):
+            self.conn.abort()
+            self._done(UpstreamFailed(verdict.reason, status=verdict.status))
+            return None
+        return data
+
     def end(self) -> None:
         if self._head is not None and self.down is not None and not self.down.is_closing():
-            self.down.write(self._head)  # an empty body: the head alone
-            self._head, self.wrote = None, True
+            # An empty body: the head alone; or a stream that ended while its opening was held.
+            held, self._opening = self._opening or b"", None
+            out, self._head, self.wrote = self._head + held, None, True
+            self.down.write(out)
+            if held:
+                self.first, self.relayed = self.loop.time() - self.sent_at, len(out)
+                if self.keep is not None:
+                    self.keep.append(held)
+                if self.on_first is not None:
+                    self.on_first()
         self._done(None)
 
     def fail(self, exc: Exception, *, answered: bool) -> None:

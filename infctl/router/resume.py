@@ -124,14 +124,14 @@ def read_sent(kept: list[bytes], *, chunked: bool, chat: bool) -> Sent:
     data = b"".join(kept)
     sent = Sent()
     if chunked:
-        data, complete = _dechunk(data)
+        data, complete = dechunk(data)
         if not complete:
             sent.whole = False
     events = data.replace(b"\r\n", b"\n").split(b"\n\n")
     if events[-1].strip():
         sent.whole = False  # half an event
     for event in events[:-1]:
-        payload = _data_of(event)
+        payload = data_of(event)
         if payload is None:
             continue
         if payload.strip() == b"[DONE]":
@@ -194,7 +194,7 @@ class Rewriter:
         for event in data.replace(b"\r\n", b"\n").split(b"\n\n"):
             if not event.strip():
                 continue
-            payload = _data_of(event)
+            payload = data_of(event)
             if payload is None:
                 out.append(event + b"\n\n")  # comments and other fields pass as they are
                 continue
@@ -225,10 +225,9 @@ class Rewriter:
         first = choices[0] if choices and isinstance(choices[0], dict) else {}
         delta = first.get("delta")
         if self.chat and isinstance(delta, dict) and "role" in delta:
-            del delta["role"]
-            empty = not delta.get("content") and set(delta) <= {"content"}
-            if empty and first.get("finish_reason") is None and not chunk.get("usage"):
+            if role_only(chunk) and not chunk.get("usage"):
                 return False
+            del delta["role"]
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             chunk["usage"] = merged_usage(usage, self.sent_tokens)
@@ -282,18 +281,49 @@ def error_event(message: str, *, kind: str = "BadGatewayError", code: int = 502)
     return b"data: " + _json({"error": error}) + b"\n\n" + DONE
 
 
+def role_only(chunk: Mapping[str, Any]) -> bool:
+    """A chat chunk that only opens its choices: each a delta with the role and nothing else said (empty
+    content, no tool calls), unfinished. vLLM and SGLang open every chat stream with one per choice."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    for choice in choices:
+        delta = choice.get("delta") if isinstance(choice, Mapping) else None
+        if not isinstance(delta, Mapping) or "role" not in delta or choice.get("finish_reason") is not None:
+            return False
+        if any(value for key, value in delta.items() if key != "role"):
+            return False
+    return True
+
+
+def error_status(chunk: Mapping[str, Any]) -> int | None:
+    """The status an in-band error event carries: vLLM's ``{"error": {..., "code": 500}}``, SGLang's
+    (its flat error body under ``error``: ``create_streaming_error_response``) or that flat body alone.
+    None: not an error event; 0: an error without a status."""
+    error = chunk.get("error")
+    if isinstance(error, Mapping):
+        code = error.get("code")
+    elif error is not None:
+        code = None
+    elif chunk.get("object") == "error":
+        code = chunk.get("code")
+    else:
+        return None
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+
 def include_usage(body: Mapping[str, Any]) -> bool:
     options = body.get("stream_options")
     return isinstance(options, Mapping) and bool(options.get("include_usage"))
 
 
-def _data_of(event: bytes) -> bytes | None:
+def data_of(event: bytes) -> bytes | None:
     """The ``data`` field of one event (lines joined), None when it has none."""
     lines = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
     return b"\n".join(lines) if lines else None
 
 
-def _dechunk(data: bytes) -> tuple[bytes, bool]:
+def dechunk(data: bytes) -> tuple[bytes, bool]:
     """(the content of chunked ``data``, whether it ends at a chunk boundary)."""
     parts: list[bytes] = []
     i, n = 0, len(data)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp import web
 
+from infctl.router.opening import ErrorEvent, judge_opening
+
 if TYPE_CHECKING:
     from infctl.router.client import ClientRequest
 
@@ -138,7 +140,8 @@ async def forward(
     """POST ``body`` to ``url`` and relay the answer to ``request``'s client chunk by chunk.
 
     The client's response head goes out with the first body chunk, not before: an engine that dies between
-    its own head and its first token has still sent the client nothing, so the request can be retried.
+    its own head and its first token has still sent the client nothing, so the request can be retried; so
+    has one whose stream opens with a 5xx error event, after role-only chat chunks or none (``opening``).
     An event stream goes out in whole events (an event still arriving waits for its end), so a stream the
     upstream breaks ends at an event boundary; it is left open for the caller to end (``RelayResult.broken``).
     ``keep``: a list the bytes written to the client are appended to (``RelayResult.kept``)."""
@@ -154,6 +157,8 @@ async def forward(
         try:
             if events:
                 chunk, held = await read_events(resp.content, held)
+                if resp.status == 200:
+                    chunk, held = await _past_opening(resp.content, chunk, held)
             else:
                 chunk = await resp.content.readany()
         except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
@@ -202,6 +207,23 @@ async def forward(
         raise
     finally:
         resp.release()
+
+
+async def _past_opening(content: aiohttp.StreamReader, chunk: bytes, held: bytes) -> tuple[bytes, bytes]:
+    """The stream's first whole events to relay (``chunk`` and, while those are role-only chat chunks, the
+    events after them: ``opening``) and the start of the event after them; ``UpstreamFailed`` when the
+    stream opens with an engine's 5xx error event."""
+    while chunk:
+        verdict = judge_opening(chunk, chunked=False)
+        if isinstance(verdict, ErrorEvent):
+            raise UpstreamFailed(verdict.reason, status=verdict.status)
+        if verdict == "relay":
+            break
+        more, held = await read_events(content, held)
+        if not more:
+            break  # the stream ended there: relayed as it is
+        chunk += more
+    return chunk, held
 
 
 async def read_events(content: aiohttp.StreamReader, held: bytes) -> tuple[bytes, bytes]:

@@ -170,11 +170,15 @@ async def _refuse(
     inst: SimInstance, request: web.Request, gen: Generation, err: SimHTTPError
 ) -> web.StreamResponse:
     """A request the engine aborts before its first token: the error itself, or for a stream a 200 whose
-    only event is the error (the engine answered 200 before its scheduler saw the request)."""
+    only event is the error (the engine answered 200 before its scheduler saw the request). A failed
+    generation's chat stream has had its role chunk first: vLLM 0.32 yields it in the first iteration of
+    the results, before ``_raise_if_error`` (chat_completion/serving.py chat_completion_stream_generator)."""
     if not gen.stream:
         raise err
     resp = sse_response(echoed_id(inst, gen))
     await resp.prepare(request)
+    if gen.chat and err.generation:
+        await resp.write(ChunkEncoder(gen).role())
     await resp.write(error_event(inst, err))
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()

@@ -48,12 +48,23 @@ def error_type(status: int) -> str:
 class SimHTTPError(Exception):
     """A request the engine refuses; the personality shapes the body."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, err_type: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        err_type: str | None = None,
+        generation: bool = False,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.err_type = err_type or error_type(status)
+        self.generation = generation
+        """The generation failed (vLLM's ``GenerationError``), not the request's checks: a chat stream has
+        had its role chunk before the error event (``routes._refuse``)."""
 
 
 def compact_json(obj: Any) -> str:

@@ -246,7 +246,7 @@ class VllmPersonality(Personality):
         found = e.registry.side_channels[port]
         if found is None:
             # vLLM's GenerationError for a KV load that failed (the prefill engine died after answering).
-            return SimHTTPError(500, "Internal server error")
+            return SimHTTPError(500, "Internal server error", generation=True)
         if found != wanted:
             return SimHTTPError(
                 500,

@@ -5,6 +5,7 @@ a prefill 4xx reaches the client as such."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -162,6 +163,7 @@ async def answering_prefill(params: dict[str, Any]) -> tuple[web.AppRunner, str]
 
     app = web.Application()
     app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/{tail:.*}", ok)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -194,6 +196,44 @@ async def test_a_decode_that_cannot_load_the_kv_prefills_for_itself_and_the_pref
     failures = {(s.labels["prefill"], s.labels["decode"]): s.value
                 for s in metrics["infctl_router_pd_transfer_failures_total"]}  # fmt: skip
     assert failures == {("p", "d"): 1}
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completion", "chat"])
+@pytest.mark.parametrize("client", ["lean", "aiohttp"])
+async def test_a_stream_whose_decode_cannot_load_the_kv_is_retried_not_relayed(
+    start_sim, start_router, chat: bool, client: str
+) -> None:
+    # vLLM 0.32 answers such a stream 200, then (a chat: after its role chunk) the error event and [DONE]:
+    # nothing the client could use, so the router retries it as it does the non-streamed 500.
+    params, decode = await dead_prefill_params(start_sim)
+    runner, prefill = await answering_prefill(params)
+    try:
+        url = await start_router(
+            pair(prefill, decode), engine="vllm", pd_min_uncached_tokens=16, upstream_client=client
+        )
+        ask = {"messages": [{"role": "user", "content": LONG_PROMPT}]} if chat else {"prompt": LONG_PROMPT}
+        body = {
+            "model": MODEL,
+            **ask,
+            "max_tokens": 4,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        path = "/v1/chat/completions" if chat else "/v1/completions"
+        async with httpx.AsyncClient(timeout=20) as c:
+            answer = await c.post(f"{url}{path}", json=body)
+            listed = await backends(c, url)
+    finally:
+        await runner.cleanup()
+    assert answer.status_code == 200, answer.text
+    events = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert not [c for c in chunks if "error" in c]
+    assert chunks[-1]["usage"]["completion_tokens"] == 4
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+    assert (listed["p"]["failed"], listed["d"]["failed"]) == (1, 0)
+    assert "could not load its KV" in str(listed["p"]["last_error"])
 
 
 async def test_a_decode_failing_on_its_own_is_blamed_and_its_prefill_is_not(start_sim, start_router) -> None:

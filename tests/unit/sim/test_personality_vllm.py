@@ -241,6 +241,33 @@ async def test_a_decode_cannot_load_the_kv_of_a_prefill_that_died_after_answerin
     assert alone.status_code == 200  # without kv_transfer_params the decode prefills for itself
 
 
+async def test_a_chat_stream_whose_kv_cannot_load_has_its_role_chunk_before_the_error(start_sim: Any) -> None:
+    # vLLM 0.32 chat_completion/serving.py chat_completion_stream_generator: the first iteration yields the
+    # role chunk of each choice, then _raise_if_error raises the GenerationError that becomes the event.
+    sim = await start_sim(instances=2, roles=("prefill", "decode"), nixl_side_channel_port=18060)
+    prefill, decode = sim.instances
+    messages = [{"role": "user", "content": tokens.synth_words(64, salt=6)}]
+    ask = {"do_remote_decode": True, "do_remote_prefill": False}
+    async with httpx.AsyncClient(timeout=30) as client:
+        leg = {"messages": messages, "max_tokens": 1, "kv_transfer_params": ask}
+        answer = (await client.post(f"{prefill.url}/v1/chat/completions", json=leg)).json()
+        await client.post(f"{prefill.url}/admin/faults", json={"specs": ["crash-after=0"]})
+        await asyncio.sleep(0.05)
+        body = {"messages": messages, "max_tokens": 4, "kv_transfer_params": answer["kv_transfer_params"]}
+        streamed = await client.post(f"{decode.url}/v1/chat/completions", json={**body, "stream": True})
+    assert streamed.status_code == 200
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    role, error = json.loads(events[0]), json.loads(events[1])
+    assert role["object"] == "chat.completion.chunk"
+    assert role["choices"] == [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    ]
+    assert error["error"] == {
+        "message": "Internal server error", "type": "InternalServerError", "param": None, "code": 500
+    }  # fmt: skip
+    assert events[2:] == ["[DONE]"]
+
+
 async def test_a_batch_prefill_leg_answers_with_the_first_prompts_kv_transfer_params(start_sim: Any) -> None:
     # vLLM 0.32 (completion/serving.py, request_output_to_completion_response) keeps every prompt's KV for a
     # remote decode but answers with one kv_transfer_params: final_res_batch[0]'s.
