@@ -1,9 +1,10 @@
 """The seed's comparisons as runnable scenarios: the same workload through the same stack, two ways.
 
 A :class:`Scenario` holds a workload, a load plan and two :class:`Arm` (a router policy and, for length
-bucketing, which engines form which pool). :func:`run_scenario` sets each arm on a running router through its
-admin API, empties the engines' prefix caches, benchmarks, and returns both results; :func:`scenario_rows`
-turns them into the measures the seed reported, with its figures beside ours.
+bucketing, which engines form which pool). :func:`run_scenario` empties the engines' prefix caches (as each
+engine allows: :mod:`infctl.bench.cache_reset`), sets each arm on a running router through its admin API,
+benchmarks, and returns both results; :func:`scenario_rows` turns them into the measures the seed reported,
+with its figures beside ours.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from typing import Any
 
 import httpx
 
+from infctl.bench.cache_reset import reset_prefix_caches
 from infctl.bench.config import BenchConfig, LoadPlan, Stage
 from infctl.bench.metrics import summarize
 from infctl.bench.result import BenchResult
 from infctl.bench.run import run_benchmark
+from infctl.bench.server_view import detect_adapters
 from infctl.bench.stats import Distribution
 from infctl.bench.workloads import LengthDist, MixComponent, MixtureSpec, SharedPrefixSpec
 from infctl.bench.workloads.specs import WorkloadSpec
+from infctl.engines import EngineAdapter
 from infctl.errors import ConfigError, EngineError
 
 SHORT_MAX_TOKENS = 2048
@@ -148,18 +152,24 @@ async def run_scenario(
     admin_token: str | None = None,
     pools: Sequence[str | None] = (),
     after_arm: Callable[[Arm, BenchResult], Awaitable[None]] | None = None,
+    engine: str | None = None,
 ) -> ScenarioResult:
     """Both arms on the running router (set through its admin API, with ``admin_token`` when it requires
-    one), one benchmark each. ``pools``: each engine's own pool label (a deployment's length pools), kept
-    by arms that name none. ``after_arm`` is awaited as each arm's benchmark ends, before the next arm is
-    set (e.g. to read the engines' own counters for that arm alone)."""
+    one), one benchmark each, each on empty prefix caches. ``pools``: each engine's own pool label (a
+    deployment's length pools), kept by arms that name none. ``after_arm`` is awaited as each arm's
+    benchmark ends, before the next arm is set (e.g. to read the engines' own counters for that arm alone).
+    ``engine``: the engines' kind (an ``infctl.engines`` name); None: detected from their /metrics.
+
+    An engine that cannot reset its prefix cache (vLLM without ``VLLM_SERVER_DEV_MODE=1``) fails the run
+    with the fix before the first arm sends a request."""
     say = progress or (lambda _: None)
     results: list[BenchResult] = []
-    auth = {"authorization": f"Bearer {admin_token}"} if admin_token else None
-    async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False, headers=auth) as client:
+    auth = {"authorization": f"Bearer {admin_token}"} if admin_token else {}
+    async with httpx.AsyncClient(timeout=10.0, transport=transport, trust_env=False) as client:
+        adapters = await detect_adapters(client, list(engine_urls), engine)
         for arm in (scenario.baseline, scenario.infctl):
             say(f"{scenario.name}: {arm.label}")
-            await _set_arm(client, router_url, engine_urls, arm, pools)
+            await _set_arm(client, router_url, adapters, arm, pools, auth)
             cfg = BenchConfig(
                 url=router_url,
                 model=model,
@@ -167,6 +177,7 @@ async def run_scenario(
                 load=scenario.load,
                 seed=seed,
                 engine_urls=list(engine_urls),
+                engine=engine,
                 label=arm.label,
             )
             results.append(await run_benchmark(cfg))
@@ -176,17 +187,23 @@ async def run_scenario(
 
 
 async def _set_arm(
-    client: httpx.AsyncClient, router: str, engines: Sequence[str], arm: Arm, own: Sequence[str | None]
+    client: httpx.AsyncClient,
+    router: str,
+    engines: Mapping[str, EngineAdapter],
+    arm: Arm,
+    own: Sequence[str | None],
+    auth: Mapping[str, str],
 ) -> None:
     """Same starting line for both arms: empty prefix caches, this arm's pools (else the engines' own)
-    and policy."""
+    and policy. The router's admin token goes to the router only."""
+    await reset_prefix_caches(client, engines)
     labels = arm.pools or own
     for i, url in enumerate(engines):
-        await _ok(client.post(f"{url}/reset_prefix_cache"), url)
         pool = labels[i] if i < len(labels) else None
         # PUT: the router already has these engines from the previous arm; a POST would be a 409.
-        await _ok(client.put(f"{router}/admin/backends/{url}", json={"url": url, "pool": pool}), router)
-    await _ok(client.put(f"{router}/admin/policy", json=arm.policy), router)
+        body = {"url": url, "pool": pool}
+        await _ok(client.put(f"{router}/admin/backends/{url}", json=body, headers=auth), router)
+    await _ok(client.put(f"{router}/admin/policy", json=arm.policy, headers=auth), router)
 
 
 async def _ok(request: Any, where: str) -> None:

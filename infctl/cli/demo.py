@@ -58,6 +58,10 @@ def demo(
     vs infctl's cache-aware routing on shared prefixes, and one pool vs the profile's length pools on mixed
     lengths; a table of the seed's measures is printed and an HTML report with plots is written. About two
     minutes.
+
+    Each arm starts on empty prefix caches: the demo starts its engines able to reset them (vLLM, real or
+    simulated: VLLM_SERVER_DEV_MODE=1, whose endpoints are not for production; everything stops when the
+    demo ends). A profile whose env sets VLLM_SERVER_DEV_MODE=0 fails before the first arm, saying so.
     """
     opts = global_options(ctx)
     with errors_as_exit():

@@ -19,7 +19,7 @@ from infctl.errors import ConfigError
 from infctl.sim.faults import parse_faults
 from infctl.sim.offload import WritePolicy
 from infctl.sim.server import SimCluster, serve
-from infctl.sim.settings import Personality, Role, SimSettings
+from infctl.sim.settings import SERVER_DEV_MODE_ENV, Personality, Role, SimSettings
 from infctl.telemetry.kv_events import KV_EVENT_ENCODINGS, KVEventEncoding
 
 app = typer.Typer(
@@ -58,6 +58,9 @@ _EXAMPLES = """
 
   [dim]# change faults while it runs (GET shows them, DELETE clears them)[/]
   curl -X POST localhost:8000/admin/faults -d '{"specs": ["hang"]}'
+
+  [dim]# vLLM's dev mode: /reset_prefix_cache and /is_sleeping answer (else 404, as vLLM's do)[/]
+  VLLM_SERVER_DEV_MODE=1 infctl sim
 """
 
 _PROFILE = "Profile override"
@@ -171,6 +174,15 @@ def sim(
             "vLLM's 400).",
         ),
     ] = False,
+    server_dev_mode: Annotated[
+        bool,
+        typer.Option(
+            "--server-dev-mode",
+            envvar=SERVER_DEV_MODE_ENV,
+            help=f"vLLM's dev mode (its variable {SERVER_DEV_MODE_ENV}=1 works too): serve "
+            "/reset_prefix_cache and /is_sleeping, which answer 404 without it, as vLLM's do.",
+        ),
+    ] = False,
     num_gpu_blocks: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: KV blocks.")] = None,
     block_size: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: tokens per KV block.")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(min=1, help=f"{_PROFILE}: sequences per batch.")] = None,
@@ -240,6 +252,7 @@ def sim(
             faults=parse_faults(fault or []),
             legacy_metrics=legacy_metrics,
             trust_request_chat_template=trust_request_chat_template,
+            server_dev_mode=server_dev_mode,
             num_gpu_blocks=num_gpu_blocks,
             block_size=block_size,
             max_num_seqs=max_num_seqs,

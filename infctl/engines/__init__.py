@@ -18,6 +18,7 @@ from typing import Literal
 from infctl.engines import sglang, vllm
 from infctl.engines.base import (
     ROOM_RANK_STRIDE,
+    CacheReset,
     EngineAdapter,
     HealthSpec,
     MultiNodeArgs,
@@ -82,6 +83,7 @@ __all__ = [
     "DIST_PORT",
     "ENGINES",
     "ROOM_RANK_STRIDE",
+    "CacheReset",
     "Engine",
     "EngineAdapter",
     "HealthSpec",

@@ -5,11 +5,13 @@ line (multi-node flags and the host ports it binds included), what a profile may
 checks on it. Everything here is pure: adapters build dicts and argument lists, they never do I/O.
 The telemetry package does the scraping (``infctl.telemetry.scrape``); the router calls
 ``prefill_body``/``decode_body``; the local target and the manifests call ``launch_command``; the profiles
-check themselves against ``profile_rules``; alert rules and dashboards read ``signal_metrics``.
+check themselves against ``profile_rules``; alert rules and dashboards read ``signal_metrics``; the bench
+empties prefix caches through ``cache_reset``.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +81,45 @@ class HealthSpec:
         if status in self.fatal_statuses:
             return "dead"
         return "unhealthy"
+
+
+CacheResetOutcome = Literal["reset", "busy", "absent", "refused"]
+"""How an engine answered :attr:`CacheReset.path`: emptied its prefix cache; did not, because requests hold
+blocks (retry once they finish); does not serve the path (404: see :attr:`CacheReset.absent_fix`); other."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReset:
+    """How to empty an engine's prefix cache, as benchmarks do before each arm so that none starts warm."""
+
+    path: str
+    method: str = "POST"
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment the engine must be started with to serve :attr:`path` (it answers 404 without)."""
+    absent_fix: str = ""
+    """What to do when the engine answers 404."""
+    busy_statuses: tuple[int, ...] = ()
+    """Statuses that mean the engine holds requests and did not reset (the call may be repeated)."""
+    success_key: str | None = None
+    """Key of a 200 JSON answer that is false when the engine did not reset for the same reason."""
+
+    def outcome(self, status: int, body: bytes) -> CacheResetOutcome:
+        """Classify one answer to :attr:`path`."""
+        if status == 404:
+            return "absent"
+        if status in self.busy_statuses:
+            return "busy"
+        if status != 200:
+            return "refused"
+        if self.success_key is None:
+            return "reset"
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return "refused"
+        if not isinstance(answer, dict) or not isinstance(answer.get(self.success_key), bool):
+            return "refused"
+        return "reset" if answer[self.success_key] else "busy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +308,11 @@ class EngineAdapter(Protocol):
         ...
 
     @property
+    def cache_reset(self) -> CacheReset:
+        """How to empty the engine's prefix cache (and what the engine must be started with for it)."""
+        ...
+
+    @property
     def pd_style(self) -> PDStyle: ...
 
     @property
@@ -397,6 +443,8 @@ class EngineAdapter(Protocol):
 __all__ = [
     "ROOM_RANK_STRIDE",
     "Body",
+    "CacheReset",
+    "CacheResetOutcome",
     "Diagnostics",
     "EngineAdapter",
     "EngineSignals",

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from infctl.engines import kv_pool, sglang_launch, sglang_pd
 from infctl.engines.base import (
     Body,
+    CacheReset,
     Diagnostics,
     HealthSpec,
     MultiNodeArgs,
@@ -241,6 +242,20 @@ SIGNAL_METRICS = SignalMetrics(
 )
 """Queries count the queue as :meth:`SGLangAdapter.signals` does: the waiting queue and the PD queues, each
 rank's copies once, no per-priority share (:mod:`infctl.engines.promql`)."""
+FLUSH_CACHE_ANSWER = (
+    "Cache flushed.\nPlease check backend logs for more details. "
+    "(When there are running or waiting requests, the operation will not be performed.)\n"
+)
+"""``/flush_cache``'s plain-text answer, flushed (200) or not (400) alike."""
+CACHE_RESET = CacheReset(
+    path="/flush_cache",
+    absent_fix="SGLang serves /flush_cache whatever its flags: check that this URL is an SGLang server",
+    # GET or POST, no flag needed; 200 once the radix cache is flushed, 400 (the same text) while requests
+    # run or wait: each scheduler flushes only when idle, and the answer is the first data-parallel rank's
+    # (srt/entrypoints/http_server.py ``flush_cache``, managers/tokenizer_manager.py, managers/scheduler.py).
+    busy_statuses=(400,),
+)
+"""SGLang's prefix-cache (radix cache) flush: ``POST /flush_cache``."""
 PROFILE_RULES = ProfileRules(
     pd_fields=frozenset({"transfer_backend", "bootstrap_port", "ib_device"}),
     pd_hint="SGLang picks its transfer through pd.transfer_backend (mooncake or nixl)",
@@ -261,6 +276,7 @@ class SGLangAdapter:
     only with :data:`HEALTH_GENERATION_ENV` false, which :meth:`launch_env` sets."""
     load_paths = ("/v1/loads", "/get_load")
     """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
+    cache_reset = CACHE_RESET
     pd_style: PDStyle = "parallel"
     decode_serves_alone = False
     """A ``--disaggregation-mode decode`` server never prefills on its own: its scheduler aborts a request

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 from infctl.engines import vllm_launch, vllm_pd
 from infctl.engines.base import (
     Body,
+    CacheReset,
     Diagnostics,
     HealthSpec,
     MultiNodeArgs,
@@ -225,6 +226,27 @@ SIGNAL_METRICS = SignalMetrics(
     generation_tokens=GENERATION_TOKENS,
     model_label=MODEL_NAME_LABEL,
 )
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
+"""Set to 1, vLLM registers its development endpoints: ``/reset_prefix_cache``, ``/reset_mm_cache``,
+``/reset_encoder_cache``, ``/sleep``, ``/wake_up``, ``/is_sleeping``, ``/collective_rpc``,
+``/server_info`` ... (0.32: ``entrypoints/launchers/api_server/routers.py`` calls
+``register_vllm_dev_api_routers``, ``entrypoints/serve/dev/``, only under it; without it they answer 404).
+vLLM logs a security warning for it: they are not for production."""
+CACHE_RESET = CacheReset(
+    path="/reset_prefix_cache",
+    env={DEV_MODE_ENV: "1"},
+    absent_fix=(
+        f"start vLLM with {DEV_MODE_ENV}=1 in its environment (a profile: model.env, e.g. --set "
+        f"model.env.{DEV_MODE_ENV}=1); vLLM serves /reset_prefix_cache only in dev mode, whose endpoints are "
+        "not for production: use it on engines you benchmark"
+    ),
+    # 0.32 answers 200 {"success": false} while running requests (or KV transfers) hold blocks
+    # (entrypoints/serve/dev/cache/api_router.py); with data parallelism, false unless every engine core
+    # reset (core_client.AsyncMPClient.reset_prefix_cache_async).
+    success_key="success",
+)
+"""vLLM's prefix-cache reset: ``POST /reset_prefix_cache``, only in dev mode (:data:`DEV_MODE_ENV`)."""
+
 PROFILE_RULES = ProfileRules(
     pd_fields=frozenset({"kv_connector", "ib_device"}),
     pd_hint="vLLM picks its transfer through pd.kv_connector",
@@ -253,6 +275,7 @@ class VLLMAdapter:
     """vLLM listens only once the model is loaded (refused = starting); 503 means the engine died."""
     load_paths = ("/load",)
     """Only with ``--enable-server-load-tracking`` (which launch_command always passes)."""
+    cache_reset = CACHE_RESET
     pd_style: PDStyle = "sequential"
     decode_serves_alone = True
     """A kv_consumer engine given no ``kv_transfer_params`` prefills the prompt itself (the connector only

@@ -22,6 +22,7 @@ import infctl
 from infctl.bench.report import comparison_html
 from infctl.bench.scenarios import bucketing_scenario, prefix_scenario, run_scenario, scenario_rows
 from infctl.config import DeploymentProfile
+from infctl.engines import get_adapter
 from infctl.errors import EngineError, InfctlError, LocalTargetError
 from infctl.local.admin_token import ensure_token, token_path
 from infctl.local.control import delete
@@ -107,13 +108,27 @@ def find_demo_profile(path: Path | None = None) -> Path:
     return found
 
 
+def with_cache_resets(profile: DeploymentProfile) -> DeploymentProfile:
+    """``profile`` with its engines started so that their prefix caches can be reset between the arms of a
+    comparison (:mod:`infctl.bench.cache_reset`): what the engine's reset needs in its environment (vLLM:
+    ``VLLM_SERVER_DEV_MODE=1``) added to ``model.env``, for real and simulated engines alike.
+
+    Only for engines started to be benchmarked and stopped after: vLLM's dev mode also opens endpoints
+    that are not for production (sleep, collective RPC), so ``infctl deploy`` and the rendered manifests
+    never set it on their own."""
+    model = profile.model
+    env = {**get_adapter(model.engine).cache_reset.env, **model.env}
+    return profile.model_copy(update={"model": model.model_copy(update={"env": env})})
+
+
 def demo_plan(
     profile: DeploymentProfile, run_dir: Path | None = None, *, is_free: Callable[[int], bool] = port_is_free
 ) -> LocalPlan:
-    """The demo's plan: the profile's processes as release ``<name>-demo``, beside any deployed copy. Its
-    router listens on the profile's ``router.port``, or, when a deployed copy (or anything else) holds that
-    port, on the next free one (the demo prints where)."""
-    demo = profile.model_copy(update={"name": f"{profile.name}-demo"})
+    """The demo's plan: the profile's processes as release ``<name>-demo``, beside any deployed copy, its
+    engines able to reset their prefix caches (:func:`with_cache_resets`). Its router listens on the
+    profile's ``router.port``, or, when a deployed copy (or anything else) holds that port, on the next free
+    one (the demo prints where)."""
+    demo = with_cache_resets(profile).model_copy(update={"name": f"{profile.name}-demo"})
     directory = resolve_run_dir(run_dir, profile.local.run_dir)
     port = profile_router_port(demo)
     fixed = port is None or is_free(port)
@@ -239,6 +254,7 @@ async def _scenarios(
                 transport=transport,
                 admin_token=token,
                 pools=[s.pool for s in specs],
+                engine=plan.engine,
             )
         )
     out = [

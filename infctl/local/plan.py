@@ -212,6 +212,7 @@ def build_plan(
         control_port=control,
         buckets=tuple(router_buckets(profile.length_pools or [])),
         max_model_len=profile.model.max_model_len,
+        engine=profile.model.engine,
     )
 
 
@@ -319,6 +320,9 @@ def engine_spec(
     env = host_port_env(model, host_ports, LOCALHOST)
     if profile.local.simulate:
         argv, health = sim_command(model, replica.role, port, kv_port, python, host_ports), "/health"
+        # The profile's env reaches the simulator standing in for the engine too: it reads what it imitates
+        # (vLLM's VLLM_SERVER_DEV_MODE) and ignores the rest.
+        env = {**env, **model.env}
     else:
         adapter = get_adapter(model.engine)
         argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)

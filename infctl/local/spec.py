@@ -110,6 +110,8 @@ class LocalPlan:
     """The router's length buckets, one per length pool of the profile (engines carry the pool names)."""
     max_model_len: int | None = None
     """The engines' context (prompt + output), when the profile sets one."""
+    engine: str | None = None
+    """The engines' kind (an ``infctl.engines`` name); None in plans written before it was kept."""
 
     @property
     def release_dir(self) -> Path:
@@ -143,6 +145,7 @@ class LocalPlan:
             "control_port": self.control_port,
             "buckets": [dict(b) for b in self.buckets],
             "max_model_len": self.max_model_len,
+            "engine": self.engine,
         }
 
     @classmethod
@@ -156,6 +159,7 @@ class LocalPlan:
             control_port=data.get("control_port"),
             buckets=tuple(data.get("buckets", ())),
             max_model_len=data.get("max_model_len"),
+            engine=data.get("engine"),
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from infctl.engines.vllm import DEV_MODE_ENV
 from infctl.sim.faults import FaultPlan
 from infctl.sim.offload import OffloadTier, WritePolicy
 from infctl.telemetry.kv_events import KVEventEncoding
@@ -18,6 +19,8 @@ Role = Literal["prefill", "decode", "both"]
 
 DEFAULT_PORTS: dict[str, int] = {"vllm": 8000, "sglang": 30000}
 """The port each real engine listens on by default."""
+SERVER_DEV_MODE_ENV = DEV_MODE_ENV
+"""The variable :attr:`SimSettings.server_dev_mode` mirrors (vLLM's ``VLLM_SERVER_DEV_MODE``)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class SimSettings:
     """Faults active from start (``--fault``); change them at runtime through ``/admin/faults``."""
     legacy_metrics: bool = False
     """Also expose deprecated vLLM metric names (gpu_cache_usage_perc, gpu_prefix_cache_*, ...)."""
+    server_dev_mode: bool = False
+    """vLLM's ``VLLM_SERVER_DEV_MODE=1`` (``infctl sim`` reads that variable): serve vLLM's development
+    endpoints, ``/reset_prefix_cache`` and ``/is_sleeping``; without it they answer 404, as vLLM 0.32's do.
+    SGLang's ``/flush_cache`` needs nothing."""
     trust_request_chat_template: bool = False
     """vLLM ``--trust-request-chat-template``: render a chat request's own ``chat_template``; without it such
     a request is refused (400), as vLLM 0.32 refuses it. The simulator's words ignore any template."""

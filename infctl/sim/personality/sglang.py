@@ -222,7 +222,18 @@ class SglangPersonality(Personality):
         async def get_load(request: web.Request) -> web.Response:
             return json_response(_legacy_loads(loads()))
 
-        return [web.get("/v1/loads", v1_loads), web.get("/get_load", get_load)]
+        async def flush_cache(request: web.Request) -> web.Response:
+            # Every rank's scheduler gets the flush and flushes if idle; the answer is the first rank's
+            # (TokenizerManager.flush_cache takes result [0]).
+            flushed = [r.engine.reset_cache() for r in ranks]
+            return _flush_answer(flushed[0])
+
+        return [
+            web.get("/v1/loads", v1_loads),
+            web.get("/get_load", get_load),
+            web.get("/flush_cache", flush_cache),
+            web.post("/flush_cache", flush_cache),
+        ]
 
     def pd_finished(self, plan: PDPlan, ok: bool) -> None:
         if plan.prefill_leg and plan.room is not None and plan.bootstrap_port is not None:
@@ -315,11 +326,12 @@ class SglangPersonality(Personality):
         )
 
     async def _flush_cache(self, request: web.Request) -> web.Response:
-        if not self.engine.reset_cache():
-            return web.Response(
-                status=400, text="Cache not flushed. Please check if there are pending requests."
-            )
-        return web.Response(status=200, text="Cache flushed.\nPlease check backend logs for more details.")
+        return _flush_answer(self.engine.reset_cache())
+
+
+def _flush_answer(flushed: bool) -> web.Response:
+    """SGLang's ``/flush_cache`` answer: one text, 200 when flushed, 400 when requests ran or waited."""
+    return web.Response(status=200 if flushed else 400, text=names.FLUSH_CACHE_ANSWER)
 
 
 _SUMMED = ("num_running_reqs", "num_waiting_reqs", "num_total_reqs", "num_used_tokens",

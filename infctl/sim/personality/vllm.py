@@ -283,7 +283,16 @@ class VllmPersonality(Personality):
         async def load(request: web.Request) -> web.Response:
             return json_response({"server_load": sum(r.engine.server_load for r in ranks)})
 
-        return [web.get("/load", load)]
+        shared = [web.get("/load", load)]
+        if self.engine.settings.server_dev_mode:
+
+            async def reset_prefix_cache(request: web.Request) -> web.Response:
+                # vLLM 0.32 resets every engine core; success only when all did (AsyncMPClient).
+                done = [r.engine.reset_cache() for r in ranks]
+                return json_response({"success": all(done)})
+
+            shared.append(web.post("/reset_prefix_cache", reset_prefix_cache))
+        return shared
 
     def response_extras(self, plan: PDPlan, prompt_tokens: int) -> dict[str, Any]:
         if not plan.prefill_leg:
@@ -306,6 +315,13 @@ class VllmPersonality(Personality):
             web.get("/version", self._version),
             web.get("/ping", self._ping),
             web.post("/ping", self._ping),
+            *(self._dev_routes() if self.engine.settings.server_dev_mode else ()),
+        ]
+
+    def _dev_routes(self) -> list[web.RouteDef]:
+        """What vLLM 0.32 serves only under ``VLLM_SERVER_DEV_MODE=1`` (``names.DEV_MODE_ENV``), of what
+        the simulator imitates; without it, 404."""
+        return [
             web.get("/is_sleeping", self._is_sleeping),
             web.post("/reset_prefix_cache", self._reset_prefix_cache),
         ]
@@ -373,9 +389,8 @@ class VllmPersonality(Personality):
         return json_response({"is_sleeping": False})
 
     async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
-        if not self.engine.reset_cache():
-            raise SimHTTPError(400, "Cannot reset the prefix cache while requests are running.")
-        return web.Response(status=200)
+        # vLLM 0.32 answers 200 either way: false while requests hold blocks (serve/dev/cache/api_router.py).
+        return json_response({"success": self.engine.reset_cache()})
 
 
 def _tokenize_request(body: Mapping[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from infctl.doctor.engine_eval import detect_engine
 from infctl.engines import (
     DIST_PORT,
     ENGINES,
+    CacheReset,
     EngineAdapter,
     HealthSpec,
     MultiNodeArgs,
@@ -58,6 +59,7 @@ class ToyServe:
     wanted_metrics = frozenset({"toy:queue", "toy:running", "toy:kv"})
     health = HealthSpec(path="/ready", fatal_statuses=(410,))
     load_paths: tuple[str, ...] = ()
+    cache_reset = CacheReset(path="/cache/reset")
     pd_style: PDStyle = "sequential"
     decode_serves_alone = True
     dp_rank_header: str | None = "x-toy-rank"

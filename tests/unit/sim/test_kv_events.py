@@ -128,7 +128,10 @@ async def _receive(sub: zmq.asyncio.Socket, predicate: Any) -> list[KVEventMessa
 
 
 async def test_engine_publishes_block_events_to_a_zmq_subscriber(start_sim: Any) -> None:
-    cluster = await start_sim(kv_events_port=0, kv_events_topic="kv@sim@m", num_gpu_blocks=16)
+    # Dev mode: the cache reset at the end (vLLM serves /reset_prefix_cache only there).
+    cluster = await start_sim(
+        kv_events_port=0, kv_events_topic="kv@sim@m", num_gpu_blocks=16, server_dev_mode=True
+    )
     inst = cluster.instances[0]
     assert inst.kv_endpoint is not None
     ctx = zmq.asyncio.Context()
