@@ -81,7 +81,9 @@ class BackendEntry(ProfileModel):
     """With ``dp_rank``: how many data-parallel ranks the engine serves (SGLang's ``/server_info``:
     ``dp_size``, times ``attn_dp_size`` from 0.5.22). An SGLang PD prefill's bootstrap room must leave
     ``dp_rank`` as its remainder by this count; unset, the router draws rooms right for counts up to 16 and
-    many more, and counts each such room (``infctl_router_pd_rooms_without_dp_size_total``)."""
+    many more, and counts each such room (``infctl_router_pd_rooms_without_dp_size_total``). Once an SGLang
+    PD prefill's engine reports its own count, the router uses that one and warns when it differs from this
+    (``infctl.router.engine_ranks``; ``/admin/backends`` shows ``dp_size_given`` and ``dp_size_engine``)."""
     weight: Annotated[float, Field(gt=0)] = 1.0
     """Relative capacity. Default 1."""
     models: list[str] = Field(default_factory=list)

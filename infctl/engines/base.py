@@ -400,6 +400,18 @@ class EngineAdapter(Protocol):
         """How to send a request so that data-parallel rank ``rank`` (0-based) serves it."""
         ...
 
+    def dp_ranks(self, model: ModelProfile, role: Role) -> int:
+        """How many data-parallel ranks the engine :meth:`launch_command` starts for ``model`` in ``role``
+        serves behind its port, as the engine resolves that command line (``extra_args`` included): what
+        render labels its pods with and the router makes one backend of each (the ranks a request may be
+        pinned to, the count an SGLang PD prefill's bootstrap rooms are drawn modulo)."""
+        ...
+
+    def reported_dp_ranks(self, info: object) -> int | None:
+        """The data-parallel rank count in a body of ``diagnostics.server_info_paths``, which the router
+        reads where rooms depend on it; None when the engine reports none there."""
+        ...
+
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
     ) -> list[str]:

@@ -218,7 +218,9 @@ DIAGNOSTICS = Diagnostics(
     ),
     prefix_caching_fix="drop --disable-radix-cache from the SGLang command line",
     metrics_flag_fix="start SGLang with --enable-metrics",
-    server_info_paths=("/get_server_info", "/server_info"),
+    # /server_info first: every release since 0.5.15 serves it and logs /get_server_info as deprecated on
+    # each call; older ones (0.5.4) serve only /get_server_info.
+    server_info_paths=("/server_info", "/get_server_info"),
     prefix_off_key="disable_radix_cache",
     metrics_on_key="enable_metrics",
 )
@@ -318,6 +320,13 @@ class SGLangAdapter:
         """Both the header (newer releases) and the ``data_parallel_rank`` body field (0.5.x, still read by
         newer ones as an alias): every release serves the request on ``rank``."""
         return RankPin(headers={DP_RANK_HEADER: str(rank)}, body={DP_RANK_FIELD: rank})
+
+    def dp_ranks(self, model: ModelProfile, role: Role) -> int:
+        """As SGLang resolves the command line (:func:`~infctl.engines.sglang_launch.dp_ranks`)."""
+        return sglang_launch.dp_ranks(sglang_launch.launch_command(model, role=role, port=0))
+
+    def reported_dp_ranks(self, info: object) -> int | None:
+        return sglang_pd.reported_dp_ranks(info)
 
     def parse_load(self, body: object) -> LoadReport:
         """``/v1/loads`` (``{"loads": [per rank]}``) or the legacy ``/get_load`` list.

@@ -26,7 +26,7 @@ real one does, so the router's requests are the same on both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from infctl.engines.base import MultiNodeArgs, Role
@@ -88,6 +88,43 @@ a deprecation warning, "removal after 2026-12-31" (``server_args.py``), and reso
 ``dp_size = 1``); ``--dp-size`` now counts whole replicas, and ``--dp-size N`` beside ``--attn-dp-size N``
 (both above 1) is refused ("data-parallel replicas combined with attention data parallelism are not
 supported"), so the new spelling drops it."""
+
+DP_SIZE_FLAGS = ("--dp-size", "--data-parallel-size")
+ATTN_DP_SIZE_FLAGS = ("--attn-dp-size", "--attention-data-parallel-size")
+
+
+def dp_ranks(argv: Sequence[str]) -> int:
+    """How many data-parallel ranks an ``sglang.launch_server`` started with ``argv`` serves behind its port:
+    the count a PD prefill's bootstrap rooms are drawn modulo, and the ranks a request may be pinned to. The
+    last value of a flag counts, as argparse takes it (a profile's ``extra_args`` come last).
+
+    0.5.15 through 0.5.21: ``dp_size``, DP attention or not (``DataParallelController.workers`` has
+    ``max_dp_size`` entries, ``dp_size`` unless elastic EP sets ``--max-ep-size``, and
+    ``follow_bootstrap_room_scheduler`` sends a request to ``bootstrap_room % len(self.workers)``).
+    0.5.22 and 0.5.23: ``num_dp_ranks``, ``dp_size * attn_dp_size`` (``srt/runtime_context.py``
+    ``num_dp_ranks_of``; the controller's workers and ``CommonKVSender``'s "follow_bootstrap_room conflict"
+    check both use it), where the deprecated ``--dp-size N --enable-dp-attention`` resolves to
+    ``attn_dp_size = N``, ``dp_size = 1`` unless ``--attn-dp-size`` is given too (``arg_groups/
+    parallel_hook.py`` ``handle_deprecated_dp_attention``), and both above 1 are refused
+    (``handle_data_parallelism``). One rule serves every release: ``--attn-dp-size`` exists only from 0.5.22
+    (:data:`RENAMED_FLAGS`; an older release refuses to start with it), and without it both readings give
+    ``dp_size``. Elastic EP's wider worker list
+    (``--max-ep-size``) is not counted."""
+    dp, attn = _last_count(argv, DP_SIZE_FLAGS), _last_count(argv, ATTN_DP_SIZE_FLAGS)
+    if DP_ATTENTION_FLAG in argv and attn == 1:
+        dp, attn = 1, dp
+    return dp * attn
+
+
+def _last_count(argv: Sequence[str], flags: Sequence[str]) -> int:
+    count = 1
+    for i, word in enumerate(argv):
+        flag, eq, inline = word.partition("=")
+        if flag in flags:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            count = int(value) if value.isdigit() else count
+    return count
+
 
 DIST_INIT_FLAG = "--dist-init-addr"
 BOOTSTRAP_FLAG = "--disaggregation-bootstrap-port"

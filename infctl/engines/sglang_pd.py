@@ -8,9 +8,9 @@ moves. A PD engine refuses a request without a room (:data:`NO_BOOTSTRAP_ROOM`).
 
 A PD prefill engine's data-parallel rank is the room's: it serves each request on rank
 ``bootstrap_room % n`` for its n ranks and its decode engines fetch the KV there, so a prefill leg pinned to
-rank r needs a room with that remainder (``new_bootstrap_room(rank=r, ranks=n)``). ``/server_info`` (and
-the deprecated ``/get_server_info``) reports n: ``dp_size`` in 0.5.15, ``dp_size * attn_dp_size`` in 0.5.23
-(``num_dp_ranks_of``; ``--dp-size N --enable-dp-attention`` now resolves to ``attn_dp_size = N``).
+rank r needs a room with that remainder (``new_bootstrap_room(rank=r, ranks=n)``). n is what the engine
+was started with (:func:`~infctl.engines.sglang_launch.dp_ranks`), and ``/server_info`` reports it
+(:func:`reported_dp_ranks`).
 """
 
 from __future__ import annotations
@@ -56,3 +56,24 @@ def prefill_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | Seque
 def decode_body(body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None) -> Body:
     """Identical to the prefill leg: both are sent at once and meet at the bootstrap server."""
     return prefill_body(body, prefill, room)
+
+
+def reported_dp_ranks(info: object) -> int | None:
+    """The data-parallel rank count in a ``/server_info`` (or deprecated ``/get_server_info``) answer; None
+    when it names none.
+
+    0.5.15 answers the ``ServerArgs`` fields as given (``srt/entrypoints/http_server.py`` ``server_info``:
+    ``dataclasses.asdict(server_args)``): ``dp_size`` is the rank count, DP attention or not, and there is
+    no ``attn_dp_size``. 0.5.22 and 0.5.23 answer the resolved fields (``build_server_info`` in
+    ``srt/utils/common.py``, ``ServerArgs.resolved_dict``): ``dp_size`` and ``attn_dp_size``, whose product
+    is the count (``num_dp_ranks``, which is derived and not itself reported), ``--dp-size N
+    --enable-dp-attention`` showing as ``dp_size`` 1, ``attn_dp_size`` N and ``enable_dp_attention`` true.
+    ``dp_size * attn_dp_size`` (1 where absent) reads both."""
+    if not isinstance(info, Mapping):
+        return None
+    dp, attn = _count(info.get("dp_size")), _count(info.get("attn_dp_size", 1))
+    return dp * attn if dp is not None and attn is not None else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None

@@ -327,6 +327,15 @@ class VLLMAdapter:
         """The ``x-data-parallel-rank`` header alone: the body goes through untouched."""
         return RankPin(headers={DP_RANK_HEADER: str(rank)})
 
+    def dp_ranks(self, model: ModelProfile, role: Role) -> int:
+        """The profile's ``data_parallel_size`` (``--data-parallel-size``): vLLM draws no rooms by rank."""
+        return model.data_parallel_size
+
+    def reported_dp_ranks(self, info: object) -> int | None:
+        """None: vLLM serves ``/server_info`` only in dev mode (``VLLM_SERVER_DEV_MODE=1``), and its PD needs
+        no rank count."""
+        return None
+
     def parse_load(self, body: object) -> LoadReport:
         """``/load`` answers ``{"server_load": <requests in flight at the API server>}``."""
         load = body.get("server_load") if isinstance(body, dict) else None

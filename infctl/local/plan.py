@@ -311,7 +311,10 @@ def engine_spec(
         # Nor its single PD bootstrap port: each prefill engine has its own (its router backend names it).
         pd = model.pd.model_copy(update={"bootstrap_port": host_ports["bootstrap"]})
         model = model.model_copy(update={"pd": pd})
-    dp = model.data_parallel_size
+    # A real engine serves the ranks its command line resolves to (extra_args included); the simulator the
+    # profile's, which its own command line passes.
+    adapter = get_adapter(model.engine)
+    dp = model.data_parallel_size if profile.local.simulate else adapter.dp_ranks(model, replica.role)
     bound = {} if kv_port is None else {"kv_events": kv_port}
     bound.update({f"kv_events.dp{r}": kv_port + r for r in range(1, dp) if kv_port is not None})
     bound.update(host_ports)
@@ -324,7 +327,6 @@ def engine_spec(
         # (vLLM's VLLM_SERVER_DEV_MODE) and ignores the rest.
         env = {**env, **model.env}
     else:
-        adapter = get_adapter(model.engine)
         argv = real_command(model, profile.local.engine_command, replica.role, port, python, host_ports)
         env, health = {**env, **adapter.launch_env(model, replica.role)}, adapter.health.path
         hint = (

@@ -32,7 +32,8 @@ part of a workload's selector."""
 UPSTREAM = "infctl.io/upstream"
 """Upstream group of an engine's backends in the router (weighted splits, cutover); default ``default``."""
 DP_SIZE = "infctl.io/data-parallel-size"
-"""Data-parallel ranks an engine pod serves behind its HTTP port; the router makes one backend per rank."""
+"""Data-parallel ranks an engine pod serves behind its HTTP port, as its engine resolves its command line
+(``EngineAdapter.dp_ranks``); the router makes one backend per rank."""
 
 SERVES = "infctl.io/serves"
 """``http`` on engine pods that serve the OpenAI API (Deployment pods, LeaderWorkerSet leaders); workers of

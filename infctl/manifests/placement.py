@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infctl.config import DeploymentProfile, ReplicaSpec, Role, ScaleBounds
+from infctl.engines import get_adapter
 from infctl.errors import ConfigError
 from infctl.manifests import labels as L
 
@@ -116,8 +117,11 @@ def plan_placement(profile: DeploymentProfile, *, anti_affinity: AntiAffinity = 
             pod_labels[L.GROUP] = group
         if pool is not None:
             pod_labels[L.POOL] = pool
-        if profile.model.data_parallel_size > 1:
-            pod_labels[L.DP_SIZE] = str(profile.model.data_parallel_size)
+        # The engine's own count (its command line, extra_args included, as its release resolves it): the
+        # router's backends per rank and an SGLang PD prefill's bootstrap rooms follow this label.
+        ranks = get_adapter(profile.model.engine).dp_ranks(profile.model, role)
+        if ranks > 1:
+            pod_labels[L.DP_SIZE] = str(ranks)
         affinity = (
             group_affinity(profile.name, group, switch, anti_affinity)
             if group is not None and switch is not None

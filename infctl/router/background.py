@@ -1,6 +1,7 @@
 """The router's background rounds: engine signals scraped every ``scrape_interval_s``, health probed every
-``health_interval_s`` (eject on failure, re-admit after backoff). Both only feed the backend pool; the
-request path reads what they leave there through the pool's snapshot."""
+``health_interval_s`` (eject on failure, re-admit after backoff; a pinned PD prefill's engine's rank count
+read, :mod:`infctl.router.engine_ranks`). Both only feed the backend pool; the request path reads what they
+leave there through the pool's snapshot."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from infctl.errors import MetricsError
+from infctl.router.engine_ranks import read_engine_ranks, to_read
 from infctl.router.ranks import scrape_targets
 from infctl.telemetry.scrape import NoAnswer
 
@@ -43,16 +45,20 @@ async def probe_loop(state: RouterState, stop: asyncio.Event) -> None:
         ids = state.pool.ids()
         results = await asyncio.gather(*(_probe(state, b) for b in ids))
         now = loop.time()
+        readmitted = set()
         for bid, (error, fatal) in zip(ids, results, strict=True):
             if bid not in state.pool:
                 continue
             if error is None:
                 if state.pool.record_probe_ok(bid, now):
                     state.metrics.readmissions[bid] += 1
+                    readmitted.add(bid)
                     log.warning("re-admitted %s", bid)
             elif state.pool.record_failure(bid, now, fatal=fatal, error=error):
                 state.metrics.ejections[bid] += 1
                 log.warning("ejected %s: %s", bid, error)
+        answered = [bid for bid, (error, _) in zip(ids, results, strict=True) if error is None]
+        await read_engine_ranks(state, to_read(state, answered, readmitted))
         state.metrics.probe_rounds += 1
         await sleep_until(stop, started + state.cfg.health_interval_s - loop.time())
 

@@ -14,8 +14,9 @@ A pod describes itself with these keys, each read from its labels, then from its
 ``infctl.io/upstream``                upstream group for weighted splits and cutover (default ``default``)
 ``infctl.io/data-parallel-size``      N > 1: the pod serves N data-parallel ranks behind one port, and
                                       each rank r becomes its own backend ``<url>#dp<r>`` (own load, pinned
-                                      the engine's way, ``dp_size`` N for its PD bootstrap rooms); default 1
-                                      (*rendered* when the model profile's ``data_parallel_size`` > 1)
+                                      the engine's way, ``dp_size`` N for its PD bootstrap rooms until the
+                                      engine reports its own); default 1 (*rendered* when the engine's
+                                      command line serves more than one rank)
 ``infctl.io/kv-events``               where the engine publishes KV-cache events: a port, or an endpoint
                                       (a bind address such as ``tcp://*:5557`` means the pod's IP); default:
                                       the container port named ``kv-events`` (*rendered* when the model

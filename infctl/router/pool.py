@@ -22,6 +22,9 @@ the prefill): the leg's KV load there is its prompt and this."""
 @dataclass(slots=True)
 class _Live:
     backend: Backend
+    given_dp_size: int | None = None
+    """``dp_size`` as the backend was given (router file, discovery, admin API); ``backend.dp_size`` is its
+    engine's own count once the engine reported one (:meth:`BackendPool.record_dp_ranks`)."""
     health: health.HealthState = field(default_factory=health.HealthState)
     signals: EngineSignals | None = None
     scraped_at: float | None = None
@@ -56,6 +59,8 @@ class BackendPool:
         self.version = 0
         """Bumped whenever a backend is added, redefined or removed: what per-request readers of the
         registry (the lean front's URL check) key their caches on."""
+        self._engine_ranks: dict[str, int] = {}
+        """Engine URL -> the data-parallel rank count the engine reported (``router.engine_ranks``)."""
         for b in backends:
             self.add(b)
 
@@ -65,15 +70,18 @@ class BackendPool:
         counts kept). A decode backend whose engine refuses requests without their prefill leg (SGLang) is
         registered as one that cannot prefill, however it was described: every way in (the router file,
         discovery, the admin API) passes here."""
+        given = backend.dp_size
         backend = self._engine_rules(backend)
         if backend.id in self._live:
-            self._live[backend.id].backend = backend
+            live = self._live[backend.id]
+            live.backend = backend
         else:
             gone = self._departed.pop(backend.id, None)
             live = self._live[backend.id] = _Live(backend)
             if gone is not None:
                 live.inflight, live.queued_tokens = gone.inflight, gone.queued_tokens
                 live.inflight_tokens = gone.inflight_tokens
+        live.given_dp_size = given
         self._registry_changed()
 
     def remove(self, backend_id: str) -> Backend | None:
@@ -81,15 +89,38 @@ class BackendPool:
         live = self._live.pop(backend_id, None)
         if live is not None and live.inflight > 0:
             self._departed[backend_id] = live
+        url = live.backend.url if live is not None else None
+        if url is not None and not any(other.backend.url == url for other in self._live.values()):
+            # Another engine may come at that URL (a pod's IP is reused): it is read anew.
+            self._engine_ranks.pop(url, None)
         self._registry_changed()
         return live.backend if live else None
 
     def _engine_rules(self, backend: Backend) -> Backend:
+        backend = _with_ranks(backend, self._engine_ranks.get(backend.url))
         if self.engine is None or backend.role != "decode" or not backend.decode_can_prefill:
             return backend
         if get_adapter(backend.engine or self.engine).decode_serves_alone:
             return backend
         return replace(backend, decode_can_prefill=False)
+
+    def record_dp_ranks(self, url: str, ranks: int) -> list[tuple[Backend, int | None]]:
+        """The engine at ``url`` reports ``ranks`` data-parallel ranks: its backends that pin a rank take
+        that count for ``dp_size`` (the rooms of an SGLang PD prefill are drawn modulo it), whatever they
+        were given, and one that pins a rank the engine lacks leaves rotation. Returns each backend whose
+        count changed, with the count it was given."""
+        self._engine_ranks[url] = ranks
+        changed = []
+        for live in self._live.values():
+            b = live.backend
+            if b.url == url and b.dp_rank is not None and b.dp_size != ranks:
+                live.backend = _with_ranks(b, ranks)
+                changed.append((live.backend, live.given_dp_size))
+        return changed
+
+    def engine_ranks(self, url: str) -> int | None:
+        """The rank count the engine at ``url`` reported, None before it has."""
+        return self._engine_ranks.get(url)
 
     def _registry_changed(self) -> None:
         # has_prefill and version are read on every request (PD or not), so kept up to date here rather
@@ -245,6 +276,9 @@ class BackendPool:
                     "upstream": b.upstream,
                     "dp_rank": b.dp_rank,
                     "dp_size": b.dp_size,
+                    "dp_size_given": live.given_dp_size,
+                    "dp_size_engine": self._engine_ranks.get(b.url) if b.dp_rank is not None else None,
+                    "healthy": b.healthy,
                     "bootstrap_port": b.bootstrap_port,
                     "decode_can_prefill": b.decode_can_prefill if b.role == "decode" else None,
                     "weight": b.weight,
@@ -268,6 +302,13 @@ class BackendPool:
             return self._live[backend_id]
         except KeyError:
             raise KeyError(f"unknown backend {backend_id!r}") from None
+
+
+def _with_ranks(backend: Backend, ranks: int | None) -> Backend:
+    """``backend`` with its engine's rank count, when it pins a rank and the count is known."""
+    if ranks is None or backend.dp_rank is None:
+        return backend
+    return replace(backend, dp_size=ranks, healthy=backend.dp_rank < ranks)
 
 
 def _uncached(prompt_tokens: int, cached_tokens: int) -> int:

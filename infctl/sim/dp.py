@@ -6,7 +6,8 @@ listener of its own. The :class:`DPEngine` listens once and:
 
 * places a generation request on the rank it pins, read the engine's way (vLLM the ``x-data-parallel-rank``
   header, SGLang 0.5.x the ``data_parallel_rank`` body field), or on the rank the engine's own balancing
-  picks (:func:`pick_rank`); a rank outside ``[0, N)`` is a 400;
+  picks (:func:`pick_rank`); a rank outside ``[0, N)`` is a 400. An SGLang PD prefill places it on rank
+  ``bootstrap_room % N`` (``Personality.room_rank``), and a pin to another rank fails its transfer;
 * serves one ``/metrics`` for all ranks (:func:`merge_expositions`): vLLM labels every series ``engine="r"``,
   SGLang its scheduler gauges ``dp_rank="r"`` while its tokenizer counters stay engine-wide (added up);
 * answers the load endpoints for all ranks (vLLM ``/load``, SGLang ``/v1/loads`` with one entry per rank);
@@ -15,7 +16,7 @@ listener of its own. The :class:`DPEngine` listens once and:
   batches tagged ``data_parallel_rank`` r (:func:`infctl.sim.kv_events.bind_ranks`); ``kv_endpoint`` is
   rank 0's.
 
-Not simulated with data parallelism yet: PD roles (a ConfigError says so).
+Not simulated with data parallelism yet: vLLM's PD roles (a ConfigError says so).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class DPEngine:
         ranks = settings.data_parallel_size
         if ranks < 1:
             raise ConfigError(f"data-parallel size {ranks} must be at least 1", hint="use 1 or more ranks")
-        if settings.role_of(index) != "both":
+        if settings.role_of(index) != "both" and not get_personality(settings.personality).dp_pd_roles:
             raise ConfigError(
                 "the simulator does not model PD roles of data-parallel engines yet",
                 hint="drop --role, or --data-parallel-size (one rank per instance)",
@@ -160,11 +161,16 @@ class DPEngine:
         persona = self.ranks[0].personality
         rank = persona.pinned_rank(headers, body)
         n = len(self.ranks)
-        if rank is None:
+        follow = persona.room_rank(body, n)
+        if rank is None and follow is not None:
+            rank = follow
+        elif rank is None:
             loads = [(max(r.server_load - r.stats().running, 0), r.stats().running) for r in self.ranks]
             rank = pick_rank(persona.dp_balance, loads, self._placed)
         elif not 0 <= rank < n:
             raise SimHTTPError(400, f"data_parallel_rank {rank} is out of range [0, {n}).")
+        elif follow is not None and rank != follow:
+            raise self.ranks[rank].personality.room_conflict(body, rank, n)
         self._placed += 1
         return self.ranks[rank]
 

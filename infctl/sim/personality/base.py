@@ -289,6 +289,9 @@ class Personality(ABC):
     reasoning_effort_template: ClassVar[bool] = False
     """Whether a chat request's ``reasoning_effort`` reaches the chat template (vLLM's chat route, with the
     ``enable_thinking`` it implies: ``tokenization.chat.template_kwargs``)."""
+    dp_pd_roles: ClassVar[bool] = False
+    """Whether a data-parallel engine of this personality takes a PD role (``infctl.sim.dp``), its
+    requests placed by :meth:`room_rank`."""
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         self.engine = engine
@@ -336,6 +339,14 @@ class Personality(ABC):
     def pinned_rank(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> int | None:
         """The data-parallel rank a request asks for, read the way the engine reads it; None: the engine's
         own balancing places it (raises SimHTTPError when the pin is malformed)."""
+
+    def room_rank(self, body: Mapping[str, Any], ranks: int) -> int | None:
+        """The rank of ``ranks`` a PD request must run on, whatever it is pinned to; None: no such rule."""
+        return None
+
+    def room_conflict(self, body: Mapping[str, Any], rank: int, ranks: int) -> SimHTTPError:
+        """The error of a request pinned to ``rank`` while :meth:`room_rank` says another."""
+        return SimHTTPError(500, f"data-parallel rank {rank} is not this request's")
 
     def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
         """Endpoints a data-parallel engine answers for all of ``ranks`` at once (its load reports); they

@@ -68,6 +68,7 @@ class SglangPersonality(Personality):
     name: ClassVar[str] = "sglang"
     owned_by: ClassVar[str] = "sglang"
     dp_balance: ClassVar[DPBalance] = "round_robin"
+    dp_pd_roles: ClassVar[bool] = True
 
     def __init__(self, engine: EngineView, dp_rank: int | None = None) -> None:
         super().__init__(engine, dp_rank)
@@ -212,6 +213,33 @@ class SglangPersonality(Personality):
             return rank
         return None
 
+    def room_rank(self, body: Mapping[str, Any], ranks: int) -> int | None:
+        """A PD prefill serves a request on rank ``bootstrap_room % ranks``: 0.5.15 resolves
+        ``--load-balance-method auto`` to ``follow_bootstrap_room`` for ``--disaggregation-mode prefill``
+        (``ServerArgs._handle_load_balance_method``) and ``DataParallelController``'s
+        ``follow_bootstrap_room_scheduler`` sends it there (a pinned request goes to its pin:
+        :meth:`room_conflict`). A batch's list of rooms is not followed here."""
+        room = body.get("bootstrap_room")
+        if self.engine.role != "prefill" or not isinstance(room, int) or isinstance(room, bool):
+            return None
+        return room % ranks
+
+    def room_conflict(self, body: Mapping[str, Any], rank: int, ranks: int) -> SimHTTPError:
+        """A pinned rank other than the room's: the request goes there, its KV sender fails the bootstrap
+        (0.5.15 ``srt/disaggregation/common/conn.py`` ``CommonKVSender``, "follow_bootstrap_room conflict")
+        and the prefill aborts it before prefilling, with 500 ("Prefill bootstrap failed ... with exception
+        ...", ``disaggregation/prefill.py`` ``handle_bootstrap_failure``); the decode waiting on the room
+        fails too."""
+        room = int(body["bootstrap_room"])
+        self.engine.registry.complete(self.bootstrap_port, room, False)
+        return SimHTTPError(
+            500,
+            f"Prefill bootstrap failed for request rank=0 req.bootstrap_room={room} with exception "
+            f"follow_bootstrap_room conflict: dispatched to dp_rank {rank} but bootstrap_room {room} implies "
+            f"dp_rank {room % ranks}. Set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 to allow mixed "
+            "routing.",
+        )
+
     def dp_routes(self, ranks: Sequence[Personality]) -> list[web.RouteDef]:
         def loads() -> list[dict[str, Any]]:
             return [r.load() for r in ranks if isinstance(r, SglangPersonality)]
@@ -288,7 +316,10 @@ class SglangPersonality(Personality):
             "disable_radix_cache": not cap.enable_prefix_caching,
             "disaggregation_mode": mode, "disaggregation_bootstrap_port": self.bootstrap_port,
             "enable_metrics": True, "enable_cache_report": True, "tp_size": 1,
-            "dp_size": e.settings.data_parallel_size,
+            # 0.5.15 answers ServerArgs as resolved at start (dataclasses.asdict): dp_size is the rank count,
+            # DP attention or not; it has no attn_dp_size (0.5.22 added it: engines.sglang_pd).
+            "dp_size": e.settings.data_parallel_size, "enable_dp_attention": False,
+            "load_balance_method": "follow_bootstrap_room" if e.role == "prefill" else "round_robin",
             "max_total_num_tokens": self._capacity_tokens,
             "internal_states": [{"last_gen_throughput": e.gen_throughput(), "avg_spec_accept_length": None}],
             "version": VERSION,

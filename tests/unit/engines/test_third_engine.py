@@ -114,6 +114,12 @@ class ToyServe:
     def pin_rank(self, rank: int) -> RankPin:
         return RankPin(headers={"x-toy-rank": str(rank)})
 
+    def dp_ranks(self, model: ModelProfile, role: Role) -> int:
+        return model.data_parallel_size
+
+    def reported_dp_ranks(self, info: object) -> int | None:
+        return None
+
     def launch_command(
         self, model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0"
     ) -> list[str]:

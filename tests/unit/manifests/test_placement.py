@@ -182,3 +182,16 @@ def test_dp_pods_carry_the_rank_count_discovery_reads(dp: int) -> None:
         assert found is not None and found.problems == ()
         assert [b.dp_rank for b in found.backends] == (list(range(dp)) if dp > 1 else [None])
         assert {b.role for b in found.backends} == {w.role}
+
+
+def test_dp_pods_carry_the_rank_count_their_engine_resolves() -> None:
+    """The label is the engine's count, not the profile's field: SGLang takes the last ``--dp-size`` (a
+    profile's extra_args come last) and an SGLang PD prefill's bootstrap rooms are drawn modulo the label."""
+    base = profile("pool", dp=2)
+    assert base.model.pd is not None
+    pd = base.model.pd.model_copy(update={"kv_connector": None, "transfer_backend": "mooncake"})
+    model = base.model.model_copy(update={"engine": "sglang", "pd": pd, "extra_args": ["--dp-size", "4"]})
+    workloads = plan_placement(base.model_copy(update={"model": model})).workloads
+    assert workloads
+    for w in workloads:
+        assert w.pod_labels[L.DP_SIZE] == "4", w.workload

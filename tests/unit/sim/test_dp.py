@@ -148,12 +148,34 @@ async def test_faults_apply_to_every_rank() -> None:
         assert resp.status_code == 200
 
 
-async def test_pd_roles_are_refused_with_data_parallel_ranks() -> None:
-    # KV events are published per rank (test_dp_kv_events.py); PD roles are not modelled yet.
+async def test_vllm_pd_roles_are_refused_with_data_parallel_ranks() -> None:
+    # KV events are published per rank (test_dp_kv_events.py); vLLM's PD roles are not modelled yet, SGLang's
+    # are (a prefill follows the room: test_sglang_dp_prefill_serves_each_room_on_its_rank).
     with pytest.raises(ConfigError, match="PD roles"):
         SimCluster(SimSettings(port=0, roles=("prefill",), data_parallel_size=2))
     with pytest.raises(ConfigError, match="at least 1"):
         SimCluster(SimSettings(port=0, data_parallel_size=0))
+
+
+async def test_sglang_dp_prefill_serves_each_room_on_its_rank(start_sim: Any) -> None:
+    sim = await start_sim(personality="sglang", roles=("prefill",), data_parallel_size=3)
+    engine = sim.instances[0]
+    assert isinstance(engine, DPEngine)
+    url = f"{engine.url}/v1/completions"
+    async with httpx.AsyncClient(timeout=10) as client:
+        info = (await client.get(f"{engine.url}/server_info")).json()
+        follows = [await client.post(url, json={"prompt": "a b", "bootstrap_room": room}) for room in (4, 8)]
+        pinned = await client.post(url, json={"prompt": "a b", "bootstrap_room": 7, "routed_dp_rank": 1})
+        wrong = await client.post(url, json={"prompt": "a b", "bootstrap_room": 7, "routed_dp_rank": 2})
+    assert (info["dp_size"], info["enable_dp_attention"], info["load_balance_method"]) == (
+        3,
+        False,
+        "follow_bootstrap_room",
+    )
+    assert [r.status_code for r in (*follows, pinned)] == [200, 200, 200]
+    # A prefill leg generates one token: rooms 4 and 7 ran on rank 1, 8 on rank 2, none on rank 0.
+    assert [r.stats().generation_tokens for r in engine.ranks] == [0, 2, 1]
+    assert wrong.status_code == 500 and "follow_bootstrap_room conflict" in wrong.json()["message"]
 
 
 def test_malformed_pins() -> None:
