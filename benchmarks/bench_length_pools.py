@@ -70,6 +70,7 @@ from infctl.config.router import router_default
 from infctl.engines import get_adapter
 from infctl.local import SupervisorSettings, build_plan, port_is_free, serve
 from infctl.local.admin_token import token_path
+from infctl.local.demo import with_cache_resets
 from infctl.sim.cluster import SimConfig, simulate
 from infctl.sim.cluster.admission import AdmissionSettings
 from infctl.sim.profiles import SimProfile, get_profile
@@ -108,7 +109,7 @@ async def main(args: argparse.Namespace) -> None:
             *([f"model.sim.speedup={args.speedup:g}"] if args.speedup else []),
         ]
         profile = load_deployment(args.profile, overrides)
-        plan = build_plan(profile, is_free=port_is_free)
+        plan = build_plan(with_cache_resets(profile), is_free=port_is_free)
         engines = [s for s in plan.specs if s.kind == "engine"]
         urls, pools = [s.url for s in engines], [s.pool for s in engines]
         print(f"profile {args.profile.name}: " + ", ".join(f"{s.name} ({s.pool})" for s in engines))

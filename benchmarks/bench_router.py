@@ -317,7 +317,8 @@ class Sim:
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "infctl", "sim", "--instances", str(n), "--port", str(port + first),
                  "--model", MODEL, "--num-gpu-blocks", str(self.blocks), "--max-model-len", "32768",
-                 "--kv-events-port", str(kv + first), "--kv-events-encoding", self.encoding],
+                 "--kv-events-port", str(kv + first), "--kv-events-encoding", self.encoding,
+                 "--server-dev-mode"],  # /reset_prefix_cache, as vLLM serves it only in dev mode
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
         self.engines = tuple(f"http://127.0.0.1:{port + i}" for i in range(ENGINES))
