@@ -193,8 +193,10 @@ def raise_injected_fault(inst: SimInstance) -> None:
 
 
 def error_event(inst: SimInstance, err: SimHTTPError) -> bytes:
-    """``err`` as the engine's in-band stream error event."""
-    return f"data: {compact_json(inst.personality.stream_error_body(err))}\n\n".encode()
+    """``err`` as the engine's in-band stream error event, in ``json.dumps``'s default spacing, unlike their
+    chunks: both engines write it so (create_streaming_error_response in vLLM 0.32 generate/base/serving.py
+    and SGLang's serving_base.py)."""
+    return f"data: {json.dumps(inst.personality.stream_error_body(err))}\n\n".encode()
 
 
 def echoed_id(inst: SimInstance, gen: Generation) -> str | None:
