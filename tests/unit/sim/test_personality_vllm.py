@@ -237,7 +237,8 @@ async def test_a_decode_cannot_load_the_kv_of_a_prefill_that_died_after_answerin
     }  # fmt: skip
     assert streamed.status_code == 200
     events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
-    # Byte for byte what the real vLLM 0.32 sent in the slow PD kill test: json.dumps's default spacing.
+    # json.dumps's default spacing (vLLM 0.32 create_streaming_error_response), as the real engine sent in
+    # the slow PD kill test (which parses it, not the bytes).
     assert events == [
         '{"error": {"message": "Internal server error", "type": "InternalServerError", "param": null, '
         '"code": 500}}',
