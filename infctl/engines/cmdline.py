@@ -1,11 +1,12 @@
 """What the engines' launch modules (:mod:`~infctl.engines.vllm_launch`, :mod:`~infctl.engines.sglang_launch`)
-build their command lines from: value formatting, the profile's ``pd`` and ``kv_events`` sections, and the
-LeaderWorkerSet addresses a multi-node replica meets at."""
+build their command lines from, and read them back with: value formatting, the profile's ``pd`` and
+``kv_events`` sections, the LeaderWorkerSet addresses a multi-node replica meets at, and a flag's value as
+the engine's argparse takes it (:func:`last_value`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from infctl.errors import ConfigError
@@ -67,3 +68,31 @@ def kv_events_publisher(model: ModelProfile) -> dict[str, str] | None:
         return None
     topic = events.topic.replace("$MODEL", model.served_model_name)
     return {"publisher": "zmq", "endpoint": f"tcp://*:{events.port}", "topic": topic}
+
+
+def last_value(argv: Sequence[str], flags: Collection[str]) -> str | None:
+    """The value the last of ``flags`` (spellings of one option) takes in ``argv``, ``--flag value`` or
+    ``--flag=value``: argparse keeps the last when an option repeats, which is how a profile's
+    ``extra_args`` (last on every command line) override what infctl wrote before them. None when absent."""
+    found = None
+    for i, word in enumerate(argv):
+        flag, eq, inline = word.partition("=")
+        if flag in flags:
+            found = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    return found
+
+
+def last_count(argv: Sequence[str], flags: Collection[str], default: int = 1) -> int:
+    """:func:`last_value` as a count; ``default`` when absent or not a number (the engine refuses those)."""
+    found = last_value(argv, flags)
+    return int(found) if found is not None and found.isdigit() else default
+
+
+def last_switch(argv: Sequence[str], on: Collection[str], off: Collection[str] = ()) -> bool:
+    """Whether a boolean option is set: the last of its ``on`` and ``off`` spellings (argparse's
+    ``BooleanOptionalAction`` pair ``--x``/``--no-x``) wins; False when neither is given."""
+    state = False
+    for word in argv:
+        if word in on or word in off:
+            state = word in on
+    return state

@@ -36,6 +36,7 @@ from infctl.engines.cmdline import (
     LWS_WORKER_INDEX,
     json_arg,
     kv_events_publisher,
+    last_count,
     number_arg,
     pd_section,
 )
@@ -110,20 +111,10 @@ def dp_ranks(argv: Sequence[str]) -> int:
     (:data:`RENAMED_FLAGS`; an older release refuses to start with it), and without it both readings give
     ``dp_size``. Elastic EP's wider worker list
     (``--max-ep-size``) is not counted."""
-    dp, attn = _last_count(argv, DP_SIZE_FLAGS), _last_count(argv, ATTN_DP_SIZE_FLAGS)
+    dp, attn = last_count(argv, DP_SIZE_FLAGS), last_count(argv, ATTN_DP_SIZE_FLAGS)
     if DP_ATTENTION_FLAG in argv and attn == 1:
         dp, attn = 1, dp
     return dp * attn
-
-
-def _last_count(argv: Sequence[str], flags: Sequence[str]) -> int:
-    count = 1
-    for i, word in enumerate(argv):
-        flag, eq, inline = word.partition("=")
-        if flag in flags:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            count = int(value) if value.isdigit() else count
-    return count
 
 
 DIST_INIT_FLAG = "--dist-init-addr"

@@ -328,8 +328,9 @@ class VLLMAdapter:
         return RankPin(headers={DP_RANK_HEADER: str(rank)})
 
     def dp_ranks(self, model: ModelProfile, role: Role) -> int:
-        """The profile's ``data_parallel_size`` (``--data-parallel-size``): vLLM draws no rooms by rank."""
-        return model.data_parallel_size
+        """As vLLM resolves the command line (:func:`~infctl.engines.vllm_launch.dp_ranks`): ``-dp`` in
+        ``extra_args`` overrides the profile's, external or hybrid load balancing fronts fewer ranks."""
+        return vllm_launch.dp_ranks(vllm_launch.launch_command(model, role=role, port=0))
 
     def reported_dp_ranks(self, info: object) -> int | None:
         """None: vLLM serves ``/server_info`` only in dev mode (``VLLM_SERVER_DEV_MODE=1``), and its PD needs

@@ -46,7 +46,7 @@ each pod has its own IP, so the default port is every pod's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from infctl.engines import kv_pool
@@ -57,6 +57,9 @@ from infctl.engines.cmdline import (
     LWS_WORKER_INDEX,
     json_arg,
     kv_events_publisher,
+    last_count,
+    last_switch,
+    last_value,
     number_arg,
     pd_section,
 )
@@ -171,6 +174,75 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     return args + list(model.extra_args)
 
 
+DP_SIZE_FLAGS = ("--data-parallel-size", "-dp")
+DP_SIZE_LOCAL_FLAGS = ("--data-parallel-size-local", "-dpl")
+DP_RANK_FLAGS = ("--data-parallel-rank", "-dpn")
+DP_START_RANK_FLAGS = ("--data-parallel-start-rank", "-dpr")
+HYBRID_LB_FLAGS = ("--data-parallel-hybrid-lb", "-dph")
+EXTERNAL_LB_FLAGS = ("--data-parallel-external-lb", "-dpe")
+"""vLLM 0.32's data-parallel options and their short spellings (``engine/arg_utils.py`` 1208-1260); the two
+load-balancing switches are ``BooleanOptionalAction`` pairs (``--no-data-parallel-hybrid-lb`` too)."""
+
+
+def dp_ranks(argv: Sequence[str]) -> int:
+    """How many data-parallel ranks the API server of a vLLM started with ``argv`` fronts: the ranks its port
+    serves and a request may be pinned to (``X-data-parallel-rank`` in ``[0, count)``). The last value of
+    an option counts, as argparse takes it (a profile's ``extra_args`` come last).
+
+    Read in vLLM 0.32.0: the count is ``data_parallel_size_local`` when ``local_engines_only`` (external or
+    hybrid load balancing), else ``data_parallel_size`` (``v1/engine/input_processor.py`` 393-400,
+    ``v1/engine/core_client.py`` 716-723, ``config/parallel.py`` 649-653). ``EngineArgs.
+    create_engine_config`` (``engine/arg_utils.py`` 2406-2497) picks the mode:
+
+    - external: ``--data-parallel-rank`` given or ``--data-parallel-external-lb`` (which needs the rank);
+      ``-dpl`` must be 1, so one rank (vLLM refuses it for a dense model with ``-dp`` > 1);
+    - hybrid: ``-dpl`` given and ``--data-parallel-hybrid-lb`` or ``--data-parallel-start-rank``; the
+      port fronts the ``-dpl`` local ranks (``-dpl`` equal to ``-dp`` turns it off: the same count);
+    - internal (the default, ``-dpl`` alone or a multi-node leader included): all ``-dp`` ranks.
+
+    ``--headless`` and ``--data-parallel-multi-port-external-lb`` act only in ``vllm serve``
+    (``entrypoints/cli/serve.py``); ``python -m vllm.entrypoints.openai.api_server``, which
+    :func:`launch_command` runs, ignores them (``entrypoints/launchers/api_server/entry.py`` 83, 209-232).
+    Not followed: ``--nnodes`` inferring ``-dpl`` for ``--data-parallel-hybrid-lb`` alone, ``--config``
+    files, abbreviated option names."""
+    words = argparse_spelling(argv)
+    dp = last_count(words, DP_SIZE_FLAGS)
+    if last_value(words, DP_RANK_FLAGS) is not None or last_switch(words, *_switch(EXTERNAL_LB_FLAGS)):
+        return 1
+    local = last_value(words, DP_SIZE_LOCAL_FLAGS)
+    if local is None:
+        return dp
+    hybrid = (
+        last_switch(words, *_switch(HYBRID_LB_FLAGS)) or last_value(words, DP_START_RANK_FLAGS) is not None
+    )
+    return last_count(words, DP_SIZE_LOCAL_FLAGS) if hybrid else dp
+
+
+def data_parallel_size(model: ModelProfile) -> int:
+    """The ``--data-parallel-size`` the engine runs: the profile's, unless ``extra_args`` (after it on the
+    command line) set another."""
+    argv = [DP_SIZE_FLAGS[0], str(model.data_parallel_size), *model.extra_args]
+    return last_count(argparse_spelling(argv), DP_SIZE_FLAGS)
+
+
+def argparse_spelling(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--long_option`` names spelled ``--long-option``, as vLLM's ``FlexibleArgumentParser``
+    rewrites them before parsing (``utils/argparse_utils.py`` 337-357: underscores up to the first ``.``
+    or ``=``)."""
+    out = []
+    for word in argv:
+        if word.startswith("--"):
+            name, eq, rest = word.partition("=")
+            head, dot, tail = name.partition(".")
+            word = head.replace("_", "-") + dot + tail + eq + rest
+        out.append(word)
+    return out
+
+
+def _switch(flags: tuple[str, str]) -> tuple[tuple[str, str], tuple[str]]:
+    return flags, ("--no-" + flags[0].removeprefix("--"),)
+
+
 def multinode_args(model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool) -> MultiNodeArgs:
     """Flags that make ``nodes`` pods one replica: data-parallel ranks spread over the nodes when a rank fits
     on one (each node runs ``gpus_per_node // tensor_parallel_size`` of them), else one tensor-parallel rank
@@ -213,12 +285,14 @@ def host_port_runs(model: ModelProfile, role: Role = "both") -> dict[str, int]:
     rank; the prefill names it in each answer's ``kv_transfer_params``, which the decode leg carries back
     unchanged (no router setting). The variable already in the profile's ``env`` is the user's choice.
     """
-    given = {word.split("=", 1)[0] for word in model.extra_args}
+    given = {word.split("=", 1)[0] for word in argparse_spelling(model.extra_args)}
+    dp = data_parallel_size(model)
     runs: dict[str, int] = {}
-    if model.data_parallel_size > 1 and not given.intersection(DP_RPC_PORT_FLAGS):
+    if dp > 1 and not given.intersection(DP_RPC_PORT_FLAGS):
         runs["dp_rpc"] = 1
     if _nixl_pd(model, role) and NIXL_PORT_ENV not in model.env:
-        runs["nixl_side_channel"] = model.data_parallel_size
+        # Rank r binds the port + r, whichever ranks this engine runs (hybrid and external ones too).
+        runs["nixl_side_channel"] = dp
     return runs
 
 
