@@ -93,7 +93,9 @@ class VllmPersonality(Personality):
         # /detokenize can only invert ids it has seen: generated words and /tokenize'd prompts.
         words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
         self._vocab: dict[int, str] = dict(zip(tokens.token_ids(" ".join(words)), words, strict=True))
-        self._cache_info = self._cache_config_labels()
+        self._cache_info = label_pairs(
+            unread.cache_config_info(engine.capacity, engine.settings, self._engine_label)
+        )
         self._largest_id = prompt_tokens.largest_token_id(engine.tokenizer)
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
@@ -110,18 +112,6 @@ class VllmPersonality(Personality):
         # vLLM 0.32 serves GET /metrics from the instrumentator's route (text format 1.0.0) and every other
         # method from the prometheus_client ASGI app mounted behind it (0.0.4): seen on the CPU build.
         return self.metrics_content_type if method == "GET" else CONTENT_TYPE
-
-    def _cache_config_labels(self) -> str:
-        cap = self.engine.capacity
-        # vLLM turns every CacheConfig field into a label (values as Python str()), then adds ``engine``.
-        return label_pairs({
-            "block_size": str(cap.block_size), "gpu_memory_utilization": "0.9", "swap_space": "4",
-            "cache_dtype": "auto", "is_attention_free": "False", "num_gpu_blocks_override": "None",
-            "sliding_window": "None", "enable_prefix_caching": str(cap.enable_prefix_caching),
-            "prefix_caching_hash_algo": "sha256", "cpu_offload_gb": "0", "calculate_kv_scales": "False",
-            "num_gpu_blocks": str(cap.num_gpu_blocks), "num_cpu_blocks": "None",
-            names.ENGINE_LABEL: self._engine_label,
-        })  # fmt: skip
 
     def render_metrics(self) -> str:
         s = self.engine.stats()

@@ -1,5 +1,6 @@
 """The vLLM 0.32 metric families infctl reads none of, rendered so the simulated vLLM's ``/metrics`` lists the
-families the real one does (tests/e2e/test_vllm_real.py compares the two lists on the CPU build).
+families the real one does (tests/e2e/test_vllm_real.py compares the two lists on the CPU build), and the
+labels of ``vllm:cache_config_info``.
 
 Names, types, labels and help are vLLM 0.32's (``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger``;
 buckets ``vllm/v1/metrics/buckets.py``). Left out, as ``LEFT_OUT`` says: what needs a GPU's figures.
@@ -8,6 +9,8 @@ buckets ``vllm/v1/metrics/buckets.py``). Left out, as ``LEFT_OUT`` says: what ne
 from __future__ import annotations
 
 from infctl.engines import vllm as names
+from infctl.sim.personality.base import Capacity
+from infctl.sim.settings import SimSettings
 from infctl.sim.types import CoreStats
 from infctl.telemetry.exposition import Writer, label_pairs
 
@@ -38,6 +41,49 @@ LEFT_OUT = (
 """Families vLLM 0.32 (CPU build) emits that the simulator does not: per-GPU FLOPs and memory traffic
 estimates (``vllm/v1/metrics/perf.py``), from the model's architecture, which the simulator's profiles do not
 describe."""
+
+
+def cache_config_info(cap: Capacity, settings: SimSettings, engine: str) -> dict[str, str]:
+    """``vllm:cache_config_info``'s labels as vLLM 0.32 exports them: every ``CacheConfig`` attribute as
+    ``str(value)`` (``config/cache.py`` ``metrics_info``: ``None``, ``True``, ``[]``, ``0.92``) plus
+    ``engine`` (``v1/metrics/loggers.py`` ``log_metrics_info``), in name order as prometheus_client's
+    multiprocess mode writes them (``mmap_dict.py`` ``json.dumps(sort_keys=True)``; seen on the CPU build).
+
+    Values are a GPU engine's after start-up with default flags (``config/cache.py`` defaults): the engine
+    core fills in ``num_gpu_blocks``, ``effective_attention_block_size`` and, for a full-attention model,
+    ``kv_cache_max_concurrency`` = blocks / ceil(max_model_len / block_size) and ``kv_cache_size_tokens`` =
+    int(that * max_model_len) (``v1/core/kv_cache_utils.py`` ``get_kv_cache_capacity``); the front end
+    never learns ``hash_block_size`` or ``cache_hit_alignment_tokens`` (set in the worker's copy), so they
+    stay ``None``. ``kv_cache_memory_bytes`` is None unless ``--kv-cache-memory-bytes`` (or the CPU build's
+    ``VLLM_CPU_KVCACHE_SPACE``) is given, and ``mamba_ssm_cache_dtype`` is ``auto`` (the CPU build resets it
+    to ``float32``). The simulator's ``--block-size`` stands for vLLM's (``user_specified_block_size``); its
+    ``--num-gpu-blocks`` for the pool a GPU's memory gives, not ``--num-gpu-blocks-override``.
+
+    Not imitated: with data parallelism vLLM's front end sums ``num_gpu_blocks`` over its engine cores and
+    writes that sum on every ``engine``'s sample (``v1/engine/core_client.py`` ``_apply_ready_response``);
+    the simulator writes each rank's own pool, which is what ``infctl.engines.vllm`` adds up.
+    """
+    concurrency = cap.num_gpu_blocks / -(-cap.max_model_len // cap.block_size)
+    offload = settings.kv_offloading_size
+    values: dict[str, object] = {
+        "block_size": cap.block_size, "user_specified_block_size": settings.block_size is not None,
+        "kv_cache_layout": None, "prefix_match_unit": None, "gpu_memory_utilization": 0.92,
+        "cache_dtype": "auto", "is_attention_free": False, "num_gpu_blocks_override": None,
+        "sliding_window": None, "enable_prefix_caching": cap.enable_prefix_caching,
+        "prefix_caching_hash_algo": "sha256", "prefix_cache_retention_interval": 0,
+        "kv_cache_dtype_skip_layers": [], "mamba_page_size_padded": None, "skip_page_size_padded": None,
+        "mamba_block_size": None, "mamba_cache_dtype": "auto", "mamba_ssm_cache_dtype": "auto",
+        "mamba_cache_mode": "none", "enable_mamba_shared_prefix_checkpoint": False,
+        "replayssm_buffer_len": 16, "use_replayssm": False, "use_kda_recoverssm": False,
+        "num_gpu_blocks": cap.num_gpu_blocks, "num_cpu_blocks": None,
+        "effective_attention_block_size": cap.block_size,
+        "kv_cache_size_tokens": int(concurrency * cap.max_model_len),
+        "kv_cache_max_concurrency": concurrency, "hash_block_size": None,
+        "cache_hit_alignment_tokens": None, "kv_sharing_fast_prefill": False, "swa_bounded_replay": True,
+        "kv_cache_memory_bytes": None, "kv_offloading_size": None if offload is None else float(offload),
+        "kv_offloading_backend": "native", "_block_size_resolved": True, names.ENGINE_LABEL: engine,
+    }  # fmt: skip
+    return {key: str(values[key]) for key in sorted(values)}
 
 
 def extra_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:

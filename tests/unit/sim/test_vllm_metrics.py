@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx
 
-from infctl.sim.personality.vllm_metrics import LEFT_OUT
+from infctl.sim.personality.base import Capacity
+from infctl.sim.personality.vllm_metrics import LEFT_OUT, cache_config_info
 from infctl.sim.profiles import get_profile
+from infctl.sim.settings import SimSettings
 from infctl.tokens import synth_words
 
 TINY = get_profile("tiny-cpu")
@@ -38,6 +40,22 @@ VLLM_032 = {
     "vllm:time_to_first_token_seconds": "histogram",
 }  # fmt: skip
 """``# TYPE`` of every vllm: family of vLLM 0.32's CPU build serving the tiny model (but ``_created``)."""
+
+
+CACHE_CONFIG_032 = (
+    "_block_size_resolved", "block_size", "cache_dtype", "cache_hit_alignment_tokens",
+    "effective_attention_block_size", "enable_mamba_shared_prefix_checkpoint", "enable_prefix_caching",
+    "engine", "gpu_memory_utilization", "hash_block_size", "is_attention_free", "kv_cache_dtype_skip_layers",
+    "kv_cache_layout", "kv_cache_max_concurrency", "kv_cache_memory_bytes", "kv_cache_size_tokens",
+    "kv_offloading_backend", "kv_offloading_size", "kv_sharing_fast_prefill", "mamba_block_size",
+    "mamba_cache_dtype", "mamba_cache_mode", "mamba_page_size_padded", "mamba_ssm_cache_dtype",
+    "num_cpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override", "prefix_cache_retention_interval",
+    "prefix_caching_hash_algo", "prefix_match_unit", "replayssm_buffer_len", "skip_page_size_padded",
+    "sliding_window", "swa_bounded_replay", "use_kda_recoverssm", "use_replayssm",
+    "user_specified_block_size",
+)  # fmt: skip
+"""``vllm:cache_config_info``'s label names, in the order vLLM 0.32's CPU build wrote them (serving the tiny
+model; every ``CacheConfig`` attribute and ``engine``)."""
 
 
 def families(text: str) -> dict[str, str]:
@@ -116,3 +134,31 @@ async def test_preemptions_are_counted_per_request(start_sim: Any, scrape: Any) 
     assert preempted > 0
     assert s[f"vllm:request_num_preemptions_sum{{{LB}}}"] == preempted
     assert s[f"vllm:request_num_preemptions_count{{{LB}}}"] == 4
+
+
+async def test_cache_config_info_has_vllm_032s_labels_in_its_order(start_sim: Any) -> None:
+    url = (await start_sim(profile="tiny-cpu")).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"{url}/metrics")).text
+    line = next(x for x in text.splitlines() if x.startswith("vllm:cache_config_info{"))
+    labels = dict(p.split("=", 1) for p in line[len("vllm:cache_config_info{") : line.index("}")].split(","))
+    assert tuple(labels) == CACHE_CONFIG_032
+    # 512 blocks of 16 tokens, 4,096-token context: 256 blocks a request, room for 2.
+    assert labels["kv_cache_max_concurrency"] == '"2.0"' and labels["kv_cache_size_tokens"] == '"8192"'
+    assert labels["gpu_memory_utilization"] == '"0.92"' and labels["swa_bounded_replay"] == '"True"'
+    assert labels["kv_cache_dtype_skip_layers"] == '"[]"' and labels["hash_block_size"] == '"None"'
+
+
+def test_cache_config_info_values_are_python_str_of_the_engine_cores() -> None:
+    cap = Capacity(
+        block_size=16, num_gpu_blocks=1000, max_model_len=4001, max_num_seqs=8, max_num_batched_tokens=2048,
+        enable_prefix_caching=False,
+    )  # fmt: skip
+    labels = cache_config_info(cap, SimSettings(block_size=16, kv_offloading_size=8), "1")
+    # A request at max_model_len holds ceil(4001 / 16) = 251 blocks (get_max_concurrency_for_kv_cache_config).
+    assert labels["kv_cache_max_concurrency"] == str(1000 / 251)
+    assert labels["kv_cache_size_tokens"] == str(int(1000 / 251 * 4001))
+    assert labels["num_gpu_blocks"] == "1000" and labels["effective_attention_block_size"] == "16"
+    assert labels["enable_prefix_caching"] == "False" and labels["user_specified_block_size"] == "True"
+    assert labels["kv_offloading_size"] == "8.0" and labels["engine"] == "1"  # a float, from vLLM's CLI
+    assert cache_config_info(cap, SimSettings(), "0")["user_specified_block_size"] == "False"
