@@ -56,6 +56,13 @@ KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
 _FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 """vLLM 0.32's ``FinishReason``s: ``request_success_total`` has a series for each from the start."""
 
+_WAITING_BY_REASON_HELP = (
+    "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+    "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+    "Sum of all reasons equals vllm:num_requests_waiting."
+)
+"""vLLM 0.32's (``v1/metrics/loggers.py`` ``gauge_waiting_by_reason``)."""
+
 _HISTOGRAMS = (
     (names.TIME_TO_FIRST_TOKEN, "ttft", "Histogram of time to first token in seconds."),
     (names.INTER_TOKEN_LATENCY, "itl", "Histogram of inter-token latency in seconds."),
@@ -121,7 +128,7 @@ class VllmPersonality(Personality):
         # fmt: off
         w.gauge(names.NUM_REQUESTS_RUNNING, "Number of requests in model execution batches.", lb, s.running)
         w.gauge(names.NUM_REQUESTS_WAITING, "Number of requests waiting to be processed.", lb, s.waiting)
-        w.header(names.NUM_REQUESTS_WAITING_BY_REASON, "gauge", "Number of requests waiting, by reason.")
+        w.header(names.NUM_REQUESTS_WAITING_BY_REASON, "gauge", _WAITING_BY_REASON_HELP)
         w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="capacity"', s.waiting)
         w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="deferred"', 0)
         w.gauge(names.KV_CACHE_USAGE_PERC, "KV-cache usage. 1 means 100 percent usage.", lb, s.kv_usage)

@@ -162,3 +162,15 @@ def test_cache_config_info_values_are_python_str_of_the_engine_cores() -> None:
     assert labels["enable_prefix_caching"] == "False" and labels["user_specified_block_size"] == "True"
     assert labels["kv_offloading_size"] == "8.0" and labels["engine"] == "1"  # a float, from vLLM's CLI
     assert cache_config_info(cap, SimSettings(), "0")["user_specified_block_size"] == "False"
+
+
+async def test_waiting_by_reason_has_vllm_032s_help(start_sim: Any) -> None:
+    url = (await start_sim(profile="tiny-cpu")).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"{url}/metrics")).text
+    # As the CPU build wrote it.
+    assert (
+        "# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason. Reason labels: "
+        "'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA "
+        "budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.\n"
+    ) in text
