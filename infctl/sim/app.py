@@ -24,14 +24,10 @@ from infctl.sim.driver import Driver, SimClock
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.kv_events import KVEventPublisher, bind_ranks
 from infctl.sim.personality import get_personality
-from infctl.sim.personality.base import (
-    BootstrapRegistry,
-    Capacity,
-    EngineMetrics,
-    Personality,
-    SimHTTPError,
-    json_response,
-)
+from infctl.sim.personality.base import Personality
+from infctl.sim.personality.engine_view import Capacity, EngineMetrics
+from infctl.sim.personality.http_json import SimHTTPError, json_response
+from infctl.sim.personality.pd import BootstrapRegistry
 from infctl.sim.profiles import SimProfile, get_profile
 from infctl.sim.scheduler import EngineCore
 from infctl.sim.settings import SimSettings

@@ -42,11 +42,8 @@ from infctl.sim.app import (
 )
 from infctl.sim.faults import FaultState, plan_update
 from infctl.sim.personality import get_personality
-from infctl.sim.personality.base import (
-    DPBalance,
-    SimHTTPError,
-    json_response,
-)
+from infctl.sim.personality.base import DPBalance
+from infctl.sim.personality.http_json import SimHTTPError, json_response
 from infctl.sim.settings import SimSettings
 from infctl.telemetry.exposition import go_float
 

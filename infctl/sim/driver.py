@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from infctl.sim.faults import FaultState
-from infctl.sim.personality.base import EngineMetrics
+from infctl.sim.personality.engine_view import EngineMetrics
 from infctl.sim.types import CoreStats, KVEvent, SimRequest, StepOutput
 
 log = logging.getLogger(__name__)

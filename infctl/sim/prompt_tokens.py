@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from infctl.sim.personality.base import SimHTTPError
+from infctl.sim.personality.http_json import SimHTTPError
 from infctl.tokenization import Tokenizer, TokenizerError, chat_options, message_text
 
 

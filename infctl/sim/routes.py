@@ -22,13 +22,8 @@ from aiohttp import web
 from infctl import tokens
 from infctl.sim import prompt_tokens, samples
 from infctl.sim.driver import Delta, RequestTrack
-from infctl.sim.personality.base import (
-    PDPlan,
-    SimHTTPError,
-    compact_json,
-    int_field,
-    json_response,
-)
+from infctl.sim.personality.http_json import SimHTTPError, compact_json, int_field, json_response
+from infctl.sim.personality.pd import PDPlan
 from infctl.sim.types import SimRequest
 
 if TYPE_CHECKING:

@@ -31,7 +31,8 @@ from aiohttp import web
 
 from infctl.sim import routes
 from infctl.sim.driver import Delta, RequestTrack, SampleGroup
-from infctl.sim.personality.base import PDPlan, json_response
+from infctl.sim.personality.http_json import json_response
+from infctl.sim.personality.pd import PDPlan
 from infctl.sim.types import SimRequest
 
 if TYPE_CHECKING:

@@ -43,15 +43,10 @@ from infctl.engines import sglang as names
 from infctl.engines import sglang_pd, versions
 from infctl.engines.sglang_launch import IMAGE
 from infctl.sim import prompt_tokens
-from infctl.sim.personality.base import (
-    DPBalance,
-    EngineView,
-    PDPlan,
-    Personality,
-    SimHTTPError,
-    json_response,
-    read_json_object,
-)
+from infctl.sim.personality.base import DPBalance, Personality
+from infctl.sim.personality.engine_view import EngineView
+from infctl.sim.personality.http_json import SimHTTPError, json_response, read_json_object
+from infctl.sim.personality.pd import PDPlan
 from infctl.telemetry.exposition import Writer, label_pairs
 
 VERSION = versions.release(IMAGE)

@@ -1,4 +1,5 @@
-"""The vLLM personality (v0.11 V1 engine): metric families, error bodies, extra endpoints, NIXL-style PD.
+"""The vLLM personality (0.32, V1 engine): error bodies, checks, extra endpoints, NIXL-style PD; its
+``/metrics`` is ``vllm_metrics``, its ``/tokenize`` ``vllm_tokenize``.
 
 PD follows vLLM's two-step connector protocol: a prefill leg carries ``kv_transfer_params`` with
 ``do_remote_decode: true`` and generates one token; its response returns filled-in params
@@ -20,64 +21,22 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from infctl import tokens
 from infctl.engines import versions
 from infctl.engines import vllm as names
 from infctl.engines.base import COMPLETIONS_DEFAULT_MAX_TOKENS
 from infctl.sim import prompt_tokens
 from infctl.sim.personality import vllm_checks as checks
-from infctl.sim.personality import vllm_metrics as unread
-from infctl.sim.personality.base import (
-    DPBalance,
-    EngineView,
-    PDPlan,
-    Personality,
-    SimHTTPError,
-    json_response,
-    read_json_object,
-)
-from infctl.sim.types import TierStats
-from infctl.telemetry.exposition import CONTENT_TYPE, Writer, label_pairs
-from infctl.tokenization import WordTokenizer
+from infctl.sim.personality import vllm_metrics as metrics
+from infctl.sim.personality.base import DPBalance, Personality
+from infctl.sim.personality.engine_view import EngineView
+from infctl.sim.personality.http_json import SimHTTPError, json_response
+from infctl.sim.personality.pd import PDPlan
+from infctl.sim.personality.vllm_tokenize import TokenizeRoutes
+from infctl.telemetry.exposition import CONTENT_TYPE, label_pairs
 
 VERSION = versions.release(names.ADAPTER.default_image)
 """What ``/version`` answers: the release infctl pins and its slow stage proves (``vllm_launch.IMAGE``;
 vLLM 0.32's CPU build answers ``{"version":"0.32.0"}``)."""
-
-# KV offloading (``--kv-offloading-size``): the offloading connector's transfer counters, exposed only when
-# the engine has a tier (vLLM 0.11.0 had none); its prefix-cache counters are in ``vllm_metrics``.
-KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
-KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
-KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
-KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
-KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
-
-# (family, neutral histogram, help)
-_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
-"""vLLM 0.32's ``FinishReason``s: ``request_success_total`` has a series for each from the start."""
-
-_WAITING_BY_REASON_HELP = (
-    "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-    "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-    "Sum of all reasons equals vllm:num_requests_waiting."
-)
-"""vLLM 0.32's (``v1/metrics/loggers.py`` ``gauge_waiting_by_reason``)."""
-
-_HISTOGRAMS = (
-    (names.TIME_TO_FIRST_TOKEN, "ttft", "Histogram of time to first token in seconds."),
-    (names.INTER_TOKEN_LATENCY, "itl", "Histogram of inter-token latency in seconds."),
-    (names.REQUEST_TIME_PER_OUTPUT_TOKEN, "tpot", "Histogram of time_per_output_token_seconds per request."),
-    (names.E2E_REQUEST_LATENCY, "e2e", "Histogram of e2e request latency in seconds."),
-    (names.REQUEST_QUEUE_TIME, "queue", "Histogram of time spent in WAITING phase for request."),
-    (names.REQUEST_INFERENCE_TIME, "inference", "Histogram of time spent in RUNNING phase for request."),
-    (names.REQUEST_PREFILL_TIME, "prefill", "Histogram of time spent in PREFILL phase for request."),
-    (names.REQUEST_DECODE_TIME, "decode", "Histogram of time spent in DECODE phase for request."),
-    (names.REQUEST_PROMPT_TOKENS, "prompt_tokens", "Number of prefill tokens processed."),
-    (names.REQUEST_GENERATION_TOKENS, "generation_tokens", "Number of generation tokens processed."),
-    (names.ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
-    (names.REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
-    *unread.HISTOGRAMS,
-)
 
 
 class VllmPersonality(Personality):
@@ -97,18 +56,14 @@ class VllmPersonality(Personality):
         self._labels = label_pairs(
             {names.MODEL_NAME_LABEL: engine.model, names.ENGINE_LABEL: self._engine_label}
         )
-        # /detokenize can only invert ids it has seen: generated words and /tokenize'd prompts.
-        words = {tokens.output_word(seed, i) for seed in range(4) for i in range(64)}
-        self._vocab: dict[int, str] = dict(zip(tokens.token_ids(" ".join(words)), words, strict=True))
+        self._tokenize_routes = TokenizeRoutes(engine, self.accepts_model)
         self._cache_info = label_pairs(
-            unread.cache_config_info(engine.capacity, engine.settings, self._engine_label)
+            metrics.cache_config_info(engine.capacity, engine.settings, self._engine_label)
         )
         self._largest_id = prompt_tokens.largest_token_id(engine.tokenizer)
 
     def buckets(self) -> dict[str, tuple[float, ...]]:
-        max_model_len = self.engine.capacity.max_model_len
-        bounds = {**names.bucket_bounds(max_model_len), **unread.extra_bounds(max_model_len)}
-        return {neutral: bounds[family] for family, neutral, _ in _HISTOGRAMS}
+        return metrics.buckets(self.engine.capacity.max_model_len)
 
     def echoes_request_id(self) -> bool:
         # vLLM 0.32 adds XRequestIdMiddleware only with --enable-request-id-headers
@@ -121,57 +76,7 @@ class VllmPersonality(Personality):
         return self.metrics_content_type if method == "GET" else CONTENT_TYPE
 
     def render_metrics(self) -> str:
-        s = self.engine.stats()
-        m = self.engine.metrics
-        lb = self._labels
-        w = Writer(self._bucket_cache)
-        # fmt: off
-        w.gauge(names.NUM_REQUESTS_RUNNING, "Number of requests in model execution batches.", lb, s.running)
-        w.gauge(names.NUM_REQUESTS_WAITING, "Number of requests waiting to be processed.", lb, s.waiting)
-        w.header(names.NUM_REQUESTS_WAITING_BY_REASON, "gauge", _WAITING_BY_REASON_HELP)
-        w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="capacity"', s.waiting)
-        w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="deferred"', 0)
-        w.gauge(names.KV_CACHE_USAGE_PERC, "KV-cache usage. 1 means 100 percent usage.", lb, s.kv_usage)
-        w.gauge(names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig", self._cache_info, 1)
-        w.counter(names.PREFIX_CACHE_QUERIES, "Prefix cache queries, in terms of number of queried tokens.",
-                  lb, s.prefix_queries)
-        w.counter(names.PREFIX_CACHE_HITS, "Prefix cache hits, in terms of number of cached tokens.",
-                  lb, s.prefix_hits)
-        w.counter(names.NUM_PREEMPTIONS, "Cumulative number of preemption from the engine.",
-                  lb, s.preemptions)
-        w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
-        w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
-        w.counters(names.REQUEST_SUCCESS, "Count of successfully processed requests.",
-                   ((f'{lb},finished_reason="{r}"', m.finished.get(r, 0)) for r in _FINISH_REASONS))
-        for family, key, help_ in _HISTOGRAMS:
-            w.histogram(family, help_, lb, m.hist[key])
-        unread.render_unread(w, lb, self.engine.model, s)
-        if s.tier is not None:
-            self._render_tier(w, s.tier)
-        if self.engine.settings.legacy_metrics:
-            bs = max(1, s.block_size)
-            w.gauge(names.GPU_CACHE_USAGE_PERC, "GPU KV-cache usage. 1 means 100 percent usage.",
-                    lb, s.kv_usage)
-            w.counter(names.GPU_PREFIX_CACHE_QUERIES,
-                      "GPU prefix cache queries, in terms of number of queried blocks.",
-                      lb, s.prefix_queries // bs)
-            w.counter(names.GPU_PREFIX_CACHE_HITS,
-                      "GPU prefix cache hits, in terms of number of cached blocks.", lb, s.prefix_hits // bs)
-            w.histogram(names.TIME_PER_OUTPUT_TOKEN, "Histogram of time per output token in seconds.",
-                        lb, m.hist["itl"])
-        # fmt: on
-        return w.text()
-
-    def _render_tier(self, w: Writer, t: TierStats) -> None:
-        lb = self._labels
-        # fmt: off
-        w.counter(KV_OFFLOAD_LOAD_BYTES, "Bytes loaded from the KV offload tier.", lb, t.load_bytes)
-        w.counter(KV_OFFLOAD_STORE_BYTES, "Bytes stored to the KV offload tier.", lb, t.store_bytes)
-        w.counter(KV_OFFLOAD_LOAD_TIME, "Seconds spent loading from the KV offload tier.", lb, t.load_seconds)
-        w.counter(KV_OFFLOAD_STORE_TIME, "Seconds spent storing to the KV offload tier.", lb, t.store_seconds)
-        w.gauge(KV_OFFLOAD_CPU_CACHE_USAGE, "CPU KV offload cache usage. 1 means 100 percent usage.",
-                lb, t.used_blocks / t.capacity_blocks if t.capacity_blocks else 0.0)
-        # fmt: on
+        return metrics.render(self.engine, self._labels, self._cache_info, self._bucket_cache)
 
     def error_body(self, err: SimHTTPError) -> dict[str, Any]:
         return {
@@ -306,8 +211,7 @@ class VllmPersonality(Personality):
 
     def routes(self) -> list[web.RouteDef]:
         return [
-            web.post("/tokenize", self._tokenize),
-            web.post("/detokenize", self._detokenize),
+            *self._tokenize_routes.routes(),
             web.get("/load", self._load),
             web.get("/version", self._version),
             web.get("/ping", self._ping),
@@ -322,56 +226,6 @@ class VllmPersonality(Personality):
             web.get("/is_sleeping", self._is_sleeping),
             web.post("/reset_prefix_cache", self._reset_prefix_cache),
         ]
-
-    async def _tokenize(self, request: web.Request) -> web.Response:
-        """vLLM's ``/tokenize``: ``prompt`` (special tokens added unless ``add_special_tokens`` is false) or
-        ``messages`` (rendered by the chat template, as for a chat request), answered with the ids, their
-        count and the context length."""
-        body = await read_json_object(request)
-        chat = _tokenize_request(body)
-        if not self.accepts_model(body.get("model")):
-            raise SimHTTPError(404, f"The model `{body['model']}` does not exist.", param="model")
-        tok = self.engine.tokenizer
-        if chat:
-            checks.check_chat_template(body, trusted=self.engine.settings.trust_request_chat_template)
-            ids = await prompt_tokens.tokenized(
-                tok, prompt_tokens.chat_chars(body), prompt_tokens.chat_ids, body, True
-            )
-        else:
-            prompt = body["prompt"]
-            ids = await prompt_tokens.tokenized(tok, len(prompt), prompt_tokens.text_ids, prompt, body)
-        strs = None
-        if isinstance(tok, WordTokenizer):
-            # /detokenize inverts the simulator's words it has seen; a real tokenizer's ids stay opaque.
-            words = (
-                WordTokenizer.chat_text(
-                    prompt_tokens.messages_of(body), generation_prompt=WordTokenizer.generation_prompt(body)
-                )
-                if chat
-                else body["prompt"]
-            ).split()
-            if len(self._vocab) < 100_000:
-                self._vocab.update(zip(ids, words, strict=True))
-            strs = words if body.get("return_token_strs") else None
-        cap = self.engine.capacity.max_model_len
-        return json_response({"count": len(ids), "max_model_len": cap, "tokens": ids, "token_strs": strs})
-
-    async def _detokenize(self, request: web.Request) -> web.Response:
-        body = await read_json_object(request)
-        ids = body.get("tokens")
-        if not isinstance(ids, list):
-            kind = (
-                ("missing", "Field required")
-                if ids is None
-                else ("list_type", "Input should be a valid list")
-            )
-            raise checks.invalid(("body.tokens", *kind, ids))
-        for i, t in enumerate(ids):
-            if type(t) is not int or t < 0:
-                raise checks.invalid(
-                    (f"body.tokens.{i}", "greater_than_equal", "Input should be a valid integer >= 0", t)
-                )
-        return json_response({"prompt": " ".join(self._vocab.get(int(i), "<unk>") for i in ids)})
 
     async def _load(self, request: web.Request) -> web.Response:
         return json_response({"server_load": self.engine.server_load})
@@ -388,33 +242,6 @@ class VllmPersonality(Personality):
     async def _reset_prefix_cache(self, request: web.Request) -> web.Response:
         # vLLM 0.32 answers 200 either way: false while requests hold blocks (serve/dev/cache/api_router.py).
         return json_response({"success": self.engine.reset_cache()})
-
-
-def _tokenize_request(body: Mapping[str, Any]) -> bool:
-    """Which of vLLM's ``/tokenize`` request models ``body`` is (True: the chat one), or vLLM's validation
-    error (0.32: ``TokenizeCompletionRequest | TokenizeChatRequest``; a body fitting both is a chat)."""
-    messages, prompt = body.get("messages"), body.get("prompt")
-    if isinstance(messages, list):
-        if body.get("continue_final_message") and body.get("add_generation_prompt"):
-            raise SimHTTPError(
-                400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
-            )
-        return True
-    if isinstance(prompt, str):
-        return False
-    missing = ("missing", "Field required")
-    raise checks.invalid(
-        (
-            "body.prompt",
-            *(missing if prompt is None else ("string_type", "Input should be a valid string")),
-            prompt,
-        ),
-        (
-            "body.messages",
-            *(missing if messages is None else ("list_type", "Input should be a valid list")),
-            messages,
-        ),
-    )
 
 
 __all__ = ["VllmPersonality"]

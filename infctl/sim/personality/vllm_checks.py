@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from infctl.sim.personality.base import SimHTTPError
+from infctl.sim.personality.http_json import SimHTTPError
 
 MAX_LOGPROBS = 20
 """``--max-logprobs`` default."""

@@ -1,6 +1,7 @@
-"""The vLLM 0.32 metric families infctl reads none of, rendered so the simulated vLLM's ``/metrics`` lists the
-families the real one does (tests/e2e/test_vllm_real.py compares the two lists on the CPU build), and the
-labels of ``vllm:cache_config_info``.
+"""The simulated vLLM's ``/metrics``: the families infctl reads (names from ``infctl.engines.vllm``), those
+it reads none of, rendered so the simulated vLLM lists the families the real one does
+(tests/e2e/test_vllm_real.py compares the two lists on the CPU build), and ``vllm:cache_config_info``'s
+labels.
 
 Names, types, labels and help are vLLM 0.32's (``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger``;
 buckets ``vllm/v1/metrics/buckets.py``). Left out, as ``LEFT_OUT`` says: what needs a GPU's figures.
@@ -9,9 +10,9 @@ buckets ``vllm/v1/metrics/buckets.py``). Left out, as ``LEFT_OUT`` says: what ne
 from __future__ import annotations
 
 from infctl.engines import vllm as names
-from infctl.sim.personality.base import Capacity
+from infctl.sim.personality.engine_view import Capacity, EngineView
 from infctl.sim.settings import SimSettings
-from infctl.sim.types import CoreStats
+from infctl.sim.types import CoreStats, TierStats
 from infctl.telemetry.exposition import Writer, label_pairs
 
 REQUEST_MAX_NUM_GENERATION_TOKENS = "vllm:request_max_num_generation_tokens"
@@ -41,6 +42,41 @@ LEFT_OUT = (
 """Families vLLM 0.32 (CPU build) emits that the simulator does not: per-GPU FLOPs and memory traffic
 estimates (``vllm/v1/metrics/perf.py``), from the model's architecture, which the simulator's profiles do not
 describe."""
+
+# KV offloading (``--kv-offloading-size``): the offloading connector's transfer counters, exposed only when
+# the engine has a tier (vLLM 0.11.0 had none); its prefix-cache counters are in ``render_unread``.
+KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
+KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
+KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
+KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
+KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
+
+_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+"""vLLM 0.32's ``FinishReason``s: ``request_success_total`` has a series for each from the start."""
+
+_WAITING_BY_REASON_HELP = (
+    "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+    "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+    "Sum of all reasons equals vllm:num_requests_waiting."
+)
+"""vLLM 0.32's (``v1/metrics/loggers.py`` ``gauge_waiting_by_reason``)."""
+
+_ALL_HISTOGRAMS = (
+    (names.TIME_TO_FIRST_TOKEN, "ttft", "Histogram of time to first token in seconds."),
+    (names.INTER_TOKEN_LATENCY, "itl", "Histogram of inter-token latency in seconds."),
+    (names.REQUEST_TIME_PER_OUTPUT_TOKEN, "tpot", "Histogram of time_per_output_token_seconds per request."),
+    (names.E2E_REQUEST_LATENCY, "e2e", "Histogram of e2e request latency in seconds."),
+    (names.REQUEST_QUEUE_TIME, "queue", "Histogram of time spent in WAITING phase for request."),
+    (names.REQUEST_INFERENCE_TIME, "inference", "Histogram of time spent in RUNNING phase for request."),
+    (names.REQUEST_PREFILL_TIME, "prefill", "Histogram of time spent in PREFILL phase for request."),
+    (names.REQUEST_DECODE_TIME, "decode", "Histogram of time spent in DECODE phase for request."),
+    (names.REQUEST_PROMPT_TOKENS, "prompt_tokens", "Number of prefill tokens processed."),
+    (names.REQUEST_GENERATION_TOKENS, "generation_tokens", "Number of generation tokens processed."),
+    (names.ITERATION_TOKENS, "iteration_tokens", "Histogram of number of tokens per engine_step."),
+    (names.REQUEST_PARAMS_MAX_TOKENS, "max_tokens", "Histogram of the max_tokens request parameter."),
+    *HISTOGRAMS,
+)
+"""(family, neutral histogram, help) of every histogram rendered."""
 
 
 def cache_config_info(cap: Capacity, settings: SimSettings, engine: str) -> dict[str, str]:
@@ -86,7 +122,13 @@ def cache_config_info(cap: Capacity, settings: SimSettings, engine: str) -> dict
     return {key: str(values[key]) for key in sorted(values)}
 
 
-def extra_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
+def buckets(max_model_len: int) -> dict[str, tuple[float, ...]]:
+    """Bucket bounds by neutral histogram name, for an engine with this context length."""
+    bounds = {**names.bucket_bounds(max_model_len), **_extra_bounds(max_model_len)}
+    return {neutral: bounds[family] for family, neutral, _ in _ALL_HISTOGRAMS}
+
+
+def _extra_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
     """Bucket bounds of ``HISTOGRAMS``, for an engine with this context length."""
     tokens = names.token_buckets(max_model_len)
     return {
@@ -98,7 +140,7 @@ def extra_bounds(max_model_len: int) -> dict[str, tuple[float, ...]]:
 
 
 def render_unread(w: Writer, lb: str, model: str, s: CoreStats) -> None:
-    """The counters and gauges of this module's families, for one engine core (``lb``: its labels)."""
+    """The counters and gauges infctl reads none of, for one engine core (``lb``: its labels)."""
     tier = s.tier
     local, external = s.prompt_local_hits, s.prompt_external
     # fmt: off
@@ -139,4 +181,65 @@ def render_unread(w: Writer, lb: str, model: str, s: CoreStats) -> None:
     w.counters("vllm:admission_rejections_total",
                "Number of admission attempts rejected by a queue limit, by reason.",
                ((f'{rejections},reason="{r}"', 0) for r in ("max_num_queued_reqs", "max_num_queued_tokens")))
+    # fmt: on
+
+
+def render(
+    engine: EngineView,
+    labels: str,
+    cache_info: str,
+    bucket_cache: dict[tuple[str, str, tuple[float, ...]], list[str]],
+) -> str:
+    """The ``/metrics`` body of one engine core (``labels``: its ``model_name`` and ``engine``;
+    ``cache_info``: its ``cache_config_info`` labels; ``bucket_cache``: reused across scrapes)."""
+    s = engine.stats()
+    m = engine.metrics
+    lb = labels
+    w = Writer(bucket_cache)
+    # fmt: off
+    w.gauge(names.NUM_REQUESTS_RUNNING, "Number of requests in model execution batches.", lb, s.running)
+    w.gauge(names.NUM_REQUESTS_WAITING, "Number of requests waiting to be processed.", lb, s.waiting)
+    w.header(names.NUM_REQUESTS_WAITING_BY_REASON, "gauge", _WAITING_BY_REASON_HELP)
+    w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="capacity"', s.waiting)
+    w.sample(names.NUM_REQUESTS_WAITING_BY_REASON, f'{lb},reason="deferred"', 0)
+    w.gauge(names.KV_CACHE_USAGE_PERC, "KV-cache usage. 1 means 100 percent usage.", lb, s.kv_usage)
+    w.gauge(names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig", cache_info, 1)
+    w.counter(names.PREFIX_CACHE_QUERIES, "Prefix cache queries, in terms of number of queried tokens.",
+              lb, s.prefix_queries)
+    w.counter(names.PREFIX_CACHE_HITS, "Prefix cache hits, in terms of number of cached tokens.",
+              lb, s.prefix_hits)
+    w.counter(names.NUM_PREEMPTIONS, "Cumulative number of preemption from the engine.",
+              lb, s.preemptions)
+    w.counter(names.PROMPT_TOKENS, "Number of prefill tokens processed.", lb, s.prompt_tokens)
+    w.counter(names.GENERATION_TOKENS, "Number of generation tokens processed.", lb, s.generation_tokens)
+    w.counters(names.REQUEST_SUCCESS, "Count of successfully processed requests.",
+               ((f'{lb},finished_reason="{r}"', m.finished.get(r, 0)) for r in _FINISH_REASONS))
+    for family, key, help_ in _ALL_HISTOGRAMS:
+        w.histogram(family, help_, lb, m.hist[key])
+    render_unread(w, lb, engine.model, s)
+    if s.tier is not None:
+        _render_tier(w, lb, s.tier)
+    if engine.settings.legacy_metrics:
+        bs = max(1, s.block_size)
+        w.gauge(names.GPU_CACHE_USAGE_PERC, "GPU KV-cache usage. 1 means 100 percent usage.",
+                lb, s.kv_usage)
+        w.counter(names.GPU_PREFIX_CACHE_QUERIES,
+                  "GPU prefix cache queries, in terms of number of queried blocks.",
+                  lb, s.prefix_queries // bs)
+        w.counter(names.GPU_PREFIX_CACHE_HITS,
+                  "GPU prefix cache hits, in terms of number of cached blocks.", lb, s.prefix_hits // bs)
+        w.histogram(names.TIME_PER_OUTPUT_TOKEN, "Histogram of time per output token in seconds.",
+                    lb, m.hist["itl"])
+    # fmt: on
+    return w.text()
+
+
+def _render_tier(w: Writer, lb: str, t: TierStats) -> None:
+    # fmt: off
+    w.counter(KV_OFFLOAD_LOAD_BYTES, "Bytes loaded from the KV offload tier.", lb, t.load_bytes)
+    w.counter(KV_OFFLOAD_STORE_BYTES, "Bytes stored to the KV offload tier.", lb, t.store_bytes)
+    w.counter(KV_OFFLOAD_LOAD_TIME, "Seconds spent loading from the KV offload tier.", lb, t.load_seconds)
+    w.counter(KV_OFFLOAD_STORE_TIME, "Seconds spent storing to the KV offload tier.", lb, t.store_seconds)
+    w.gauge(KV_OFFLOAD_CPU_CACHE_USAGE, "CPU KV offload cache usage. 1 means 100 percent usage.",
+            lb, t.used_blocks / t.capacity_blocks if t.capacity_blocks else 0.0)
     # fmt: on

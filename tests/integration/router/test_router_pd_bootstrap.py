@@ -1,6 +1,6 @@
 """SGLang PD with two prefill engines on one host: each has its own bootstrap port, and the router sends
 each request the port of the prefill it chose. The simulated decode meets its room's prefill at the port
-the request names (``infctl.sim.personality.base.BootstrapRegistry``), as SGLang's does, so a request
+the request names (``infctl.sim.personality.pd.BootstrapRegistry``), as SGLang's does, so a request
 naming the wrong prefill's port waits for KV that never comes."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
 from infctl.sim.dp import DPEngine, merge_expositions, pick_rank
-from infctl.sim.personality.base import SimHTTPError
+from infctl.sim.personality.http_json import SimHTTPError
 from infctl.sim.server import SimCluster
 from infctl.sim.settings import SimSettings
 from infctl.telemetry.prometheus import parse_metrics

@@ -7,7 +7,7 @@ import asyncio
 
 from infctl.sim.driver import TIMER_SLACK_SECONDS, Driver, SimClock, _until
 from infctl.sim.faults import FaultPlan, FaultState
-from infctl.sim.personality.base import EngineMetrics
+from infctl.sim.personality.engine_view import EngineMetrics
 from infctl.sim.profiles import TINY_CPU
 from infctl.sim.scheduler import EngineCore
 from infctl.sim.types import SimRequest

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from infctl.sim.personality.base import Capacity
+from infctl.sim.personality.engine_view import Capacity
 from infctl.sim.personality.vllm_metrics import LEFT_OUT, cache_config_info
 from infctl.sim.profiles import get_profile
 from infctl.sim.settings import SimSettings
