@@ -43,13 +43,34 @@ LEFT_OUT = (
 estimates (``vllm/v1/metrics/perf.py``), from the model's architecture, which the simulator's profiles do not
 describe."""
 
-# KV offloading (``--kv-offloading-size``): the offloading connector's transfer counters, exposed only when
-# the engine has a tier (vLLM 0.11.0 had none); its prefix-cache counters are in ``render_unread``.
+# KV offloading (``--kv-offloading-size``: vLLM 0.32's OffloadingConnector with its CPU spec), exposed only
+# when the engine has a tier; names and help from vLLM's
+# distributed/kv_transfer/kv_connector/v1/offloading/metrics.py (the total_* ones: its deprecated counters, by
+# transfer_type, kept for the CPU spec). Its prefix-cache counters are in ``render_unread``.
 KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
 KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
 KV_OFFLOAD_LOAD_TIME = "vllm:kv_offload_load_time_total"
 KV_OFFLOAD_STORE_TIME = "vllm:kv_offload_store_time_total"
+KV_OFFLOAD_TOTAL_BYTES = "vllm:kv_offload_total_bytes_total"
+KV_OFFLOAD_TOTAL_TIME = "vllm:kv_offload_total_time_total"
 KV_OFFLOAD_CPU_CACHE_USAGE = "vllm:kv_offload_cpu_cache_usage_perc"
+
+OFFLOAD_LEFT_OUT = (
+    "vllm:kv_offload_load_size",
+    "vllm:kv_offload_store_size",
+    "vllm:kv_offload_size",
+    "vllm:kv_offload_lookup_sync_delay_seconds",
+    "vllm:kv_offload_lookup_async_delay_seconds",
+    "vllm:kv_offload_allocation_failure_total",
+    "vllm:kv_offload_cpu_allocation_size",
+    "vllm:kv_offload_cpu_cache_write_usage_perc",
+    "vllm:kv_offload_cpu_cache_read_usage_perc",
+)
+"""Families vLLM 0.32 exports with a CPU offload tier that the simulator does not: per-transfer sizes,
+lookup delays, allocation failures and in-flight pins, which it does not record. Its
+``kv_offload_cpu_cache_usage_perc`` differs too: vLLM's counts the chunks pinned by transfers in flight
+(``v1/kv_offload/cpu/manager.py`` ``get_stats``: not evictable), the simulator's the blocks the tier
+holds."""
 
 _FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 """vLLM 0.32's ``FinishReason``s: ``request_success_total`` has a series for each from the start."""
@@ -236,10 +257,17 @@ def render(
 
 def _render_tier(w: Writer, lb: str, t: TierStats) -> None:
     # fmt: off
-    w.counter(KV_OFFLOAD_LOAD_BYTES, "Bytes loaded from the KV offload tier.", lb, t.load_bytes)
-    w.counter(KV_OFFLOAD_STORE_BYTES, "Bytes stored to the KV offload tier.", lb, t.store_bytes)
-    w.counter(KV_OFFLOAD_LOAD_TIME, "Seconds spent loading from the KV offload tier.", lb, t.load_seconds)
-    w.counter(KV_OFFLOAD_STORE_TIME, "Seconds spent storing to the KV offload tier.", lb, t.store_seconds)
+    w.counter(KV_OFFLOAD_LOAD_BYTES, "Total bytes loaded from offload storage to GPU.", lb, t.load_bytes)
+    w.counter(KV_OFFLOAD_LOAD_TIME, "Total load time from offload storage to GPU, in seconds.",
+              lb, t.load_seconds)
+    w.counter(KV_OFFLOAD_STORE_BYTES, "Total bytes stored from GPU to offload storage.", lb, t.store_bytes)
+    w.counter(KV_OFFLOAD_STORE_TIME, "Total store time from GPU to offload storage, in seconds.",
+              lb, t.store_seconds)
+    load, store = f'{lb},transfer_type="CPU_to_GPU"', f'{lb},transfer_type="GPU_to_CPU"'
+    w.counters(KV_OFFLOAD_TOTAL_BYTES, "Number of bytes offloaded by KV connector",
+               ((load, t.load_bytes), (store, t.store_bytes)))
+    w.counters(KV_OFFLOAD_TOTAL_TIME, "Total time measured by all KV offloading operations",
+               ((load, t.load_seconds), (store, t.store_seconds)))
     w.gauge(KV_OFFLOAD_CPU_CACHE_USAGE, "CPU KV offload cache usage. 1 means 100 percent usage.",
             lb, t.used_blocks / t.capacity_blocks if t.capacity_blocks else 0.0)
     # fmt: on

@@ -43,6 +43,33 @@ async def test_tier_hits_and_transfers_are_exposed_with_vllm_names(start_sim: An
     assert s[f"vllm:kv_offload_store_bytes_total{{{LABELS}}}"] >= 6 * 18 * block_bytes
     assert s[f"vllm:kv_offload_load_time_total{{{LABELS}}}"] > 0
     assert 0 < s[f"vllm:kv_offload_cpu_cache_usage_perc{{{LABELS}}}"] < 0.01
+    # vLLM 0.32 keeps its deprecated transfer counters, by direction, for the CPU tier.
+    assert (
+        s[f'vllm:kv_offload_total_bytes_total{{{LABELS},transfer_type="CPU_to_GPU"}}']
+        == hit // 16 * block_bytes
+    )
+    stored = s[f"vllm:kv_offload_store_bytes_total{{{LABELS}}}"]
+    assert s[f'vllm:kv_offload_total_bytes_total{{{LABELS},transfer_type="GPU_to_CPU"}}'] == stored
+    loading = s[f"vllm:kv_offload_load_time_total{{{LABELS}}}"]
+    assert s[f'vllm:kv_offload_total_time_total{{{LABELS},transfer_type="CPU_to_GPU"}}'] == loading
+
+
+async def test_offload_families_have_vllm_032s_help(start_sim: Any) -> None:
+    url = (await start_sim(profile="tiny-cpu", kv_offloading_size=1.0)).urls[0]
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"{url}/metrics")).text
+    helps = dict(
+        line[len("# HELP ") :].split(" ", 1) for line in text.splitlines() if line.startswith("# HELP")
+    )
+    # vLLM 0.32: distributed/kv_transfer/kv_connector/v1/offloading/metrics.py
+    assert {k: v for k, v in helps.items() if k.startswith("vllm:kv_offload_") and "cpu_cache" not in k} == {
+        "vllm:kv_offload_load_bytes_total": "Total bytes loaded from offload storage to GPU.",
+        "vllm:kv_offload_load_time_total": "Total load time from offload storage to GPU, in seconds.",
+        "vllm:kv_offload_store_bytes_total": "Total bytes stored from GPU to offload storage.",
+        "vllm:kv_offload_store_time_total": "Total store time from GPU to offload storage, in seconds.",
+        "vllm:kv_offload_total_bytes_total": "Number of bytes offloaded by KV connector",
+        "vllm:kv_offload_total_time_total": "Total time measured by all KV offloading operations",
+    }
 
 
 async def test_no_tier_no_offload_families(sim_url: str, scrape: Any) -> None:
