@@ -16,10 +16,10 @@ from types import MappingProxyType
 from typing import Literal
 
 from infctl.engines import sglang, vllm
+from infctl.engines.adapter import EngineAdapter
 from infctl.engines.base import (
     ROOM_RANK_STRIDE,
     CacheReset,
-    EngineAdapter,
     HealthSpec,
     MultiNodeArgs,
     PDEndpoint,

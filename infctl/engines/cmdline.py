@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 DIST_PORT = 20000
 """Rendezvous port on a multi-node replica's leader for the engine's torch.distributed or data-parallel
-coordination (every engine's :meth:`~infctl.engines.base.EngineAdapter.multinode_args` uses it; manifests
+coordination (every engine's :meth:`~infctl.engines.adapter.EngineAdapter.multinode_args` uses it; manifests
 open it)."""
 LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
 LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"

@@ -1,5 +1,6 @@
-"""SGLang: metric names, signals, health and load endpoints; the command line (and the release that accepts
-each of its flags) is :mod:`infctl.engines.sglang_launch`, the PD protocol :mod:`infctl.engines.sglang_pd`.
+"""SGLang: metric names, signals, health and load endpoints; the command line and environment (and the
+release that accepts each of its flags) is :mod:`infctl.engines.sglang_launch`, the PD protocol
+:mod:`infctl.engines.sglang_pd`, the load endpoints' bodies :mod:`infctl.engines.sglang_load`.
 
 SGLang serves /metrics only with ``--enable-metrics``. Scheduler gauges carry ``model_name``,
 ``engine_type`` (``unified``, ``prefill``, ``decode``) and the scheduler's rank labels (``tp_rank``,
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from infctl.engines import kv_pool, sglang_launch, sglang_pd
+from infctl.engines import sglang_launch, sglang_load, sglang_pd
 from infctl.engines.base import (
     Body,
     CacheReset,
@@ -41,9 +42,8 @@ from infctl.engines.base import (
     SignalCheck,
     SignalMetrics,
 )
-from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, value
-from infctl.telemetry.signals import EngineSignals, LoadReport, RankLoad
+from infctl.telemetry.signals import EngineSignals, LoadReport
 
 if TYPE_CHECKING:
     from infctl.config.model import ModelProfile
@@ -169,10 +169,10 @@ disaggregation mode, so the sum fits every role; the older bootstrap name is rea
 ``/v1/loads`` also counts a decode's retracted queue (requests it took back when its KV cache filled, to
 resume when there is room again; ``include=disagg`` reports it alone as ``decode_retracted_queue_reqs``), but
 no gauge reports that queue in 0.5.15 or 0.5.23, so the queue read from /metrics leaves it out, and the one
-read from ``/v1/loads`` (:meth:`SGLangAdapter.parse_load`) has it. :data:`NUM_RETRACTED_REQS` is no stand-in:
-it counts the latest retraction, not the requests still waiting (it drops to 0 at the next stats log while
-they wait), and outside PD the retracted requests are back in ``num_queue_reqs`` already. Retractions are
-read as :attr:`EngineSignals.preemptions` (:data:`NUM_RETRACTED_REQUESTS`)."""
+read from ``/v1/loads`` (:func:`~infctl.engines.sglang_load.parse_load`) has it. :data:`NUM_RETRACTED_REQS`
+is no stand-in: it counts the latest retraction, not the requests still waiting (it drops to 0 at the next
+stats log while they wait), and outside PD the retracted requests are back in ``num_queue_reqs`` already.
+Retractions are read as :attr:`EngineSignals.preemptions` (:data:`NUM_RETRACTED_REQUESTS`)."""
 METRIC_NAMES = GAUGES + COUNTERS + HISTOGRAMS
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -186,14 +186,6 @@ TIME_BUCKETS = {
     INTER_TOKEN_LATENCY: ITL_BUCKETS,
     E2E_REQUEST_LATENCY: E2E_BUCKETS,
 }
-
-HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
-"""True by default in 0.5.15 and 0.5.23 (``srt/environ.py``), which makes ``/health`` what
-``/health_generate`` is: a one-token generation whose answer comes no sooner than a second
-(``http_server.health_generate`` polls once a second, for up to ``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s), so a
-probe with a 1 s timeout (a startupProbe without ``timeoutSeconds``) never passes. Set false, ``/health``
-answers at once: 503 while starting (until the warm-up request has run) or shutting down, 200 otherwise;
-``/health_generate`` still generates."""
 
 _SIGNALS = (
     NUM_QUEUE_REQS,
@@ -275,7 +267,8 @@ class SGLangAdapter:
     wanted_metrics = frozenset(_SIGNALS)
     health = HealthSpec(path="/health", deep_path="/health_generate", starting_statuses=(503,))
     """SGLang answers 503 until its warm-up request has run (and again when unhealthy); ``/health`` is cheap
-    only with :data:`HEALTH_GENERATION_ENV` false, which :meth:`launch_env` sets."""
+    only with :data:`~infctl.engines.sglang_launch.HEALTH_GENERATION_ENV` false, which :meth:`launch_env`
+    sets."""
     load_paths = ("/v1/loads", "/get_load")
     """``/v1/loads`` in current releases; ``/get_load`` in older ones (a deprecated shim in newer)."""
     cache_reset = CACHE_RESET
@@ -329,29 +322,7 @@ class SGLangAdapter:
         return sglang_pd.reported_dp_ranks(info)
 
     def parse_load(self, body: object) -> LoadReport:
-        """``/v1/loads`` (``{"loads": [per rank]}``) or the legacy ``/get_load`` list.
-
-        Legacy entries count ``num_reqs`` as running + waiting.
-        """
-        if isinstance(body, dict) and isinstance(body.get("loads"), list):
-            ranks = tuple(_rank(r, legacy=False) for r in body["loads"])
-        elif isinstance(body, list):
-            ranks = tuple(_rank(r, legacy=True) for r in body)
-        else:
-            raise EngineError(
-                f"SGLang load endpoint answered {str(body)[:120]!r}",
-                hint="expected /v1/loads {'loads': [...]} or /get_load [...]",
-            )
-        usages = [r.kv_usage for r in ranks if r.kv_usage is not None]
-        running = sum(r.running for r in ranks)
-        waiting = sum(r.waiting for r in ranks)
-        return LoadReport(
-            in_flight=running + waiting,
-            running=running,
-            waiting=waiting,
-            kv_usage=sum(usages) / len(usages) if usages else None,
-            ranks=ranks,
-        )
+        return sglang_load.parse_load(body)
 
     def prefill_body(
         self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
@@ -373,15 +344,10 @@ class SGLangAdapter:
         return sglang_launch.launch_command(model, role=role, port=port, host=host)
 
     def launch_env(self, model: ModelProfile, role: Role) -> dict[str, str]:
-        """``/health`` without a generation (:data:`HEALTH_GENERATION_ENV`), the Mooncake store's variables
-        when HiCache keeps KV in one (:mod:`infctl.engines.kv_pool`), then the profile's ``env``."""
-        return {HEALTH_GENERATION_ENV: "false", **kv_pool.client_env(model), **model.env}
+        return sglang_launch.launch_env(model, role)
 
     def pod_ip_env(self, model: ModelProfile, role: Role) -> tuple[str, ...]:
-        """A Mooncake store client's ``MOONCAKE_LOCAL_HOSTNAME`` (``localhost`` otherwise, which no peer can
-        reach). SGLang's PD engines find their own address (the bootstrap server learns it from the
-        prefill)."""
-        return tuple(name for name in kv_pool.client_pod_ip_env(model) if name not in model.env)
+        return sglang_launch.pod_ip_env(model, role)
 
     def multinode_args(
         self, model: ModelProfile, *, nodes: int, gpus_per_node: int, leader: bool
@@ -413,23 +379,6 @@ def per_rank(families: MetricFamilies, name: str) -> list[float]:
         seen = by_rank.get(key)
         by_rank[key] = s.value if seen is None else max(seen, s.value)
     return list(by_rank.values())
-
-
-def _rank(raw: object, *, legacy: bool) -> RankLoad:
-    if not isinstance(raw, dict):
-        raise EngineError(f"SGLang load entry {str(raw)[:80]!r} is not an object")
-    try:
-        waiting = float(raw.get("num_waiting_reqs", 0))
-        running = float(raw["num_reqs"]) - waiting if legacy else float(raw["num_running_reqs"])
-        usage = raw.get("token_usage")
-        return RankLoad(
-            int(raw.get("dp_rank", 0)),
-            max(running, 0.0),
-            waiting,
-            float(usage) if usage is not None else None,
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise EngineError(f"SGLang load entry {str(raw)[:80]!r} lacks {e}") from None
 
 
 ADAPTER = SGLangAdapter()

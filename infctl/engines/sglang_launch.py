@@ -1,9 +1,10 @@
-"""SGLang's command line: a model profile turned into ``sglang.launch_server`` arguments (parallelism and DP
-attention, the radix cache, PD disaggregation, the hierarchical cache, KV events and their page, speculative
-decoding), the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`) and the flags SGLang
-renamed, spelled as the profile's image expects (:data:`RENAMED_FLAGS`).
+"""SGLang's command line and environment: a model profile turned into ``sglang.launch_server`` arguments
+(parallelism and DP attention, the radix cache, PD disaggregation, the hierarchical cache, KV events and
+their page, speculative decoding) and variables (:func:`launch_env`), the first release that accepts each
+flag it emits (:data:`FLAG_VERSIONS`) and the flags SGLang renamed, spelled as the profile's image expects
+(:data:`RENAMED_FLAGS`).
 
-Pure: argument lists, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
+Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.sglang.SGLangAdapter` delegates to it.
 
 Host ports (:func:`host_port_runs`; the local target, :mod:`infctl.local.engine_ports`, gives each engine
 its own so that engines side by side on one machine never share one).
@@ -29,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from infctl.engines import kv_pool
 from infctl.engines.base import MultiNodeArgs, Role
 from infctl.engines.cmdline import (
     DIST_PORT,
@@ -141,6 +143,15 @@ block_size, lora_id, medium]``) and a map tagged ``type`` in 0.5.23, as vLLM's; 
 ``medium`` ``CPU_PINNED`` (or ``DISK``, ``EXTERNAL``)."""
 
 
+HEALTH_GENERATION_ENV = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+"""True by default in 0.5.15 and 0.5.23 (``srt/environ.py``), which makes ``/health`` what
+``/health_generate`` is: a one-token generation whose answer comes no sooner than a second
+(``http_server.health_generate`` polls once a second, for up to ``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s), so a
+probe with a 1 s timeout (a startupProbe without ``timeoutSeconds``) never passes. Set false, ``/health``
+answers at once: 503 while starting (until the warm-up request has run) or shutting down, 200 otherwise;
+``/health_generate`` still generates."""
+
+
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
     """``python3 -m sglang.launch_server ...``; a local runner may swap argv[0]."""
     tp, dp = model.tensor_parallel_size, model.data_parallel_size
@@ -178,6 +189,18 @@ def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0
     args += _speculative_args(model)
     args += ["--enable-metrics", "--enable-cache-report"]
     return args + list(model.extra_args)
+
+
+def launch_env(model: ModelProfile, role: Role) -> dict[str, str]:
+    """``/health`` without a generation (:data:`HEALTH_GENERATION_ENV`), the Mooncake store's variables
+    when HiCache keeps KV in one (:mod:`infctl.engines.kv_pool`), then the profile's ``env``."""
+    return {HEALTH_GENERATION_ENV: "false", **kv_pool.client_env(model), **model.env}
+
+
+def pod_ip_env(model: ModelProfile, role: Role) -> tuple[str, ...]:
+    """A Mooncake store client's ``MOONCAKE_LOCAL_HOSTNAME`` (``localhost`` otherwise, which no peer can
+    reach). SGLang's PD engines find their own address (the bootstrap server learns it from the prefill)."""
+    return tuple(name for name in kv_pool.client_pod_ip_env(model) if name not in model.env)
 
 
 def new_spelling(model: ModelProfile, old: str) -> str | None:

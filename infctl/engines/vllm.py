@@ -1,5 +1,6 @@
 """vLLM (v0.11+): metric names, signals, health and load endpoints; the command line (and the releases
-that accept it) is :mod:`infctl.engines.vllm_launch`, the PD protocol :mod:`infctl.engines.vllm_pd`.
+that accept it) is :mod:`infctl.engines.vllm_launch`, the PD protocol :mod:`infctl.engines.vllm_pd`, the
+``/load`` body and the cache-config labels :mod:`infctl.engines.vllm_load`.
 
 Metric names are module constants so the simulator's vLLM personality, doctor and dashboards import
 them instead of spelling them. Every sample carries the labels ``model_name`` and ``engine`` (the
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from infctl.engines import vllm_launch, vllm_pd
+from infctl.engines import vllm_launch, vllm_load, vllm_pd
 from infctl.engines.base import (
     Body,
     CacheReset,
@@ -33,7 +34,6 @@ from infctl.engines.base import (
     SignalCheck,
     SignalMetrics,
 )
-from infctl.errors import EngineError
 from infctl.telemetry.prometheus import MetricFamilies, label_values, mean_value, value
 from infctl.telemetry.signals import EngineSignals, LoadReport
 
@@ -297,7 +297,9 @@ class VLLMAdapter:
             kv_usage = mean_value(families, GPU_CACHE_USAGE_PERC)
             if GPU_CACHE_USAGE_PERC in families:
                 deprecated.append(GPU_CACHE_USAGE_PERC)
-        capacity, block_size, prefix_caching = _cache_config(families)
+        capacity, block_size, prefix_caching = vllm_load.cache_config(
+            families.get(CACHE_CONFIG_INFO, ()), ENGINE_LABEL
+        )
         queries, hits = value(families, PREFIX_CACHE_QUERIES), value(families, PREFIX_CACHE_HITS)
         if PREFIX_CACHE_QUERIES not in families:
             for q_name, h_name in _DEPRECATED_PREFIX:
@@ -338,14 +340,7 @@ class VLLMAdapter:
         return None
 
     def parse_load(self, body: object) -> LoadReport:
-        """``/load`` answers ``{"server_load": <requests in flight at the API server>}``."""
-        load = body.get("server_load") if isinstance(body, dict) else None
-        if isinstance(load, bool) or not isinstance(load, int | float):
-            raise EngineError(
-                f"vLLM /load answered {str(body)[:120]!r}, expected {{'server_load': <number>}}",
-                hint="is this a vLLM server started with --enable-server-load-tracking?",
-            )
-        return LoadReport(in_flight=float(load))
+        return vllm_load.parse_load(body)
 
     def prefill_body(
         self, body: Mapping[str, Any], prefill: PDEndpoint, room: int | Sequence[int] | None = None
@@ -385,34 +380,6 @@ class VLLMAdapter:
 
     def host_port_env(self, ports: Mapping[str, int], host: str) -> dict[str, str]:
         return vllm_launch.host_port_env(ports, host)
-
-
-def _cache_config(families: MetricFamilies) -> tuple[int | None, int | None, bool | None]:
-    """(capacity in tokens, block size, prefix caching) from ``vllm:cache_config_info`` labels."""
-    blocks_by_engine: dict[str, int] = {}
-    block_size: int | None = None
-    prefix_flags: set[bool] = set()
-    for s in families.get(CACHE_CONFIG_INFO, ()):
-        size = _int_label(s.labels, "block_size")
-        block_size = block_size or size
-        blocks = _int_label(s.labels, "num_gpu_blocks")
-        if blocks is not None:
-            # One sample per data-parallel engine: each has its own KV pool, so they add up.
-            blocks_by_engine[s.labels.get(ENGINE_LABEL, str(len(blocks_by_engine)))] = blocks
-        flag = s.labels.get("enable_prefix_caching")
-        if flag is not None:
-            prefix_flags.add(flag.lower() == "true")
-    capacity = sum(blocks_by_engine.values()) * block_size if blocks_by_engine and block_size else None
-    prefix_caching = prefix_flags.pop() if len(prefix_flags) == 1 else (True if prefix_flags else None)
-    return capacity, block_size, prefix_caching
-
-
-def _int_label(labels: Mapping[str, str], key: str) -> int | None:
-    raw = labels.get(key)
-    try:
-        return int(float(raw)) if raw is not None else None
-    except ValueError:  # "None" before the engine profiled its memory
-        return None
 
 
 ADAPTER = VLLMAdapter()

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infctl.engines import get_adapter
-from infctl.engines.base import EngineAdapter, RankPin
+from infctl.engines import EngineAdapter, RankPin, get_adapter
 from infctl.errors import ConfigError, MetricsError
 from infctl.router.snapshot import Backend
 from infctl.telemetry.prometheus import MetricFamilies

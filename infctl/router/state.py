@@ -11,8 +11,7 @@ from typing import Any, cast
 
 import aiohttp
 
-from infctl.engines import get_adapter
-from infctl.engines.base import EngineAdapter
+from infctl.engines import EngineAdapter, get_adapter
 from infctl.errors import MetricsError
 from infctl.router.admission import AdmissionQueue, Scope, empty, headroom, saturated
 from infctl.router.config import RouterConfig
