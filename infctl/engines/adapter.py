@@ -94,6 +94,13 @@ class EngineAdapter(Protocol):
         ...
 
     @property
+    def rank_capacity_is_engine_total(self) -> bool:
+        """Whether the KV capacity read from one rank's series (split off by :attr:`dp_rank_label`) is the
+        whole engine's, every rank's pool together, rather than the rank's own; the router then gives each
+        rank an equal share of it."""
+        ...
+
+    @property
     def default_image(self) -> str:
         """Container image used when the profile names none."""
         ...

@@ -279,6 +279,8 @@ class SGLangAdapter:
     the prompt's length."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = DP_RANK_LABEL
+    rank_capacity_is_engine_total = False
+    """A rank's ``max_total_num_tokens`` is its own pool (:meth:`signals` adds the ranks' up)."""
     default_image = sglang_launch.IMAGE
     flag_versions = sglang_launch.FLAG_VERSIONS
     oldest_checked = sglang_launch.OLDEST_CHECKED

@@ -282,6 +282,8 @@ class VLLMAdapter:
     loads KV a request names), so a short prompt may skip the prefill engine."""
     dp_rank_header: str | None = DP_RANK_HEADER
     dp_rank_label = ENGINE_LABEL
+    rank_capacity_is_engine_total = True
+    """Every engine core's ``cache_config_info`` carries all their pools (:func:`vllm_load.cache_config`)."""
     default_image = vllm_launch.IMAGE
     flag_versions = vllm_launch.FLAG_VERSIONS
     oldest_checked = vllm_launch.OLDEST_CHECKED
@@ -291,15 +293,15 @@ class VLLMAdapter:
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
         deprecated: list[str] = []
+        # Each engine core's usage is of its own pool: their mean (as vLLM's own aggregate log,
+        # v1/metrics/loggers.py:418) times all their pools (the capacity) is the tokens held, pools equal.
         if KV_CACHE_USAGE_PERC in families:
             kv_usage = mean_value(families, KV_CACHE_USAGE_PERC)
         else:
             kv_usage = mean_value(families, GPU_CACHE_USAGE_PERC)
             if GPU_CACHE_USAGE_PERC in families:
                 deprecated.append(GPU_CACHE_USAGE_PERC)
-        capacity, block_size, prefix_caching = vllm_load.cache_config(
-            families.get(CACHE_CONFIG_INFO, ()), ENGINE_LABEL
-        )
+        capacity, block_size, prefix_caching = vllm_load.cache_config(families.get(CACHE_CONFIG_INFO, ()))
         queries, hits = value(families, PREFIX_CACHE_QUERIES), value(families, PREFIX_CACHE_HITS)
         if PREFIX_CACHE_QUERIES not in families:
             for q_name, h_name in _DEPRECATED_PREFIX:

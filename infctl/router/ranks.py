@@ -9,6 +9,10 @@ without it (engine-wide series such as SGLang's tokenizer counters) go to every 
 carries no rank label (one rank, or an engine that does not label them) gives every rank the engine's own
 signals.
 
+A rank's KV capacity is its own pool, except where the engine writes the whole engine's on every rank's
+series (``EngineAdapter.rank_capacity_is_engine_total``, vLLM): each rank then gets an equal share of it, the
+engine's over the ranks its scrape labels, so that a rank's usage times its capacity counts its own tokens.
+
 The id of a rank's target is :func:`backend_id` (``URL#dpN``), and its KV events come from
 :func:`rank_endpoint` (base port + rank): the one home of both conventions, used by static backends
 (``infctl.router.config``) and discovered ones (``infctl.router.discovery``) alike.
@@ -17,7 +21,7 @@ The id of a rank's target is :func:`backend_id` (``URL#dpN``), and its KV events
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infctl.engines import EngineAdapter, RankPin, get_adapter
 from infctl.errors import ConfigError, MetricsError
@@ -78,6 +82,11 @@ def split_by_rank(
     return out
 
 
+def _rank_values(families: MetricFamilies, label: str) -> set[str]:
+    """The ranks a scrape labels with ``label``."""
+    return {s.labels[label] for samples in families.values() for s in samples if label in s.labels}
+
+
 @dataclass(slots=True)
 class _RankSplit:
     """A metrics source that reads one scrape as the engine's signals and, on the side, each rank's.
@@ -106,10 +115,15 @@ class _RankSplit:
         return self.adapter.wanted_metrics
 
     def signals(self, families: MetricFamilies) -> EngineSignals:
-        split = split_by_rank(families, self.ranks, self.adapter.dp_rank_label)
+        whole = self.adapter.signals(families)
+        label = self.adapter.dp_rank_label
+        split = split_by_rank(families, self.ranks, label)
         if split is not None:
             self.by_rank = {rank: self.adapter.signals(f) for rank, f in split.items()}
-        return self.adapter.signals(families)
+            if self.adapter.rank_capacity_is_engine_total and whole.cache_capacity_tokens is not None:
+                share = whole.cache_capacity_tokens // len(_rank_values(families, label))
+                self.by_rank = {r: replace(s, cache_capacity_tokens=share) for r, s in self.by_rank.items()}
+        return whole
 
 
 async def scrape_targets(

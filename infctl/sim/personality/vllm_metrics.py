@@ -116,9 +116,10 @@ def cache_config_info(cap: Capacity, settings: SimSettings, engine: str) -> dict
     to ``float32``). The simulator's ``--block-size`` stands for vLLM's (``user_specified_block_size``); its
     ``--num-gpu-blocks`` for the pool a GPU's memory gives, not ``--num-gpu-blocks-override``.
 
-    Not imitated: with data parallelism vLLM's front end sums ``num_gpu_blocks`` over its engine cores and
-    writes that sum on every ``engine``'s sample (``v1/engine/core_client.py`` ``_apply_ready_response``);
-    the simulator writes each rank's own pool, which is what ``infctl.engines.vllm`` adds up.
+    With data parallelism every engine core's sample is the front end's one config: ``num_gpu_blocks`` summed
+    over its engine cores (``v1/engine/core_client.py:851-855`` ``_apply_ready_response``, the ranks' equal
+    pools here), ``kv_cache_size_tokens`` and ``kv_cache_max_concurrency`` one engine core's (``:862-872``,
+    "do not sum across DP"), each written per ``engine`` (``v1/metrics/loggers.py:1133-1136``).
     """
     concurrency = cap.num_gpu_blocks / -(-cap.max_model_len // cap.block_size)
     offload = settings.kv_offloading_size
@@ -132,7 +133,7 @@ def cache_config_info(cap: Capacity, settings: SimSettings, engine: str) -> dict
         "mamba_block_size": None, "mamba_cache_dtype": "auto", "mamba_ssm_cache_dtype": "auto",
         "mamba_cache_mode": "none", "enable_mamba_shared_prefix_checkpoint": False,
         "replayssm_buffer_len": 16, "use_replayssm": False, "use_kda_recoverssm": False,
-        "num_gpu_blocks": cap.num_gpu_blocks, "num_cpu_blocks": None,
+        "num_gpu_blocks": cap.num_gpu_blocks * settings.data_parallel_size, "num_cpu_blocks": None,
         "effective_attention_block_size": cap.block_size,
         "kv_cache_size_tokens": int(concurrency * cap.max_model_len),
         "kv_cache_max_concurrency": concurrency, "hash_block_size": None,

@@ -25,7 +25,7 @@ def test_vllm_signals_from_a_two_engine_data_parallel_scrape() -> None:
         prompt_tokens=250_000.0,
         generation_tokens=60_000.0,
         preemptions=3.0,
-        cache_capacity_tokens=2 * 29_000 * 16,
+        cache_capacity_tokens=2 * 29_000 * 16,  # both engine cores' pool, on each one's sample
         block_size=16,
         prefix_caching=True,
         model_names=(MODEL,),
@@ -85,6 +85,22 @@ def test_vllm_block_counts_without_a_block_size_still_give_the_hit_rate() -> Non
     assert signals.hit_rate == pytest.approx(0.1)
     assert signals.block_size is None and signals.cache_capacity_tokens is None
     assert signals.deprecated == ("vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits")
+
+
+def test_vllm_data_parallel_pool_is_read_once_from_the_sum_on_every_engines_sample() -> None:
+    # vLLM 0.32, -dp 2, 1000 blocks per engine core: the front end writes its one config, num_gpu_blocks
+    # summed over its cores (v1/engine/core_client.py:851-855), on each core's sample
+    # (v1/metrics/loggers.py:1133-1136); kv_cache_size_tokens stays one core's (core_client.py:862-872).
+    text = "".join(
+        f'vllm:cache_config_info{{block_size="16",enable_prefix_caching="True",engine="{e}",'
+        f'kv_cache_size_tokens="16000",num_gpu_blocks="2000"}} 1.0\n'
+        f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}} {usage}\n'
+        for e, usage in ((0, 0.5), (1, 0.25))
+    )
+    signals = vllm.ADAPTER.signals(parse_metrics(text))
+    assert signals.cache_capacity_tokens == 2 * 1000 * 16
+    # Usage is each core's of its own pool: averaged, times both pools, it counts the tokens both hold.
+    assert signals.kv_usage * signals.cache_capacity_tokens == pytest.approx(0.5 * 16_000 + 0.25 * 16_000)
 
 
 def test_vllm_cache_config_before_profiling_reports_no_capacity() -> None:

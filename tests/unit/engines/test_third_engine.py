@@ -64,6 +64,7 @@ class ToyServe:
     decode_serves_alone = True
     dp_rank_header: str | None = "x-toy-rank"
     dp_rank_label = "rank"
+    rank_capacity_is_engine_total = False
     default_image = "example.com/toyserve:1.2.0"
     flag_versions: Mapping[str, Version] = {"--pd-role": (1, 1, 0)}
     oldest_checked: Version = (1, 0, 0)

@@ -17,9 +17,11 @@ vllm:num_requests_running{model_name="m",engine="0"} 30
 vllm:num_requests_running{model_name="m",engine="1"} 4
 vllm:kv_cache_usage_perc{model_name="m",engine="0"} 0.9
 vllm:kv_cache_usage_perc{model_name="m",engine="1"} 0.1
-vllm:cache_config_info{engine="0",block_size="16",num_gpu_blocks="1000"} 1
-vllm:cache_config_info{engine="1",block_size="16",num_gpu_blocks="1000"} 1
+vllm:cache_config_info{engine="0",block_size="16",num_gpu_blocks="2000"} 1
+vllm:cache_config_info{engine="1",block_size="16",num_gpu_blocks="2000"} 1
 """
+"""Two engine cores of 1000 blocks each: vLLM 0.32 writes their sum on each one's ``cache_config_info``
+(v1/engine/core_client.py:851-855, v1/metrics/loggers.py:1133-1136)."""
 
 SGLANG_DP2 = """\
 sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="0"} 3
@@ -28,18 +30,41 @@ sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="0"} 12
 sglang:num_running_reqs{model_name="m",tp_rank="0",dp_rank="1"} 2
 sglang:token_usage{model_name="m",tp_rank="0",dp_rank="0"} 0.5
 sglang:token_usage{model_name="m",tp_rank="0",dp_rank="1"} 0.25
+sglang:max_total_num_tokens{model_name="m",tp_rank="0",dp_rank="0"} 1000
+sglang:max_total_num_tokens{model_name="m",tp_rank="0",dp_rank="1"} 3000
 sglang:prompt_tokens_total{model_name="m"} 1000
 """
 
 
-def test_vllm_engine_label_gives_each_rank_its_own_load_and_cache_size() -> None:
+def test_vllm_engine_label_gives_each_rank_its_own_load() -> None:
     vllm = get_adapter("vllm")
     split = split_by_rank(parse_metrics(VLLM_DP2, vllm.wanted_metrics), [0, 1], vllm.dp_rank_label)
     assert split is not None
     r0, r1 = vllm.signals(split[0]), vllm.signals(split[1])
     assert (r0.queue, r0.running, r0.kv_usage) == (7, 30, 0.9)
     assert (r1.queue, r1.running, r1.kv_usage) == (1, 4, 0.1)
-    assert r0.cache_capacity_tokens == r1.cache_capacity_tokens == 16_000  # one rank's pool, not the sum
+    # A rank's own cache_config_info still says both cores' pool: scrape_targets shares it out.
+    assert r0.cache_capacity_tokens == 32_000
+
+
+async def test_vllm_ranks_get_an_equal_share_of_the_engines_pool() -> None:
+    vllm = get_adapter("vllm")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=VLLM_DP2)
+
+    ranks = [Target(f"a#dp{r}", "http://a", r, vllm) for r in (0, 1)]
+    targets = [*ranks, Target("b", "http://b", None, vllm)]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        got = await scrape_targets(client, targets)
+    a0, a1, b = got["a#dp0"], got["a#dp1"], got["b"]
+    assert not isinstance(a0, MetricsError) and not isinstance(a1, MetricsError)
+    assert not isinstance(b, MetricsError)
+    assert a0.cache_capacity_tokens == a1.cache_capacity_tokens == 16_000  # one core's pool, not the sum
+    assert b.cache_capacity_tokens == 32_000  # the whole engine: both pools, once
+    # Each rank's usage of its own pool counts its own tokens; together, the whole engine's.
+    held = [s.kv_usage * (s.cache_capacity_tokens or 0) for s in (a0, a1, b)]
+    assert held[0] + held[1] == pytest.approx(held[2])
 
 
 def test_sglang_dp_rank_label_splits_and_engine_wide_series_go_to_every_rank() -> None:
@@ -82,6 +107,7 @@ async def test_sglang_ranks_scraped_through_the_adapter_get_their_own_queue() ->
     r0, r1 = got["s#dp0"], got["s#dp1"]
     assert not isinstance(r0, MetricsError) and not isinstance(r1, MetricsError)
     assert (r0.queue, r0.running, r1.queue, r1.running) == (3, 12, 0, 2)
+    assert (r0.cache_capacity_tokens, r1.cache_capacity_tokens) == (1000, 3000)  # each rank's own pool
 
 
 async def test_one_scrape_per_url_feeds_each_rank_and_plain_backends() -> None:

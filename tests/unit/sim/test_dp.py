@@ -12,6 +12,7 @@ import pytest
 
 from infctl.engines import get_adapter
 from infctl.errors import ConfigError
+from infctl.router.ranks import Target, scrape_targets
 from infctl.sim.dp import DPEngine, merge_expositions, pick_rank
 from infctl.sim.personality.http_json import SimHTTPError
 from infctl.sim.server import SimCluster
@@ -74,6 +75,7 @@ async def test_a_pinned_request_runs_on_its_rank_and_metrics_say_so(personality:
             assert resp.status_code == 200
         assert finished(engine) == [0, 3]
         text = (await client.get(f"{engine.url}/metrics")).text
+        by_rank = await scrape_targets(client, [Target(f"e#dp{r}", engine.url, r, adapter) for r in (0, 1)])
     signals = {}
     for r in (0, 1):
         families = parse_metrics(text, adapter.wanted_metrics)
@@ -83,7 +85,25 @@ async def test_a_pinned_request_runs_on_its_rank_and_metrics_say_so(personality:
         }
         signals[r] = adapter.signals(per_rank)
     assert signals[1].prompt_tokens == 6  # two words per prompt, all on rank 1
-    assert signals[0].cache_capacity_tokens == signals[1].cache_capacity_tokens  # each rank its own pool
+    # The router's per-rank reading gives each rank its own pool, the engine's reading both once.
+    rank = engine.ranks[0].capacity
+    pool = rank.num_gpu_blocks * rank.block_size
+    assert adapter.signals(parse_metrics(text, adapter.wanted_metrics)).cache_capacity_tokens == 2 * pool
+    assert [getattr(s, "cache_capacity_tokens", s) for s in by_rank.values()] == [pool, pool]
+
+
+async def test_vllm_writes_the_engines_pool_on_every_ranks_cache_config_info() -> None:
+    """vLLM 0.32 sums num_gpu_blocks over the engine cores (v1/engine/core_client.py:851-855) and writes it on
+    each one's sample (v1/metrics/loggers.py:1133-1136)."""
+    async with dp("vllm", ranks=3) as engine, httpx.AsyncClient(timeout=10) as client:
+        text = (await client.get(f"{engine.url}/metrics")).text
+    info = parse_metrics(text, {"vllm:cache_config_info"})["vllm:cache_config_info"]
+    total = str(3 * engine.ranks[0].capacity.num_gpu_blocks)
+    assert sorted((s.labels["engine"], s.labels["num_gpu_blocks"]) for s in info) == [
+        ("0", total),
+        ("1", total),
+        ("2", total),
+    ]
 
 
 async def test_sglang_pins_by_the_header_then_the_body_as_the_pinned_release_does() -> None:

@@ -164,6 +164,24 @@ def test_cache_config_info_values_are_python_str_of_the_engine_cores() -> None:
     assert cache_config_info(cap, SimSettings(), "0")["user_specified_block_size"] == "False"
 
 
+def test_cache_config_info_of_a_data_parallel_engine_has_its_cores_pools_summed() -> None:
+    # vLLM 0.32: the front end sums num_gpu_blocks over its engine cores (v1/engine/core_client.py:851-855)
+    # and writes that on each core's sample (v1/metrics/loggers.py:1133-1136); kv_cache_size_tokens and
+    # kv_cache_max_concurrency stay one core's (core_client.py:862-872).
+    cap = Capacity(
+        block_size=16, num_gpu_blocks=1000, max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048,
+        enable_prefix_caching=True,
+    )  # fmt: skip
+    one = cache_config_info(cap, SimSettings(), "0")
+    for engine in ("0", "1", "2"):
+        labels = cache_config_info(cap, SimSettings(data_parallel_size=3), engine)
+        assert labels["num_gpu_blocks"] == "3000"
+        assert (labels["kv_cache_size_tokens"], labels["kv_cache_max_concurrency"]) == (
+            one["kv_cache_size_tokens"],
+            one["kv_cache_max_concurrency"],
+        )
+
+
 async def test_waiting_by_reason_has_vllm_032s_help(start_sim: Any) -> None:
     url = (await start_sim(profile="tiny-cpu")).urls[0]
     async with httpx.AsyncClient(timeout=30) as client:
