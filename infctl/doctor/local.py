@@ -10,6 +10,7 @@ from pathlib import Path
 
 from infctl.config import DeploymentProfile
 from infctl.doctor.result import CheckResult, Group, failed, passed, skipped, warned
+from infctl.engines.cmdline import python_module
 from infctl.errors import LocalTargetError
 from infctl.local import build_plan, list_releases, read_state
 from infctl.local.deploy import check_installed
@@ -63,7 +64,8 @@ def check_executables(profile: DeploymentProfile, run_dir: Path) -> CheckResult:
         return failed(G, "executables", err.message, err.hint, target=target)
     if profile.local.simulate:
         return passed(G, "executables", "simulated engines (python -m infctl sim)", target=target)
-    program = " ".join(engines[0].argv[:3]) if engines else "none"
+    module = python_module(engines[0].argv) if engines else None
+    program = engines[0].argv[0] + (f" (module {module})" if module else "") if engines else "none"
     return passed(G, "executables", f"{profile.model.engine} found: {program}", target=target)
 
 

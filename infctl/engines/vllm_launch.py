@@ -1,6 +1,23 @@
-"""vLLM's command line and environment: a model profile turned into ``vllm.entrypoints.openai.api_server``
-arguments (parallelism, prefix caching, the PD connector, KV offload and events, speculative decoding), and
-the first release that accepts each flag it emits (:data:`FLAG_VERSIONS`).
+"""vLLM's command line and environment: a model profile turned into ``vllm serve`` arguments (parallelism,
+prefix caching, the PD connector, KV offload and events, speculative decoding), and the first release that
+accepts each flag it emits (:data:`FLAG_VERSIONS`).
+
+Why ``vllm serve`` (read in vLLM 0.32.0): ``python -m vllm.entrypoints.openai.api_server`` (deprecated; its
+``main``, ``entrypoints/launchers/api_server/entry.py`` 209-232) parses the same options but always runs one
+API server in front of the engines, so it ignores ``--headless`` and ``--data-parallel-multi-port-external-
+lb``: a multi-node worker started that way would open its own API server and, with ``--data-parallel-start-
+rank``, serve as a hybrid load balancer. ``vllm serve`` (``entrypoints/cli/serve.py`` 54-156) honours them:
+``--headless`` runs engine cores only (``run_headless``), which is what a worker pod must be. It is also the
+official image's entrypoint (``vllm/vllm-openai``: ``ENTRYPOINT ["vllm", "serve"]``, ``docker/Dockerfile``).
+The model is its positional ``model_tag`` (``--model`` still parses, moved to the front with a warning,
+``utils/argparse_utils.py`` 287-317).
+
+``vllm serve`` 0.32 (0.16 already; 0.12 still defaulted to one) sets ``--api-server-count`` to the
+data-parallel ranks it fronts (all, the local ones with hybrid load balancing, one with external;
+``serve.py`` 107-130), where the old entry point ran one API server: a data-parallel engine's port is then
+shared (``SO_REUSEPORT``) by that many API server processes, each talking to every rank. A profile pins
+one with ``extra_args: [--api-server-count, "1"]`` on a single-pod replica (a headless worker refuses any
+count above 0).
 
 Pure: argument lists and dicts, no I/O. :class:`~infctl.engines.vllm.VLLMAdapter` delegates to it.
 
@@ -9,7 +26,7 @@ its own so that engines side by side on one machine never share one).
 
 What a data-parallel engine opens, read in vLLM 0.32.0 (the CPU build ``.ci/slow`` installs: ``vllm/config/
 parallel.py``, ``engine/arg_utils.py``, ``v1/engine/utils.py``, ``v1/engine/coordinator.py``,
-``utils/network_utils.py``) for ``--data-parallel-size N`` behind one API server:
+``utils/network_utils.py``) for ``--data-parallel-size N`` behind its API server(s):
 
 - ``--data-parallel-rpc-port`` (``-dpp``, default 29550 for every engine): the engine-core handshake's ROUTER
   socket, bound only when the handshake goes over TCP (``--data-parallel-hybrid-lb``/``-external-lb``,
@@ -31,7 +48,9 @@ parallel.py``, ``engine/arg_utils.py``, ``v1/engine/utils.py``, ``v1/engine/coor
 
 Checked live (``tests/e2e/test_vllm_dp.py``: two engines of 2 ranks each on this 2-core box): besides its
 HTTP port, each engine's process tree listened on ~26 ports, all kernel-assigned (32768+), none shared and
-none of 29500/29501/29550; each rank served requests pinned to it (``X-data-parallel-rank``).
+none of 29500/29501/29550; each rank served requests pinned to it (``X-data-parallel-rank``). The port
+count was taken under the old entry point (one API server); under ``vllm serve`` (two API servers each)
+the test passes again: both engines up on their own handshake ports, every pinned request on its rank.
 
 vLLM PD on the NIXL connector (``distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py``): every
 prefill and decode engine's scheduler serves the KV handshake (its workers' metadata, all TP ranks behind
@@ -137,11 +156,16 @@ connector factory and the speculative config (0.8.5, 0.9.0.1, 0.9.1, 0.9.2, 0.10
 ``--enable-server-load-tracking``, ``--enable-expert-parallel``, ``--speculative-config``...) is in 0.8.5."""
 
 
+PROGRAM = ("vllm", "serve")
+"""The command the container runs, as the image's own entrypoint does (the module docstring says why not
+``python -m vllm.entrypoints.openai.api_server``); a local runner runs it with another interpreter
+(:func:`~infctl.engines.cmdline.run_by`)."""
+
+
 def launch_command(model: ModelProfile, *, role: Role, port: int, host: str = "0.0.0.0") -> list[str]:
-    """``python3 -m vllm.entrypoints.openai.api_server ...``; a local runner may swap argv[0]."""
+    """``vllm serve <model> ...``."""
     args = [
-        "python3", "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model.model,
+        *PROGRAM, model.model,
         "--served-model-name", model.served_model_name,
         "--host", host,
         "--port", str(port),
@@ -200,11 +224,10 @@ def dp_ranks(argv: Sequence[str]) -> int:
       port fronts the ``-dpl`` local ranks (``-dpl`` equal to ``-dp`` turns it off: the same count);
     - internal (the default, ``-dpl`` alone or a multi-node leader included): all ``-dp`` ranks.
 
-    ``--headless`` and ``--data-parallel-multi-port-external-lb`` act only in ``vllm serve``
-    (``entrypoints/cli/serve.py``); ``python -m vllm.entrypoints.openai.api_server``, which
-    :func:`launch_command` runs, ignores them (``entrypoints/launchers/api_server/entry.py`` 83, 209-232).
-    Not followed: ``--nnodes`` inferring ``-dpl`` for ``--data-parallel-hybrid-lb`` alone, ``--config``
-    files, abbreviated option names."""
+    Not followed: ``--headless`` (a multi-node worker, which serves no HTTP: its ranks are its leader's),
+    ``--data-parallel-multi-port-external-lb`` (one API server per local rank, each on its own port),
+    ``--nnodes`` inferring ``-dpl`` for ``--data-parallel-hybrid-lb`` alone, ``--config`` files,
+    abbreviated option names."""
     words = argparse_spelling(argv)
     dp = last_count(words, DP_SIZE_FLAGS)
     if last_value(words, DP_RANK_FLAGS) is not None or last_switch(words, *_switch(EXTERNAL_LB_FLAGS)):

@@ -14,6 +14,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
+from infctl.engines.cmdline import python_module
 from infctl.errors import LocalTargetError
 from infctl.local.admin_token import check_private, token_path
 from infctl.local.control import delete
@@ -60,15 +61,16 @@ def read_plan(path: Path) -> tuple[LocalPlan, SupervisorSettings]:
 
 
 def check_installed(spec: ProcessSpec) -> None:
-    """Fail before starting anything when a process's program (or its ``python -m`` module) is missing."""
+    """Fail before starting anything when a process's program (or the Python module it runs) is missing."""
     program = spec.argv[0]
+    module = python_module(spec.argv)
     missing = None
     if shutil.which(program) is None:
         missing = f"program {program!r} not found"
-    elif len(spec.argv) > 2 and spec.argv[1] == "-m" and _is_this_python(program):
-        module = spec.argv[2].split(".")[0]
-        if importlib.util.find_spec(module) is None:
-            missing = f"Python module {module!r} is not installed"
+    elif module is not None and _is_this_python(program):
+        package = module.split(".")[0]
+        if importlib.util.find_spec(package) is None:
+            missing = f"Python module {package!r} is not installed"
     if missing is not None:
         raise LocalTargetError(
             f"cannot start {spec.name}: {missing}",

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from infctl.config import ModelProfile, Role
 from infctl.engines import get_adapter
-from infctl.engines.cmdline import TRUST_REQUEST_CHAT_TEMPLATE, trusts_request_chat_template
+from infctl.engines.cmdline import TRUST_REQUEST_CHAT_TEMPLATE, run_by, trusts_request_chat_template
 from infctl.local.engine_ports import host_port_args, placeholders
 from infctl.local.spec import LOCALHOST
 
@@ -104,5 +104,5 @@ def real_command(
         return [_fill(word, values) for word in custom]
     argv = get_adapter(model.engine).launch_command(model, role=role, port=port, host=LOCALHOST)
     argv += host_port_args(model, host_ports, LOCALHOST)
-    # Adapters write the container's `python3 -m ...`; here the engine must be importable by our interpreter.
-    return [python, *argv[1:]] if argv[0] in ("python", "python3") else argv
+    # Adapters write the container's command; here the engine must be the one `python` imports.
+    return run_by(argv, python)

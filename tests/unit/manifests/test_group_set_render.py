@@ -183,10 +183,11 @@ def test_per_role_autoscaling_is_refused_with_a_set() -> None:
 
 def run_pod(command: list[str], index: int, leader: str, tmp_path: Path) -> list[str]:
     """Run a pod's command as the container would (after Kubernetes's own $(VAR) expansion of POD_IP),
-    with a python3 on PATH that prints the argv it was started with."""
-    fake = tmp_path / "python3"
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
-    fake.chmod(0o755)
+    with a python3 and a vllm on PATH that print the argv they were started with."""
+    for program in ("python3", "vllm"):
+        fake = tmp_path / program
+        fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+        fake.chmod(0o755)
     env = {
         "PATH": f"{tmp_path}:/usr/bin:/bin",
         "LWS_WORKER_INDEX": str(index),

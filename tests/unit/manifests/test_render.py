@@ -111,6 +111,8 @@ def test_multi_node_replica_is_a_leader_worker_set_with_probes_on_the_leader_onl
     leader_labels, worker_labels = (t["metadata"]["labels"] for t in pod_templates(lws))
     assert leader_labels[L.SERVES] == "http" and L.SERVES not in worker_labels
     assert "--headless" in worker["command"][-1] and "$((LWS_WORKER_INDEX * 8))" in worker["command"][-1]
+    # `vllm serve`: the program that honours --headless (the deprecated api_server module ignores it).
+    assert worker["command"][-1].startswith("exec vllm serve ")
     assert leader["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/ib": 1}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in leader["volumeMounts"]
     svc = next(
@@ -122,7 +124,7 @@ def test_multi_node_replica_is_a_leader_worker_set_with_probes_on_the_leader_onl
 def test_single_node_engine_is_a_deployment_with_adapter_args() -> None:
     (dep,) = engines(objects(QWEN))
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert container["command"][:3] == ["vllm", "serve", "Qwen/Qwen3-8B"]
     assert dep["spec"]["replicas"] == 4
     assert dep["spec"]["selector"]["matchLabels"] == {L.RELEASE: "qwen3-8b", L.WORKLOAD: "engine"}
     claim = dep["spec"]["template"]["spec"]["volumes"][1]["persistentVolumeClaim"]
