@@ -200,7 +200,9 @@ async def test_precise_index_follows_engine_kv_events(start_sim, start_router) -
 
 async def test_admission_holds_then_429s_when_every_backend_is_saturated(start_sim, start_router) -> None:
     sim = await start_sim(time_scale=1.0, max_num_seqs=1)
-    policy = {"preset": "least_load", "settings": {"saturation_queue": 2}}
+    # Signals usable for 30 s: at the default 0.2 s a loaded machine's late scrape counts as no evidence of
+    # saturation, so the later requests went straight to the engine instead of being held or refused.
+    policy = {"preset": "least_load", "settings": {"saturation_queue": 2, "stale_after_s": 30.0}}
     url = await start_router(
         [Backend(id=sim.urls[0], url=sim.urls[0])], policy=policy, admission_queue=2, admission_deadline_s=20
     )
