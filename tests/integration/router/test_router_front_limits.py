@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from infctl.router.config import RouterConfig
@@ -68,8 +69,17 @@ async def test_beyond_max_connections_a_newcomer_gets_503_while_the_others_are_b
         w.close()
 
 
+async def engine_ejected(host: str, port: int) -> None:
+    """Until the health probe has ejected the only engine (it refuses connections): from then on a generation
+    request gets the router's own 503. Before, the router tries the engine and answers 502, which a loaded
+    machine's late first probe left to a test's first request."""
+    async with httpx.AsyncClient(timeout=10) as c, asyncio.timeout(30):
+        while not (await c.get(f"http://{host}:{port}/admin/backends")).json()["backends"][0]["ejected"]:
+            await asyncio.sleep(0.02)
+
+
 async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
-    """Send one generation POST and read its whole answer (a 503: the only engine refuses connections)."""
+    """Send one generation POST and read its whole answer (a 503 once :func:`engine_ejected`)."""
     writer.write(POST)
     await writer.drain()
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
@@ -82,6 +92,7 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
 async def test_a_connection_idle_past_the_header_timeout_is_reused(lean_router: Any) -> None:
     # A client's pool keeps a connection idle longer than a head may take (aiohttp's: 15 s against 10 s).
     host, port = await lean_router(header_timeout_s=0.1, keepalive_timeout_s=30.0, drain_timeout_s=1.0)
+    await engine_ejected(host, port)
     reader, writer = await asyncio.open_connection(host, port)
     assert (await answer(reader, writer)).startswith(b"HTTP/1.1 503 ")
     await asyncio.sleep(0.6)  # six head deadlines, many sweeps (every 25 ms)
@@ -91,6 +102,7 @@ async def test_a_connection_idle_past_the_header_timeout_is_reused(lean_router: 
 
 async def test_a_connection_idle_past_the_keepalive_timeout_is_closed(lean_router: Any) -> None:
     host, port = await lean_router(keepalive_timeout_s=0.2, drain_timeout_s=1.0)
+    await engine_ejected(host, port)
     reader, writer = await asyncio.open_connection(host, port)
     assert (await answer(reader, writer)).startswith(b"HTTP/1.1 503 ")
     assert await asyncio.wait_for(reader.read(), 20) == b""  # the router closes it, quietly
