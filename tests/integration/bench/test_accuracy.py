@@ -61,9 +61,15 @@ async def test_ttft_itl_tpot_match_the_server(start_fake: StartFake, api: str) -
 async def test_concurrent_requests_stay_accurate(start_fake: StartFake) -> None:
     fake = await start_fake(ttft_s=0.03, itl_s=0.005)
     s = (await run_benchmark(config(fake.url, "chat", concurrency=8, n=80))).summary
-    # The server shares this event loop: its work for 8 streams delays what the client sees by a few ms
-    # (a loose bound; it still fails if the role chunk counted (~0 ms) or the stream's end did (~55 ms)).
-    assert abs(s.ttft["p50"] - statistics.median(fake.delays)) < 0.006
+    # The server shares this event loop: its work for 8 streams delays what the client sees. How much later
+    # the client saw the first token than the server wrote it is held to how much later it saw the last one
+    # (the same backlog, measured in the same run): a loaded machine stretched both to 15-20 ms, and a fixed
+    # 6 ms bound failed (CPU hogs: p50 TTFT 46 ms against 30.5 ms written). Neither can be negative (the
+    # client sends before the server reads, and reads after it writes); it still fails if the role chunk
+    # counted (~-30 ms) or the stream's end did (the stream's length beyond the last token's lag).
+    lead = s.ttft["p50"] - statistics.median(fake.delays)
+    tail = s.e2e["p50"] - statistics.median(w[-1] for w in fake.writes)
+    assert 0 <= lead < tail + 0.006, (lead, tail)
     # Against the gaps the server really left: eight streams' late timers catching up write tokens back to
     # back, which a loaded machine turned into a 0.15 ms p50 (the nominal 5 ms +- 1 failed).
     gaps, _ = applied(fake)
