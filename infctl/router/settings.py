@@ -30,7 +30,8 @@ class PolicySettings:
     cost_queue_weight: float = 0.25
     """cache_aware: weight of prefill tokens already queued on a backend, relative to this request's own
     uncached tokens. Below 1 when the engine batches prefills (chunked prefill with a token budget): a
-    queued prompt then shares steps with this one instead of delaying it by its full length."""
+    queued prompt then shares steps with this one instead of delaying it by its full length. A longer prompt
+    is charged more of the queue, all of it once it is as long as the queue (``queue_wait``)."""
     cost_decode_weight: float = 0.1
     """cache_aware: weight of in-flight context tokens (the decode load) in the cost. Dynamo uses 1 per
     block, but a running sequence delays a new prompt's prefill far less than a prompt token does (a few

@@ -256,3 +256,18 @@ def test_decision_carries_scores_for_the_log() -> None:
     decision = build_policy("weighted").decide(snap(B3), request(blocks=4), matches={"a": 4})
     assert set(decision.scores) == {"a", "b", "c"}
     assert decision.scores["a"] == max(decision.scores.values())
+
+
+def test_cache_aware_charges_a_long_prompt_the_whole_queue_ahead_of_it() -> None:
+    # The business day's missed prompt (simulate compare autoscaling, t=128.5 s): "a" has no queue but the
+    # heaviest decode, "b" a 15k-token queue. A 129k-token prompt is prefilled after all of "b"'s queue, so
+    # it goes to "a" (1.88 s there against 2.08 s on "b" in the simulator); a short prompt shares "b"'s queue
+    # steps and still goes to "b".
+    policy = build_policy("cache_aware")
+    states = {
+        "a": fresh(inflight=34, inflight_tokens=305_394, capacity=None),
+        "b": fresh(inflight=28, queued_tokens=15_181, inflight_tokens=225_783, capacity=None),
+        "c": fresh(inflight=3, queued_tokens=96_733, inflight_tokens=97_014, capacity=None),
+    }
+    assert policy.decide(snap(B3, states), request(tokens=129_024)).backend_id == "a"
+    assert policy.decide(snap(B3, states), request(tokens=1_000)).backend_id == "b"
