@@ -138,7 +138,7 @@ def autoscaling_day(day: str, size: ScenarioSize) -> SimScenario:
         ],
         measures=[
             Measure("GPU-hours", m.gpu_hours, "h", "lower"),
-            Measure(SLO_NAME, m.slo_attainment, "pct", "higher"),
+            Measure(SLO_NAME, m.slo_attainment, "pct", "higher", decimals=2),
             Measure("TTFT p50", m.ttft("p50"), "ms", "lower"),
             Measure("TTFT p99", m.ttft("p99"), "ms", "lower"),
             Measure("peak engines", m.peak_engines, "count", "lower"),

@@ -64,7 +64,7 @@ def scale_to_zero(size: ScenarioSize) -> SimScenario:
         ],
         measures=[
             Measure("GPU-hours", m.gpu_hours, "h", "lower"),
-            Measure(SLO_NAME, m.slo_attainment, "pct", "higher"),
+            Measure(SLO_NAME, m.slo_attainment, "pct", "higher", decimals=2),
             Measure("TTFT p99", m.ttft("p99"), "ms", "lower"),
             Measure("TTFT max", m.ttft("max"), "ms", "lower"),
             Measure("fewest engines", fewest_engines, "count", "lower"),
