@@ -295,12 +295,15 @@ async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str 
         raise EngineError(
             f"model {model!r} is not served at {base} (serving: {served})", hint=f"use --model {served}"
         )
-    labels = cache_config_labels(metrics)
+    labels, engines = cache_config_labels(metrics)
+    total_blocks = _int(labels.get("num_gpu_blocks"))
     return EngineInfo(
         model=str(card["id"]),
         max_model_len=_int(card.get("max_model_len")),
         block_size=_int(labels.get("block_size")),
-        num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
+        # vLLM 0.32 writes the sum over its data-parallel engines on each engine's sample
+        # (v1/engine/core_client.py _apply_ready_response): one engine's pool is the share.
+        num_gpu_blocks=total_blocks // engines if total_blocks else None,
         kv_bytes_per_token=_kv_bytes_per_token(labels),
         prefix_caching=None
         if "enable_prefix_caching" not in labels
@@ -309,11 +312,12 @@ async def engine_info(session: aiohttp.ClientSession, base_url: str, model: str 
     )
 
 
-def cache_config_labels(metrics_text: str) -> dict[str, str]:
-    """Labels of vLLM's ``cache_config_info`` sample (empty when absent)."""
+def cache_config_labels(metrics_text: str) -> tuple[dict[str, str], int]:
+    """Labels of vLLM's first ``cache_config_info`` sample (empty when absent), and how many engines wrote
+    one (one per data-parallel engine)."""
     families = parse_metrics(metrics_text, frozenset({CACHE_CONFIG_INFO}))
     samples = families.get(CACHE_CONFIG_INFO, ())
-    return dict(samples[0].labels) if samples else {}
+    return (dict(samples[0].labels) if samples else {}), max(1, len(samples))
 
 
 def _kv_bytes_per_token(labels: dict[str, str]) -> int | None:
