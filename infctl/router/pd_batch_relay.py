@@ -3,9 +3,11 @@ merged into the client's one response, whole or streamed.
 
 ``BatchRelay.relay`` has ``attempt.relay_answer``'s signature, so ``attempt.try_once`` runs the legs as any
 try (pool accounting, metrics, retries). The contract is the relay's: ``UpstreamFailed`` while the client has
-nothing (a leg's 5xx, a leg broken before the first event), so the batch is retried whole; a leg's 4xx is the
-client's answer; a leg that breaks after the client had events leaves the stream open for the caller, which
-ends it with an error event (a batch is never continued: ``resume.uncontinuable``).
+nothing (a leg's 5xx, a leg broken before the first event, a leg's stream opening with an engine's 5xx
+error event, as a decode that cannot load its KV answers: ``opening``), so the batch is retried whole; a
+leg's 4xx is the client's answer; a leg that breaks (or sends an error event) after the client had events
+leaves the stream open for the caller, which ends it with an error event (a batch is never continued:
+``resume.uncontinuable``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aiohttp import web
 
 from infctl.router.client import ClientRequest
 from infctl.router.legs import post
+from infctl.router.opening import ErrorEvent, judge_opening
 from infctl.router.pd_batch import every, merge_answers, renumber, summed_usage
 from infctl.router.pd_legs import openai_error
 from infctl.router.relay import RelayedResponse
@@ -127,6 +130,11 @@ class _Merge:
                     return self.client.out, RelayResult(
                         200, self.first, wrote, completed=False, appendable=True
                     )
+                if self.client is None:
+                    # Judged while the client has nothing (no role chunks to hold: completions only).
+                    verdict = judge_opening(item, chunked=False)
+                    if isinstance(verdict, ErrorEvent):
+                        raise UpstreamFailed(f"a decode leg's {verdict.reason}", status=verdict.status)
                 data, failed = self.events(prompt, item)
                 if not data:
                     continue

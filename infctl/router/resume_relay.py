@@ -1,6 +1,9 @@
 """The I/O of continuing a broken stream (``infctl.router.resume`` has the rules): the client's response, left
 open by the relay that broke, to which events are appended; and the continuation's upstream exchange, whose
-events are rewritten into it.
+events are rewritten into it. A continuation's opening is judged as a first try's is
+(``upstream.past_opening``): one that opens with an engine's 5xx error event (after its role chunk or none)
+has added nothing to the client's stream, so it is a failed try (``UpstreamFailed``) and the next backend
+continues, not an error the client reads in the middle of its answer.
 
 The continuation takes aiohttp's client (``RouterState.session``), not the lean one: it runs only after a
 failure, parses every event anyway, and must reach HTTPS backends too.
@@ -18,7 +21,7 @@ from aiohttp import web
 from infctl.router.client import ClientRequest
 from infctl.router.relay import RelayedResponse
 from infctl.router.resume import Rewriter
-from infctl.router.upstream import RelayResult, UpstreamFailed, cut, read_events, send
+from infctl.router.upstream import RelayResult, UpstreamFailed, cut, past_opening, read_events, send
 
 if TYPE_CHECKING:
     from infctl.router.state import RouterState
@@ -108,8 +111,24 @@ class Continuation:
     async def _events(
         self, resp: aiohttp.ClientResponse, on_first: Callable[[], None]
     ) -> tuple[web.StreamResponse, RelayResult]:
-        held, wrote = b"", 0
-        while True:
+        try:
+            chunk, held = await read_events(resp.content, b"")
+            if resp.status == 200:
+                chunk, held = await past_opening(resp.content, chunk, held)
+        except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
+            raise UpstreamFailed(f"broke before the first byte: {type(exc).__name__}") from exc
+        wrote = 0
+        while chunk:
+            data = self.rewriter.events(chunk)
+            if data:
+                if not wrote:
+                    on_first()
+                try:
+                    await self.client.write(data)
+                except ConnectionResetError:
+                    resp.close()
+                    return self.client.out, RelayResult(resp.status, None, wrote, False, client_gone=True)
+                wrote += len(data)
             try:
                 chunk, held = await read_events(resp.content, held)
             except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
@@ -117,19 +136,6 @@ class Continuation:
                     raise UpstreamFailed(f"broke before the first byte: {type(exc).__name__}") from exc
                 resp.close()
                 return self.client.out, RelayResult(resp.status, None, wrote, completed=False)
-            if not chunk:
-                break
-            data = self.rewriter.events(chunk)
-            if not data:
-                continue
-            if not wrote:
-                on_first()
-            try:
-                await self.client.write(data)
-            except ConnectionResetError:
-                resp.close()
-                return self.client.out, RelayResult(resp.status, None, wrote, False, client_gone=True)
-            wrote += len(data)
         if not wrote:
             raise UpstreamFailed("the continuation answered no events")
         # A clean end without [DONE] is a stream cut short all the same: the next continuation goes on.

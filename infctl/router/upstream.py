@@ -158,7 +158,7 @@ async def forward(
             if events:
                 chunk, held = await read_events(resp.content, held)
                 if resp.status == 200:
-                    chunk, held = await _past_opening(resp.content, chunk, held)
+                    chunk, held = await past_opening(resp.content, chunk, held)
             else:
                 chunk = await resp.content.readany()
         except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
@@ -209,7 +209,7 @@ async def forward(
         resp.release()
 
 
-async def _past_opening(content: aiohttp.StreamReader, chunk: bytes, held: bytes) -> tuple[bytes, bytes]:
+async def past_opening(content: aiohttp.StreamReader, chunk: bytes, held: bytes) -> tuple[bytes, bytes]:
     """The stream's first whole events to relay (``chunk`` and, while those are role-only chat chunks, the
     events after them: ``opening``) and the start of the event after them; ``UpstreamFailed`` when the
     stream opens with an engine's 5xx error event."""
