@@ -1,7 +1,8 @@
 """The precise index live: a burst sharing a new prefix, routed before any KV event can arrive.
 
-The engines run in real time or slower so the prefix's prefill (4,000 tokens, ~70 ms simulated on the H100
-profile) outlasts the first requests of the burst: they are routed before the first BlockStored reaches the router.
+The engines run in real time or slower so the prefix's prefill (4,000 tokens, ~70 ms simulated on the
+H100 profile) outlasts the first requests of the burst: they are routed before the first BlockStored
+reaches the router.
 """
 
 from __future__ import annotations
