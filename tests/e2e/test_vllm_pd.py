@@ -230,7 +230,8 @@ class TransportFailed(AssertionError):
     """vLLM counted a failed NIXL transfer (``vllm:nixl_num_failed_transfers``) and recomputed the prompt.
     Seen in the batch right after the kill test's prefill engine came back (CI of 53a2f9b, and a rerun),
     and once in a first request; the other requests, with the same router and engines, moved their KV
-    cleanly, and isolated reruns of both tests passed. Not yet explained: see the stop note."""
+    cleanly, and isolated reruns of both tests passed. The cause is not pinned down yet (a decode engine
+    holding the restarted prefill's old NIXL agent metadata is the suspect)."""
 
 
 def until_kv(engines: Engines, decode0: dict[str, float], arrived: Callable[[dict[str, float]], bool],
